@@ -1,0 +1,92 @@
+// Package outbox holds the domain of binlog-outbox: the Event that travels from
+// a MySQL outbox table to a Redis Stream, the small interfaces the relay
+// pipeline consumes, and the errors shared by its components.
+//
+// The sub-packages implement the pieces: canal reads committed events from the
+// binlog, poller reads them with SELECT ... FOR UPDATE SKIP LOCKED, redisstream
+// appends them to Redis Streams together with the position, position encodes
+// where a relay stands, and schema describes the outbox table.
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Event is one committed row of the outbox table, as a consumer sees it.
+//
+// Field values are copies: an Event never aliases a binlog packet buffer, so it
+// can be kept after the reader moved on.
+type Event struct {
+	// OutboxID is the primary key value of the row.
+	OutboxID uint64
+	// MessageID identifies the event for consumer-side deduplication. When the
+	// table has no message_id column it is OutboxID in decimal.
+	MessageID string
+	// AggregateType is empty when the table has no aggregate_type column.
+	AggregateType string
+	AggregateID   string
+	EventType     string
+	// Payload is the state serialised in the producer's transaction.
+	Payload []byte
+	// Headers is nil when the table has no headers column or the value is NULL.
+	Headers []byte
+	// OccurredAt is in UTC.
+	OccurredAt time.Time
+}
+
+// Error is an error an operator has to act on. Hint says how.
+type Error struct {
+	// Err is the underlying error; errors.Is and errors.As see through Error.
+	Err error
+	// Hint is one or more sentences telling the operator how to fix the problem.
+	Hint string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Hint == "" {
+		return e.Err.Error()
+	}
+	return e.Err.Error() + " (hint: " + e.Hint + ")"
+}
+
+// Unwrap gives errors.Is and errors.As access to the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// WithHint wraps err with an operator hint. It returns nil when err is nil.
+func WithHint(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Err: err, Hint: fmt.Sprintf(format, args...)}
+}
+
+// HintOf returns the first operator hint in err's chain, or "".
+func HintOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Hint
+	}
+	return ""
+}
+
+var (
+	// ErrFenced means another relay advanced the stored position since this
+	// relay last read it. The stale relay must stop; continuing would append
+	// the same events twice.
+	ErrFenced = errors.New("stored position was advanced by another relay")
+
+	// ErrPositionRolledBack means the stored position is older than the one
+	// this relay wrote last, e.g. Redis lost acknowledged writes on a restart.
+	// The reader restarts from the stored position; streams rolled back with it.
+	ErrPositionRolledBack = errors.New("stored position is older than the last one written")
+
+	// ErrPositionGone means the binlog the stored position points into is no
+	// longer on the server (purged) or belongs to another server.
+	ErrPositionGone = errors.New("stored binlog position is not available on the server")
+
+	// ErrConfig marks an invalid configuration; retrying does not help.
+	ErrConfig = errors.New("invalid configuration")
+)
