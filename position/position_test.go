@@ -1,0 +1,121 @@
+package position
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
+
+func TestParseStart(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Start
+		wantErr bool
+	}{
+		{in: "", want: Start{Kind: StartNow}},
+		{in: "now", want: Start{Kind: StartNow}},
+		{in: "EARLIEST", want: Start{Kind: StartEarliest}},
+		{in: "mysql-bin.000003:4", want: Start{Kind: StartFilePos, File: "mysql-bin.000003", Pos: 4}},
+		{in: "binlog.000123:98765", want: Start{Kind: StartFilePos, File: "binlog.000123", Pos: 98765}},
+		{in: "0-1-42", want: Start{Kind: StartGTID, GTIDSet: "0-1-42"}},
+		{in: "0-1-42,1-2-7", want: Start{Kind: StartGTID, GTIDSet: "0-1-42,1-2-7"}},
+		{in: "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5", want: Start{Kind: StartGTID, GTIDSet: "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5"}},
+		{in: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7-9,4e11fa47-71ca-11e1-9e33-c80aa9429562:1", want: Start{Kind: StartGTID, GTIDSet: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7-9,4e11fa47-71ca-11e1-9e33-c80aa9429562:1"}},
+		{in: "3e11fa47-71ca-11e1-9e33-c80aa9429562:tag_1:1-5", want: Start{Kind: StartGTID, GTIDSet: "3e11fa47-71ca-11e1-9e33-c80aa9429562:tag_1:1-5"}},
+		{in: "mysql-bin.000003:3", wantErr: true},
+		{in: "mysql-bin.000003:99999999999", wantErr: true},
+		{in: "mysql-bin.000003", wantErr: true},
+		{in: "yesterday", wantErr: true},
+		{in: "0-1-42,3e11fa47-71ca-11e1-9e33-c80aa9429562:1", wantErr: true},
+		{in: "../etc/passwd.1:4", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := ParseStart(tt.in)
+		if tt.wantErr {
+			if err == nil {
+				t.Errorf("ParseStart(%q) = %+v, want an error", tt.in, got)
+			} else if !errors.Is(err, outbox.ErrConfig) || outbox.HintOf(err) == "" {
+				t.Errorf("ParseStart(%q) error %v: want ErrConfig with a hint", tt.in, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseStart(%q): %v", tt.in, err)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("ParseStart(%q) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestBinlog_EncodeDecode(t *testing.T) {
+	in := Binlog{Flavor: FlavorMariaDB, ServerID: 1, File: "mysql-bin.000001", Pos: 1234, LastGTID: "0-1-9",
+		TxRows: 7, Writer: "w1", Seq: 3, UpdatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	out, err := Decode(in.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != in {
+		t.Fatalf("round trip: got %+v, want %+v", out, in)
+	}
+}
+
+func TestDecode_Invalid(t *testing.T) {
+	for _, in := range []string{
+		``, `{}`, `not json`, `{"flavor":"oracle","file":"a.1","pos":4}`,
+		`{"flavor":"mysql","file":"","pos":4}`, `{"flavor":"mysql","file":"a.1","pos":1}`,
+		`{"flavor":"mysql","file":"a.1","pos":4,"unknown":1}`,
+	} {
+		if b, err := Decode([]byte(in)); err == nil {
+			t.Errorf("Decode(%q) = %+v, want an error", in, b)
+		}
+	}
+}
+
+func TestGTIDFlavor(t *testing.T) {
+	if got := GTIDFlavor("0-1-5,1-1-2"); got != FlavorMariaDB {
+		t.Errorf("GTIDFlavor(mariadb set) = %s", got)
+	}
+	if got := GTIDFlavor("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"); got != FlavorMySQL {
+		t.Errorf("GTIDFlavor(mysql set) = %s", got)
+	}
+}
+
+func FuzzParseStart(f *testing.F) {
+	for _, s := range []string{"now", "earliest", "mysql-bin.000001:4", "0-1-2", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "a:b:c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		st, err := ParseStart(s)
+		if err != nil {
+			return
+		}
+		if st.Kind == StartFilePos && (st.File == "" || st.Pos < 4) {
+			t.Fatalf("ParseStart(%q) = %+v: file position without file or before 4", s, st)
+		}
+		if st.Kind == StartGTID && st.GTIDSet == "" {
+			t.Fatalf("ParseStart(%q) = %+v: empty GTID set", s, st)
+		}
+	})
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(Binlog{Flavor: FlavorMySQL, File: "b.1", Pos: 4}.Encode())
+	f.Add([]byte(`{"flavor":"mariadb","gtid_set":"0-1-1"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := Decode(data)
+		if err != nil {
+			return
+		}
+		if err := b.Validate(); err != nil {
+			t.Fatalf("Decode accepted an invalid position %+v: %v", b, err)
+		}
+		again, err := Decode(b.Encode())
+		if err != nil || again != b {
+			t.Fatalf("re-decode of %+v: %+v, %v", b, again, err)
+		}
+	})
+}
