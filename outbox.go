@@ -9,6 +9,7 @@
 package outbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -34,6 +35,11 @@ type Event struct {
 	Headers []byte
 	// OccurredAt is in UTC.
 	OccurredAt time.Time
+	// Invalid, when not empty, says why the row cannot be delivered as an
+	// event (a NULL in a required column, a payload that is not JSON). Such a
+	// row goes to the dead-letter stream with the reason instead of blocking
+	// the relay or vanishing.
+	Invalid string
 }
 
 // Error is an error an operator has to act on. Hint says how.
@@ -90,3 +96,30 @@ var (
 	// ErrConfig marks an invalid configuration; retrying does not help.
 	ErrConfig = errors.New("invalid configuration")
 )
+
+// Sink appends events to their streams together with the relay's position.
+// The binlog reader consumes it; package redisstream implements it.
+type Sink interface {
+	// Append appends events to their streams in order and replaces the stored
+	// position prev (nil: none stored) with next, in one atomic step: either
+	// all of it happens or none. When the stored position is not prev it
+	// appends nothing and returns a *PositionMismatchError. After an error
+	// whose outcome is unknown (the connection broke before the reply),
+	// Append reads the position back to tell whether the step happened, so a
+	// nil error always means "appended once" and any other error means
+	// "nothing appended".
+	Append(ctx context.Context, events []Event, prev, next []byte) error
+	// Position returns the stored position, or nil when none is stored.
+	Position(ctx context.Context) ([]byte, error)
+}
+
+// PositionMismatchError reports that the stored position is not the one the
+// relay expected; Stored is what is stored (nil: nothing).
+type PositionMismatchError struct {
+	Stored []byte
+}
+
+// Error implements error.
+func (e *PositionMismatchError) Error() string {
+	return "stored position changed under the relay"
+}

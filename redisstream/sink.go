@@ -1,0 +1,321 @@
+// Package redisstream appends outbox events to Redis Streams. In binlog mode
+// the appends of a batch and the relay's position are written by one Lua
+// script, so Redis applies both or neither: a crash at any moment can neither
+// lose an event nor append one twice.
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
+
+// Entry field names. Consumers depend on them: keep them.
+const (
+	FieldMessageID     = "message_id"
+	FieldAggregateType = "aggregate_type"
+	FieldAggregateID   = "aggregate_id"
+	FieldEventType     = "event_type"
+	FieldPayload       = "payload"
+	FieldOccurredAt    = "occurred_at"
+	FieldOutboxID      = "outbox_id"
+	FieldHeaders       = "headers"
+	// FieldReason is set on dead-letter entries only.
+	FieldReason = "reason"
+)
+
+// OccurredAtLayout formats occurred_at: RFC 3339 in UTC with microseconds,
+// which PHP's DateTimeImmutable and Go's time.Parse(time.RFC3339Nano) read.
+const OccurredAtLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+// Defaults of Config.
+const (
+	DefaultDeadLetterStream = "outbox:dead-letter"
+)
+
+// Config configures a Sink.
+type Config struct {
+	// Stream is the stream key template (default DefaultStream).
+	Stream string
+	// Partitions is the number of partitions {partition} ranges over (default 1).
+	Partitions int
+	// DeadLetterStream receives rows that cannot be delivered as events, with
+	// the reason (default DefaultDeadLetterStream).
+	DeadLetterStream string
+	// PositionKey is the key holding the relay's position. Required for
+	// Append; it names the source (database and table) so that relays of
+	// different outbox tables can share a Redis.
+	PositionKey string
+	// NoAggregateType and NoHeaders say the table lacks these optional
+	// columns: their fields are then left out of every entry.
+	NoAggregateType bool
+	NoHeaders       bool
+}
+
+func (c *Config) setDefaults() {
+	if c.Stream == "" {
+		c.Stream = DefaultStream
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 1
+	}
+	if c.DeadLetterStream == "" {
+		c.DeadLetterStream = DefaultDeadLetterStream
+	}
+}
+
+// Sink appends events to Redis Streams. It is safe for use by one goroutine
+// at a time.
+type Sink struct {
+	client   redis.UniversalClient
+	cfg      Config
+	template *Template
+
+	// args is reused between batches: a catch-up appends millions of entries
+	// and the argument slices would otherwise be most of the garbage.
+	args    []any
+	keys    []string
+	keyIdx  map[string]int
+	scratch [20]byte
+}
+
+var _ outbox.Sink = (*Sink)(nil)
+
+// New returns a Sink. The client must not retry commands on its own (go-redis
+// MaxRetries -1, as NewClient sets): a retried script whose first reply was
+// lost would append the batch twice; Append resolves that uncertainty itself.
+func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
+	cfg.setDefaults()
+	t, err := ParseTemplate(cfg.Stream, cfg.Partitions, !cfg.NoAggregateType)
+	if err != nil {
+		return nil, err
+	}
+	return &Sink{client: client, cfg: cfg, template: t, keyIdx: map[string]int{}}, nil
+}
+
+// appendScript checks the stored position, appends every entry and stores the
+// new position. Every check that can fail runs before the first write: Redis
+// does not roll a script back, so a failure half-way would leave some entries
+// appended without the position that covers them. (Redis checks maxmemory
+// before a script's first write only, so OOM cannot strike half-way either.)
+//
+// KEYS[1] position key, KEYS[2..] streams.
+// ARGV[1] expected position ("" = none), ARGV[2] new position, then per entry:
+// stream index into KEYS, number of field/value arguments, the arguments.
+var appendScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur == false then cur = '' end
+if cur ~= ARGV[1] then
+  return {0, cur}
+end
+for i = 2, #KEYS do
+  local t = redis.call('TYPE', KEYS[i])['ok']
+  if t ~= 'stream' and t ~= 'none' then
+    return redis.error_reply('WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. t .. ', not a stream')
+  end
+end
+local i = 3
+local n = #ARGV
+while i <= n do
+  local k = tonumber(ARGV[i])
+  local c = tonumber(ARGV[i + 1])
+  redis.call('XADD', KEYS[k], '*', unpack(ARGV, i + 2, i + 1 + c))
+  i = i + 2 + c
+end
+redis.call('SET', KEYS[1], ARGV[2])
+return {1, ''}
+`)
+
+// Append implements outbox.Sink.
+func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []byte) error {
+	if s.cfg.PositionKey == "" {
+		return fmt.Errorf("%w: redisstream: no position key configured", outbox.ErrConfig)
+	}
+	s.build(events, prev, next)
+	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
+	if err != nil {
+		if !uncertain(err) {
+			return classify(err)
+		}
+		// The reply was lost: the script may or may not have run. The stored
+		// position tells, because the script writes it last and atomically.
+		stored, perr := s.Position(ctx)
+		if perr != nil {
+			return fmt.Errorf("append %d events: %w (and reading the position back failed: %v)", len(events), classify(err), perr)
+		}
+		if string(stored) == string(next) {
+			return nil
+		}
+		if string(stored) == string(prev) {
+			return fmt.Errorf("append %d events: %w", len(events), classify(err))
+		}
+		return &outbox.PositionMismatchError{Stored: stored}
+	}
+	if len(res) == 2 {
+		if ok, _ := res[0].(int64); ok == 1 {
+			return nil
+		}
+		cur, _ := res[1].(string)
+		var stored []byte
+		if cur != "" {
+			stored = []byte(cur)
+		}
+		return &outbox.PositionMismatchError{Stored: stored}
+	}
+	return fmt.Errorf("append: unexpected script reply %v", res)
+}
+
+// build fills s.keys and s.args for the script.
+func (s *Sink) build(events []outbox.Event, prev, next []byte) {
+	clear(s.keyIdx)
+	s.keys = append(s.keys[:0], s.cfg.PositionKey)
+	s.args = append(s.args[:0], string(prev), string(next))
+	for i := range events {
+		e := &events[i]
+		key := s.cfg.DeadLetterStream
+		if e.Invalid == "" {
+			key = s.template.Render(e)
+		}
+		idx, ok := s.keyIdx[key]
+		if !ok {
+			s.keys = append(s.keys, key)
+			idx = len(s.keys)
+			s.keyIdx[key] = idx
+		}
+		countAt := len(s.args) + 1
+		s.args = append(s.args, idx, 0)
+		s.args = s.appendFields(s.args, e)
+		s.args[countAt] = len(s.args) - countAt - 1
+	}
+}
+
+// appendFields appends an entry's field/value pairs in a fixed order.
+func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
+	args = append(args, FieldMessageID, e.MessageID)
+	if !s.cfg.NoAggregateType {
+		args = append(args, FieldAggregateType, e.AggregateType)
+	}
+	args = append(args,
+		FieldAggregateID, e.AggregateID,
+		FieldEventType, e.EventType,
+		FieldPayload, e.Payload,
+		FieldOccurredAt, e.OccurredAt.UTC().Format(OccurredAtLayout),
+		FieldOutboxID, strconv.FormatUint(e.OutboxID, 10),
+	)
+	if !s.cfg.NoHeaders {
+		args = append(args, FieldHeaders, e.Headers)
+	}
+	if e.Invalid != "" {
+		args = append(args, FieldReason, e.Invalid)
+	}
+	return args
+}
+
+// Position implements outbox.Sink.
+func (s *Sink) Position(ctx context.Context) ([]byte, error) {
+	v, err := s.client.Get(ctx, s.cfg.PositionKey).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read position %s: %w", s.cfg.PositionKey, classify(err))
+	}
+	return v, nil
+}
+
+// SetPosition stores a position unconditionally (binlog-outbox position set).
+// A relay running at the same time is fenced: its next append fails.
+func (s *Sink) SetPosition(ctx context.Context, pos []byte) error {
+	if err := s.client.Set(ctx, s.cfg.PositionKey, pos, 0).Err(); err != nil {
+		return fmt.Errorf("write position %s: %w", s.cfg.PositionKey, classify(err))
+	}
+	return nil
+}
+
+// DeletePosition removes the stored position (binlog-outbox position reset).
+func (s *Sink) DeletePosition(ctx context.Context) error {
+	if err := s.client.Del(ctx, s.cfg.PositionKey).Err(); err != nil {
+		return fmt.Errorf("delete position %s: %w", s.cfg.PositionKey, classify(err))
+	}
+	return nil
+}
+
+// PositionKey returns the key the position is stored under.
+func (s *Sink) PositionKey() string { return s.cfg.PositionKey }
+
+// uncertain reports whether err leaves open whether Redis ran the command: the
+// request may have been written before the connection broke.
+func uncertain(err error) bool {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return false // Redis answered with an error: it did not run the script
+	}
+	return !errors.Is(err, redis.ErrClosed)
+}
+
+// classify adds an operator hint to the Redis errors an operator must act on.
+// Redis error replies start with an upper-case code (OOM, READONLY, NOAUTH,
+// WRONGPASS, ...); that code is part of the protocol.
+func classify(err error) error {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return outbox.WithHint(err, "Redis is unreachable; the relay retries and appends nothing until it is back")
+	}
+	code, _, _ := strings.Cut(rerr.Error(), " ")
+	switch code {
+	case "OOM":
+		return outbox.WithHint(err, "Redis reached maxmemory; raise maxmemory or trim the streams consumers are done with (XTRIM); the relay retries and loses nothing")
+	case "READONLY":
+		return outbox.WithHint(err, "--redis-url points at a read-only replica; point it at the primary")
+	case "NOAUTH", "WRONGPASS":
+		return outbox.WithHint(err, "Redis refused the credentials; check the user and password in --redis-url")
+	case "NOPERM":
+		return outbox.WithHint(err, "the Redis user lacks a permission; it needs +evalsha +eval +get +set +xadd +type on the outbox keys")
+	case "WRONGTYPE":
+		return outbox.WithHint(err, "a key the relay appends to is not a stream; rename or delete it, or change --stream")
+	case "MISCONF":
+		return outbox.WithHint(err, "Redis cannot persist (MISCONF); fix its disk or persistence settings")
+	}
+	return err
+}
+
+// NewClient opens a client for a redis:// or rediss:// URL with the settings
+// the relay needs: no automatic retries (see New) and bounded timeouts.
+func NewClient(url string) (*redis.Client, error) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, outbox.WithHint(fmt.Errorf("%w: parse --redis-url: %v", outbox.ErrConfig, redactErr(err, url)),
+			"use redis://[user:password@]host:port/db, or rediss:// for TLS")
+	}
+	o.MaxRetries = -1
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	// A batch script on a slow disk with appendfsync always can take a while;
+	// a short read timeout would turn a slow success into an uncertain error.
+	o.ReadTimeout = 30 * time.Second
+	o.WriteTimeout = 30 * time.Second
+	o.ContextTimeoutEnabled = true
+	return redis.NewClient(o), nil
+}
+
+// redactErr keeps a URL's password out of an error message.
+func redactErr(err error, url string) string {
+	msg := err.Error()
+	if at := strings.LastIndexByte(url, '@'); at > 0 {
+		if scheme := strings.Index(url, "://"); scheme >= 0 && scheme+3 < at {
+			userinfo := url[scheme+3 : at]
+			if _, pw, ok := strings.Cut(userinfo, ":"); ok && pw != "" {
+				msg = strings.ReplaceAll(msg, pw, "xxxxx")
+			}
+		}
+	}
+	return msg
+}

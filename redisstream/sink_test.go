@@ -1,0 +1,207 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+)
+
+func TestMain(m *testing.M) { testsvc.Main(m) }
+
+func newSink(t *testing.T, url string, cfg Config) (*Sink, *redis.Client) {
+	t.Helper()
+	c, err := NewClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if cfg.PositionKey == "" {
+		cfg.PositionKey = "binlog-outbox:test:position"
+	}
+	s, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
+func event(id uint64, typ, agg string) outbox.Event {
+	return outbox.Event{
+		OutboxID: id, MessageID: fmt.Sprintf("01J%023d", id), AggregateType: typ, AggregateID: agg,
+		EventType: typ + ".created", Payload: []byte(fmt.Sprintf(`{"id":%d}`, id)),
+		Headers: []byte(`{"trace":"x"}`), OccurredAt: time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC),
+	}
+}
+
+func TestSink_AppendWritesEntriesAndPosition(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	s, c := newSink(t, r.NewDB(t), Config{})
+	ctx := context.Background()
+
+	batch := []outbox.Event{event(1, "order", "o-1"), event(2, "invoice", "i-1"), event(3, "order", "o-1")}
+	batch[1].Headers = nil
+	if err := s.Append(ctx, batch, nil, []byte("p1")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.XRange(ctx, "outbox:order", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("outbox:order has %d entries, want 2", len(got))
+	}
+	want := map[string]any{
+		"message_id": batch[0].MessageID, "aggregate_type": "order", "aggregate_id": "o-1",
+		"event_type": "order.created", "payload": `{"id":1}`, "occurred_at": "2026-11-29T10:00:00.123456Z",
+		"outbox_id": "1", "headers": `{"trace":"x"}`,
+	}
+	if fmt.Sprint(got[0].Values) != fmt.Sprint(want) {
+		t.Errorf("entry fields:\n got %v\nwant %v", got[0].Values, want)
+	}
+	if got[1].Values["outbox_id"] != "3" {
+		t.Errorf("second order entry outbox_id = %v, want 3 (commit order)", got[1].Values["outbox_id"])
+	}
+	inv, _ := c.XRange(ctx, "outbox:invoice", "-", "+").Result()
+	if len(inv) != 1 || inv[0].Values["headers"] != "" {
+		t.Errorf("invoice entries = %v, want one with empty headers", inv)
+	}
+	if pos, _ := s.Position(ctx); string(pos) != "p1" {
+		t.Errorf("position = %q, want p1", pos)
+	}
+	// A position-only step moves the position without entries.
+	if err := s.Append(ctx, nil, []byte("p1"), []byte("p2")); err != nil {
+		t.Fatal(err)
+	}
+	if pos, _ := s.Position(ctx); string(pos) != "p2" {
+		t.Errorf("position = %q, want p2", pos)
+	}
+}
+
+func TestSink_AppendFencedByOtherPosition(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	s, c := newSink(t, r.NewDB(t), Config{})
+	ctx := context.Background()
+	if err := s.Append(ctx, []outbox.Event{event(1, "order", "a")}, nil, []byte("mine")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPosition(ctx, []byte("theirs")); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Append(ctx, []outbox.Event{event(2, "order", "a")}, []byte("mine"), []byte("mine2"))
+	var mm *outbox.PositionMismatchError
+	if !errors.As(err, &mm) || string(mm.Stored) != "theirs" {
+		t.Fatalf("Append with stale prev: err = %v, want PositionMismatchError{theirs}", err)
+	}
+	if n := c.XLen(ctx, "outbox:order").Val(); n != 1 {
+		t.Fatalf("fenced append wrote entries: XLEN = %d, want 1", n)
+	}
+	// No stored position but one expected.
+	if err := s.DeletePosition(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Append(ctx, nil, []byte("theirs"), []byte("x"))
+	if !errors.As(err, &mm) || mm.Stored != nil {
+		t.Fatalf("Append after delete: err = %v, want PositionMismatchError{nil}", err)
+	}
+}
+
+func TestSink_AppendWrongTypeWritesNothing(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	s, c := newSink(t, r.NewDB(t), Config{})
+	ctx := context.Background()
+	c.Set(ctx, "outbox:invoice", "not a stream", 0)
+	err := s.Append(ctx, []outbox.Event{event(1, "order", "a"), event(2, "invoice", "b")}, nil, []byte("p"))
+	if err == nil || outbox.HintOf(err) == "" {
+		t.Fatalf("Append onto a string key: err = %v, want an error with a hint", err)
+	}
+	if n := c.XLen(ctx, "outbox:order").Val(); n != 0 {
+		t.Errorf("XLEN outbox:order = %d after a failed append, want 0", n)
+	}
+	if pos, _ := s.Position(ctx); pos != nil {
+		t.Errorf("position = %q after a failed append, want none", pos)
+	}
+}
+
+func TestSink_DeadLetterAndPartitions(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	s, c := newSink(t, r.NewDB(t), Config{Stream: "ev:{aggregate_type}:{partition}", Partitions: 4, NoHeaders: true})
+	ctx := context.Background()
+	bad := event(9, "order", "o-9")
+	bad.Invalid = "payload is NULL"
+	if err := s.Append(ctx, []outbox.Event{event(1, "order", "o-1"), bad}, nil, []byte("p")); err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Sprintf("ev:order:%d", Partition("o-1", 4))
+	got := c.XRange(ctx, key, "-", "+").Val()
+	if len(got) != 1 {
+		t.Fatalf("%s has %d entries, want 1", key, len(got))
+	}
+	if _, ok := got[0].Values["headers"]; ok {
+		t.Errorf("entry has a headers field although the table has none: %v", got[0].Values)
+	}
+	dl := c.XRange(ctx, DefaultDeadLetterStream, "-", "+").Val()
+	if len(dl) != 1 || dl[0].Values["reason"] != "payload is NULL" || dl[0].Values["outbox_id"] != "9" {
+		t.Fatalf("dead-letter entries = %v, want the bad row with its reason", dl)
+	}
+}
+
+func TestSink_OOMWritesNothing(t *testing.T) {
+	r := testsvc.StartRedis(t, testsvc.RedisOptions{})
+	s, c := newSink(t, r.URL(0), Config{})
+	ctx := context.Background()
+	info := c.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
+	if err := c.ConfigSet(ctx, "maxmemory", fmt.Sprint(mustAtoi(t, info)+(2<<20))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 64<<10)
+	var err error
+	for i := 0; i < 200 && err == nil; i++ {
+		err = c.Set(ctx, fmt.Sprintf("fill:%d", i), big, 0).Err()
+	}
+	if err == nil {
+		t.Fatal("filling Redis never hit maxmemory")
+	}
+	err = s.Append(ctx, []outbox.Event{event(1, "order", "a")}, nil, []byte("p"))
+	if err == nil || !strings.Contains(outbox.HintOf(err), "maxmemory") {
+		t.Fatalf("Append at maxmemory: err = %v, want an OOM error with a hint", err)
+	}
+	if n := c.XLen(ctx, "outbox:order").Val(); n != 0 {
+		t.Errorf("XLEN = %d after OOM, want 0", n)
+	}
+	if pos, _ := s.Position(ctx); pos != nil {
+		t.Errorf("position = %q after OOM, want none", pos)
+	}
+	// Memory freed: the same append goes through.
+	c.FlushDB(ctx)
+	if err := s.Append(ctx, []outbox.Event{event(1, "order", "a")}, nil, []byte("p")); err != nil {
+		t.Fatalf("Append after freeing memory: %v", err)
+	}
+}
+
+func TestNewClient_RedactsPassword(t *testing.T) {
+	_, err := NewClient("redis://user:s3cret@host:notaport/0")
+	if err == nil {
+		t.Fatal("NewClient accepted a bad port")
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error leaks the password: %v", err)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("not a number: %q", s)
+	}
+	return n
+}

@@ -1,0 +1,135 @@
+package redisstream
+
+import (
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"strings"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
+
+// DefaultStream is the default stream key template: one stream per aggregate type.
+const DefaultStream = "outbox:{aggregate_type}"
+
+// Placeholders a stream template may use.
+const (
+	PlaceholderAggregateType = "aggregate_type"
+	PlaceholderAggregateID   = "aggregate_id"
+	PlaceholderEventType     = "event_type"
+	PlaceholderPartition     = "partition"
+)
+
+// Template renders the stream key of an event from a pattern such as
+// "outbox:{aggregate_type}:{partition}".
+type Template struct {
+	src        string
+	parts      []part
+	partitions uint32
+}
+
+type part struct {
+	literal     string
+	placeholder string // "" for a literal part
+}
+
+// ParseTemplate parses a stream key template. partitions is the --partitions
+// value: {partition} renders as Partition(aggregate_id, partitions).
+// hasAggregateType is false when the table has no aggregate_type column, which
+// makes a template naming it a configuration error.
+func ParseTemplate(src string, partitions int, hasAggregateType bool) (*Template, error) {
+	hint := "placeholders are {aggregate_type}, {aggregate_id}, {event_type} and {partition}, e.g. --stream 'outbox:{aggregate_type}:{partition}'"
+	if src == "" {
+		return nil, outbox.WithHint(fmt.Errorf("%w: --stream is empty", outbox.ErrConfig), "%s", hint)
+	}
+	if partitions < 1 || partitions > 1<<16 {
+		return nil, outbox.WithHint(fmt.Errorf("%w: --partitions %d is out of range", outbox.ErrConfig, partitions), "use a number from 1 to 65536")
+	}
+	t := &Template{src: src, partitions: uint32(partitions)}
+	rest := src
+	for rest != "" {
+		open := strings.IndexByte(rest, '{')
+		close := strings.IndexByte(rest, '}')
+		if open < 0 {
+			if close >= 0 {
+				return nil, outbox.WithHint(fmt.Errorf("%w: --stream %q has a '}' without '{'", outbox.ErrConfig, src), "%s", hint)
+			}
+			t.parts = append(t.parts, part{literal: rest})
+			break
+		}
+		if close >= 0 && close < open {
+			return nil, outbox.WithHint(fmt.Errorf("%w: --stream %q has a '}' without '{'", outbox.ErrConfig, src), "%s", hint)
+		}
+		if open > 0 {
+			t.parts = append(t.parts, part{literal: rest[:open]})
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			return nil, outbox.WithHint(fmt.Errorf("%w: --stream %q has an unclosed '{'", outbox.ErrConfig, src), "%s", hint)
+		}
+		name := rest[open+1 : open+end]
+		switch name {
+		case PlaceholderAggregateID, PlaceholderEventType, PlaceholderPartition:
+		case PlaceholderAggregateType:
+			if !hasAggregateType {
+				return nil, outbox.WithHint(fmt.Errorf("%w: --stream %q uses {aggregate_type} but the table has no aggregate_type column", outbox.ErrConfig, src),
+					"map the column with --column aggregate_type=<name>, or choose a --stream template without {aggregate_type}, e.g. 'outbox:{event_type}'")
+			}
+		default:
+			return nil, outbox.WithHint(fmt.Errorf("%w: --stream %q has unknown placeholder {%s}", outbox.ErrConfig, src, name), "%s", hint)
+		}
+		t.parts = append(t.parts, part{placeholder: name})
+		rest = rest[open+end+1:]
+	}
+	if partitions > 1 && !t.Uses(PlaceholderPartition) {
+		return nil, outbox.WithHint(fmt.Errorf("%w: --partitions %d but --stream %q has no {partition}", outbox.ErrConfig, partitions, src),
+			"add {partition} to the template, e.g. '%s:{partition}', or drop --partitions", src)
+	}
+	return t, nil
+}
+
+// Uses reports whether the template contains a placeholder.
+func (t *Template) Uses(placeholder string) bool {
+	for _, p := range t.parts {
+		if p.placeholder == placeholder {
+			return true
+		}
+	}
+	return false
+}
+
+// String returns the template source.
+func (t *Template) String() string { return t.src }
+
+// Render returns the stream key of e.
+func (t *Template) Render(e *outbox.Event) string {
+	if len(t.parts) == 1 && t.parts[0].placeholder == "" {
+		return t.parts[0].literal
+	}
+	var b strings.Builder
+	for _, p := range t.parts {
+		switch p.placeholder {
+		case "":
+			b.WriteString(p.literal)
+		case PlaceholderAggregateType:
+			b.WriteString(e.AggregateType)
+		case PlaceholderAggregateID:
+			b.WriteString(e.AggregateID)
+		case PlaceholderEventType:
+			b.WriteString(e.EventType)
+		case PlaceholderPartition:
+			b.WriteString(strconv.FormatUint(uint64(Partition(e.AggregateID, t.partitions)), 10))
+		}
+	}
+	return b.String()
+}
+
+// Partition maps an aggregate id to one of n partitions: the IEEE CRC-32 of the
+// id's bytes modulo n. PHP computes the same with crc32($aggregateId) % $n (on
+// 64-bit PHP), Go with crc32.ChecksumIEEE, MySQL with CRC32(aggregate_id) % n.
+func Partition(aggregateID string, n uint32) uint32 {
+	if n <= 1 {
+		return 0
+	}
+	return crc32.ChecksumIEEE([]byte(aggregateID)) % n
+}

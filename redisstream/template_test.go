@@ -1,0 +1,106 @@
+package redisstream
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
+
+func TestTemplate_Render(t *testing.T) {
+	e := &outbox.Event{AggregateType: "order", AggregateID: "o-42", EventType: "order.paid"}
+	tests := []struct {
+		src        string
+		partitions int
+		want       string
+	}{
+		{"outbox:{aggregate_type}", 1, "outbox:order"},
+		{"fixed", 1, "fixed"},
+		{"{event_type}", 1, "order.paid"},
+		{"a:{aggregate_type}:{aggregate_id}:b", 1, "a:order:o-42:b"},
+		{"outbox:{aggregate_type}:{partition}", 1, "outbox:order:0"},
+		{"outbox:{aggregate_type}:{partition}", 8, "outbox:order:" + itoa(Partition("o-42", 8))},
+	}
+	for _, tt := range tests {
+		tpl, err := ParseTemplate(tt.src, tt.partitions, true)
+		if err != nil {
+			t.Errorf("ParseTemplate(%q): %v", tt.src, err)
+			continue
+		}
+		if got := tpl.Render(e); got != tt.want {
+			t.Errorf("Render(%q) = %q, want %q", tt.src, got, tt.want)
+		}
+	}
+}
+
+func TestParseTemplate_Errors(t *testing.T) {
+	tests := []struct {
+		src        string
+		partitions int
+		hasAggType bool
+		wantInHint string
+	}{
+		{"", 1, true, "placeholders"},
+		{"outbox:{aggregate}", 1, true, "placeholders"},
+		{"outbox:{aggregate_type", 1, true, "placeholders"},
+		{"outbox:aggregate_type}", 1, true, "placeholders"},
+		{"outbox:{aggregate_type}", 1, false, "--column aggregate_type"},
+		{"outbox:{aggregate_type}", 4, true, "{partition}"},
+		{"outbox:{partition}", 0, true, "1 to 65536"},
+	}
+	for _, tt := range tests {
+		_, err := ParseTemplate(tt.src, tt.partitions, tt.hasAggType)
+		if err == nil {
+			t.Errorf("ParseTemplate(%q, %d, %v) succeeded, want an error", tt.src, tt.partitions, tt.hasAggType)
+			continue
+		}
+		if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), tt.wantInHint) {
+			t.Errorf("ParseTemplate(%q): %v (hint %q), want ErrConfig with %q in the hint", tt.src, err, outbox.HintOf(err), tt.wantInHint)
+		}
+	}
+}
+
+// TestPartition pins the hash to values PHP's crc32() % n gives, so that
+// consumers can compute partitions themselves.
+func TestPartition(t *testing.T) {
+	tests := []struct {
+		id   string
+		n    uint32
+		want uint32
+	}{
+		{"", 8, 0},
+		{"order-1", 1, 0},
+		// php -r 'echo crc32("The quick brown fox jumps over the lazy dog");' => 1095738169
+		{"The quick brown fox jumps over the lazy dog", 1000, 1095738169 % 1000},
+		{"123456789", 16, 0xCBF43926 % 16},
+	}
+	for _, tt := range tests {
+		if got := Partition(tt.id, tt.n); got != tt.want {
+			t.Errorf("Partition(%q, %d) = %d, want %d", tt.id, tt.n, got, tt.want)
+		}
+	}
+}
+
+func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
+
+func FuzzParseTemplate(f *testing.F) {
+	for _, s := range []string{DefaultStream, "a:{partition}", "{x}", "{", "}", "{{aggregate_id}}", "x{event_type}y{aggregate_id}z"} {
+		f.Add(s, 3)
+	}
+	f.Fuzz(func(t *testing.T, src string, partitions int) {
+		tpl, err := ParseTemplate(src, partitions, true)
+		if err != nil {
+			return
+		}
+		e := &outbox.Event{AggregateType: "t", AggregateID: "id", EventType: "e"}
+		got := tpl.Render(e)
+		if !strings.ContainsAny(src, "{}") && got != src {
+			t.Fatalf("literal template %q rendered %q", src, got)
+		}
+		if strings.Contains(got, "{partition}") {
+			t.Fatalf("template %q left a placeholder in %q", src, got)
+		}
+	})
+}
