@@ -5,8 +5,10 @@ package schema
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 )
@@ -71,7 +73,8 @@ func (m Mapping) Has(logical string) bool {
 }
 
 // ParseMapping applies --column flags ("logical=physical", or "logical=" / "logical=-"
-// to declare an optional column absent) on top of DefaultMapping.
+// to declare an optional column absent) on top of DefaultMapping. A later flag
+// for the same logical column wins. The result passes Validate.
 func ParseMapping(flags []string) (Mapping, error) {
 	m := DefaultMapping()
 	for _, f := range flags {
@@ -89,35 +92,58 @@ func ParseMapping(flags []string) (Mapping, error) {
 		if physical == "-" {
 			physical = ""
 		}
-		if physical == "" && !Optional(logical) {
-			return nil, outbox.WithHint(fmt.Errorf("%w: column %s is required and cannot be mapped to nothing", outbox.ErrConfig, logical),
-				"map it to the table's column with --column %s=<name>", logical)
-		}
 		if physical != "" && !validIdent(physical) {
 			return nil, outbox.WithHint(fmt.Errorf("%w: --column %q: %q is not a valid column name", outbox.ErrConfig, f, physical),
-				"use the plain column name, without quotes or backticks")
+				"use the plain column name, without quotes or backticks, at most 64 characters")
 		}
 		m[logical] = physical
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Validate checks that every required logical column is mapped, that every
+// physical name is a usable identifier, and that no two logical columns share
+// a physical column (MySQL column names are case-insensitive, so neither may
+// "Payload" and "payload"). Mappings built by hand rather than by ParseMapping
+// go through it before they reach DDL or the relay.
+func (m Mapping) Validate() error {
+	for l := range m {
+		if !slices.Contains(LogicalColumns, l) {
+			return outbox.WithHint(fmt.Errorf("%w: mapping names unknown logical column %q", outbox.ErrConfig, l),
+				"logical names are %s", strings.Join(LogicalColumns, ", "))
+		}
 	}
 	seen := map[string]string{}
 	for _, l := range LogicalColumns {
 		p, ok := m.Physical(l)
 		if !ok {
+			if !Optional(l) {
+				return outbox.WithHint(fmt.Errorf("%w: column %s is required and cannot be mapped to nothing", outbox.ErrConfig, l),
+					"map it to the table's column with --column %s=<name>", l)
+			}
 			continue
 		}
+		if !validIdent(p) {
+			return outbox.WithHint(fmt.Errorf("%w: column %s maps to %q, which is not a valid column name", outbox.ErrConfig, l, p),
+				"use the plain column name, without quotes or backticks, at most 64 characters")
+		}
 		if other, dup := seen[strings.ToLower(p)]; dup {
-			return nil, outbox.WithHint(fmt.Errorf("%w: logical columns %s and %s both map to column %q", outbox.ErrConfig, other, l, p),
+			return outbox.WithHint(fmt.Errorf("%w: logical columns %s and %s both map to column %q", outbox.ErrConfig, other, l, p),
 				"map each logical column to its own column with --column")
 		}
 		seen[strings.ToLower(p)] = l
 	}
-	return m, nil
+	return nil
 }
 
-// String renders the mapping as the --column flags that produce it, omitting
-// identity entries, in a stable order.
-func (m Mapping) String() string {
-	var parts []string
+// Flags returns the --column flags that turn DefaultMapping into m, omitting
+// identity entries, in a stable order. ParseMapping(m.Flags()) equals m for
+// every valid m, including physical names that contain commas.
+func (m Mapping) Flags() []string {
+	var flags []string
 	for _, l := range LogicalColumns {
 		p := m[l]
 		if p == l {
@@ -126,20 +152,29 @@ func (m Mapping) String() string {
 		if p == "" {
 			p = "-"
 		}
-		parts = append(parts, l+"="+p)
+		flags = append(flags, l+"="+p)
 	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
+	sort.Strings(flags)
+	return flags
 }
 
-// validIdent accepts the identifiers MySQL accepts unquoted, plus anything
-// printable without backticks, so quoting stays trivially safe.
+// String renders the mapping as its Flags joined by commas, for logs and the
+// comma-separated environment variable form. It is "" for DefaultMapping.
+func (m Mapping) String() string {
+	return strings.Join(m.Flags(), ",")
+}
+
+// validIdent accepts the names MySQL accepts as quoted column identifiers,
+// minus backticks so quoting stays trivially safe: valid UTF-8, 1 to 64
+// characters of the Basic Multilingual Plane, no control characters, and no
+// surrounding white space: the server rejects a trailing space ("Incorrect
+// column name"), and ParseMapping trims flags, so Flags would not round-trip.
 func validIdent(s string) bool {
-	if s == "" || len(s) > 64 {
+	if s == "" || !utf8.ValidString(s) || utf8.RuneCountInString(s) > 64 || strings.TrimSpace(s) != s {
 		return false
 	}
 	for _, r := range s {
-		if r == '`' || r < ' ' || r == 0x7f {
+		if r == '`' || r < ' ' || r == 0x7f || r > 0xFFFF {
 			return false
 		}
 	}

@@ -1,0 +1,216 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
+
+// ErrTableUnfit means the outbox table exists but the relay cannot use it as
+// mapped.
+var ErrTableUnfit = errors.New("outbox table does not fit the relay")
+
+// Severity says whether a Problem stops the relay.
+type Severity int
+
+const (
+	// SeverityError is a problem the relay cannot run with.
+	SeverityError Severity = iota
+	// SeverityWarning is a problem the relay runs with, at a cost the
+	// message names (skipped rows, full scans, an id that runs out).
+	SeverityWarning
+)
+
+// String returns "error" or "warning".
+func (s Severity) String() string {
+	if s == SeverityWarning {
+		return "warning"
+	}
+	return "error"
+}
+
+// Problem is one way a table does not fit the relay.
+type Problem struct {
+	Severity Severity
+	// Column is the logical column concerned, "" for the table as a whole.
+	Column string
+	// Message is one sentence that says what is wrong and how to fix it.
+	Message string
+}
+
+// String returns the message prefixed with the severity.
+func (p Problem) String() string { return p.Severity.String() + ": " + p.Message }
+
+// Type sets that the relay accepts, by information_schema DATA_TYPE.
+var (
+	stringTypes  = []string{"char", "varchar", "binary", "varbinary", "tinytext", "text", "mediumtext", "longtext"}
+	integerTypes = []string{"tinyint", "smallint", "mediumint", "int", "bigint"}
+	// documentTypes hold payload and headers: the relay copies the bytes.
+	documentTypes = []string{"json", "text", "mediumtext", "longtext", "blob", "mediumblob", "longblob", "varchar", "varbinary"}
+	timeTypes     = []string{"datetime", "timestamp"}
+)
+
+// typeRule is what Check demands of one logical column's type.
+type typeRule struct {
+	types []string
+	want  string // the allowed types as the message names them
+}
+
+var typeRules = map[string]typeRule{
+	ColMessageID:     {stringTypes, "a string type (CHAR(26) for a ULID)"},
+	ColAggregateType: {stringTypes, "a string type such as VARCHAR(255)"},
+	// Integer aggregate ids are common (an order's BIGINT id); the relay
+	// renders them in decimal.
+	ColAggregateID: {append(slices.Clone(stringTypes), integerTypes...), "a string or integer type"},
+	ColEventType:   {stringTypes, "a string type such as VARCHAR(255)"},
+	ColPayload:     {documentTypes, "JSON, TEXT, LONGTEXT, MEDIUMTEXT, BLOB, MEDIUMBLOB, LONGBLOB, VARCHAR or VARBINARY"},
+	ColHeaders:     {documentTypes, "JSON, TEXT, LONGTEXT, MEDIUMTEXT, BLOB, MEDIUMBLOB, LONGBLOB, VARCHAR or VARBINARY"},
+	ColOccurredAt:  {timeTypes, "DATETIME or TIMESTAMP"},
+	ColSentAt:      {timeTypes, "DATETIME or TIMESTAMP"},
+}
+
+// nullWarnings are the columns whose NULLs the relay cannot turn into a
+// meaningful event field; it relays NULL as "" (or the commit time for
+// occurred_at), which consumers rarely expect.
+var nullWarnings = []string{ColMessageID, ColAggregateID, ColEventType, ColPayload, ColOccurredAt}
+
+// Check compares the table with what the relay needs under mapping m and
+// returns the problems, errors first, in a stable order. A nil result means
+// the table fits.
+func (t *Table) Check(m Mapping) []Problem {
+	var ps []Problem
+	add := func(sev Severity, logical, format string, args ...any) {
+		ps = append(ps, Problem{Severity: sev, Column: logical, Message: fmt.Sprintf(format, args...)})
+	}
+	if t.View {
+		add(SeverityError, "", "%s is a view; map the relay to the base table, whose rows the binlog logs", t.Name)
+	} else if !strings.EqualFold(t.Engine, "InnoDB") {
+		add(SeverityError, "", "engine %s: use InnoDB (the binlog only marks transaction boundaries with XID for transactional engines); run ALTER TABLE %s ENGINE=InnoDB",
+			t.Engine, QuoteIdent(t.Name))
+	}
+	t.checkPrimaryKey(m, add)
+	for _, l := range LogicalColumns {
+		p, ok := m.Physical(l)
+		if !ok || l == ColID {
+			continue
+		}
+		c, ok := t.Column(p)
+		what := describe(l, p)
+		if !ok {
+			if Optional(l) {
+				add(SeverityError, l, "%s is missing; map it with --column %s=<name>, or declare the table has none with --column %s=-", what, l, l)
+			} else {
+				add(SeverityError, l, "%s is missing; map it with --column %s=<name>", what, l)
+			}
+			continue
+		}
+		if r := typeRules[l]; !slices.Contains(r.types, c.DataType) {
+			add(SeverityError, l, "%s has type %s; it must be %s", what, strings.ToUpper(c.DataType), r.want)
+			continue
+		}
+		switch {
+		case l == ColSentAt && !c.Nullable:
+			add(SeverityError, l, "%s is NOT NULL; it must allow NULL, which marks a row as unsent: ALTER TABLE %s MODIFY %s %s NULL",
+				what, QuoteIdent(t.Name), QuoteIdent(c.Name), strings.ToUpper(c.ColumnType))
+		case slices.Contains(nullWarnings, l) && c.Nullable:
+			add(SeverityWarning, l, "%s allows NULL; the relay sends NULL as an empty value, so make it NOT NULL", what)
+		}
+		if l == ColSentAt && !t.hasIndexStartingWith(c.Name) {
+			add(SeverityWarning, l, "no index starts with %s, so the poller's WHERE %s IS NULL ORDER BY id scans the whole table; add KEY (%s, %s)",
+				what, QuoteIdent(c.Name), QuoteIdent(c.Name), QuoteIdent(m.name(ColID)))
+		}
+	}
+	slices.SortStableFunc(ps, func(a, b Problem) int { return int(a.Severity) - int(b.Severity) })
+	return ps
+}
+
+// checkPrimaryKey checks that the mapped id is the single-column
+// AUTO_INCREMENT primary key: the relay orders and resumes by it, and the
+// poller pages through it.
+func (t *Table) checkPrimaryKey(m Mapping, add func(Severity, string, string, ...any)) {
+	id := m.name(ColID)
+	what := describe(ColID, id)
+	switch {
+	case len(t.PrimaryKey) == 0:
+		add(SeverityError, ColID, "table %s has no AUTO_INCREMENT primary key; add one with ALTER TABLE %s ADD %s BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY FIRST",
+			t.Name, QuoteIdent(t.Name), QuoteIdent(id))
+		return
+	case len(t.PrimaryKey) > 1:
+		add(SeverityError, ColID, "table %s has the composite primary key (%s); the relay needs a single-column AUTO_INCREMENT primary key",
+			t.Name, strings.Join(t.PrimaryKey, ", "))
+		return
+	case t.AutoIncrementPK == "":
+		add(SeverityError, ColID, "primary key column %s of table %s is not AUTO_INCREMENT; the relay needs ids that grow with every insert",
+			t.PrimaryKey[0], t.Name)
+		return
+	case !strings.EqualFold(t.AutoIncrementPK, id):
+		add(SeverityError, ColID, "%s is not the AUTO_INCREMENT primary key %s; map it with --column id=%s",
+			what, t.AutoIncrementPK, t.AutoIncrementPK)
+		return
+	}
+	c, _ := t.Column(id)
+	if !slices.Contains(integerTypes, c.DataType) {
+		add(SeverityError, ColID, "%s has type %s; it must be an integer type, ideally BIGINT UNSIGNED", what, strings.ToUpper(c.DataType))
+	} else if c.DataType != "bigint" {
+		add(SeverityWarning, ColID, "%s has type %s; use BIGINT UNSIGNED so that the AUTO_INCREMENT counter cannot run out", what, strings.ToUpper(c.ColumnType))
+	}
+}
+
+func (t *Table) hasIndexStartingWith(col string) bool {
+	for _, ix := range t.Indexes {
+		if len(ix.Columns) > 0 && strings.EqualFold(ix.Columns[0], col) {
+			return true
+		}
+	}
+	return false
+}
+
+// describe names a column in messages by its logical name, adding the
+// physical one when the mapping renames it.
+func describe(logical, physical string) string {
+	if strings.EqualFold(logical, physical) {
+		return "column " + physical
+	}
+	return "column " + physical + " (mapped as " + logical + ")"
+}
+
+// Validate inspects database.table and checks it against m (see Inspect and
+// Table.Check). A missing table is reported as a Problem, with a nil Table,
+// rather than as an error; err is for failures to ask the server.
+func Validate(ctx context.Context, db *sql.DB, database, table string, m Mapping) (*Table, []Problem, error) {
+	database, err := resolveDatabase(ctx, db, database, table)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := Inspect(ctx, db, database, table)
+	if errors.Is(err, ErrTableNotFound) {
+		return nil, []Problem{{Severity: SeverityError, Message: fmt.Sprintf(
+			"table %s does not exist in database %s; create it with `binlog-outbox schema apply` or `binlog-outbox schema print`",
+			table, database)}}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, t.Check(m), nil
+}
+
+// ProblemsError returns nil when no problem is an error, and otherwise an
+// error wrapping ErrTableUnfit whose message lists the error-level problems.
+func ProblemsError(table string, problems []Problem) error {
+	var msgs []string
+	for _, p := range problems {
+		if p.Severity == SeverityError {
+			msgs = append(msgs, p.Message)
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return outbox.WithHint(fmt.Errorf("%w: table %s: %s", ErrTableUnfit, table, strings.Join(msgs, "; ")),
+		"each problem says how to fix it; `binlog-outbox schema print` shows the table the relay expects")
+}
