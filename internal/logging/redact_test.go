@@ -25,6 +25,7 @@ func TestRedactDSN(t *testing.T) {
 		{"at in param", "u:pw@tcp(db)/app?x=a@b", "u:xxxxx@tcp(db)/app?x=a@b", "pw"},
 		{"unparsable without at", "root:hunter2", "root:xxxxx", "hunter2"},
 		{"unparsable with at", "root:hunter2@db:3306", "root:xxxxx@db:3306", "hunter2"},
+		{"unparsable, slash and at in password", "u:s3cr@t:p/w@tcp(127.0.0.1:3306", "u:xxxxx@tcp(127.0.0.1:3306", "t:p/w"},
 		{"empty", "", "", ""},
 	}
 	for _, tt := range tests {
@@ -95,5 +96,53 @@ func TestScrub(t *testing.T) {
 	got := Scrub(`parse "redis://u:pw@h:x": invalid port`, "pw", "")
 	if want := `parse "redis://u:xxxxx@h:x": invalid port`; got != want {
 		t.Errorf("Scrub = %q, want %q", got, want)
+	}
+}
+
+func TestDSNPassword(t *testing.T) {
+	tests := []struct{ dsn, want string }{
+		{"u:p@ss@tcp(db)/app", "p@ss"},
+		{"xxxxx:secret@tcp(db)/app", "secret"},
+		{"u@tcp(db)/app", ""},
+		{"tcp(db)/app", ""},
+		{"root:hunter2", "hunter2"},
+	}
+	for _, tt := range tests {
+		if got := DSNPassword(tt.dsn); got != tt.want {
+			t.Errorf("DSNPassword(%q) = %q, want %q", tt.dsn, got, tt.want)
+		}
+	}
+}
+
+func TestURLPassword(t *testing.T) {
+	tests := []struct{ url, want string }{
+		{"redis://app:p@ss@redis:6379/0", "p@ss"},
+		{"redis://xxxxx:secret@redis", "secret"},
+		{"redis://:pw@redis", "pw"},
+		{"redis://app@redis", ""},
+		{"redis://redis:6379", ""},
+	}
+	for _, tt := range tests {
+		if got := URLPassword(tt.url); got != tt.want {
+			t.Errorf("URLPassword(%q) = %q, want %q", tt.url, got, tt.want)
+		}
+	}
+}
+
+func TestLeaks(t *testing.T) {
+	tests := []struct {
+		s, secret string
+		want      bool
+	}{
+		{`invalid port ":p/w" after host`, "s3cr@t:p/w", true},
+		{`invalid port ":x" after host`, "s3cr@t:p/w", false},
+		{"connection refused", "", false},
+		{"bad pw here", "pw", true},
+		{"bad p here", "pw", false},
+	}
+	for _, tt := range tests {
+		if got := Leaks(tt.s, tt.secret); got != tt.want {
+			t.Errorf("Leaks(%q, %q) = %v, want %v", tt.s, tt.secret, got, tt.want)
+		}
 	}
 }

@@ -1,0 +1,374 @@
+package preflight
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+)
+
+// Requirement names, as `check` prints them.
+const (
+	NameMySQL             = "mysql server"
+	NameMySQLVersion      = "mysql version"
+	NameLogBin            = "log_bin"
+	NameBinlogFormat      = "binlog_format"
+	NameBinlogRowImage    = "binlog_row_image"
+	NameBinlogRowMetadata = "binlog_row_metadata"
+	NameReplicationSlave  = "replication slave privilege"
+	NameReplicationClient = "replication client privilege"
+	NameServerID          = "server id"
+	NameSelect            = "select privilege"
+	NameTable             = "outbox table"
+	NameSkipLocked        = "skip locked"
+	NamePollWrite         = "poll write privilege"
+	NameRedis             = "redis server"
+	NameRedisEviction     = "redis maxmemory-policy"
+	NameRedisPersistence  = "redis persistence"
+)
+
+// requirement is a name and the modes that need it, for the Skip results of
+// checks that could not run.
+type requirement struct {
+	name  string
+	modes []Mode
+}
+
+// afterMySQL lists, in order, the requirements checked once the server answers.
+var afterMySQL = []requirement{
+	{NameMySQLVersion, both},
+	{NameLogBin, binlogOnly}, {NameBinlogFormat, binlogOnly}, {NameBinlogRowImage, binlogOnly},
+	{NameBinlogRowMetadata, binlogOnly},
+	{NameReplicationSlave, binlogOnly}, {NameReplicationClient, binlogOnly}, {NameServerID, binlogOnly},
+	{NameSelect, both}, {NameTable, both}, {NameSkipLocked, pollOnly}, {NamePollWrite, pollOnly},
+}
+
+func skipAll(reqs []requirement, why string) []Result {
+	out := make([]Result, len(reqs))
+	for i, r := range reqs {
+		out[i] = skip(r.name, why, r.modes)
+	}
+	return out
+}
+
+// defaultConnectTimeout bounds the TCP connect when the DSN sets no timeout.
+const defaultConnectTimeout = 5 * time.Second
+
+// checkMySQL checks the server, its binlog settings, the user's privileges and
+// the outbox table.
+func checkMySQL(ctx context.Context, cfg Config) (Server, []Result) {
+	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
+	if err != nil {
+		return Server{}, append([]Result{fail(NameMySQL,
+			"cannot parse the MySQL DSN "+logging.RedactDSN(cfg.MySQLDSN)+": "+parseError(err, logging.DSNPassword(cfg.MySQLDSN)),
+			"write it as user:password@tcp(host:3306)/database", both)},
+			skipAll(afterMySQL, "not checked: the DSN is invalid")...)
+	}
+	scrub := func(err error) string { return safeError(err, dsn.Passwd) }
+	database := dsn.DBName
+	conn := dsn.Clone()
+	// Connect without the database: a user without any privilege on it is
+	// refused at connect time (error 1044), which would hide which privilege
+	// is missing. The table checks qualify the table with the database.
+	conn.DBName = ""
+	if conn.Timeout == 0 {
+		conn.Timeout = defaultConnectTimeout
+	}
+	connector, err := mysql.NewConnector(conn)
+	if err != nil {
+		return Server{}, append([]Result{fail(NameMySQL, "invalid MySQL DSN: "+scrub(err),
+			"write it as user:password@tcp(host:3306)/database", both)},
+			skipAll(afterMySQL, "not checked: the DSN is invalid")...)
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+
+	srv, err := DetectServer(ctx, db)
+	if err != nil {
+		fix := "check host and port in --mysql-dsn, that the server runs and accepts TCP connections from this host"
+		if isMySQLError(err, 1045) {
+			fix = "check the user name and password in --mysql-dsn, and that the account exists for this client host"
+		}
+		return Server{}, append([]Result{fail(NameMySQL,
+			fmt.Sprintf("cannot connect to %s as %s: %s", dsn.Addr, dsn.User, scrub(err)), fix, both)},
+			skipAll(afterMySQL, "not checked: the MySQL server is unreachable")...)
+	}
+	results := []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s", srv, dsn.Addr, dsn.User), both), checkVersion(srv)}
+
+	vars, err := globalVariables(ctx, db, "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata")
+	if err != nil {
+		results = append(results, skipAll(afterMySQL[1:5], "not checked: "+scrub(err))...)
+	} else {
+		results = append(results, checkBinlogSettings(vars)...)
+	}
+
+	var account string
+	if err := db.QueryRowContext(ctx, "SELECT /* binlog-outbox */ CURRENT_USER()").Scan(&account); err != nil {
+		account = dsn.User + "@%"
+	}
+	acct := quoteAccount(account)
+	results = append(results, checkReplicationPrivileges(ctx, db, srv, acct)...)
+	results = append(results, checkServerID(ctx, db, srv, cfg.ServerID, acct))
+	results = append(results, checkTable(ctx, db, srv, database, acct, cfg)...)
+	return srv, results
+}
+
+// checkVersion requires MySQL 8.0 or MariaDB 10.6: the oldest versions with
+// SKIP LOCKED, and the oldest still maintained when this relay was written.
+func checkVersion(s Server) Result {
+	if s.MariaDB() && !s.AtLeast(10, 6, 0) {
+		return fail(NameMySQLVersion, s.String()+" is older than 10.6",
+			"upgrade to MariaDB 10.6 or later", both)
+	}
+	if !s.MariaDB() && !s.AtLeast(8, 0, 0) {
+		return fail(NameMySQLVersion, s.String()+" is older than 8.0",
+			"upgrade to MySQL 8.0 or later", both)
+	}
+	return pass(NameMySQLVersion, s.String()+" is supported", both)
+}
+
+// checkBinlogSettings checks the server variables row-based replication needs.
+func checkBinlogSettings(vars map[string]string) []Result {
+	var out []Result
+	const orPoll = "; or run with --mode poll"
+	switch v := vars["log_bin"]; {
+	case strings.EqualFold(v, "ON") || v == "1":
+		out = append(out, pass(NameLogBin, "the binary log is on", binlogOnly))
+	default:
+		out = append(out, fail(NameLogBin, "the binary log is off (log_bin="+orUnset(v)+")",
+			"enable it in my.cnf [mysqld] with log_bin=mysql-bin and a unique server_id, then restart (MySQL 8 has it on unless --skip-log-bin or --disable-log-bin)"+orPoll, binlogOnly))
+	}
+	if v := vars["binlog_format"]; strings.EqualFold(v, "ROW") {
+		out = append(out, pass(NameBinlogFormat, "binlog_format is ROW", binlogOnly))
+	} else {
+		out = append(out, fail(NameBinlogFormat, "binlog_format is "+orUnset(v)+": inserts are logged as SQL text, which the relay cannot read",
+			"set binlog_format=ROW in my.cnf [mysqld] and restart, or SET GLOBAL binlog_format=ROW (new sessions only: reconnect the producers)"+orPoll, binlogOnly))
+	}
+	if v := vars["binlog_row_image"]; strings.EqualFold(v, "FULL") {
+		out = append(out, pass(NameBinlogRowImage, "binlog_row_image is FULL", binlogOnly))
+	} else {
+		out = append(out, fail(NameBinlogRowImage, "binlog_row_image is "+orUnset(v)+": row events may omit columns filled by defaults",
+			"set binlog_row_image=FULL in my.cnf [mysqld] and restart, or SET GLOBAL binlog_row_image=FULL (new sessions only)"+orPoll, binlogOnly))
+	}
+	switch v, ok := vars["binlog_row_metadata"]; {
+	case strings.EqualFold(v, "FULL"):
+		out = append(out, pass(NameBinlogRowMetadata, "binlog_row_metadata is FULL: row events carry column names", binlogOnly))
+	case !ok:
+		out = append(out, warn(NameBinlogRowMetadata, "the server has no binlog_row_metadata: the relay matches row values to columns by position, verifying column count and types against the table",
+			"upgrade to a server with binlog_row_metadata (MySQL 8.0.1, MariaDB 10.5) and set it to FULL; until then do not reorder the table's columns while the relay is behind", binlogOnly))
+	default:
+		out = append(out, warn(NameBinlogRowMetadata, "binlog_row_metadata is "+v+": row events carry no column names, so the relay matches values to columns by position, verifying column count and types against the table",
+			"set binlog_row_metadata=FULL in my.cnf [mysqld] or SET GLOBAL binlog_row_metadata=FULL; until then do not reorder the table's columns while the relay is behind", binlogOnly))
+	}
+	return out
+}
+
+func orUnset(v string) string {
+	if v == "" {
+		return "unset"
+	}
+	return v
+}
+
+// checkReplicationPrivileges checks REPLICATION SLAVE (to dump the binlog) and
+// REPLICATION CLIENT (to read the current position). SHOW GRANTS without FOR
+// lists, on MariaDB, the privileges of the active roles too; statements that
+// need the privilege prove it where the server has one that needs nothing else.
+func checkReplicationPrivileges(ctx context.Context, db *sql.DB, srv Server, acct string) []Result {
+	lines, grantsErr := queryStrings(ctx, db, "SHOW /* binlog-outbox */ GRANTS")
+	gs := parseGrants(lines)
+
+	var slave Result
+	slaveFix := "GRANT REPLICATION SLAVE ON *.* TO " + acct + ";"
+	slaveProbe := errors.New("no statement proves it on MariaDB")
+	if !srv.MariaDB() {
+		// MySQL requires REPLICATION SLAVE for SHOW BINLOG EVENTS; MariaDB
+		// requires BINLOG MONITOR instead, so there only the grants tell.
+		slaveProbe = probe(ctx, db, "SHOW /* binlog-outbox */ BINLOG EVENTS LIMIT 1")
+	}
+	switch {
+	case slaveProbe == nil:
+		slave = pass(NameReplicationSlave, "granted (SHOW BINLOG EVENTS works)", binlogOnly)
+	case isAccessDenied(slaveProbe):
+		slave = fail(NameReplicationSlave, "not granted: "+slaveProbe.Error(), slaveFix, binlogOnly)
+	case grantsErr != nil:
+		slave = warn(NameReplicationSlave, "cannot read the grants: "+grantsErr.Error(),
+			"make sure the relay user has REPLICATION SLAVE: "+slaveFix, binlogOnly)
+	case gs.hasGlobal(privReplicationSlave...):
+		slave = pass(NameReplicationSlave, "granted", binlogOnly)
+	default:
+		slave = fail(NameReplicationSlave, "not granted: SHOW GRANTS lists no REPLICATION SLAVE (or ALL) ON *.*", slaveFix, binlogOnly)
+	}
+
+	var client Result
+	clientPriv := "REPLICATION CLIENT"
+	if srv.MariaDB() && srv.AtLeast(10, 5, 2) {
+		clientPriv = "BINLOG MONITOR"
+	}
+	clientFix := "GRANT " + clientPriv + " ON *.* TO " + acct + ";"
+	q := binlogStatusQuery(srv)
+	stmt := strings.Replace(q, "/* binlog-outbox */ ", "", 1)
+	switch err := probe(ctx, db, q); {
+	case err == nil:
+		client = pass(NameReplicationClient, "granted ("+stmt+" works)", binlogOnly)
+	case isAccessDenied(err):
+		client = fail(NameReplicationClient, "not granted: "+stmt+": "+err.Error(), clientFix, binlogOnly)
+	case grantsErr == nil && gs.hasGlobal(privReplicationClient...):
+		client = pass(NameReplicationClient, "granted ("+stmt+" failed for another reason: "+err.Error()+")", binlogOnly)
+	default:
+		client = fail(NameReplicationClient, stmt+" failed: "+err.Error(), clientFix, binlogOnly)
+	}
+	return []Result{slave, client}
+}
+
+// checkServerID checks that the relay's --server-id differs from the server's
+// own and from every registered replica's: a second replica with the same id
+// makes the server kick the first one (error 1236), and the two would take
+// turns disconnecting each other.
+func checkServerID(ctx context.Context, db *sql.DB, srv Server, id uint32, acct string) Result {
+	next := fmt.Sprintf("--server-id %d", id+1)
+	switch {
+	case id == 0:
+		return fail(NameServerID, "--server-id is 0, which a replica cannot use",
+			"give the relay a --server-id that no server or replica in the topology uses, e.g. --server-id 1001", binlogOnly)
+	case id == srv.ServerID:
+		return fail(NameServerID, fmt.Sprintf("--server-id %d is the server's own server_id", id),
+			"give the relay a --server-id that no server or replica in the topology uses, e.g. "+next, binlogOnly)
+	}
+	q := replicasQuery(srv)
+	rows, err := queryRows(ctx, db, q)
+	if err != nil {
+		priv := "REPLICATION SLAVE"
+		if srv.MariaDB() {
+			priv = "REPLICATION MASTER ADMIN"
+		}
+		return warn(NameServerID, fmt.Sprintf("--server-id %d differs from the server's %d, but the replicas cannot be listed: %v", id, srv.ServerID, err),
+			fmt.Sprintf("make sure no replica or other relay uses server_id %d; to let check see them, GRANT %s ON *.* TO %s;", id, priv, acct), binlogOnly)
+	}
+	for _, r := range rows {
+		if r["server_id"] == strconv.FormatUint(uint64(id), 10) {
+			return fail(NameServerID, fmt.Sprintf("--server-id %d is used by a replica connected from %s (port %s)", id, orUnset(r["host"]), orUnset(r["port"])),
+				"give this relay a --server-id that no server or replica uses, e.g. "+next+"; or stop the other relay or replica", binlogOnly)
+		}
+	}
+	return pass(NameServerID, fmt.Sprintf("--server-id %d is unused (server %d, %d replicas)", id, srv.ServerID, len(rows)), binlogOnly)
+}
+
+// probe runs a statement for its privilege check and discards the rows.
+func probe(ctx context.Context, db *sql.DB, q string) error {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+	}
+	return rows.Err()
+}
+
+// queryStrings returns the first column of every row.
+func queryStrings(ctx context.Context, db *sql.DB, q string) ([]string, error) {
+	rows, err := queryRows(ctx, db, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r[""]
+	}
+	return out, nil
+}
+
+// queryRows returns every row as a map from lower-case column name to value,
+// because SHOW statements name and order their columns differently across
+// versions (Server_id vs Server_Id, Master_id vs Source_Id). The first
+// column is also stored under "".
+func queryRows(ctx context.Context, db *sql.DB, q string) ([]map[string]string, error) {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		m := make(map[string]string, len(cols)+1)
+		for i, c := range cols {
+			m[strings.ToLower(c)] = vals[i].String
+		}
+		if len(cols) > 0 {
+			m[""] = vals[0].String
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// MySQL error numbers the checks tell apart.
+const (
+	errDBAccessDenied       = 1044
+	errAccessDenied         = 1045
+	errNoSuchDB             = 1049
+	errTableAccessDenied    = 1142
+	errColumnAccessDenied   = 1143
+	errNoSuchTable          = 1146
+	errSpecificAccessDenied = 1227
+)
+
+func isMySQLError(err error, numbers ...uint16) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	for _, n := range numbers {
+		if me.Number == n {
+			return true
+		}
+	}
+	return false
+}
+
+func isAccessDenied(err error) bool {
+	return isMySQLError(err, errDBAccessDenied, errAccessDenied, errTableAccessDenied, errColumnAccessDenied, errSpecificAccessDenied)
+}
+
+// safeError returns err's text with secret scrubbed, or a generic text when
+// the message still holds a piece of it: parse errors quote fragments of
+// their input, and a password must not reach a terminal or a log.
+func safeError(err error, secret string) string {
+	msg := logging.Scrub(err.Error(), secret)
+	if logging.Leaks(msg, secret) {
+		return "the message is withheld because it quotes part of the password"
+	}
+	return msg
+}
+
+// parseError returns the text of a DSN or URL parse error, or a generic text
+// when the input has a password: parsers quote fragments cut at the very
+// characters that broke the parse (`network 't:p' unknown`, `invalid port
+// ":p"`), which no scrubbing reliably finds.
+func parseError(err error, secret string) string {
+	if secret != "" {
+		return "message withheld, as it may quote part of the password"
+	}
+	return err.Error()
+}

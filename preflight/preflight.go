@@ -1,0 +1,204 @@
+// Package preflight checks that the MySQL/MariaDB server, the outbox table and
+// Redis meet what the relay needs, before it streams a single event. It backs
+// `binlog-outbox check`, and `run` calls it before starting.
+//
+// Each requirement gives one Result that says what was found and, when it is
+// not met, how to fix it. Checks never stop at the first problem: an operator
+// fixing a new installation should see every problem at once, not one per
+// attempt. A requirement that only one mode has (row-based binlog for binlog
+// mode, SKIP LOCKED for poll mode) fails only that mode, so `check --mode auto`
+// can tell which modes can run.
+package preflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// Status is the outcome of one requirement.
+type Status int
+
+const (
+	// Pass means the requirement is met.
+	Pass Status = iota
+	// Warn means the relay runs, at a cost the Result's Detail names.
+	Warn
+	// Fail means the relay cannot run in the Result's modes.
+	Fail
+	// Skip means the requirement was not checked because one it depends on
+	// failed (the server is unreachable, the table missing); that failure is
+	// reported on its own line, and one cause gives one failure.
+	Skip
+)
+
+// String returns PASS, WARN, FAIL or SKIP, as `check` prints it.
+func (s Status) String() string {
+	switch s {
+	case Pass:
+		return "PASS"
+	case Warn:
+		return "WARN"
+	case Fail:
+		return "FAIL"
+	case Skip:
+		return "SKIP"
+	}
+	return fmt.Sprintf("Status(%d)", int(s))
+}
+
+// Mode is a way the relay reads the outbox table.
+type Mode string
+
+const (
+	// ModeBinlog tails the binary log as a replica.
+	ModeBinlog Mode = "binlog"
+	// ModePoll selects unsent rows with SELECT ... FOR UPDATE SKIP LOCKED.
+	ModePoll Mode = "poll"
+)
+
+// AllModes lists every mode, in the order `check --mode auto` prefers them.
+var AllModes = []Mode{ModeBinlog, ModePoll}
+
+// both is the Modes of requirements that every mode has.
+var both = AllModes
+
+// binlogOnly and pollOnly are the Modes of mode-specific requirements.
+var (
+	binlogOnly = []Mode{ModeBinlog}
+	pollOnly   = []Mode{ModePoll}
+)
+
+// Result is the outcome of one requirement.
+type Result struct {
+	// Name identifies the requirement, e.g. "binlog_format".
+	Name string
+	// Status is Pass, Warn, Fail or Skip.
+	Status Status
+	// Detail says what was found, e.g. "binlog_format is STATEMENT".
+	Detail string
+	// Fix is an actionable sentence; set when Status is Warn or Fail.
+	Fix string
+	// Modes are the modes that need the requirement: a Fail fails only them.
+	Modes []Mode
+}
+
+// Needs reports whether mode needs the requirement.
+func (r Result) Needs(mode Mode) bool { return slices.Contains(r.Modes, mode) }
+
+// Config is what Run checks.
+type Config struct {
+	// MySQLDSN is the go-sql-driver DSN the relay connects with; its database
+	// holds the outbox table.
+	MySQLDSN string
+	// RedisURL is the redis:// or rediss:// URL the relay appends to.
+	RedisURL string
+	// Table is the outbox table's name in the DSN's database.
+	Table string
+	// Mapping maps logical to physical column names; nil means
+	// schema.DefaultMapping.
+	Mapping schema.Mapping
+	// ServerID is the relay's replica server id (--server-id).
+	ServerID uint32
+	// OnSent is what poll mode does with a relayed row: "mark" (UPDATE its
+	// sent_at) or "delete". Empty checks that at least one of them is allowed.
+	OnSent string
+}
+
+// Report is the outcome of Run: the server found and one Result per requirement.
+type Report struct {
+	// Server is the MySQL server; its zero value when it was unreachable.
+	Server Server
+	// Results are in a fixed order: MySQL server, binlog, privileges, table,
+	// poll mode, Redis.
+	Results []Result
+}
+
+// Failed returns the results that fail mode.
+func (r Report) Failed(mode Mode) []Result { return r.with(Fail, mode) }
+
+// Warned returns the warnings that concern mode, for `run` to log at start.
+func (r Report) Warned(mode Mode) []Result { return r.with(Warn, mode) }
+
+func (r Report) with(s Status, mode Mode) []Result {
+	var out []Result
+	for _, res := range r.Results {
+		if res.Status == s && res.Needs(mode) {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// Usable returns the modes no requirement fails, in AllModes order.
+func (r Report) Usable() []Mode {
+	var out []Mode
+	for _, m := range AllModes {
+		if len(r.Failed(m)) == 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ErrRequirements means a requirement of the chosen mode is not met.
+var ErrRequirements = errors.New("requirements not met")
+
+// Err returns nil when no requirement fails mode, and otherwise an error
+// wrapping ErrRequirements that names the failed requirements, with their
+// fixes as the operator hint.
+func (r Report) Err(mode Mode) error {
+	failed := r.Failed(mode)
+	if len(failed) == 0 {
+		return nil
+	}
+	names := make([]string, len(failed))
+	fixes := make([]string, 0, len(failed))
+	for i, f := range failed {
+		names[i] = f.Name + " (" + f.Detail + ")"
+		if f.Fix != "" {
+			fixes = append(fixes, f.Fix)
+		}
+	}
+	return outbox.WithHint(fmt.Errorf("%w for %s mode: %s", ErrRequirements, mode, strings.Join(names, "; ")),
+		"%s", strings.Join(fixes, " "))
+}
+
+// Run checks every requirement and never panics or returns early: a failure
+// to connect turns the checks that need the connection into Skip results. ctx
+// bounds the whole run; give it a deadline, since an unreachable host can
+// otherwise hang in TCP connect for minutes.
+func Run(ctx context.Context, cfg Config) Report {
+	if cfg.Mapping == nil {
+		cfg.Mapping = schema.DefaultMapping()
+	}
+	var rep Report
+	add := func(rs ...Result) { rep.Results = append(rep.Results, rs...) }
+	srv, mysqlResults := checkMySQL(ctx, cfg)
+	rep.Server = srv
+	add(mysqlResults...)
+	add(checkRedis(ctx, cfg.RedisURL)...)
+	return rep
+}
+
+// result builders keep the check code to one line per outcome.
+func pass(name, detail string, modes []Mode) Result {
+	return Result{Name: name, Status: Pass, Detail: detail, Modes: modes}
+}
+
+func warn(name, detail, fix string, modes []Mode) Result {
+	return Result{Name: name, Status: Warn, Detail: detail, Fix: fix, Modes: modes}
+}
+
+func fail(name, detail, fix string, modes []Mode) Result {
+	return Result{Name: name, Status: Fail, Detail: detail, Fix: fix, Modes: modes}
+}
+
+func skip(name, detail string, modes []Mode) Result {
+	return Result{Name: name, Status: Skip, Detail: detail, Modes: modes}
+}

@@ -1,0 +1,344 @@
+package preflight
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+func TestMain(m *testing.M) { testsvc.Main(m) }
+
+// secret is the password of the users the tests create: special characters,
+// and easy to look for in messages.
+const secret = "s3cr@t:p/w"
+
+// newOutbox creates a database with a default outbox table.
+func newOutbox(t *testing.T, m *testsvc.MariaDB) string {
+	t.Helper()
+	database := m.NewDatabase(t)
+	if err := schema.Apply(ctx(t), m.Open(t, database), "outbox", schema.DefaultMapping()); err != nil {
+		t.Fatalf("create outbox table: %v", err)
+	}
+	return database
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+var userCounter atomic.Int64
+
+// newUser creates a user with a unique name and the given grants ("%s" in a
+// grant is replaced by the account), dropped when the test ends.
+func newUser(t *testing.T, m *testsvc.MariaDB, grants ...string) string {
+	t.Helper()
+	user := fmt.Sprintf("pf%d_%d", os.Getpid(), userCounter.Add(1))
+	acct := "'" + user + "'@'%'"
+	stmts := []string{"CREATE USER " + acct + " IDENTIFIED BY '" + secret + "'"}
+	for _, g := range grants {
+		stmts = append(stmts, strings.ReplaceAll(g, "%s", acct))
+	}
+	m.Exec(t, stmts...)
+	t.Cleanup(func() { m.Exec(t, "DROP USER IF EXISTS "+acct) })
+	return user
+}
+
+func config(dsn, redisURL string) Config {
+	return Config{MySQLDSN: dsn, RedisURL: redisURL, Table: "outbox", ServerID: 1001}
+}
+
+// closedPort returns a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
+}
+
+func find(t *testing.T, rep Report, name string) Result {
+	t.Helper()
+	for _, r := range rep.Results {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no result %q in %s", name, dump(rep))
+	return Result{}
+}
+
+// expect asserts the status of the named results, and that every Warn and
+// Fail carries a fix and no result shows the test password.
+func expect(t *testing.T, rep Report, want map[string]Status) {
+	t.Helper()
+	for name, status := range want {
+		if r := find(t, rep, name); r.Status != status {
+			t.Errorf("%s: status %v (%s), want %v", name, r.Status, r.Detail, status)
+		}
+	}
+	for _, r := range rep.Results {
+		if (r.Status == Warn || r.Status == Fail) && r.Fix == "" {
+			t.Errorf("%s: %v without a fix (%s)", r.Name, r.Status, r.Detail)
+		}
+		if r.Detail == "" || len(r.Modes) == 0 {
+			t.Errorf("%s: empty detail or modes: %+v", r.Name, r)
+		}
+		if logging.Leaks(r.Detail+r.Fix, secret) || strings.Contains(r.Detail, "t:p") {
+			t.Errorf("%s shows the password: %s / %s", r.Name, r.Detail, r.Fix)
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Log(dump(rep))
+	}
+}
+
+func dump(rep Report) string {
+	var b strings.Builder
+	for _, r := range rep.Results {
+		fmt.Fprintf(&b, "\n%s %s: %s", r.Status, r.Name, r.Detail)
+		if r.Fix != "" {
+			fmt.Fprintf(&b, " (fix: %s)", r.Fix)
+		}
+	}
+	return b.String()
+}
+
+func allPass() map[string]Status {
+	want := map[string]Status{}
+	for _, r := range append(append([]requirement{{NameMySQL, both}}, afterMySQL...), append([]requirement{{NameRedis, both}}, afterRedis...)...) {
+		want[r.name] = Pass
+	}
+	return want
+}
+
+func TestRun_AllPass(t *testing.T) {
+	t.Parallel()
+	m := testsvc.SharedMariaDB(t)
+	database := newOutbox(t, m)
+	rep := Run(ctx(t), config(m.DSN(database), testsvc.SharedRedis(t).URL(0)))
+	expect(t, rep, allPass())
+	if len(rep.Results) != len(allPass()) {
+		t.Errorf("%d results, want %d", len(rep.Results), len(allPass()))
+	}
+	for _, mode := range AllModes {
+		if err := rep.Err(mode); err != nil {
+			t.Errorf("Err(%s) = %v, want nil", mode, err)
+		}
+	}
+	if s := rep.Server; s.Flavor != FlavorMariaDB || s.Major < 10 || s.ServerID != 1 {
+		t.Errorf("Server = %+v, want MariaDB >= 10 with server_id 1", s)
+	}
+}
+
+// TestRun_ServerSettings runs one private server per setting that breaks
+// binlog mode; poll mode must stay usable on each.
+func TestRun_ServerSettings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want map[string]Status
+		poll bool
+	}{
+		{"statement format", []string{"--binlog-format=STATEMENT"}, map[string]Status{NameBinlogFormat: Fail, NameLogBin: Pass}, true},
+		{"minimal row image and metadata", []string{"--binlog-row-image=MINIMAL", "--binlog-row-metadata=MINIMAL"},
+			map[string]Status{NameBinlogRowImage: Fail, NameBinlogRowMetadata: Warn, NameBinlogFormat: Pass}, true},
+		{"binlog off", []string{"--skip-log-bin"}, map[string]Status{NameLogBin: Fail}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: tt.args})
+			database := newOutbox(t, m)
+			rep := Run(ctx(t), config(m.DSN(database), testsvc.SharedRedis(t).URL(0)))
+			expect(t, rep, tt.want)
+			if len(rep.Failed(ModeBinlog)) == 0 {
+				t.Errorf("binlog mode passes, want it to fail")
+			}
+			if got := len(rep.Failed(ModePoll)) == 0; got != tt.poll {
+				t.Errorf("poll mode usable = %v, want %v", got, tt.poll)
+			}
+			if err := rep.Err(ModeBinlog); err == nil || !strings.Contains(err.Error(), rep.Failed(ModeBinlog)[0].Name) {
+				t.Errorf("Err(binlog) = %v, want it to name the failed requirement", err)
+			}
+		})
+	}
+}
+
+func TestRun_Privileges(t *testing.T) {
+	t.Parallel()
+	m := testsvc.SharedMariaDB(t)
+	redisURL := testsvc.SharedRedis(t).URL(0)
+	database := newOutbox(t, m)
+	table := "`" + database + "`.`outbox`"
+	tests := []struct {
+		name   string
+		grants []string
+		want   map[string]Status
+	}{
+		{"all needed", []string{"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO %s", "GRANT SELECT, UPDATE, DELETE ON " + table + " TO %s"},
+			map[string]Status{NameReplicationSlave: Pass, NameReplicationClient: Pass, NameSelect: Pass, NameTable: Pass, NamePollWrite: Pass,
+				NameServerID: Warn}}, // SHOW SLAVE HOSTS needs REPLICATION MASTER ADMIN
+		{"no replication slave", []string{"GRANT BINLOG MONITOR ON *.* TO %s", "GRANT SELECT, UPDATE ON " + table + " TO %s"},
+			map[string]Status{NameReplicationSlave: Fail, NameReplicationClient: Pass, NameSelect: Pass, NamePollWrite: Pass}},
+		{"no replication client", []string{"GRANT REPLICATION SLAVE ON *.* TO %s", "GRANT SELECT, DELETE ON " + table + " TO %s"},
+			map[string]Status{NameReplicationSlave: Pass, NameReplicationClient: Fail, NamePollWrite: Pass}},
+		{"no select", []string{"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO %s"},
+			map[string]Status{NameSelect: Fail, NameTable: Skip, NamePollWrite: Fail, NameReplicationSlave: Pass}},
+		{"select only", []string{"GRANT SELECT ON " + table + " TO %s"},
+			map[string]Status{NameSelect: Pass, NameTable: Pass, NameSkipLocked: Pass, NamePollWrite: Fail, NameReplicationSlave: Fail, NameReplicationClient: Fail}},
+		{"through a role", []string{"CREATE ROLE IF NOT EXISTS pf_relay_role", "GRANT REPLICATION SLAVE, BINLOG MONITOR, REPLICATION MASTER ADMIN ON *.* TO pf_relay_role",
+			"GRANT SELECT, UPDATE, DELETE ON " + table + " TO pf_relay_role", "GRANT pf_relay_role TO %s", "SET DEFAULT ROLE pf_relay_role FOR %s"},
+			map[string]Status{NameReplicationSlave: Pass, NameReplicationClient: Pass, NameSelect: Pass, NamePollWrite: Pass, NameServerID: Pass}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			user := newUser(t, m, tt.grants...)
+			rep := Run(ctx(t), config(m.UserDSN(user, secret, database), redisURL))
+			expect(t, rep, tt.want)
+		})
+	}
+	m.Exec(t, "DROP ROLE IF EXISTS pf_relay_role")
+}
+
+func TestRun_ServerID(t *testing.T) {
+	t.Parallel()
+	m := testsvc.SharedMariaDB(t)
+	database := newOutbox(t, m)
+	redisURL := testsvc.SharedRedis(t).URL(0)
+	for _, tt := range []struct {
+		id   uint32
+		want Status
+	}{{1001, Pass}, {1, Fail}, {0, Fail}} {
+		cfg := config(m.DSN(database), redisURL)
+		cfg.ServerID = tt.id
+		rep := Run(ctx(t), cfg)
+		expect(t, rep, map[string]Status{NameServerID: tt.want})
+		if tt.want == Fail && len(rep.Failed(ModePoll)) != 0 {
+			t.Errorf("server id %d fails poll mode, which registers no replica", tt.id)
+		}
+	}
+}
+
+// TestRun_ServerIDUsedByReplica attaches a real replica with server_id 1001
+// to a private primary; the relay's default id must then fail.
+func TestRun_ServerIDUsedByReplica(t *testing.T) {
+	t.Parallel()
+	primary := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
+	replica := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: []string{"--server-id=1001", "--report-host=127.0.0.1"}})
+	replica.Exec(t, fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='%s', MASTER_PASSWORD='%s'",
+		primary.Port(), primary.User(), primary.Password()), "START SLAVE")
+	t.Cleanup(func() { replica.Exec(t, "STOP SLAVE") })
+	db := primary.Open(t, "")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rows, err := queryRows(ctx(t), db, "SHOW SLAVE HOSTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not register with the primary")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	database := newOutbox(t, primary)
+	rep := Run(ctx(t), config(primary.DSN(database), testsvc.SharedRedis(t).URL(0)))
+	expect(t, rep, map[string]Status{NameServerID: Fail})
+	if r := find(t, rep, NameServerID); !strings.Contains(r.Detail, "127.0.0.1") {
+		t.Errorf("detail %q does not say where the replica is", r.Detail)
+	}
+}
+
+func TestRun_MySQLProblems(t *testing.T) {
+	t.Parallel()
+	m := testsvc.SharedMariaDB(t)
+	redisURL := testsvc.SharedRedis(t).URL(0)
+	database := newOutbox(t, m)
+	empty := m.NewDatabase(t)
+	user := newUser(t, m, "GRANT SELECT ON `"+database+"`.* TO %s")
+	skipped := map[string]Status{NameLogBin: Skip, NameTable: Skip, NameSkipLocked: Skip, NameRedis: Pass}
+	tests := []struct {
+		name string
+		dsn  string
+		want map[string]Status
+	}{
+		{"unreachable", fmt.Sprintf("%s:%s@tcp(127.0.0.1:%d)/app", user, secret, closedPort(t)), merge(map[string]Status{NameMySQL: Fail}, skipped)},
+		{"wrong password", m.UserDSN(user, "wrong-"+secret, database), merge(map[string]Status{NameMySQL: Fail}, skipped)},
+		{"invalid dsn", user + ":" + secret + "@tcp(127.0.0.1:3306", merge(map[string]Status{NameMySQL: Fail}, skipped)},
+		{"no database", m.UserDSN(user, secret, ""), map[string]Status{NameMySQL: Pass, NameSelect: Fail, NameTable: Skip}},
+		{"no table", m.DSN(empty), map[string]Status{NameSelect: Skip, NameTable: Fail, NamePollWrite: Skip, NameLogBin: Pass}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := Run(ctx(t), config(tt.dsn, redisURL))
+			expect(t, rep, tt.want)
+			for _, mode := range AllModes {
+				if len(rep.Failed(mode)) == 0 {
+					t.Errorf("%s mode passes, want it to fail", mode)
+				}
+			}
+		})
+	}
+}
+
+func merge(a, b map[string]Status) map[string]Status {
+	out := map[string]Status{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+func TestRun_Redis(t *testing.T) {
+	t.Parallel()
+	m := testsvc.SharedMariaDB(t)
+	database := newOutbox(t, m)
+	evicting := testsvc.StartRedis(t, testsvc.RedisOptions{Args: []string{"--maxmemory-policy", "allkeys-lru", "--appendonly", "no"}})
+	lazy := testsvc.StartRedis(t, testsvc.RedisOptions{Args: []string{"--appendfsync", "no"}})
+	port := closedPort(t)
+	tests := []struct {
+		name  string
+		url   string
+		want  map[string]Status
+		fails bool
+	}{
+		{"unreachable", fmt.Sprintf("redis://relay:%s@127.0.0.1:%d/0", strings.ReplaceAll(secret, "/", "%2F"), port),
+			map[string]Status{NameRedis: Fail, NameRedisEviction: Skip, NameRedisPersistence: Skip}, true},
+		{"invalid url", "redis://relay:" + secret + "@127.0.0.1:x/0",
+			map[string]Status{NameRedis: Fail, NameRedisEviction: Skip}, true},
+		{"evicting, no AOF", evicting.URL(0), map[string]Status{NameRedis: Pass, NameRedisEviction: Warn, NameRedisPersistence: Warn}, false},
+		{"appendfsync no", lazy.URL(0), map[string]Status{NameRedisEviction: Pass, NameRedisPersistence: Warn}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := Run(ctx(t), config(m.DSN(database), tt.url))
+			expect(t, rep, tt.want)
+			for _, mode := range AllModes {
+				if got := len(rep.Failed(mode)) > 0; got != tt.fails {
+					t.Errorf("%s mode fails = %v, want %v", mode, got, tt.fails)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,167 @@
+package preflight
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Server flavors.
+const (
+	FlavorMySQL   = "mysql"
+	FlavorMariaDB = "mariadb"
+)
+
+// Server identifies the MySQL or MariaDB server.
+type Server struct {
+	// Flavor is "mysql" or "mariadb" (@@version contains "MariaDB").
+	Flavor string
+	// Version is @@version as the server reports it, e.g.
+	// "10.11.19-MariaDB-0+deb12u1-log" or "8.4.3".
+	Version string
+	// Major, Minor and Patch are parsed from Version, without MariaDB's
+	// "5.5.5-" replication prefix.
+	Major, Minor, Patch int
+	// ServerID is the server's own @@server_id.
+	ServerID uint32
+	// ServerUUID is @@server_uuid on MySQL; MariaDB has none and leaves it "".
+	ServerUUID string
+}
+
+// MariaDB reports whether the server is MariaDB.
+func (s Server) MariaDB() bool { return s.Flavor == FlavorMariaDB }
+
+// AtLeast reports whether the server's version is at least major.minor.patch.
+func (s Server) AtLeast(major, minor, patch int) bool {
+	if s.Major != major {
+		return s.Major > major
+	}
+	if s.Minor != minor {
+		return s.Minor > minor
+	}
+	return s.Patch >= patch
+}
+
+// String returns e.g. "MariaDB 10.11.19" or "MySQL 8.4.3".
+func (s Server) String() string {
+	name := "MySQL"
+	if s.MariaDB() {
+		name = "MariaDB"
+	}
+	return fmt.Sprintf("%s %d.%d.%d", name, s.Major, s.Minor, s.Patch)
+}
+
+// DetectServer reads the server's flavor, version and identity. It uses SHOW
+// VARIABLES, which every user may run, and which returns no row (rather than
+// an error, as SELECT @@server_uuid would on MariaDB) for a variable the
+// flavor lacks.
+func DetectServer(ctx context.Context, db *sql.DB) (Server, error) {
+	vars, err := globalVariables(ctx, db, "version", "server_id", "server_uuid")
+	if err != nil {
+		return Server{}, err
+	}
+	s, err := parseServer(vars["version"], vars["server_id"])
+	if err != nil {
+		return Server{}, err
+	}
+	s.ServerUUID = vars["server_uuid"]
+	return s, nil
+}
+
+// parseServer builds a Server from @@version and @@server_id.
+func parseServer(version, serverID string) (Server, error) {
+	s := Server{Version: version}
+	var err error
+	s.Flavor, s.Major, s.Minor, s.Patch, err = parseVersion(version)
+	if err != nil {
+		return Server{}, err
+	}
+	id, err := strconv.ParseUint(serverID, 10, 32)
+	if err != nil {
+		return Server{}, fmt.Errorf("parse server_id %q: %w", serverID, err)
+	}
+	s.ServerID = uint32(id)
+	return s, nil
+}
+
+// parseVersion parses @@version strings: "8.4.3", "8.0.36-0ubuntu0.22.04.1",
+// "8.0.36-28" (Percona), "10.11.19-MariaDB-0+deb12u1-log", "11.4.2-MariaDB" and
+// "5.5.5-10.6.12-MariaDB-log" (MariaDB 10.x as some proxies and the
+// replication handshake report it; the real version follows the prefix).
+func parseVersion(v string) (flavor string, major, minor, patch int, err error) {
+	flavor = FlavorMySQL
+	rest := v
+	if strings.Contains(strings.ToLower(v), "mariadb") {
+		flavor = FlavorMariaDB
+		rest = strings.TrimPrefix(rest, "5.5.5-")
+	}
+	if i := strings.IndexAny(rest, "-+ "); i >= 0 {
+		rest = rest[:i]
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return "", 0, 0, 0, fmt.Errorf("parse server version %q: want major.minor[.patch]", v)
+	}
+	nums := [3]int{}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return "", 0, 0, 0, fmt.Errorf("parse server version %q: %q is not a number", v, p)
+		}
+		nums[i] = n
+	}
+	return flavor, nums[0], nums[1], nums[2], nil
+}
+
+// globalVariables returns the named global variables that exist, by
+// lower-case name. names must be plain variable names.
+func globalVariables(ctx context.Context, db *sql.DB, names ...string) (map[string]string, error) {
+	if len(names) == 0 {
+		return map[string]string{}, nil
+	}
+	// The names are constants of this package, so they are inlined rather than
+	// bound: not every server prepares SHOW statements.
+	q := "SHOW /* binlog-outbox */ GLOBAL VARIABLES WHERE Variable_name IN ('" + strings.Join(names, "', '") + "')"
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read server variables: %w", err)
+	}
+	defer rows.Close()
+	vars := make(map[string]string, len(names))
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			return nil, fmt.Errorf("read server variables: %w", err)
+		}
+		vars[strings.ToLower(name)] = value
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read server variables: %w", err)
+	}
+	return vars, nil
+}
+
+// binlogStatusQuery is the statement that shows the current binlog position,
+// renamed twice: MySQL 8.4 removed SHOW MASTER STATUS, and MariaDB 10.5.2
+// added SHOW BINLOG STATUS (go-mysql #1029 sent MySQL's name to MariaDB 11).
+func binlogStatusQuery(s Server) string {
+	switch {
+	case s.MariaDB() && s.AtLeast(10, 5, 2):
+		return "SHOW /* binlog-outbox */ BINLOG STATUS"
+	case !s.MariaDB() && s.AtLeast(8, 4, 0):
+		return "SHOW /* binlog-outbox */ BINARY LOG STATUS"
+	}
+	return "SHOW /* binlog-outbox */ MASTER STATUS"
+}
+
+// replicasQuery is the statement that lists registered replicas: MySQL 8.0.22
+// added SHOW REPLICAS and 8.4 removed SHOW SLAVE HOSTS; MariaDB has only the
+// latter.
+func replicasQuery(s Server) string {
+	if !s.MariaDB() && s.AtLeast(8, 0, 22) {
+		return "SHOW /* binlog-outbox */ REPLICAS"
+	}
+	return "SHOW /* binlog-outbox */ SLAVE HOSTS"
+}

@@ -1,0 +1,184 @@
+package preflight
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// checkTable checks SELECT on the outbox table, the table itself, and what
+// poll mode needs: SKIP LOCKED and the right to mark or delete relayed rows.
+func checkTable(ctx context.Context, db *sql.DB, srv Server, database, acct string, cfg Config) []Result {
+	if database == "" {
+		return append([]Result{fail(NameSelect, "the MySQL DSN names no database",
+			"add the database that holds the outbox table to the DSN: user:password@tcp(host:3306)/app", both)},
+			skipAll(afterMySQL[9:], "not checked: no database")...)
+	}
+	qtable := schema.QuoteIdent(database) + "." + schema.QuoteIdent(cfg.Table)
+	name := database + "." + cfg.Table
+	var out []Result
+
+	// A user without SELECT on the table is worse than an error in some
+	// binlog tools: they drop its row events silently, for lack of the
+	// column metadata. So prove SELECT with a statement rather than trust
+	// the grants.
+	selErr := probe(ctx, db, "SELECT /* binlog-outbox */ 1 FROM "+qtable+" LIMIT 0")
+	readable := selErr == nil
+	switch {
+	case selErr == nil:
+		out = append(out, pass(NameSelect, "SELECT on "+name+" works", both))
+	case isMySQLError(selErr, errNoSuchTable, errNoSuchDB):
+		out = append(out, skip(NameSelect, "not checked: "+name+" does not exist", both))
+	case isAccessDenied(selErr):
+		out = append(out, fail(NameSelect, "SELECT on "+name+" denied: "+selErr.Error(),
+			"GRANT SELECT ON "+qtable+" TO "+acct+";", both))
+	default:
+		out = append(out, fail(NameSelect, "SELECT on "+name+" failed: "+selErr.Error(),
+			"make sure the relay user can read "+name, both))
+	}
+
+	if isAccessDenied(selErr) {
+		// information_schema hides tables the user has no privilege on, so
+		// the validator would wrongly report the table missing.
+		out = append(out, skip(NameTable, "not checked: no SELECT privilege on "+name, both))
+	} else {
+		out = append(out, validateTable(ctx, db, database, cfg))
+	}
+
+	out = append(out, checkSkipLocked(ctx, db, srv, qtable, readable, acct))
+	out = append(out, checkPollWrite(ctx, db, qtable, name, acct, cfg))
+	return out
+}
+
+// validateTable runs the schema package's validator: its error-level problems
+// fail, its warnings warn.
+func validateTable(ctx context.Context, db *sql.DB, database string, cfg Config) Result {
+	name := database + "." + cfg.Table
+	t, problems, err := schema.Validate(ctx, db, database, cfg.Table, cfg.Mapping)
+	if err != nil {
+		fix := outbox.HintOf(err)
+		if fix == "" {
+			fix = "make sure the relay user can read information_schema for " + name
+		}
+		return fail(NameTable, "cannot inspect "+name+": "+err.Error(), fix, both)
+	}
+	var errs, warns []string
+	for _, p := range problems {
+		if p.Severity == schema.SeverityError {
+			errs = append(errs, p.Message)
+		} else {
+			warns = append(warns, p.Message)
+		}
+	}
+	const fix = "change the table as each problem says; `binlog-outbox schema print` shows the table the relay expects"
+	switch {
+	case len(errs) > 0:
+		return fail(NameTable, name+": "+strings.Join(append(errs, warns...), "; "), fix, both)
+	case len(warns) > 0:
+		return warn(NameTable, name+": "+strings.Join(warns, "; "), fix, both)
+	}
+	detail := name + " fits"
+	if t != nil {
+		detail = fmt.Sprintf("%s fits (%d columns, %s)", name, len(t.Columns), t.Engine)
+	}
+	return pass(NameTable, detail, both)
+}
+
+// checkSkipLocked checks that the server supports SELECT ... FOR UPDATE SKIP
+// LOCKED, which lets several pollers share the table without waiting on each
+// other's row locks. The statement runs in a transaction that is rolled back.
+func checkSkipLocked(ctx context.Context, db *sql.DB, srv Server, qtable string, readable bool, acct string) Result {
+	supported := srv.AtLeast(8, 0, 1)
+	if srv.MariaDB() {
+		supported = srv.AtLeast(10, 6, 0)
+	}
+	if !supported {
+		return fail(NameSkipLocked, srv.String()+" has no SKIP LOCKED (needs MySQL 8.0.1 or MariaDB 10.6)",
+			"upgrade the server, or run with --mode binlog", pollOnly)
+	}
+	if !readable {
+		return pass(NameSkipLocked, srv.String()+" supports SKIP LOCKED (not tried: the table is not readable)", pollOnly)
+	}
+	err := inRollback(ctx, db, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, "SELECT /* binlog-outbox */ 1 FROM "+qtable+" LIMIT 1 FOR UPDATE SKIP LOCKED")
+		if err != nil {
+			return err
+		}
+		return rows.Close()
+	})
+	switch {
+	case err == nil:
+		return pass(NameSkipLocked, "SELECT ... FOR UPDATE SKIP LOCKED works", pollOnly)
+	case isAccessDenied(err):
+		// MySQL 8.0.22+ requires UPDATE, DELETE or LOCK TABLES for FOR UPDATE.
+		return fail(NameSkipLocked, "SELECT ... FOR UPDATE SKIP LOCKED denied: "+err.Error(),
+			"GRANT UPDATE ON "+qtable+" TO "+acct+";", pollOnly)
+	}
+	return fail(NameSkipLocked, "SELECT ... FOR UPDATE SKIP LOCKED failed: "+err.Error(),
+		"upgrade the server, or run with --mode binlog", pollOnly)
+}
+
+// checkPollWrite checks that poll mode may mark relayed rows (UPDATE of
+// sent_at) or delete them, with statements that match no row, rolled back.
+func checkPollWrite(ctx context.Context, db *sql.DB, qtable, name, acct string, cfg Config) Result {
+	sentAt, hasSentAt := cfg.Mapping.Physical(schema.ColSentAt)
+	var updErr error
+	if hasSentAt {
+		col := schema.QuoteIdent(sentAt)
+		updErr = inRollback(ctx, db, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, "UPDATE /* binlog-outbox */ "+qtable+" SET "+col+" = "+col+" WHERE 1 = 0")
+			return err
+		})
+	} else {
+		updErr = fmt.Errorf("the mapping has no %s column", schema.ColSentAt)
+	}
+	delErr := inRollback(ctx, db, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "DELETE /* binlog-outbox */ FROM "+qtable+" WHERE 1 = 0")
+		return err
+	})
+	if isMySQLError(updErr, errNoSuchTable, errNoSuchDB) || isMySQLError(delErr, errNoSuchTable, errNoSuchDB) {
+		return skip(NamePollWrite, "not checked: "+name+" does not exist", pollOnly)
+	}
+	updFix := "GRANT UPDATE (" + schema.QuoteIdent(sentAt) + ") ON " + qtable + " TO " + acct + ";"
+	if !hasSentAt {
+		updFix = "map a sent_at column with --column sent_at=<column>"
+	}
+	delFix := "GRANT DELETE ON " + qtable + " TO " + acct + ";"
+	switch strings.ToLower(cfg.OnSent) {
+	case "mark":
+		if updErr != nil {
+			return fail(NamePollWrite, "cannot mark rows as sent: "+updErr.Error(), updFix, pollOnly)
+		}
+		return pass(NamePollWrite, "UPDATE of sent_at on "+name+" works", pollOnly)
+	case "delete":
+		if delErr != nil {
+			return fail(NamePollWrite, "cannot delete sent rows: "+delErr.Error(), delFix, pollOnly)
+		}
+		return pass(NamePollWrite, "DELETE on "+name+" works", pollOnly)
+	}
+	switch {
+	case updErr == nil && delErr == nil:
+		return pass(NamePollWrite, "UPDATE of sent_at and DELETE on "+name+" work", pollOnly)
+	case updErr == nil:
+		return pass(NamePollWrite, "UPDATE of sent_at on "+name+" works; DELETE does not, so relayed rows can only be marked", pollOnly)
+	case delErr == nil:
+		return pass(NamePollWrite, "DELETE on "+name+" works; UPDATE of sent_at does not, so relayed rows can only be deleted", pollOnly)
+	}
+	return fail(NamePollWrite, "poll mode can neither mark nor delete relayed rows: "+updErr.Error()+"; "+delErr.Error(),
+		updFix+" or "+delFix, pollOnly)
+}
+
+// inRollback runs fn in a transaction that is always rolled back, so probes
+// leave nothing behind, not even a binlog event.
+func inRollback(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // nothing to keep
+	return fn(tx)
+}
