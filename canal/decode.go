@@ -1,0 +1,342 @@
+package canal
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// Column is a physical column of the outbox table as information_schema
+// describes it at start-up.
+type Column struct {
+	Name string
+	// DataType is information_schema.COLUMNS.DATA_TYPE (e.g. "bigint", "json").
+	DataType string
+}
+
+// field indexes of the logical columns in a decoded row; -1 when absent.
+type layout struct {
+	id, messageID, aggregateType, aggregateID, eventType, payload, headers, occurredAt int
+	columnCount                                                                       int
+}
+
+// rowDecoder turns binlog rows of the outbox table into Events. It maps
+// columns by the names the table map event carries (binlog_row_metadata=FULL),
+// so an ALTER TABLE between the event and its decoding can never shift values
+// into the wrong fields. Without names it maps by position, but only after
+// checking the column count and types against the table as it is now.
+type rowDecoder struct {
+	mapping schema.Mapping
+	columns []Column // table at start-up, for positional mapping
+
+	// cache: the layout of the last table map seen. A transaction repeats the
+	// same table map, and consecutive ones usually carry identical metadata.
+	lastTable *replication.TableMapEvent
+	lastNames [][]byte
+	lastTypes []byte
+	lastCount uint64
+	last      layout
+}
+
+func newRowDecoder(m schema.Mapping, columns []Column) *rowDecoder {
+	return &rowDecoder{mapping: m, columns: columns}
+}
+
+// layoutFor returns the field layout of a table map event.
+func (d *rowDecoder) layoutFor(tm *replication.TableMapEvent) (layout, error) {
+	if tm == d.lastTable {
+		return d.last, nil
+	}
+	if tm.ColumnCount == d.lastCount && bytes.Equal(tm.ColumnType, d.lastTypes) && equalNames(tm.ColumnName, d.lastNames) && d.lastTable != nil {
+		d.lastTable = tm
+		return d.last, nil
+	}
+	var l layout
+	var err error
+	if tm.ColumnName != nil {
+		l, err = d.layoutByName(tm)
+	} else {
+		l, err = d.layoutByPosition(tm)
+	}
+	if err != nil {
+		return layout{}, err
+	}
+	d.lastTable, d.lastNames, d.lastTypes, d.lastCount, d.last = tm, tm.ColumnName, tm.ColumnType, tm.ColumnCount, l
+	return l, nil
+}
+
+func equalNames(a, b [][]byte) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error) {
+	names := tm.ColumnNameString()
+	find := func(logical string) (int, error) {
+		physical, ok := d.mapping.Physical(logical)
+		if !ok {
+			return -1, nil
+		}
+		for i, n := range names {
+			if strings.EqualFold(n, physical) {
+				return i, nil
+			}
+		}
+		if schema.Optional(logical) {
+			// An optional column added later by ALTER TABLE is absent from
+			// older events: it reads as NULL there.
+			return -1, nil
+		}
+		return -1, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for %s (columns: %s)",
+			outbox.ErrConfig, tm.Schema, tm.Table, physical, logical, strings.Join(names, ", ")),
+			"map it with --column %s=<name>", logical)
+	}
+	return d.fill(find, len(names))
+}
+
+func (d *rowDecoder) fill(find func(string) (int, error), count int) (layout, error) {
+	l := layout{columnCount: count}
+	for _, f := range []struct {
+		logical string
+		dst     *int
+	}{
+		{schema.ColID, &l.id}, {schema.ColMessageID, &l.messageID}, {schema.ColAggregateType, &l.aggregateType},
+		{schema.ColAggregateID, &l.aggregateID}, {schema.ColEventType, &l.eventType}, {schema.ColPayload, &l.payload},
+		{schema.ColHeaders, &l.headers}, {schema.ColOccurredAt, &l.occurredAt},
+	} {
+		i, err := find(f.logical)
+		if err != nil {
+			return layout{}, err
+		}
+		*f.dst = i
+	}
+	return l, nil
+}
+
+// layoutByPosition maps columns by ordinal position. It is only safe while the
+// table has the same columns as when the event was written, so it insists on
+// the same count and compatible types, and stops otherwise.
+func (d *rowDecoder) layoutByPosition(tm *replication.TableMapEvent) (layout, error) {
+	hint := "set binlog_row_metadata=FULL on the server (SET GLOBAL binlog_row_metadata=FULL and in my.cnf) so the relay maps columns by name; events written before that carry no names and need the table as it was then"
+	if int(tm.ColumnCount) != len(d.columns) {
+		return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have %d columns but the table has %d now; the table was altered and the binlog carries no column names",
+			outbox.ErrConfig, tm.Schema, tm.Table, tm.ColumnCount, len(d.columns)), "%s", hint)
+	}
+	for i, c := range d.columns {
+		if !compatible(tm.ColumnType[i], c.DataType) {
+			return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog column %d of %s.%s has type code %d, but column %s is %s now; the table was altered and the binlog carries no column names",
+				outbox.ErrConfig, i+1, tm.Schema, tm.Table, tm.ColumnType[i], c.Name, c.DataType), "%s", hint)
+		}
+	}
+	find := func(logical string) (int, error) {
+		physical, ok := d.mapping.Physical(logical)
+		if !ok {
+			return -1, nil
+		}
+		for i, c := range d.columns {
+			if strings.EqualFold(c.Name, physical) {
+				return i, nil
+			}
+		}
+		if schema.Optional(logical) {
+			return -1, nil
+		}
+		return -1, outbox.WithHint(fmt.Errorf("%w: table %s.%s has no column %q for %s", outbox.ErrConfig, tm.Schema, tm.Table, physical, logical),
+			"map it with --column %s=<name>", logical)
+	}
+	return d.fill(find, len(d.columns))
+}
+
+// binlogClass and dataTypeClass group binlog type codes and
+// information_schema data types into classes whose values decode alike.
+func binlogClass(t byte) string {
+	switch t {
+	case mysql.MYSQL_TYPE_TINY, mysql.MYSQL_TYPE_SHORT, mysql.MYSQL_TYPE_INT24, mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_YEAR:
+		return "int"
+	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_STRING:
+		return "string"
+	case mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_TINY_BLOB, mysql.MYSQL_TYPE_MEDIUM_BLOB, mysql.MYSQL_TYPE_LONG_BLOB, mysql.MYSQL_TYPE_JSON:
+		return "blob"
+	case mysql.MYSQL_TYPE_DATETIME, mysql.MYSQL_TYPE_DATETIME2, mysql.MYSQL_TYPE_TIMESTAMP, mysql.MYSQL_TYPE_TIMESTAMP2, mysql.MYSQL_TYPE_DATE, mysql.MYSQL_TYPE_NEWDATE:
+		return "time"
+	}
+	return "other"
+}
+
+func dataTypeClass(dt string) string {
+	switch strings.ToLower(dt) {
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year":
+		return "int"
+	case "char", "varchar", "binary", "varbinary", "enum", "set":
+		// ENUM and SET travel as binlog type STRING with the real type in
+		// the metadata.
+		return "string"
+	case "tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob", "json":
+		return "blob"
+	case "datetime", "timestamp", "date":
+		return "time"
+	}
+	return "other"
+}
+
+func compatible(binlogType byte, dataType string) bool {
+	return binlogClass(binlogType) == dataTypeClass(dataType)
+}
+
+// decodeRow turns one binlog row into an Event. Values are copied: strings
+// from the decoder alias the event's packet buffer, and an Event outlives it.
+// Problems with the row's content do not fail the decoding: they mark the
+// Event invalid, and it goes to the dead-letter stream with the reason.
+func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Event {
+	var e outbox.Event
+	var problems []string
+	if len(row) != l.columnCount {
+		e.Invalid = fmt.Sprintf("row has %d values, the table map %d columns", len(row), l.columnCount)
+		return e
+	}
+	for _, i := range skipped {
+		if i == l.id || i == l.messageID || i == l.aggregateType || i == l.aggregateID || i == l.eventType || i == l.payload || i == l.headers || i == l.occurredAt {
+			e.Invalid = fmt.Sprintf("column %d is missing from the row image: the writing session used binlog_row_image=MINIMAL or NOBLOB; set binlog_row_image=FULL", i+1)
+			return e
+		}
+	}
+	id, ok := toUint64(row[l.id])
+	if !ok {
+		problems = append(problems, fmt.Sprintf("id %v is not an unsigned integer", row[l.id]))
+	}
+	e.OutboxID = id
+	if l.messageID >= 0 {
+		if e.MessageID, ok = toString(row[l.messageID]); !ok || e.MessageID == "" {
+			problems = append(problems, "message_id is NULL or empty")
+		}
+	} else {
+		e.MessageID = strconv.FormatUint(id, 10)
+	}
+	if l.aggregateType >= 0 {
+		if e.AggregateType, ok = toString(row[l.aggregateType]); !ok {
+			problems = append(problems, "aggregate_type is NULL")
+		}
+	}
+	if e.AggregateID, ok = toString(row[l.aggregateID]); !ok {
+		problems = append(problems, "aggregate_id is NULL")
+	}
+	if e.EventType, ok = toString(row[l.eventType]); !ok {
+		problems = append(problems, "event_type is NULL")
+	}
+	if e.Payload, ok = toBytes(row[l.payload]); !ok {
+		problems = append(problems, "payload is NULL")
+	}
+	if l.headers >= 0 {
+		e.Headers, _ = toBytes(row[l.headers])
+	}
+	if t, ok := toTime(row[l.occurredAt]); ok {
+		e.OccurredAt = t
+	} else {
+		// A NULL or zero occurred_at is no reason to hold an event back: the
+		// commit time is the closest truth the binlog has.
+		e.OccurredAt = time.Unix(int64(commitTime), 0).UTC()
+	}
+	if len(problems) > 0 {
+		e.Invalid = strings.Join(problems, "; ")
+	}
+	return e
+}
+
+func toUint64(v any) (uint64, bool) {
+	switch x := v.(type) {
+	case int8:
+		return uint64(uint8(x)), true
+	case int16:
+		return uint64(uint16(x)), true
+	case int32:
+		return uint64(uint32(x)), true
+	case int64:
+		// MariaDB sends BIGINT UNSIGNED as int64 when the table map has no
+		// signedness: reinterpreting the bits is the right conversion.
+		return uint64(x), true
+	case uint8:
+		return uint64(x), true
+	case uint16:
+		return uint64(x), true
+	case uint32:
+		return uint64(x), true
+	case uint64:
+		return x, true
+	case int:
+		return uint64(x), true
+	case string:
+		n, err := strconv.ParseUint(x, 10, 64)
+		return n, err == nil
+	case []byte:
+		n, err := strconv.ParseUint(string(x), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+func toString(v any) (string, bool) {
+	switch x := v.(type) {
+	case nil:
+		return "", false
+	case string:
+		return strings.Clone(x), true
+	case []byte:
+		return string(x), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true
+	case uint64:
+		return strconv.FormatUint(x, 10), true
+	}
+	return fmt.Sprint(v), true
+}
+
+func toBytes(v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case nil:
+		return nil, false
+	case []byte:
+		return bytes.Clone(x), true
+	case string:
+		return []byte(x), true
+	}
+	s, ok := toString(v)
+	return []byte(s), ok
+}
+
+// toTime reads DATETIME and TIMESTAMP values. The syncer renders both as
+// strings in UTC (TimestampStringLocation is UTC); DATETIME has no zone and is
+// taken as UTC, which is what a producer writing UTC_TIMESTAMP(6) or
+// CURRENT_TIMESTAMP(6) on a UTC server stores.
+func toTime(v any) (time.Time, bool) {
+	switch x := v.(type) {
+	case time.Time:
+		return x.UTC(), !x.IsZero()
+	case string:
+		if strings.HasPrefix(x, "0000-00-00") {
+			return time.Time{}, false
+		}
+		t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", x, time.UTC)
+		if err != nil {
+			return time.Time{}, false
+		}
+		return t, true
+	}
+	return time.Time{}, false
+}

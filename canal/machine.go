@@ -1,0 +1,333 @@
+package canal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/google/uuid"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
+
+// batch is what the reader hands to the flusher: the events of complete
+// transactions (or a chunk of one huge transaction) in commit order, and the
+// position that covers exactly them.
+type batch struct {
+	events []outbox.Event
+	bytes  int
+	at     point
+	// dirty: the position moved since the last hand-off.
+	dirty bool
+}
+
+func (b *batch) reset() {
+	clear(b.events) // drop references so the payloads can be collected
+	b.events = b.events[:0]
+	b.bytes = 0
+	b.dirty = false
+}
+
+// point is a place in the binlog: where to resume, and how many outbox rows of
+// the transaction starting there were already appended.
+type point struct {
+	file     string
+	pos      uint32
+	gset     mysql.GTIDSet // GTID mode only
+	lastGTID gtidRef
+	txRows   uint64
+}
+
+// gtidRef is the GTID of the last transaction, kept raw: formatting it for
+// every transaction would cost more than the rest of the bookkeeping.
+type gtidRef struct {
+	mariadb mysql.MariadbGTID
+	sid     []byte
+	gno     int64
+	set     bool
+}
+
+func (g gtidRef) String() string {
+	switch {
+	case !g.set:
+		return ""
+	case g.sid == nil:
+		return fmt.Sprintf("%d-%d-%d", g.mariadb.DomainID, g.mariadb.ServerID, g.mariadb.SequenceNumber)
+	default:
+		u, err := uuid.FromBytes(g.sid)
+		if err != nil {
+			return ""
+		}
+		return fmt.Sprintf("%s:%d", u, g.gno)
+	}
+}
+
+// errChunkRestart asks the reader to read a transaction again from its start,
+// appending it in chunks: it was too large to buffer, and it is only known to
+// have committed once its XID was seen.
+type errChunkRestart struct{ start point }
+
+func (e *errChunkRestart) Error() string {
+	return fmt.Sprintf("transaction at %s:%d too large to buffer; reading it again in chunks", e.start.file, e.start.pos)
+}
+
+// flushFunc hands the pending batch to the flusher and waits until it was
+// taken, for the chunks of a huge transaction.
+type flushFunc func(ctx context.Context) error
+
+// machine follows transaction boundaries in the binlog event stream and turns
+// the committed outbox INSERTs into batches. It runs on the reader's
+// goroutine only.
+type machine struct {
+	database, table string
+	dec             *rowDecoder
+	log             *slog.Logger
+	maxTxBytes      int
+	maxBatchEvents  int
+	maxBatchBytes   int
+
+	file     string
+	boundary point // after the last complete transaction: where to resume
+	lastGTID gtidRef
+
+	inTx     bool
+	sawBegin bool
+	txStart  point
+	rows     []outbox.Event
+	txBytes  int
+	overflow bool
+
+	// Chunked delivery of the first transaction of a session: skip the rows
+	// appended before, hand out the rest in batches as they come.
+	chunked bool
+	skip    uint64
+	done    uint64
+
+	pending *batch
+	flush   flushFunc
+
+	// Counters for metrics and tests.
+	statementDML uint64
+}
+
+// beginTx starts a transaction at the current boundary.
+func (m *machine) beginTx() {
+	if m.inTx && (len(m.rows) > 0 || m.overflow) {
+		// A transaction without its end: the stream was cut and resumed.
+		// Its rows come again whole.
+		m.log.Warn("discarding a partial transaction", "rows", len(m.rows))
+	}
+	m.resetTx()
+	m.inTx = true
+	m.txStart = m.boundary
+}
+
+func (m *machine) resetTx() {
+	clear(m.rows)
+	m.rows = m.rows[:0]
+	m.txBytes = 0
+	m.overflow = false
+	m.inTx = false
+	m.sawBegin = false
+}
+
+// handle processes one binlog event.
+func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	h := ev.Header
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		m.file = string(e.NextLogName)
+		if !m.inTx {
+			m.setBoundary(point{file: m.file, pos: uint32(e.Position), gset: m.boundary.gset, lastGTID: m.boundary.lastGTID})
+		}
+	case *replication.MariadbGTIDEvent:
+		m.beginTx()
+		m.sawBegin = !e.IsStandalone()
+		m.lastGTID = gtidRef{mariadb: e.GTID, set: true}
+	case *replication.GTIDEvent:
+		m.beginTx()
+		m.lastGTID = gtidRef{sid: e.SID, gno: e.GNO, set: true}
+	case *replication.GtidTaggedLogEvent:
+		m.beginTx()
+		m.lastGTID = gtidRef{sid: e.SID, gno: e.GNO, set: true}
+	case *replication.QueryEvent:
+		return m.query(ctx, h, e)
+	case *replication.XIDEvent:
+		return m.commit(ctx, h, e.GSet)
+	case *replication.RowsEvent:
+		return m.rowsEvent(ctx, h, e)
+	case *replication.TransactionPayloadEvent:
+		// MySQL binlog_transaction_compression: the whole transaction is
+		// inside; skipping it would silently lose its rows.
+		for _, inner := range e.Events {
+			if err := m.handle(ctx, inner); err != nil {
+				return err
+			}
+		}
+	default:
+		if h.EventType != replication.XA_PREPARE_LOG_EVENT {
+			return nil
+		}
+		m.log.Error("XA transaction in the binlog: XA transactions are not supported, their outbox rows are not relayed until XA COMMIT shows them again", "file", m.file, "pos", h.LogPos)
+		m.resetTx()
+	}
+	return nil
+}
+
+func (m *machine) query(ctx context.Context, h *replication.EventHeader, e *replication.QueryEvent) error {
+	q := bytes.TrimSpace(e.Query)
+	switch {
+	case hasPrefixFold(q, "BEGIN"), hasPrefixFold(q, "START TRANSACTION"):
+		if !m.inTx {
+			m.beginTx()
+		}
+		m.sawBegin = true
+		return nil
+	case hasPrefixFold(q, "COMMIT"):
+		return m.commit(ctx, h, e.GSet)
+	case hasPrefixFold(q, "ROLLBACK"), hasPrefixFold(q, "XA ROLLBACK"):
+		// Rows of a rolled-back transaction reach the binlog only when it
+		// also touched a non-transactional table. They never happened.
+		m.resetTx()
+		m.setBoundary(point{file: m.file, pos: h.LogPos, gset: e.GSet, lastGTID: m.lastGTID})
+		return nil
+	case hasPrefixFold(q, "SAVEPOINT"):
+		return nil
+	}
+	m.inspectStatement(h, e, q)
+	if !m.inTx || !m.sawBegin {
+		// A statement that is its own transaction (DDL): a boundary.
+		m.resetTx()
+		m.setBoundary(point{file: m.file, pos: h.LogPos, gset: e.GSet, lastGTID: m.lastGTID})
+	}
+	return nil
+}
+
+// inspectStatement reports statements that change the outbox table without row
+// events: an INSERT logged as a statement (binlog_format=STATEMENT or MIXED in
+// the producer's session) produces no row the relay could read.
+func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.QueryEvent, q []byte) {
+	if !bytes.Contains(bytes.ToLower(q), []byte(strings.ToLower(m.table))) {
+		return
+	}
+	switch {
+	case hasPrefixFold(q, "INSERT"), hasPrefixFold(q, "REPLACE"), hasPrefixFold(q, "LOAD DATA"):
+		m.statementDML++
+		m.log.Error("an INSERT into the outbox table was logged as a statement, not as rows: its events cannot be relayed",
+			"file", m.file, "pos", h.LogPos, "schema", string(e.Schema), "query", truncate(string(q), 300),
+			"hint", "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, then re-insert the lost events")
+	case hasPrefixFold(q, "ALTER"), hasPrefixFold(q, "RENAME"), hasPrefixFold(q, "DROP"), hasPrefixFold(q, "TRUNCATE"), hasPrefixFold(q, "CREATE"):
+		m.log.Info("DDL on the outbox table", "file", m.file, "pos", h.LogPos, "query", truncate(string(q), 300))
+	}
+}
+
+func hasPrefixFold(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
+	if e.Table == nil || e.Type() != replication.EnumRowsEventTypeInsert ||
+		!strings.EqualFold(string(e.Table.Table), m.table) || !strings.EqualFold(string(e.Table.Schema), m.database) {
+		return nil
+	}
+	if !m.inTx {
+		m.beginTx()
+	}
+	l, err := m.dec.layoutFor(e.Table)
+	if err != nil {
+		return err
+	}
+	for i, row := range e.Rows {
+		var skipped []int
+		if i < len(e.SkippedColumns) {
+			skipped = e.SkippedColumns[i]
+		}
+		if m.chunked {
+			if m.done < m.skip {
+				m.done++
+				continue
+			}
+			ev := decodeRow(l, row, skipped, h.Timestamp)
+			m.pending.events = append(m.pending.events, ev)
+			m.pending.bytes += eventSize(&ev)
+			m.done++
+			if len(m.pending.events) >= m.maxBatchEvents || m.pending.bytes >= m.maxBatchBytes {
+				m.pending.at = m.txStart
+				m.pending.at.txRows = m.done
+				m.pending.dirty = true
+				if err := m.flush(ctx); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if m.overflow {
+			continue
+		}
+		ev := decodeRow(l, row, skipped, h.Timestamp)
+		m.rows = append(m.rows, ev)
+		m.txBytes += eventSize(&ev)
+		if m.txBytes > m.maxTxBytes {
+			// Holding the whole transaction would take unbounded memory.
+			// Drop what it has; at its commit it is read again in chunks.
+			m.log.Info("transaction too large to buffer; it will be read again and appended in chunks",
+				"buffered_rows", len(m.rows), "buffered_bytes", m.txBytes, "file", m.file)
+			clear(m.rows)
+			m.rows = m.rows[:0]
+			m.txBytes = 0
+			m.overflow = true
+		}
+	}
+	return nil
+}
+
+// commit ends the current transaction at an XID event or COMMIT query.
+func (m *machine) commit(_ context.Context, h *replication.EventHeader, gset mysql.GTIDSet) error {
+	if m.overflow {
+		start := m.txStart
+		m.resetTx()
+		return &errChunkRestart{start: start}
+	}
+	if m.chunked {
+		m.chunked = false
+		if m.done < m.skip {
+			m.log.Warn("the stored position said more rows of this transaction were appended than it has",
+				"appended", m.skip, "rows", m.done, "file", m.file)
+		}
+	}
+	m.pending.events = append(m.pending.events, m.rows...)
+	for i := range m.rows {
+		m.pending.bytes += eventSize(&m.rows[i])
+	}
+	m.resetTx()
+	m.setBoundary(point{file: m.file, pos: h.LogPos, gset: gset, lastGTID: m.lastGTID})
+	return nil
+}
+
+func (m *machine) setBoundary(p point) {
+	if p.gset == nil {
+		p.gset = m.boundary.gset
+	}
+	m.boundary = p
+	m.pending.at = p
+	m.pending.dirty = true
+}
+
+// eventSize estimates the memory and request size of an event.
+func eventSize(e *outbox.Event) int {
+	return 128 + len(e.Payload) + len(e.Headers) + len(e.MessageID) + len(e.AggregateType) + len(e.AggregateID) + len(e.EventType) + len(e.Invalid)
+}
+
+var errStopped = errors.New("reader stopped")

@@ -1,0 +1,554 @@
+// Package canal reads committed outbox rows from the MySQL or MariaDB binlog
+// and appends them to Redis Streams through an outbox.Sink, exactly once.
+//
+// It drives go-mysql's replication.BinlogSyncer directly rather than its canal
+// package: the relay needs column names from each table map event (canal maps
+// by the live schema), a dump-connection session setting, row images with
+// their skipped columns, and none of canal's side effects (mysqldump, a random
+// server id, a position sync on Close). The package keeps the name of the job.
+//
+// Guarantees, and how:
+//   - Only committed transactions: rows are buffered until their XID (or
+//     COMMIT), and a transaction cut short by a reconnect is discarded.
+//   - Exactly once: the events of a batch and the position after them are
+//     written by one atomic step (outbox.Sink.Append); after any error the
+//     reader starts over from the position stored in Redis.
+//   - Bounded memory: a transaction larger than MaxTxBytes is read to its end
+//     without keeping its rows, then read again and appended in chunks, each
+//     chunk recording how many rows of the transaction are done.
+package canal
+
+import (
+	"context"
+	"crypto/tls"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// Defaults of Config.
+const (
+	DefaultServerID        = 1001
+	DefaultHeartbeatPeriod = 5 * time.Second
+	DefaultEventCacheCount = 256
+	DefaultMaxBatchEvents  = 2000
+	DefaultMaxBatchBytes   = 4 << 20
+	DefaultMaxTxBytes      = 16 << 20
+	DefaultIdleCheckpoint  = time.Second
+	DefaultMaxBackoff      = 30 * time.Second
+)
+
+// Config configures a Reader.
+type Config struct {
+	// Host, Port, User, Password and TLSConfig reach the server. The user
+	// needs REPLICATION SLAVE, REPLICATION CLIENT (BINLOG MONITOR) and SELECT
+	// on the outbox table.
+	Host      string
+	Port      uint16
+	User      string
+	Password  string
+	TLSConfig *tls.Config
+
+	// Flavor is position.FlavorMySQL or position.FlavorMariaDB. A wrong flavor
+	// makes go-mysql speak the wrong dialect, so it is required, not guessed.
+	Flavor string
+	// ServerID is the replica id the relay registers with (default 1001). It
+	// must differ from the server's and every other replica's id.
+	ServerID uint32
+
+	// Database and Table name the outbox table; only INSERTs into exactly it
+	// become events.
+	Database string
+	Table    string
+	// Mapping maps logical to physical column names.
+	Mapping schema.Mapping
+	// Columns is the table as it is at start-up. It is only used to map rows
+	// when the binlog carries no column names (binlog_row_metadata is not FULL).
+	Columns []Column
+
+	// Start says where to begin when Redis holds no position (default: the
+	// current end of the binlog).
+	Start position.Start
+	// PositionKey is only used in log lines.
+	PositionKey string
+
+	// HeartbeatPeriod asks the server for a heartbeat when the binlog is idle
+	// (default 5s); ReadTimeout (default 3 heartbeats) then notices a silently
+	// dead connection.
+	HeartbeatPeriod time.Duration
+	ReadTimeout     time.Duration
+	// EventCacheCount is how many decoded events go-mysql buffers (default
+	// 256). Its default of 10240 costs tens of megabytes with large rows.
+	EventCacheCount int
+	// MaxBatchEvents and MaxBatchBytes bound one append (defaults 2000 events,
+	// 4 MiB). A batch is sent as soon as the previous one is done, so under a
+	// light load every transaction goes alone and at once.
+	MaxBatchEvents int
+	MaxBatchBytes  int
+	// MaxTxBytes is the largest transaction kept in memory (default 16 MiB);
+	// larger ones are appended in chunks.
+	MaxTxBytes int
+	// IdleCheckpoint is how often the position is stored while the binlog
+	// moves without outbox rows (default 1s), so that a restart does not
+	// re-read, and binlog purging does not overtake, a busy server's other
+	// traffic.
+	IdleCheckpoint time.Duration
+	// MaxBackoff caps the wait between reconnects (default 30s).
+	MaxBackoff time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.ServerID == 0 {
+		c.ServerID = DefaultServerID
+	}
+	if c.HeartbeatPeriod == 0 {
+		c.HeartbeatPeriod = DefaultHeartbeatPeriod
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = 3 * c.HeartbeatPeriod
+	}
+	if c.EventCacheCount == 0 {
+		c.EventCacheCount = DefaultEventCacheCount
+	}
+	if c.MaxBatchEvents == 0 {
+		c.MaxBatchEvents = DefaultMaxBatchEvents
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if c.MaxTxBytes == 0 {
+		c.MaxTxBytes = DefaultMaxTxBytes
+	}
+	if c.IdleCheckpoint == 0 {
+		c.IdleCheckpoint = DefaultIdleCheckpoint
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	if c.Mapping == nil {
+		c.Mapping = schema.DefaultMapping()
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Flavor != position.FlavorMySQL && c.Flavor != position.FlavorMariaDB:
+		return fmt.Errorf("%w: canal: Flavor %q is neither mysql nor mariadb", outbox.ErrConfig, c.Flavor)
+	case c.Host == "" || c.Port == 0:
+		return fmt.Errorf("%w: canal: Host and Port are required", outbox.ErrConfig)
+	case c.Database == "" || c.Table == "":
+		return fmt.Errorf("%w: canal: Database and Table are required", outbox.ErrConfig)
+	case c.HeartbeatPeriod < 0 || c.ReadTimeout < c.HeartbeatPeriod:
+		return fmt.Errorf("%w: canal: ReadTimeout %s must be at least HeartbeatPeriod %s", outbox.ErrConfig, c.ReadTimeout, c.HeartbeatPeriod)
+	}
+	return nil
+}
+
+// Reader relays committed outbox rows from the binlog to a Sink.
+type Reader struct {
+	cfg  Config
+	db   *sql.DB
+	sink outbox.Sink
+	log  *slog.Logger
+
+	writer string        // identifies this process in the positions it writes
+	seq    atomic.Uint64 // counts the positions it wrote
+
+	// chunkNext makes the next session read its first transaction in chunks.
+	chunkNext bool
+
+	mu         sync.Mutex
+	stats      Stats
+	serverID   uint32
+	serverUUID string
+}
+
+// Stats are counters for metrics and tests.
+type Stats struct {
+	Events       uint64 // appended to streams, dead letters included
+	DeadLetters  uint64
+	Batches      uint64
+	Sessions     uint64
+	StatementDML uint64 // outbox INSERTs seen as statements (lost to the relay)
+	Position     string
+}
+
+// New returns a Reader. db is a connection pool to the same server, used for
+// the checks before streaming (current position, binlog files, identity).
+func New(db *sql.DB, sink outbox.Sink, cfg Config, logger *slog.Logger) (*Reader, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	host, _ := os.Hostname()
+	return &Reader{
+		cfg: cfg, db: db, sink: sink,
+		log:    logger.With("component", "binlog"),
+		writer: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()),
+	}, nil
+}
+
+// Stats returns a snapshot of the counters.
+func (r *Reader) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
+
+// Run relays until ctx is cancelled (it then returns nil) or an error that a
+// retry cannot fix: a configuration error, a purged or foreign position, or
+// another relay fencing this one. Other errors (connection loss, server
+// restart, Redis down or full) are logged and the reader starts over from the
+// stored position after a capped exponential backoff.
+func (r *Reader) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		progressed, err := r.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var restart *errChunkRestart
+		if errors.As(err, &restart) {
+			r.log.Info("re-reading a large transaction in chunks", "file", restart.start.file, "pos", restart.start.pos)
+			r.chunkNext = true
+			continue
+		}
+		if permanent(err) {
+			return err
+		}
+		if errors.Is(err, outbox.ErrPositionRolledBack) {
+			r.log.Warn("stored position went back (Redis lost acknowledged writes); re-reading from it, the streams lost the same entries", "error", err)
+			continue
+		}
+		if progressed {
+			backoff = 100 * time.Millisecond
+		}
+		r.log.Error("binlog reader stopped; restarting from the stored position", "error", err, "hint", outbox.HintOf(err), "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, r.cfg.MaxBackoff)
+	}
+}
+
+// permanent reports errors that the same configuration will hit again.
+func permanent(err error) bool {
+	return errors.Is(err, outbox.ErrConfig) || errors.Is(err, outbox.ErrFenced) || errors.Is(err, outbox.ErrPositionGone)
+}
+
+// session reads from the stored position until an error. progressed reports
+// whether anything was appended, to reset the backoff.
+func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
+	r.mu.Lock()
+	r.stats.Sessions++
+	r.mu.Unlock()
+
+	start, prev, err := r.resolveStart(ctx)
+	if err != nil {
+		return false, err
+	}
+	if prev == nil {
+		// Store the start at once: "now" resolved again after a crash would
+		// be later, and the events in between would be skipped.
+		next := r.encode(start)
+		if err := r.sink.Append(ctx, nil, nil, next); err != nil {
+			return false, r.appendError(err)
+		}
+		prev = next
+		r.log.Info("stored the start position", "position", r.positionString(start))
+	}
+
+	syncer := replication.NewBinlogSyncer(r.syncerConfig())
+	defer syncer.Close()
+	var streamer *replication.BinlogStreamer
+	if start.gset != nil {
+		streamer, err = syncer.StartSyncGTID(start.gset)
+	} else {
+		streamer, err = syncer.StartSync(mysql.Position{Name: start.file, Pos: start.pos})
+	}
+	if err != nil {
+		return false, r.streamError(fmt.Errorf("start binlog dump at %s: %w", r.positionString(start), err))
+	}
+	r.log.Info("reading binlog", "position", r.positionString(start), "server_id", r.cfg.ServerID)
+
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f := newFlusher(r, prev, cancel)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f.loop(sctx)
+	}()
+	defer func() {
+		cancel()
+		wg.Wait()
+		progressed = progressed || f.appended > 0
+	}()
+
+	m := &machine{
+		database: r.cfg.Database, table: r.cfg.Table,
+		dec:        newRowDecoder(r.cfg.Mapping, r.cfg.Columns),
+		log:        r.log,
+		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,
+		file: start.file, boundary: start, pending: f.take(),
+	}
+	m.pending.at = start
+	if r.chunkNext || start.txRows > 0 {
+		m.chunked, m.skip = true, start.txRows
+		r.chunkNext = false
+	}
+	m.flush = func(ctx context.Context) error {
+		b, err := f.handOff(ctx, m.pending)
+		if err != nil {
+			return err
+		}
+		m.pending = b
+		return nil
+	}
+
+	lastFlush := time.Now()
+	for {
+		ev, err := f.nextEvent(sctx, streamer, len(m.pending.events) > 0)
+		if err != nil {
+			if ferr := f.err(); ferr != nil {
+				return progressed, r.appendError(ferr)
+			}
+			if ctx.Err() != nil {
+				return progressed, ctx.Err()
+			}
+			if errors.Is(err, errHandOff) {
+				// The flusher went idle while pending waited: hand it over.
+				if err := r.offer(sctx, f, m, &lastFlush, true); err != nil {
+					return progressed, err
+				}
+				continue
+			}
+			return progressed, r.streamError(fmt.Errorf("read binlog event: %w", err))
+		}
+		if err := m.handle(sctx, ev); err != nil {
+			var restart *errChunkRestart
+			if errors.As(err, &restart) {
+				// Everything before the large transaction is appended first,
+				// so the next session can start exactly at it.
+				if err := f.drain(sctx, m.pending); err != nil {
+					return progressed, r.appendError(err)
+				}
+				return progressed, err
+			}
+			if ferr := f.err(); ferr != nil {
+				return progressed, r.appendError(ferr)
+			}
+			return progressed, err
+		}
+		if m.statementDML > 0 {
+			r.mu.Lock()
+			r.stats.StatementDML += m.statementDML
+			r.mu.Unlock()
+			m.statementDML = 0
+		}
+		if !m.inTx && m.pending.dirty {
+			if err := r.offer(sctx, f, m, &lastFlush, false); err != nil {
+				return progressed, err
+			}
+		}
+	}
+}
+
+// offer hands the pending batch to the flusher when that is worth it: it has
+// events and the flusher is idle (no waiting under a light load), it is full
+// (wait for the flusher: back-pressure), or only the position moved and the
+// last store is IdleCheckpoint old.
+func (r *Reader) offer(ctx context.Context, f *flusher, m *machine, lastFlush *time.Time, idle bool) error {
+	b := m.pending
+	full := len(b.events) >= r.cfg.MaxBatchEvents || b.bytes >= r.cfg.MaxBatchBytes
+	if len(b.events) == 0 && !idle {
+		if time.Since(*lastFlush) < r.cfg.IdleCheckpoint {
+			return nil
+		}
+	}
+	var next *batch
+	var err error
+	if full {
+		next, err = f.handOff(ctx, b)
+	} else {
+		next, err = f.tryHandOff(b)
+	}
+	if err != nil {
+		if ferr := f.err(); ferr != nil {
+			return r.appendError(ferr)
+		}
+		return err
+	}
+	if next != nil {
+		m.pending = next
+		*lastFlush = time.Now()
+	}
+	return nil
+}
+
+// appendError turns a failed append into the reader's error: a position
+// mismatch becomes fencing or a rollback, the rest stays retryable.
+func (r *Reader) appendError(err error) error {
+	var mm *outbox.PositionMismatchError
+	if !errors.As(err, &mm) {
+		return fmt.Errorf("append to redis: %w", err)
+	}
+	if mm.Stored == nil {
+		return outbox.WithHint(fmt.Errorf("%w: the position was deleted while the relay ran", outbox.ErrFenced),
+			"someone ran `binlog-outbox position reset` or deleted the key; restart the relay to start over deliberately")
+	}
+	stored, derr := position.Decode(mm.Stored)
+	if derr == nil && stored.Writer == r.writer && stored.Seq < r.seq.Load() {
+		return fmt.Errorf("%w: stored seq %d, last written %d", outbox.ErrPositionRolledBack, stored.Seq, r.seq.Load())
+	}
+	who := "another process"
+	if derr == nil && stored.Writer != "" {
+		who = stored.Writer
+	}
+	return outbox.WithHint(fmt.Errorf("%w: it was written by %s", outbox.ErrFenced, who),
+		"two relays must not run for the same outbox table and position key; stop the other one, or give each its own --position-key; this relay stops so that no event is appended twice")
+}
+
+// streamError classifies errors of the binlog connection.
+func (r *Reader) streamError(err error) error {
+	var myErr *mysql.MyError
+	if !errors.As(err, &myErr) {
+		return err
+	}
+	switch myErr.Code {
+	case mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG: // 1236
+		// The server says why in the message only; the duplicate server id
+		// case needs a different fix than a purged binlog.
+		if containsFold(myErr.Message, "server_id") || containsFold(myErr.Message, "server_uuid") {
+			return outbox.WithHint(fmt.Errorf("%w: %v", outbox.ErrConfig, err),
+				"another replica uses server id %d; give the relay a unique --server-id", r.cfg.ServerID)
+		}
+		return outbox.WithHint(fmt.Errorf("%w: %v", outbox.ErrPositionGone, err), "%s", recoveryHint)
+	case mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, mysql.ER_ACCESS_DENIED_ERROR, mysql.ER_DBACCESS_DENIED_ERROR:
+		return outbox.WithHint(err, "grant the relay's user REPLICATION SLAVE and REPLICATION CLIENT: GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '<user>'@'<host>'")
+	}
+	return err
+}
+
+const recoveryHint = "the binlog the stored position points into is gone (purged, or a different server). Events committed in the gap were not relayed. " +
+	"Choose: `binlog-outbox position set --start-from earliest` to re-read all the binlog the server still has (consumers deduplicate by message_id), " +
+	"or `binlog-outbox position set --start-from now` to accept the gap, then republish the missing rows with `binlog-outbox run --mode poll` on rows WHERE sent_at IS NULL; " +
+	"and keep binlogs longer (binlog_expire_logs_seconds) than the relay may be down"
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+func equalFoldBytes(b []byte, s string) bool {
+	return len(b) == len(s) && strings.EqualFold(string(b), s)
+}
+
+// recordBatch updates the counters after an append.
+func (r *Reader) recordBatch(b *batch, pos string) {
+	var dead uint64
+	for i := range b.events {
+		if b.events[i].Invalid != "" {
+			dead++
+		}
+	}
+	r.mu.Lock()
+	r.stats.Events += uint64(len(b.events))
+	r.stats.DeadLetters += dead
+	r.stats.Batches++
+	r.stats.Position = pos
+	r.mu.Unlock()
+	if dead > 0 {
+		r.log.Error("rows moved to the dead-letter stream", "rows", dead, "position", pos,
+			"hint", "see the reason field of the entries in the dead-letter stream; fix the producer")
+	}
+}
+
+func (r *Reader) syncerConfig() replication.BinlogSyncerConfig {
+	cfg := replication.BinlogSyncerConfig{
+		ServerID:                r.cfg.ServerID,
+		Flavor:                  r.cfg.Flavor,
+		Host:                    r.cfg.Host,
+		Port:                    r.cfg.Port,
+		User:                    r.cfg.User,
+		Password:                r.cfg.Password,
+		TLSConfig:               r.cfg.TLSConfig,
+		HeartbeatPeriod:         r.cfg.HeartbeatPeriod,
+		ReadTimeout:             r.cfg.ReadTimeout,
+		DisableRetrySync:        true, // recovery restarts from the stored position
+		EventCacheCount:         r.cfg.EventCacheCount,
+		TimestampStringLocation: time.UTC,
+		RenderJSONAsMySQLText:   true,
+		UseDecimal:              false,
+		Logger:                  r.log.With("component", "go-mysql"),
+		// MariaDB 11.4+ writes LogPos 0 inside transactions.
+		FillZeroLogPos:            r.cfg.Flavor == position.FlavorMariaDB,
+		PayloadDecoderConcurrency: 1,
+		Localhost:                 "binlog-outbox",
+		// The reader may pause while Redis is slow; the server must not give
+		// up on the dump connection meanwhile (net_write_timeout, 60s).
+		Option: func(c *client.Conn) error {
+			_, err := c.Execute("SET SESSION net_write_timeout = GREATEST(@@SESSION.net_write_timeout, 600) /* binlog-outbox */")
+			return err
+		},
+	}
+	db, table := r.cfg.Database, r.cfg.Table
+	cfg.RowsEventDecodeFunc = func(ev *replication.RowsEvent, data []byte) error {
+		pos, err := ev.DecodeHeader(data)
+		if err != nil {
+			return err
+		}
+		// Rows of other tables are never decoded: on a busy server they are
+		// most of the binlog.
+		if ev.Table == nil || !equalFoldBytes(ev.Table.Table, table) || !equalFoldBytes(ev.Table.Schema, db) {
+			return nil
+		}
+		return ev.DecodeData(pos, data)
+	}
+	return cfg
+}
+
+// encode renders a point as the stored position, stamped with this process.
+func (r *Reader) encode(p point) []byte {
+	b := position.Binlog{
+		Flavor: r.cfg.Flavor, File: p.file, Pos: p.pos, LastGTID: p.lastGTID.String(), TxRows: p.txRows,
+		Writer: r.writer, Seq: r.seq.Add(1), UpdatedAt: time.Now().UTC(),
+	}
+	b.ServerID, b.ServerUUID = r.identity()
+	if p.gset != nil {
+		b.GTIDSet = p.gset.String()
+	}
+	return b.Encode()
+}
+
+func (r *Reader) positionString(p point) string {
+	s := p.file + ":" + strconv.FormatUint(uint64(p.pos), 10)
+	if p.gset != nil {
+		s += " gtid_set=" + p.gset.String()
+	}
+	if p.txRows > 0 {
+		s += fmt.Sprintf(" (+%d rows)", p.txRows)
+	}
+	return s
+}

@@ -1,0 +1,160 @@
+package canal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+func TestMain(m *testing.M) { testsvc.Main(m) }
+
+// testLogger shows the relay's logs with -v only.
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func flavorOf(t testing.TB, db *sql.DB) string {
+	var v string
+	if err := db.QueryRow("SELECT @@version").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(v), "mariadb") {
+		return position.FlavorMariaDB
+	}
+	return position.FlavorMySQL
+}
+
+// newReader builds a reader for env with overrides applied to its config.
+func newReader(t testing.TB, env *relaytest.Env, tweak func(*Config)) (*Reader, *redisstream.Sink) {
+	t.Helper()
+	client, err := redisstream.NewClient(env.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	key := "binlog-outbox:position:" + env.Database + "." + env.Table
+	sink, err := redisstream.New(client, redisstream.Config{PositionKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := schema.Inspect(context.Background(), env.DB, env.Database, env.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := make([]Column, len(tbl.Columns))
+	for i, c := range tbl.Columns {
+		cols[i] = Column{Name: c.Name, DataType: c.DataType}
+	}
+	cfg := Config{
+		Host: env.MariaDB.Host(), Port: uint16(env.MariaDB.Port()), User: env.MariaDB.User(), Password: env.MariaDB.Password(),
+		Flavor: flavorOf(t, env.DB), Database: env.Database, Table: env.Table, Columns: cols, PositionKey: key,
+		// Every reader of a test binary on the shared server needs its own id.
+		ServerID:        uint32(2000 + serverIDs.next()),
+		HeartbeatPeriod: 200 * time.Millisecond,
+		MaxBackoff:      500 * time.Millisecond,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	r, err := New(env.DB, sink, cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, sink
+}
+
+var serverIDs = &counter{}
+
+type counter struct{ n uint32 }
+
+func (c *counter) next() uint32 {
+	c.n++
+	return c.n
+}
+
+// startReader runs r in the background; stop cancels it and returns Run's error.
+func startReader(r *Reader) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return func() error {
+		cancel()
+		return <-done
+	}
+}
+
+func TestReader_Conformance(t *testing.T) {
+	relaytest.RunSuite(t, func(t *testing.T, env *relaytest.Env) func() error {
+		r, _ := newReader(t, env, nil)
+		stop := startReader(r)
+		waitStarted(t, r)
+		return stop
+	}, relaytest.Guarantees{ExactlyOnce: true})
+}
+
+// waitStarted waits until the reader stored its start position, so that rows
+// written afterwards are certainly after it.
+func waitStarted(t testing.TB, r *Reader) {
+	t.Helper()
+	relaytest.WaitFor(t, 30*time.Second, "the reader to store its start position", func() bool {
+		raw, err := r.sink.Position(context.Background())
+		return err == nil && raw != nil
+	})
+}
+
+func TestReader_FencedBySecondRelay(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	r1, _ := newReader(t, env, nil)
+	ctx1, cancel1 := context.WithCancel(ctx)
+	defer cancel1()
+	done1 := make(chan error, 1)
+	go func() { done1 <- r1.Run(ctx1) }()
+	waitStarted(t, r1)
+	// A second relay started by mistake on the same position key.
+	r2, _ := newReader(t, env, nil)
+	ctx2, cancel2 := context.WithCancel(ctx)
+	defer cancel2()
+	done2 := make(chan error, 1)
+	go func() { done2 <- r2.Run(ctx2) }()
+
+	rec := relaytest.NewProduced()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 40, RollbackRatio: 0.01}, rec)
+
+	// One of the two must stop, fenced; the survivor delivers everything once.
+	var fencedErr error
+	var stopSurvivor func() error
+	select {
+	case fencedErr = <-done2:
+		stopSurvivor = func() error { cancel1(); return <-done1 }
+	case fencedErr = <-done1:
+		stopSurvivor = func() error { cancel2(); return <-done2 }
+	case <-time.After(30 * time.Second):
+		t.Fatal("neither relay was fenced within 30s")
+	}
+	if !errors.Is(fencedErr, outbox.ErrFenced) || outbox.HintOf(fencedErr) == "" {
+		t.Fatalf("fenced relay returned %v, want ErrFenced with a hint", fencedErr)
+	}
+	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	if err := stopSurvivor(); err != nil {
+		t.Fatalf("surviving relay: %v", err)
+	}
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}

@@ -1,0 +1,224 @@
+package canal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/position"
+)
+
+// identity returns the server's id and (MySQL) uuid, read at session start.
+func (r *Reader) identity() (uint32, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.serverID, r.serverUUID
+}
+
+func (r *Reader) loadIdentity(ctx context.Context) error {
+	var id uint32
+	if err := r.db.QueryRowContext(ctx, "SELECT @@server_id /* binlog-outbox */").Scan(&id); err != nil {
+		return fmt.Errorf("read server_id: %w", err)
+	}
+	var uuid string
+	if r.cfg.Flavor == position.FlavorMySQL {
+		if err := r.db.QueryRowContext(ctx, "SELECT @@server_uuid /* binlog-outbox */").Scan(&uuid); err != nil {
+			return fmt.Errorf("read server_uuid: %w", err)
+		}
+	}
+	if id == r.cfg.ServerID {
+		return outbox.WithHint(fmt.Errorf("%w: --server-id %d is the server's own server_id", outbox.ErrConfig, id),
+			"choose a --server-id that no server or replica in the replication topology uses")
+	}
+	r.mu.Lock()
+	r.serverID, r.serverUUID = id, uuid
+	r.mu.Unlock()
+	return nil
+}
+
+// resolveStart decides where the session starts: at the stored position, or,
+// without one, where Config.Start says. prev is the stored position as is.
+func (r *Reader) resolveStart(ctx context.Context) (start point, prev []byte, err error) {
+	if err := r.loadIdentity(ctx); err != nil {
+		return point{}, nil, err
+	}
+	raw, err := r.sink.Position(ctx)
+	if err != nil {
+		return point{}, nil, err
+	}
+	if raw != nil {
+		p, err := r.storedStart(ctx, raw)
+		return p, raw, err
+	}
+	switch r.cfg.Start.Kind {
+	case position.StartNow:
+		file, pos, err := r.currentPosition(ctx)
+		if err != nil {
+			return point{}, nil, err
+		}
+		return point{file: file, pos: pos}, nil, nil
+	case position.StartEarliest:
+		logs, err := r.binaryLogs(ctx)
+		if err != nil {
+			return point{}, nil, err
+		}
+		if len(logs) == 0 {
+			return point{}, nil, outbox.WithHint(errors.New("the server lists no binary logs"), "enable the binlog: log_bin=ON")
+		}
+		return point{file: logs[0], pos: 4}, nil, nil
+	case position.StartFilePos:
+		if err := r.checkFile(ctx, r.cfg.Start.File); err != nil {
+			return point{}, nil, err
+		}
+		return point{file: r.cfg.Start.File, pos: r.cfg.Start.Pos}, nil, nil
+	case position.StartGTID:
+		set, err := mysql.ParseGTIDSet(r.cfg.Flavor, r.cfg.Start.GTIDSet)
+		if err != nil {
+			return point{}, nil, outbox.WithHint(fmt.Errorf("%w: --start-from %q is not a %s GTID set: %v", outbox.ErrConfig, r.cfg.Start.GTIDSet, r.cfg.Flavor, err),
+				"MySQL GTID sets look like 3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42, MariaDB ones like 0-1-42")
+		}
+		return point{gset: set}, nil, nil
+	}
+	return point{}, nil, fmt.Errorf("%w: unknown start kind %d", outbox.ErrConfig, r.cfg.Start.Kind)
+}
+
+func (r *Reader) storedStart(ctx context.Context, raw []byte) (point, error) {
+	b, err := position.Decode(raw)
+	if err != nil {
+		return point{}, outbox.WithHint(fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err),
+			"inspect it with `binlog-outbox position show` and replace it with `binlog-outbox position set`")
+	}
+	if b.Flavor != r.cfg.Flavor {
+		return point{}, outbox.WithHint(fmt.Errorf("%w: the stored position belongs to a %s server, this is %s", outbox.ErrPositionGone, b.Flavor, r.cfg.Flavor), "%s", recoveryHint)
+	}
+	p := point{file: b.File, pos: b.Pos, txRows: b.TxRows}
+	if b.GTIDMode() {
+		if p.gset, err = mysql.ParseGTIDSet(r.cfg.Flavor, b.GTIDSet); err != nil {
+			return point{}, fmt.Errorf("%w: stored GTID set %q: %v", outbox.ErrConfig, b.GTIDSet, err)
+		}
+		return p, nil
+	}
+	id, uuid := r.identity()
+	if b.ServerID != id || (b.ServerUUID != "" && uuid != "" && b.ServerUUID != uuid) {
+		return point{}, outbox.WithHint(fmt.Errorf("%w: the stored position %s:%d belongs to server_id %d %s, connected to server_id %d %s; file positions are server-local",
+			outbox.ErrPositionGone, b.File, b.Pos, b.ServerID, b.ServerUUID, id, uuid), "%s", recoveryHint)
+	}
+	if err := r.checkFile(ctx, b.File); err != nil {
+		return point{}, err
+	}
+	return p, nil
+}
+
+func (r *Reader) checkFile(ctx context.Context, file string) error {
+	logs, err := r.binaryLogs(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(logs, file) {
+		first := ""
+		if len(logs) > 0 {
+			first = logs[0]
+		}
+		return outbox.WithHint(fmt.Errorf("%w: binlog file %s is not on the server (it has %d files from %s); it was purged or the server is another one",
+			outbox.ErrPositionGone, file, len(logs), first), "%s", recoveryHint)
+	}
+	return nil
+}
+
+// binaryLogs lists the binlog files the server has, oldest first.
+func (r *Reader) binaryLogs(ctx context.Context) ([]string, error) {
+	rows, err := r.db.QueryContext(ctx, "SHOW BINARY LOGS /* binlog-outbox */")
+	if err != nil {
+		return nil, outbox.WithHint(fmt.Errorf("list binary logs: %w", err), "the relay's user needs REPLICATION CLIENT (MariaDB: BINLOG MONITOR), and log_bin must be ON")
+	}
+	defer rows.Close()
+	var names []string
+	err = scanFirstColumns(rows, func(vals []sql.RawBytes) {
+		names = append(names, string(vals[0]))
+	})
+	return names, err
+}
+
+// currentPosition reads the end of the binlog, with the statement the server
+// version understands (MySQL 8.4 removed SHOW MASTER STATUS).
+func (r *Reader) currentPosition(ctx context.Context) (string, uint32, error) {
+	var version string
+	if err := r.db.QueryRowContext(ctx, "SELECT @@version /* binlog-outbox */").Scan(&version); err != nil {
+		return "", 0, fmt.Errorf("read server version: %w", err)
+	}
+	q := "SHOW MASTER STATUS"
+	if r.cfg.Flavor == position.FlavorMariaDB {
+		if versionAtLeast(version, 10, 5, 2) {
+			q = "SHOW BINLOG STATUS"
+		}
+	} else if versionAtLeast(version, 8, 4, 0) {
+		q = "SHOW BINARY LOG STATUS"
+	}
+	rows, err := r.db.QueryContext(ctx, q+" /* binlog-outbox */")
+	if err != nil {
+		return "", 0, outbox.WithHint(fmt.Errorf("read binlog position (%s): %w", q, err), "the relay's user needs REPLICATION CLIENT (MariaDB: BINLOG MONITOR)")
+	}
+	defer rows.Close()
+	var file string
+	var pos uint64
+	err = scanFirstColumns(rows, func(vals []sql.RawBytes) {
+		file = string(vals[0])
+		pos, _ = strconv.ParseUint(string(vals[1]), 10, 32)
+	})
+	if err != nil {
+		return "", 0, fmt.Errorf("read binlog position: %w", err)
+	}
+	if file == "" {
+		return "", 0, outbox.WithHint(errors.New("the server reports no binlog position: the binlog is off"),
+			"enable it with log_bin (and binlog_format=ROW) in my.cnf and restart, or run with --mode poll")
+	}
+	return file, uint32(pos), nil
+}
+
+// versionAtLeast compares a server version string such as
+// "10.11.19-MariaDB-0+deb12u1-log", "5.5.5-10.6.3-MariaDB" or "8.4.3".
+func versionAtLeast(version string, major, minor, patch int) bool {
+	v := strings.TrimPrefix(version, "5.5.5-")
+	var parts [3]int
+	for i, s := range strings.SplitN(v, ".", 3) {
+		end := 0
+		for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+			end++
+		}
+		parts[i], _ = strconv.Atoi(s[:end])
+	}
+	want := [3]int{major, minor, patch}
+	for i := range parts {
+		if parts[i] != want[i] {
+			return parts[i] > want[i]
+		}
+	}
+	return true
+}
+
+// scanFirstColumns scans rows of any width as raw bytes.
+func scanFirstColumns(rows *sql.Rows, fn func([]sql.RawBytes)) error {
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		fn(vals)
+	}
+	return rows.Err()
+}

@@ -1,0 +1,368 @@
+// Package relaytest is the conformance suite every relay mode passes: events
+// from concurrent producers, some transactions rolled back, must reach their
+// streams with the right fields, none lost, none rolled back, per-aggregate
+// order kept, and, where the mode promises it, none twice; across restarts
+// too. It also has the producer and the checker the crash tests use.
+package relaytest
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// Env is one test's private world: a database with an outbox table and an
+// empty Redis database.
+type Env struct {
+	MariaDB  *testsvc.MariaDB
+	Redis    *testsvc.Redis
+	Database string
+	Table    string
+	DB       *sql.DB
+	RedisURL string
+	RDB      *redis.Client
+}
+
+// NewEnv creates the outbox table (default mapping) in a fresh database on
+// srv and reserves a fresh Redis database on rs.
+func NewEnv(t testing.TB, srv *testsvc.MariaDB, rs *testsvc.Redis) *Env {
+	t.Helper()
+	e := &Env{MariaDB: srv, Redis: rs, Table: "outbox"}
+	e.Database = srv.NewDatabase(t)
+	e.DB = srv.Open(t, e.Database)
+	e.DB.SetMaxOpenConns(32)
+	if err := schema.Apply(context.Background(), e.DB, e.Table, schema.DefaultMapping()); err != nil {
+		t.Fatalf("create outbox table: %v", err)
+	}
+	e.RedisURL = rs.NewDB(t)
+	e.RDB = rs.Client(t, e.RedisURL)
+	return e
+}
+
+// Produced records what producers committed and rolled back.
+type Produced struct {
+	mu         sync.Mutex
+	Committed  map[string]Sent // by message_id
+	RolledBack map[string]bool
+}
+
+// Sent is one committed event as the producer wrote it.
+type Sent struct {
+	AggregateType, AggregateID, EventType string
+	Seq                                   int
+}
+
+// NewProduced returns an empty record.
+func NewProduced() *Produced {
+	return &Produced{Committed: map[string]Sent{}, RolledBack: map[string]bool{}}
+}
+
+var idCounter struct {
+	sync.Mutex
+	n uint64
+}
+
+// MessageID returns a unique 26-character id (the shape of a ULID).
+func MessageID() string {
+	idCounter.Lock()
+	idCounter.n++
+	n := idCounter.n
+	idCounter.Unlock()
+	return fmt.Sprintf("T%09d%016d", time.Now().UnixNano()%1e9, n)
+}
+
+// ProduceOptions shape a load.
+type ProduceOptions struct {
+	Producers      int     // concurrent connections (default 4)
+	Transactions   int     // per producer (default 50)
+	MaxRowsPerTx   int     // outbox rows per transaction, 1..Max (default 3)
+	RollbackRatio  float64 // share of transactions rolled back (default 0.2)
+	AggregateTypes []string
+	// Pause between transactions, to spread a load over a crash window.
+	Pause time.Duration
+}
+
+// Produce writes outbox rows from concurrent producers. Every producer owns
+// its aggregates, as a row lock on the aggregate would arrange in an
+// application, so each aggregate's seq order is its commit order. Errors
+// (e.g. the server was killed) end that producer; what it committed before
+// is recorded, a transaction whose COMMIT failed is recorded as unknown and
+// resolved by Reconcile.
+func Produce(ctx context.Context, t testing.TB, db *sql.DB, table string, o ProduceOptions, rec *Produced) {
+	t.Helper()
+	if o.Producers == 0 {
+		o.Producers = 4
+	}
+	if o.Transactions == 0 {
+		o.Transactions = 50
+	}
+	if o.MaxRowsPerTx == 0 {
+		o.MaxRowsPerTx = 3
+	}
+	if o.RollbackRatio == 0 {
+		o.RollbackRatio = 0.2
+	}
+	if len(o.AggregateTypes) == 0 {
+		o.AggregateTypes = []string{"order", "invoice"}
+	}
+	// Aggregates are new in every call: seqs restart at 1.
+	idCounter.Lock()
+	idCounter.n++
+	run := idCounter.n
+	idCounter.Unlock()
+	var wg sync.WaitGroup
+	for p := 0; p < o.Producers; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano())))
+			seqs := map[string]int{}
+			for i := 0; i < o.Transactions && ctx.Err() == nil; i++ {
+				if err := produceTx(ctx, db, table, fmt.Sprintf("r%d-p%d", run, p), rng, o, seqs, rec); err != nil {
+					return
+				}
+				if o.Pause > 0 {
+					time.Sleep(o.Pause)
+				}
+			}
+		}(p)
+	}
+	wg.Wait()
+}
+
+func produceTx(ctx context.Context, db *sql.DB, table string, p string, rng *rand.Rand, o ProduceOptions, seqs map[string]int, rec *Produced) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	n := 1 + rng.IntN(o.MaxRowsPerTx)
+	rows := make(map[string]Sent, n)
+	for j := 0; j < n; j++ {
+		typ := o.AggregateTypes[rng.IntN(len(o.AggregateTypes))]
+		agg := fmt.Sprintf("%s-%s-%d", p, typ, rng.IntN(5))
+		key := typ + "/" + agg
+		seqs[key]++
+		s := Sent{AggregateType: typ, AggregateID: agg, EventType: typ + ".changed", Seq: seqs[key]}
+		id := MessageID()
+		payload, _ := json.Marshal(map[string]any{"seq": s.Seq, "agg": agg, "text": "héllo \"quoted\" 🙂"})
+		_, err := tx.ExecContext(ctx, "INSERT INTO `"+table+"` (message_id, aggregate_type, aggregate_id, event_type, payload, headers, occurred_at) VALUES (?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))",
+			id, s.AggregateType, s.AggregateID, s.EventType, string(payload), `{"producer":"`+p+`"}`)
+		if err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		rows[id] = s
+	}
+	if rng.Float64() < o.RollbackRatio {
+		// The seqs stay consumed: a gap, not a reorder, as in real life.
+		if err := tx.Rollback(); err != nil {
+			return err
+		}
+		rec.mu.Lock()
+		for id := range rows {
+			rec.RolledBack[id] = true
+		}
+		rec.mu.Unlock()
+		return nil
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	rec.mu.Lock()
+	for id, s := range rows {
+		rec.Committed[id] = s
+	}
+	rec.mu.Unlock()
+	return nil
+}
+
+// Reconcile replaces the record of committed events with what the table
+// holds: after a server crash, a COMMIT whose reply was lost may or may not
+// have happened, and the table is the truth.
+func Reconcile(t testing.TB, db *sql.DB, table string, rec *Produced) {
+	t.Helper()
+	rows, err := db.Query("SELECT message_id, aggregate_type, aggregate_id, event_type, JSON_VALUE(payload, '$.seq') FROM `" + table + "`")
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	defer rows.Close()
+	committed := map[string]Sent{}
+	for rows.Next() {
+		var id string
+		var s Sent
+		if err := rows.Scan(&id, &s.AggregateType, &s.AggregateID, &s.EventType, &s.Seq); err != nil {
+			t.Fatal(err)
+		}
+		committed[id] = s
+	}
+	rec.mu.Lock()
+	rec.Committed = committed
+	rec.mu.Unlock()
+}
+
+// Entry is a stream entry as a consumer reads it.
+type Entry struct {
+	Stream string
+	ID     string
+	Values map[string]any
+}
+
+// ReadAll reads every entry of every stream whose key starts with prefix.
+func ReadAll(ctx context.Context, t testing.TB, rdb *redis.Client, prefix string) []Entry {
+	t.Helper()
+	var keys []string
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if rdb.Type(ctx, iter.Val()).Val() == "stream" {
+			keys = append(keys, iter.Val())
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("scan streams: %v", err)
+	}
+	sort.Strings(keys)
+	var out []Entry
+	for _, k := range keys {
+		start := "-"
+		for {
+			msgs, err := rdb.XRangeN(ctx, k, start, "+", 10000).Result()
+			if err != nil {
+				t.Fatalf("XRANGE %s: %v", k, err)
+			}
+			for _, m := range msgs {
+				out = append(out, Entry{Stream: k, ID: m.ID, Values: m.Values})
+			}
+			if len(msgs) < 10000 {
+				break
+			}
+			start = "(" + msgs[len(msgs)-1].ID
+		}
+	}
+	return out
+}
+
+// CheckOptions say what a mode promises.
+type CheckOptions struct {
+	// ExactlyOnce: no committed event appears twice.
+	ExactlyOnce bool
+	// Prefix of the stream keys (default "outbox:").
+	Prefix string
+}
+
+// Check verifies the streams against the record: every committed event
+// present with the right fields, no rolled-back event, per-aggregate order,
+// and no duplicates where promised. It returns the number of entries read.
+func Check(ctx context.Context, t testing.TB, rdb *redis.Client, rec *Produced, o CheckOptions) int {
+	t.Helper()
+	if o.Prefix == "" {
+		o.Prefix = "outbox:"
+	}
+	entries := ReadAll(ctx, t, rdb, o.Prefix)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	seen := map[string]int{}
+	lastSeq := map[string]int{}
+	var problems []string
+	report := func(format string, args ...any) {
+		if len(problems) < 20 {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	for _, e := range entries {
+		id, _ := e.Values["message_id"].(string)
+		if e.Stream == "outbox:dead-letter" {
+			report("dead letter %v", e.Values)
+			continue
+		}
+		seen[id]++
+		if rec.RolledBack[id] {
+			report("rolled-back event %s appeared in %s", id, e.Stream)
+			continue
+		}
+		s, ok := rec.Committed[id]
+		if !ok {
+			report("unknown event %s in %s: %v", id, e.Stream, e.Values)
+			continue
+		}
+		if want := o.Prefix + s.AggregateType; e.Stream != want {
+			report("event %s in stream %s, want %s", id, e.Stream, want)
+		}
+		for field, want := range map[string]string{"aggregate_type": s.AggregateType, "aggregate_id": s.AggregateID, "event_type": s.EventType} {
+			if got := e.Values[field]; got != want {
+				report("event %s field %s = %v, want %s", id, field, got, want)
+			}
+		}
+		var payload struct {
+			Seq  int    `json:"seq"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal([]byte(fmt.Sprint(e.Values["payload"])), &payload); err != nil || payload.Seq != s.Seq || payload.Text != "héllo \"quoted\" 🙂" {
+			report("event %s payload %v does not carry seq %d and the text (err %v)", id, e.Values["payload"], s.Seq, err)
+		}
+		for _, f := range []string{"occurred_at", "outbox_id", "headers"} {
+			if v, _ := e.Values[f].(string); v == "" {
+				report("event %s has no %s", id, f)
+			}
+		}
+		if ts, _ := e.Values["occurred_at"].(string); ts != "" {
+			if _, err := time.Parse(time.RFC3339Nano, ts); err != nil {
+				report("event %s occurred_at %q is not RFC 3339: %v", id, ts, err)
+			}
+		}
+		key := s.AggregateType + "/" + s.AggregateID
+		if seen[id] == 1 {
+			if s.Seq <= lastSeq[key] {
+				report("aggregate %s: seq %d after %d (order broken)", key, s.Seq, lastSeq[key])
+			}
+			lastSeq[key] = s.Seq
+		}
+	}
+	for id := range rec.Committed {
+		switch n := seen[id]; {
+		case n == 0:
+			report("committed event %s (%+v) missing", id, rec.Committed[id])
+		case n > 1 && o.ExactlyOnce:
+			report("committed event %s appended %d times", id, n)
+		}
+	}
+	if len(problems) > 0 {
+		t.Errorf("%d entries, %d committed events; problems:\n  %s", len(entries), len(rec.Committed), strings.Join(problems, "\n  "))
+	}
+	return len(entries)
+}
+
+// WaitFor polls cond until it holds or the timeout passes.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// CountEntries returns the number of entries in streams with the prefix.
+func CountEntries(ctx context.Context, rdb *redis.Client, prefix string) int {
+	var n int64
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if l, err := rdb.XLen(ctx, iter.Val()).Result(); err == nil {
+			n += l
+		}
+	}
+	return int(n)
+}
