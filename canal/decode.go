@@ -25,7 +25,7 @@ type Column struct {
 // field indexes of the logical columns in a decoded row; -1 when absent.
 type layout struct {
 	id, messageID, aggregateType, aggregateID, eventType, payload, headers, occurredAt int
-	columnCount                                                                       int
+	columnCount                                                                        int
 }
 
 // rowDecoder turns binlog rows of the outbox table into Events. It maps
