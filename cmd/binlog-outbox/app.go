@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// Environment variables of the global flags. Users' deployments depend on
+// these names: do not rename them.
+const (
+	envMySQLDSN  = "BINLOG_OUTBOX_MYSQL_DSN"
+	envRedisURL  = "BINLOG_OUTBOX_REDIS_URL"
+	envTable     = "BINLOG_OUTBOX_TABLE"
+	envColumns   = "BINLOG_OUTBOX_COLUMNS"
+	envLogFormat = "BINLOG_OUTBOX_LOG_FORMAT"
+	envLogLevel  = "BINLOG_OUTBOX_LOG_LEVEL"
+	envServerID  = "BINLOG_OUTBOX_SERVER_ID"
+)
+
+// Defaults of the global flags.
+const (
+	defaultRedisURL = "redis://127.0.0.1:6379/0"
+	defaultTable    = "outbox"
+	// defaultServerID is fixed, never random: a relay that restarts with a
+	// new id leaves its old registration behind, and two relays that happen
+	// to draw the same id kick each other off the server.
+	defaultServerID = 1001
+	// defaultConnectTimeout bounds the MySQL TCP connect when the DSN sets none.
+	defaultConnectTimeout = 10 * time.Second
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// NewApp builds the command-line application. Tests drive it in-process, with
+// Writer and ErrWriter replaced.
+func NewApp() *cli.App {
+	app := &cli.App{
+		Name:    "binlog-outbox",
+		Usage:   "relay rows of a MySQL/MariaDB outbox table to Redis Streams",
+		Version: versionString(),
+		Flags:   globalFlags(),
+		// Commands lists the subcommands; add new ones here.
+		Commands: []*cli.Command{
+			checkCommand(),
+			schemaCommand(),
+			versionCommand(),
+		},
+		Writer:    os.Stdout,
+		ErrWriter: os.Stderr,
+		// main maps errors to exit codes; cli must not exit by itself, or
+		// tests driving the app in-process would end.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return usageError{fmt.Errorf("unknown command %q", c.Args().First())}
+			}
+			return cli.ShowAppHelp(c)
+		},
+	}
+	app.OnUsageError = onUsageError
+	setUsageErrorHandler(app.Commands)
+	return app
+}
+
+// usageError marks a command line that cannot be run as given; it exits 2.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func onUsageError(_ *cli.Context, err error, _ bool) error {
+	return usageError{fmt.Errorf("incorrect usage: %w (see --help)", err)}
+}
+
+func setUsageErrorHandler(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.OnUsageError = onUsageError
+		setUsageErrorHandler(c.Subcommands)
+	}
+}
+
+// reportError prints err and its hint to w and returns the exit code: 0 for
+// nil, 2 for usage and configuration errors, 1 for everything else.
+func reportError(w io.Writer, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	msg := err.Error()
+	hint := outbox.HintOf(err)
+	if hint != "" {
+		// outbox.Error appends the hint to the message; print it on its own line.
+		msg = strings.Replace(msg, " (hint: "+hint+")", "", 1)
+	}
+	fmt.Fprintln(w, "error:", msg)
+	if hint != "" {
+		fmt.Fprintln(w, "hint:", hint)
+	}
+	var ue usageError
+	if errors.As(err, &ue) || errors.Is(err, outbox.ErrConfig) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// secretFlag is a string flag whose help never shows the value it has: an
+// environment variable holding a DSN would otherwise appear in --help as the
+// default, password and all.
+type secretFlag struct {
+	*cli.StringFlag
+	// shown is what --help prints as the default; "" prints none.
+	shown string
+}
+
+// GetDefaultText implements cli.DocGenerationFlag.
+func (f secretFlag) GetDefaultText() string { return f.shown }
+
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		secretFlag{StringFlag: &cli.StringFlag{
+			Name:    "mysql-dsn",
+			Usage:   "go-sql-driver DSN of the relay user, e.g. `user:pass@tcp(127.0.0.1:3306)/app`; its database holds the outbox table",
+			EnvVars: []string{envMySQLDSN},
+		}},
+		secretFlag{StringFlag: &cli.StringFlag{
+			Name:    "redis-url",
+			Usage:   "Redis to append to: redis://[user:pass@]host:port/db, or rediss:// for TLS",
+			EnvVars: []string{envRedisURL},
+			Value:   defaultRedisURL,
+		}, shown: fmt.Sprintf("%q", defaultRedisURL)},
+		&cli.StringFlag{
+			Name:    "table",
+			Usage:   "name of the outbox table",
+			EnvVars: []string{envTable},
+			Value:   defaultTable,
+		},
+		&cli.StringSliceFlag{
+			Name:    "column",
+			Usage:   "map a logical column to the table's column, `logical=physical` (logical=- if the table has none); repeatable, comma-separated in the environment variable",
+			EnvVars: []string{envColumns},
+		},
+		&cli.StringFlag{
+			Name:    "log-format",
+			Usage:   "log format: text (coloured on a terminal) or json",
+			EnvVars: []string{envLogFormat},
+			Value:   logging.DefaultFormat,
+		},
+		&cli.StringFlag{
+			Name:    "log-level",
+			Usage:   "log level: debug, info, warn or error",
+			EnvVars: []string{envLogLevel},
+			Value:   logging.DefaultLevel,
+		},
+		&cli.UintFlag{
+			Name:    "server-id",
+			Usage:   "replica server id of the relay; unique among the servers and replicas of the topology",
+			EnvVars: []string{envServerID},
+			Value:   defaultServerID,
+		},
+	}
+}
+
+// config is the configuration every command shares, from the global flags.
+type config struct {
+	// MySQL is the parsed DSN, with the options the relay relies on set; nil
+	// for commands that do not connect (see loadTableConfig).
+	MySQL *mysql.Config
+	// Database is the DSN's database, which holds the outbox table.
+	Database string
+	// RedisURL is the Redis URL as given; log it only through RedactURL.
+	RedisURL string
+	// Table is the outbox table's name.
+	Table string
+	// Mapping maps logical to physical column names.
+	Mapping schema.Mapping
+	// ServerID is the relay's replica server id.
+	ServerID uint32
+	// Logger is configured from --log-format and --log-level.
+	Logger *slog.Logger
+}
+
+// DSN returns the MySQL DSN with the options loadConfig set.
+func (c config) DSN() string { return c.MySQL.FormatDSN() }
+
+// LogValue implements slog.LogValuer: the effective configuration, redacted.
+func (c config) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.String("redis_url", logging.RedactURL(c.RedisURL)),
+		slog.String("table", c.Table),
+		slog.String("columns", c.Mapping.String()),
+		slog.Uint64("server_id", uint64(c.ServerID)),
+	}
+	if c.MySQL != nil {
+		attrs = append([]slog.Attr{slog.String("mysql_dsn", logging.RedactDSN(c.DSN()))}, attrs...)
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// loadConfig reads the global flags of a command that connects to MySQL.
+func loadConfig(c *cli.Context) (config, error) {
+	cfg, err := loadFlags(c)
+	if err != nil {
+		return config{}, err
+	}
+	dsn := c.String("mysql-dsn")
+	if dsn == "" {
+		return config{}, outbox.WithHint(fmt.Errorf("%w: no MySQL DSN", outbox.ErrConfig),
+			"set --mysql-dsn or %s, e.g. user:pass@tcp(127.0.0.1:3306)/app", envMySQLDSN)
+	}
+	my, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		detail := err.Error()
+		if logging.DSNPassword(dsn) != "" {
+			// The driver quotes fragments of the DSN, possibly of the password.
+			detail = "the driver's message is withheld, as it may quote part of the password"
+		}
+		return config{}, outbox.WithHint(fmt.Errorf("%w: --mysql-dsn %s does not parse: %s", outbox.ErrConfig, logging.RedactDSN(dsn), detail),
+			"write it as user:pass@tcp(host:3306)/database")
+	}
+	if my.DBName == "" {
+		return config{}, outbox.WithHint(fmt.Errorf("%w: --mysql-dsn %s names no database", outbox.ErrConfig, logging.RedactDSN(dsn)),
+			"append the database that holds the outbox table, e.g. user:pass@tcp(127.0.0.1:3306)/app")
+	}
+	// The relay scans DATETIME columns into time.Time, in UTC.
+	my.ParseTime = true
+	my.Loc = time.UTC
+	if my.Timeout == 0 {
+		my.Timeout = defaultConnectTimeout
+	}
+	cfg.MySQL = my
+	cfg.Database = my.DBName
+	cfg.Logger.Debug("starting", "version", versionString(), "config", cfg)
+	return cfg, nil
+}
+
+// loadTableConfig reads the global flags of a command that only needs the
+// table and its mapping (schema print): it works without a DSN.
+func loadTableConfig(c *cli.Context) (config, error) {
+	cfg, err := loadFlags(c)
+	if err != nil {
+		return config{}, err
+	}
+	cfg.Logger.Debug("starting", "version", versionString(), "config", cfg)
+	return cfg, nil
+}
+
+func loadFlags(c *cli.Context) (config, error) {
+	log, err := logging.New(c.App.ErrWriter, c.String("log-format"), c.String("log-level"))
+	if err != nil {
+		return config{}, err
+	}
+	// go-redis logs dial failures to stderr on its own; route them to debug,
+	// since the relay reports the errors it gets anyway.
+	redis.SetLogger(redisLogger{log})
+	cfg := config{Logger: log, Table: strings.TrimSpace(c.String("table")), RedisURL: c.String("redis-url")}
+	if cfg.Table == "" || strings.ContainsAny(cfg.Table, "`.") {
+		return config{}, outbox.WithHint(fmt.Errorf("%w: --table %q is not a table name", outbox.ErrConfig, cfg.Table),
+			"give the plain table name, without database or quotes; the database comes from --mysql-dsn")
+	}
+	if cfg.Mapping, err = schema.ParseMapping(c.StringSlice("column")); err != nil {
+		return config{}, err
+	}
+	id := c.Uint("server-id")
+	if id == 0 || id > math.MaxUint32 {
+		return config{}, outbox.WithHint(fmt.Errorf("%w: --server-id %d is out of range", outbox.ErrConfig, id),
+			"use a number from 1 to 4294967295 that no server or replica uses")
+	}
+	cfg.ServerID = uint32(id)
+	if _, err := redis.ParseURL(cfg.RedisURL); err != nil {
+		detail := err.Error()
+		if logging.URLPassword(cfg.RedisURL) != "" {
+			detail = "the parser's message is withheld, as it may quote part of the password"
+		}
+		return config{}, outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse: %s", outbox.ErrConfig, logging.RedactURL(cfg.RedisURL), detail),
+			"write it as redis://[user:pass@]host:6379/0, or rediss:// for TLS; percent-encode special characters in the password")
+	}
+	return cfg, nil
+}
+
+// redisLogger adapts go-redis's internal logging to slog at debug level.
+type redisLogger struct{ log *slog.Logger }
+
+// Printf implements go-redis's internal.Logging.
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}

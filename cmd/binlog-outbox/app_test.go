@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+)
+
+func TestMain(m *testing.M) { testsvc.Main(m) }
+
+// run drives the app in-process as main does and returns what it printed and
+// its exit code.
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	app := NewApp()
+	app.Writer, app.ErrWriter = &out, &errb
+	err := app.Run(append([]string{"binlog-outbox"}, args...))
+	code = reportError(&errb, err)
+	return out.String(), errb.String(), code
+}
+
+func closedPort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// applyAndCheck creates the outbox table with `schema apply` and runs check.
+func applyAndCheck(t *testing.T, m *testsvc.MariaDB, checkArgs ...string) (stdout string, code int) {
+	t.Helper()
+	dsn := m.DSN(m.NewDatabase(t))
+	global := []string{"--mysql-dsn", dsn, "--redis-url", testsvc.SharedRedis(t).URL(0)}
+	if out, errOut, code := run(t, append(global, "schema", "apply")...); code != 0 || !strings.Contains(out, "is ready") {
+		t.Fatalf("schema apply: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code := run(t, append(append(global, "check"), checkArgs...)...)
+	t.Logf("check %v: exit %d\n%s%s", checkArgs, code, out, errOut)
+	return out, code
+}
+
+func TestCheck_AllPass(t *testing.T) {
+	out, code := applyAndCheck(t, testsvc.SharedMariaDB(t), "--mode", "binlog")
+	if code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	var lines int
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "FAIL") || strings.HasPrefix(l, "WARN") || strings.HasPrefix(l, "SKIP") {
+			t.Errorf("line %q: want every requirement to pass", l)
+		}
+		if strings.HasPrefix(l, "PASS") {
+			lines++
+		}
+	}
+	if lines < 10 {
+		t.Errorf("%d PASS lines, want one per requirement", lines)
+	}
+	for _, want := range []string{"PASS  binlog_format", "binlog mode: ready", "poll mode: ready"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+func TestCheck_StatementFormat(t *testing.T) {
+	m := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: []string{"--binlog-format=STATEMENT"}})
+	tests := []struct {
+		mode string
+		code int
+	}{{"binlog", 1}, {"poll", 0}, {"auto", 0}}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			out, code := applyAndCheck(t, m, "--mode", tt.mode)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d", code, tt.code)
+			}
+			for _, want := range []string{"FAIL  binlog_format", "fix: set binlog_format=ROW", "binlog mode: not ready", "poll mode: ready"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q", want)
+				}
+			}
+		})
+	}
+}
+
+func TestCheck_NeitherModeFailsAuto(t *testing.T) {
+	dsn := fmt.Sprintf("relay:hunter2pw@tcp(127.0.0.1:%d)/app", closedPort(t))
+	out, errOut, code := run(t, "--mysql-dsn", dsn, "--redis-url", fmt.Sprintf("redis://:hunter2pw@127.0.0.1:%d/0", closedPort(t)), "check", "--timeout", "5s")
+	if code != 1 {
+		t.Errorf("exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "FAIL  mysql server") || !strings.Contains(out, "FAIL  redis server") {
+		t.Errorf("output lacks the failures:\n%s", out)
+	}
+	if strings.Contains(out+errOut, "hunter2") {
+		t.Errorf("output shows the password:\n%s%s", out, errOut)
+	}
+}
+
+func TestSchemaPrint(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+		code int
+	}{
+		{[]string{"schema", "print"}, []string{"CREATE TABLE", "`outbox`", "`payload`", ";"}, 0},
+		{[]string{"--table", "events", "--column", "payload=body", "schema", "print", "--format", "sql"}, []string{"`events`", "`body`"}, 0},
+		{[]string{"schema", "print", "--format", "laravel"}, []string{"<?php", "Schema::create('outbox'"}, 0},
+		{[]string{"schema", "print", "--format", "xml"}, nil, 2},
+		{[]string{"--column", "nope=x", "schema", "print"}, nil, 2},
+	}
+	for _, tt := range tests {
+		out, errOut, code := run(t, tt.args...)
+		if code != tt.code {
+			t.Errorf("%v: exit %d, want %d\n%s", tt.args, code, tt.code, errOut)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: output lacks %q:\n%s", tt.args, w, out)
+			}
+		}
+	}
+}
+
+func TestHelp_HidesSecrets(t *testing.T) {
+	t.Setenv(envMySQLDSN, "user:secret@tcp(127.0.0.1:3306)/app")
+	t.Setenv(envRedisURL, "redis://app:secret@127.0.0.1:6379/0")
+	for _, args := range [][]string{{"--help"}, {"help"}, {"check", "--help"}, {"schema", "apply", "--help"}, {"schema", "--help"}} {
+		out, errOut, code := run(t, args...)
+		if code != 0 {
+			t.Errorf("%v: exit %d\n%s", args, code, errOut)
+		}
+		if strings.Contains(out+errOut, "secret") {
+			t.Errorf("%v shows the password:\n%s%s", args, out, errOut)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+		code int
+	}{
+		{"no dsn", []string{"check"}, "hint: set --mysql-dsn", 2},
+		{"no database", []string{"--mysql-dsn", "u:hunter2pw@tcp(127.0.0.1:3306)/", "check"}, "names no database", 2},
+		{"bad dsn", []string{"--mysql-dsn", "u:hunter2pw/x@tcp(127.0.0.1:3306", "check"}, "does not parse", 2},
+		{"bad redis url", []string{"--mysql-dsn", "u@tcp(h)/app", "--redis-url", "redis://u:hunter2pw@h:x/0", "check"}, "does not parse", 2},
+		{"bad log level", []string{"--log-level", "loud", "schema", "print"}, "hint: use --log-level", 2},
+		{"server id 0", []string{"--server-id", "0", "schema", "print"}, "out of range", 2},
+		{"bad mode", []string{"--mysql-dsn", "u@tcp(h)/app", "check", "--mode", "fast"}, "want binlog, poll or auto", 2},
+		{"unknown flag", []string{"check", "--bogus"}, "incorrect usage", 2},
+		{"unknown command", []string{"frobnicate"}, "unknown command", 2},
+		{"unreachable", []string{"--mysql-dsn", fmt.Sprintf("u:hunter2pw@tcp(127.0.0.1:%d)/app", closedPort(t)), "schema", "apply"}, "connection refused", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := run(t, tt.args...)
+			if code != tt.code || !strings.Contains(errOut, tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, tt.code, tt.want)
+			}
+			if strings.Contains(out+errOut, "hunter2") {
+				t.Errorf("output shows the password:\n%s%s", out, errOut)
+			}
+		})
+	}
+}
+
+func TestLoadConfig_LogsRedactedConfig(t *testing.T) {
+	dsn := fmt.Sprintf("u:hunter2pw@tcp(127.0.0.1:%d)/app", closedPort(t))
+	_, errOut, _ := run(t, "--log-level", "debug", "--log-format", "json", "--mysql-dsn", dsn,
+		"--redis-url", "redis://:hunter2pw@127.0.0.1:1/0", "check", "--timeout", "2s")
+	if !strings.Contains(errOut, `"msg":"starting"`) || !strings.Contains(errOut, "u:xxxxx@tcp") || !strings.Contains(errOut, `"server_id":1001`) {
+		t.Errorf("debug log lacks the redacted config:\n%s", errOut)
+	}
+	if strings.Contains(errOut, "hunter2") {
+		t.Errorf("debug log shows the password:\n%s", errOut)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := run(t, "version")
+	if code != 0 || !strings.Contains(out, "binlog-outbox dev") || !strings.Contains(out, "commit: ") || !strings.Contains(out, "go: go1.") {
+		t.Errorf("version: exit %d, output %q", code, out)
+	}
+}
+
+func TestReportError(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+		code int
+	}{
+		{nil, "", 0},
+		{errors.New("boom"), "error: boom\n", 1},
+		{fmt.Errorf("run: %w", outbox.WithHint(errors.New("binlog_format is STATEMENT"), "set binlog_format=ROW")),
+			"error: run: binlog_format is STATEMENT\nhint: set binlog_format=ROW\n", 1},
+		{outbox.WithHint(fmt.Errorf("%w: bad flag", outbox.ErrConfig), "fix it"), "error: invalid configuration: bad flag\nhint: fix it\n", 2},
+		{usageError{errors.New("unknown command")}, "error: unknown command\n", 2},
+	}
+	for _, tt := range tests {
+		var b bytes.Buffer
+		if code := reportError(&b, tt.err); code != tt.code || b.String() != tt.want {
+			t.Errorf("reportError(%v) = %d, %q; want %d, %q", tt.err, code, b.String(), tt.code, tt.want)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/binlog-outbox/binlog-outbox/preflight"
+)
+
+// modeAuto accepts whichever mode can run.
+const modeAuto = "auto"
+
+func checkCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "check",
+		Usage: "check that MySQL, the outbox table and Redis meet the relay's requirements",
+		Description: "Prints one line per requirement (PASS, WARN, FAIL or SKIP) and, for each problem, how to fix it.\n" +
+			"Exits non-zero when a requirement of --mode fails; with --mode auto, only when neither mode can run.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "mode", Value: modeAuto, Usage: "mode to check for: binlog, poll or auto"},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up on unreachable servers after this long"},
+		},
+		Action: runCheck,
+	}
+}
+
+func runCheck(c *cli.Context) error {
+	mode := strings.ToLower(c.String("mode"))
+	if mode != modeAuto && mode != string(preflight.ModeBinlog) && mode != string(preflight.ModePoll) {
+		return usageError{fmt.Errorf("--mode %q: want binlog, poll or auto", c.String("mode"))}
+	}
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	rep := preflight.Run(ctx, preflight.Config{
+		MySQLDSN: cfg.DSN(),
+		RedisURL: cfg.RedisURL,
+		Table:    cfg.Table,
+		Mapping:  cfg.Mapping,
+		ServerID: cfg.ServerID,
+	})
+	printReport(c.App.Writer, rep)
+
+	if mode == modeAuto {
+		usable := rep.Usable()
+		if len(usable) == 0 {
+			return fmt.Errorf("%w: neither binlog nor poll mode can run", preflight.ErrRequirements)
+		}
+		return nil
+	}
+	if failed := rep.Failed(preflight.Mode(mode)); len(failed) > 0 {
+		names := make([]string, len(failed))
+		for i, f := range failed {
+			names[i] = f.Name
+		}
+		// The fixes are printed above; the error only sums up.
+		return fmt.Errorf("%w for %s mode: %s", preflight.ErrRequirements, mode, strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// printReport prints one line per requirement, the fix of each problem
+// indented below it, and which modes can run.
+func printReport(w io.Writer, rep preflight.Report) {
+	width := 0
+	for _, r := range rep.Results {
+		width = max(width, len(r.Name))
+	}
+	for _, r := range rep.Results {
+		fmt.Fprintf(w, "%s  %-*s  %s\n", r.Status, width, r.Name, r.Detail)
+		if r.Fix != "" && (r.Status == preflight.Fail || r.Status == preflight.Warn) {
+			fmt.Fprintf(w, "      %-*s  fix: %s\n", width, "", r.Fix)
+		}
+	}
+	for _, m := range preflight.AllModes {
+		if n := len(rep.Failed(m)); n > 0 {
+			fmt.Fprintf(w, "%s mode: not ready (%d failed)\n", m, n)
+		} else {
+			fmt.Fprintf(w, "%s mode: ready\n", m)
+		}
+	}
+}
