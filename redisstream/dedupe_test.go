@@ -1,0 +1,88 @@
+package redisstream
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+)
+
+func TestSink_PublishWritesAppendsFields(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	ctx := context.Background()
+	batch := event(1, "order", "o-1")
+	bad := event(2, "order", "o-2")
+	bad.Invalid = "payload is not JSON"
+
+	// The same events through Append (binlog mode) and Publish (poll mode)
+	// must give entries a consumer cannot tell apart.
+	sa, ca := newSink(t, r.NewDB(t), Config{})
+	if err := sa.Append(ctx, []outbox.Event{batch, bad}, nil, []byte("p")); err != nil {
+		t.Fatal(err)
+	}
+	sp, cp := newSink(t, r.NewDB(t), Config{PositionKey: "unused"})
+	n, err := sp.Publish(ctx, []outbox.Event{batch, bad}, Dedupe{})
+	if err != nil || n != 2 {
+		t.Fatalf("Publish() = %d, %v; want 2, nil", n, err)
+	}
+	for _, stream := range []string{"outbox:order", DefaultDeadLetterStream} {
+		a := ca.XRange(ctx, stream, "-", "+").Val()
+		p := cp.XRange(ctx, stream, "-", "+").Val()
+		if len(a) != 1 || len(p) != 1 || !reflect.DeepEqual(a[0].Values, p[0].Values) {
+			t.Errorf("%s: Append wrote %v, Publish wrote %v", stream, a, p)
+		}
+	}
+	if v := cp.Exists(ctx, "unused").Val(); v != 0 {
+		t.Errorf("Publish wrote the position key")
+	}
+}
+
+func TestSink_PublishDedupe(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	ctx := context.Background()
+	s, c := newSink(t, r.NewDB(t), Config{})
+	d := Dedupe{Window: 500 * time.Millisecond, KeyPrefix: "dd:"}
+
+	n, err := s.Publish(ctx, []outbox.Event{event(1, "order", "o-1"), event(2, "order", "o-1")}, d)
+	if err != nil || n != 2 {
+		t.Fatalf("first Publish() = %d, %v; want 2, nil", n, err)
+	}
+	n, err = s.Publish(ctx, []outbox.Event{event(1, "order", "o-1"), event(2, "order", "o-1"), event(3, "order", "o-1")}, d)
+	if err != nil || n != 1 {
+		t.Fatalf("second Publish() = %d, %v; want 1 (two duplicates), nil", n, err)
+	}
+	if got := c.XLen(ctx, "outbox:order").Val(); got != 3 {
+		t.Errorf("XLEN = %d, want 3", got)
+	}
+	if ttl := c.PTTL(ctx, "dd:"+event(1, "order", "o-1").MessageID).Val(); ttl <= 0 || ttl > 500*time.Millisecond {
+		t.Errorf("dedupe key TTL = %s, want (0, 500ms]", ttl)
+	}
+	// After the window the id is forgotten: appended again.
+	time.Sleep(600 * time.Millisecond)
+	n, err = s.Publish(ctx, []outbox.Event{event(1, "order", "o-1")}, d)
+	if err != nil || n != 1 {
+		t.Fatalf("Publish() after the window = %d, %v; want 1, nil", n, err)
+	}
+	// Without a window nothing is recorded or skipped.
+	n, err = s.Publish(ctx, []outbox.Event{event(1, "order", "o-1")}, Dedupe{})
+	if err != nil || n != 1 {
+		t.Fatalf("Publish() without dedupe = %d, %v; want 1, nil", n, err)
+	}
+}
+
+func TestSink_PublishChecksBeforeWriting(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	ctx := context.Background()
+	s, c := newSink(t, r.NewDB(t), Config{})
+	c.Set(ctx, "outbox:invoice", "x", 0)
+	_, err := s.Publish(ctx, []outbox.Event{event(1, "order", "o-1"), event(2, "invoice", "i-1")}, Dedupe{Window: time.Hour})
+	if err == nil {
+		t.Fatal("Publish() to a string key succeeded")
+	}
+	if n := c.Exists(ctx, "outbox:order", DefaultDedupeKeyPrefix+event(1, "order", "o-1").MessageID).Val(); n != 0 {
+		t.Errorf("failed Publish() wrote %d keys, want none", n)
+	}
+}
