@@ -263,10 +263,12 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 			m.pending.events = append(m.pending.events, ev)
 			m.pending.bytes += eventSize(&ev)
 			m.done++
+			// The batch must be appendable at any moment (the flusher may
+			// take it when idle), so its position follows every row.
+			m.pending.at = m.txStart
+			m.pending.at.txRows = m.done
+			m.pending.dirty = true
 			if len(m.pending.events) >= m.maxBatchEvents || m.pending.bytes >= m.maxBatchBytes {
-				m.pending.at = m.txStart
-				m.pending.at.txRows = m.done
-				m.pending.dirty = true
 				if err := m.flush(ctx); err != nil {
 					return err
 				}

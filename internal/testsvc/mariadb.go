@@ -113,7 +113,12 @@ func startMariaDB(opts MariaDBOptions, allowExternal bool) (*MariaDB, error) {
 		return nil, err
 	}
 	m := &MariaDB{bin: bin, dir: dir, logPath: filepath.Join(dir, "server.log")}
-	install := exec.Command(installDB, "--no-defaults", "--datadir="+m.dataDir(),
+	// A private tmpdir: servers starting in parallel on a shared /tmp delete
+	// each other's temporary tables at start-up.
+	if err := os.MkdirAll(m.tmpDir(), 0o755); err != nil {
+		return nil, err
+	}
+	install := exec.Command(installDB, "--no-defaults", "--datadir="+m.dataDir(), "--tmpdir="+m.tmpDir(),
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--user="+currentUser())
 	if out, err := install.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
@@ -147,11 +152,14 @@ func currentUser() string {
 
 func (m *MariaDB) dataDir() string { return filepath.Join(m.dir, "data") }
 
+func (m *MariaDB) tmpDir() string { return filepath.Join(m.dir, "tmp") }
+
 func (m *MariaDB) start() error {
 	args := append([]string{
 		"--no-defaults",
 		"--user=" + currentUser(),
 		"--datadir=" + m.dataDir(),
+		"--tmpdir=" + m.tmpDir(),
 		"--socket=" + filepath.Join(m.dir, "mysqld.sock"),
 		"--pid-file=" + filepath.Join(m.dir, "mysqld.pid"),
 		"--port=" + strconv.Itoa(m.port),

@@ -1,0 +1,385 @@
+package canal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+)
+
+// faultySink wraps the real Redis sink and fails some appends, before or after
+// the real append ran: the second kind is what a connection loss after Redis
+// applied the script looks like to the relay.
+type faultySink struct {
+	outbox.Sink
+	mu        sync.Mutex
+	rng       *rand.Rand
+	failRatio float64
+	failures  atomic.Int64
+	// failAfter, when > 0, fails only the failAfter-th append (after running it).
+	failAfter int64
+	calls     atomic.Int64
+}
+
+var errInjected = errors.New("injected fault")
+
+func (s *faultySink) Append(ctx context.Context, events []outbox.Event, prev, next []byte) error {
+	n := s.calls.Add(1)
+	if s.failAfter > 0 {
+		if n == s.failAfter {
+			if err := s.Sink.Append(ctx, events, prev, next); err != nil {
+				return err
+			}
+			s.failures.Add(1)
+			return errInjected
+		}
+		return s.Sink.Append(ctx, events, prev, next)
+	}
+	s.mu.Lock()
+	roll, after := s.rng.Float64(), s.rng.IntN(2) == 0
+	s.mu.Unlock()
+	if roll >= s.failRatio {
+		return s.Sink.Append(ctx, events, prev, next)
+	}
+	s.failures.Add(1)
+	if after {
+		if err := s.Sink.Append(ctx, events, prev, next); err != nil {
+			return err
+		}
+	}
+	return errInjected
+}
+
+func TestReader_ExactlyOnceUnderAppendFaults(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	r, sink := newReader(t, env, func(c *Config) { c.MaxBackoff = 20 * time.Millisecond })
+	fs := &faultySink{Sink: sink, rng: rand.New(rand.NewPCG(1, 2)), failRatio: 0.3}
+	r.sink = fs
+	stop := startReader(r)
+	waitStarted(t, r)
+	rec := relaytest.NewProduced()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 4, Transactions: 80, Pause: time.Millisecond}, rec)
+	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	time.Sleep(200 * time.Millisecond) // a duplicate would show up now
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if fs.failures.Load() < 5 {
+		t.Fatalf("only %d faults injected; the test proves nothing", fs.failures.Load())
+	}
+	t.Logf("%d faults injected, %d sessions", fs.failures.Load(), r.Stats().Sessions)
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
+func TestReader_LargeTransactionInChunks(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	r, sink := newReader(t, env, func(c *Config) {
+		c.MaxTxBytes = 64 << 10
+		c.MaxBatchEvents = 100
+		c.MaxBackoff = 20 * time.Millisecond
+	})
+	// The 5th append (a chunk in the middle of the big transaction) fails
+	// after it happened: the resume must skip the rows it already appended.
+	fs := &faultySink{Sink: sink, failAfter: 5}
+	r.sink = fs
+	stop := startReader(r)
+	waitStarted(t, r)
+
+	rec := relaytest.NewProduced()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 3, RollbackRatio: 0.0001}, rec)
+	const rows = 3000
+	insertBigTx(t, env, rows, rec)
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 3, RollbackRatio: 0.0001}, rec)
+
+	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	time.Sleep(200 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if fs.failures.Load() != 1 {
+		t.Fatalf("injected %d faults, want 1", fs.failures.Load())
+	}
+	if s := r.Stats(); s.Batches < rows/100 {
+		t.Errorf("%d batches for a %d-row transaction with 100-event batches: not chunked", s.Batches, rows)
+	}
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
+// insertBigTx inserts n rows of one aggregate in one transaction.
+func insertBigTx(t testing.TB, env *relaytest.Env, n int, rec *relaytest.Produced) {
+	t.Helper()
+	tx, err := env.DB.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg := fmt.Sprintf("big-%d", time.Now().UnixNano())
+	const chunk = 500
+	for i := 0; i < n; i += chunk {
+		var sb strings.Builder
+		args := []any{}
+		sb.WriteString("INSERT INTO `" + env.Table + "` (message_id, aggregate_type, aggregate_id, event_type, payload, headers, occurred_at) VALUES ")
+		for j := i; j < min(n, i+chunk); j++ {
+			if j > i {
+				sb.WriteString(",")
+			}
+			sb.WriteString("(?, 'order', ?, 'order.changed', ?, '{}', UTC_TIMESTAMP(6))")
+			id := relaytest.MessageID()
+			args = append(args, id, agg, fmt.Sprintf(`{"seq":%d,"agg":%q,"text":"héllo \"quoted\" 🙂"}`, j+1, agg))
+			rec.Committed[id] = relaytest.Sent{AggregateType: "order", AggregateID: agg, EventType: "order.changed", Seq: j + 1}
+		}
+		if _, err := tx.Exec(sb.String(), args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReader_AlterTableMidStream(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	r, _ := newReader(t, env, nil)
+	stop := startReader(r)
+	waitStarted(t, r)
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
+	// While running: a column appears in front of the payload.
+	env.MariaDB.Exec(t, "ALTER TABLE `"+env.Database+"`.outbox ADD COLUMN tenant VARCHAR(20) NOT NULL DEFAULT 't1' AFTER event_type")
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
+	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// While stopped: rows written before and after two more ALTERs are read
+	// by a relay that starts with the final table.
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
+	env.MariaDB.Exec(t, "ALTER TABLE `"+env.Database+"`.outbox DROP COLUMN tenant, ADD COLUMN region CHAR(2) NULL FIRST, MODIFY aggregate_id VARCHAR(300) NOT NULL")
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
+	r2, _ := newReader(t, env, nil)
+	stop = startReader(r2)
+	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
+func TestReader_StatementFormatInsertIsReported(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	r, _ := newReader(t, env, nil)
+	stop := startReader(r)
+	defer stop()
+	waitStarted(t, r)
+	conn, err := env.DB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{
+		"SET SESSION binlog_format = 'STATEMENT'",
+		"INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload) VALUES ('stmt-1', 'order', 'o1', 'order.lost', '{}')",
+		"SET SESSION binlog_format = 'ROW'",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rec := relaytest.NewProduced()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 5, RollbackRatio: 0.0001}, rec)
+	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	if got := r.Stats().StatementDML; got != 1 {
+		t.Fatalf("StatementDML = %d, want 1", got)
+	}
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
+func TestReader_PurgedBinlogRefusesToStart(t *testing.T) {
+	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
+	r, _ := newReader(t, env, nil)
+	stop := startReader(r)
+	waitStarted(t, r)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	rec := relaytest.NewProduced()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 3}, rec)
+	// MariaDB keeps a binlog until InnoDB has made its commits durable (the
+	// binlog checkpoint), so purging may need a few tries.
+	relaytest.WaitFor(t, 30*time.Second, "PURGE BINARY LOGS to remove the relay's file", func() bool {
+		srv.Exec(t, "FLUSH BINARY LOGS")
+		var names []string
+		rows, err := env.DB.Query("SHOW BINARY LOGS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var name string
+			var size any
+			if err := rows.Scan(&name, &size); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, name)
+		}
+		rows.Close()
+		if names[0] != "mysql-bin.000001" {
+			return true
+		}
+		srv.Exec(t, "PURGE BINARY LOGS TO '"+names[len(names)-1]+"'")
+		return false
+	})
+
+	r2, _ := newReader(t, env, nil)
+	ctx2, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := r2.Run(ctx2)
+	if !errors.Is(err, outbox.ErrPositionGone) {
+		t.Fatalf("Run after purge returned %v, want ErrPositionGone", err)
+	}
+	hint := outbox.HintOf(err)
+	for _, want := range []string{"--start-from earliest", "--start-from now", "binlog_expire_logs_seconds"} {
+		if !strings.Contains(hint, want) {
+			t.Errorf("hint %q does not mention %s", hint, want)
+		}
+	}
+	if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != 0 {
+		t.Errorf("%d entries appended after a purge, want 0 (never skip silently)", n)
+	}
+}
+
+func TestReader_ServerRestartsDuringLoad(t *testing.T) {
+	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
+	r, _ := newReader(t, env, func(c *Config) { c.MaxBackoff = 200 * time.Millisecond })
+	stop := startReader(r)
+	waitStarted(t, r)
+	rec := relaytest.NewProduced()
+	for round := 0; round < 3; round++ {
+		pctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			relaytest.Produce(pctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 3, Transactions: 1000, Pause: time.Millisecond}, rec)
+		}()
+		time.Sleep(300 * time.Millisecond)
+		srv.Kill(t)
+		cancel()
+		wg.Wait()
+		srv.Restart(t)
+	}
+	// Commits whose reply was lost in the kill may or may not have happened.
+	relaytest.Reconcile(t, env.DB, env.Table, rec)
+	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	time.Sleep(300 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Committed) < 50 {
+		t.Fatalf("only %d events committed; the test proves little", len(rec.Committed))
+	}
+	t.Logf("%d events, %d sessions", len(rec.Committed), r.Stats().Sessions)
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
+func TestReader_RedisRestartsFromAOF(t *testing.T) {
+	rs := testsvc.StartRedis(t, testsvc.RedisOptions{})
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), rs)
+	ctx := context.Background()
+	r, _ := newReader(t, env, func(c *Config) { c.MaxBackoff = 200 * time.Millisecond })
+	stop := startReader(r)
+	waitStarted(t, r)
+	rec := relaytest.NewProduced()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 3, Transactions: 150, Pause: 2 * time.Millisecond}, rec)
+	}()
+	for i := 0; i < 3; i++ {
+		time.Sleep(150 * time.Millisecond)
+		rs.Kill(t)
+		time.Sleep(100 * time.Millisecond)
+		rs.Restart(t)
+	}
+	wg.Wait()
+	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	time.Sleep(300 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
+func TestReader_RedisOutOfMemoryLosesNothing(t *testing.T) {
+	rs := testsvc.StartRedis(t, testsvc.RedisOptions{})
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), rs)
+	ctx := context.Background()
+	r, _ := newReader(t, env, func(c *Config) { c.MaxBackoff = 100 * time.Millisecond })
+	stop := startReader(r)
+	waitStarted(t, r)
+
+	// Fill Redis to maxmemory with other data, then produce.
+	used := env.RDB.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
+	var usedN int
+	fmt.Sscan(used, &usedN)
+	env.RDB.ConfigSet(ctx, "maxmemory", fmt.Sprint(usedN+(1<<20)))
+	big := strings.Repeat("x", 64<<10)
+	for i := 0; ; i++ {
+		if err := env.RDB.Set(ctx, fmt.Sprintf("fill:%d", i), big, 0).Err(); err != nil {
+			break
+		}
+	}
+	// Well over the limit, so that no write slips through the margin.
+	used = env.RDB.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
+	fmt.Sscan(used, &usedN)
+	env.RDB.ConfigSet(ctx, "maxmemory", fmt.Sprint(usedN-(1<<20)))
+	posBefore, _ := r.sink.Position(ctx)
+	rec := relaytest.NewProduced()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
+	time.Sleep(time.Second)
+	if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != 0 {
+		t.Fatalf("%d entries appended at maxmemory", n)
+	}
+	if posAfter, _ := r.sink.Position(ctx); string(posAfter) != string(posBefore) {
+		t.Fatalf("position moved while Redis refused the appends:\n%s\n%s", posBefore, posAfter)
+	}
+	// Memory freed: everything arrives, once.
+	env.RDB.ConfigSet(ctx, "maxmemory", "0")
+	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
