@@ -100,32 +100,33 @@ func (s *Sink) buildPublish(events []outbox.Event, d Dedupe) {
 	clear(s.keyIdx)
 	s.keys = s.keys[:0]
 	s.args = append(s.args[:0], strconv.FormatInt(d.Window.Milliseconds(), 10), 0)
+	// The streams come first in KEYS, so each event's stream index is
+	// known before the dedupe keys are added.
+	streamIdx := make([]int, len(events))
 	for i := range events {
 		e := &events[i]
 		key := s.cfg.DeadLetterStream
 		if e.Invalid == "" {
 			key = s.template.Render(e)
 		}
-		if _, ok := s.keyIdx[key]; !ok {
+		idx, ok := s.keyIdx[key]
+		if !ok {
 			s.keys = append(s.keys, key)
-			s.keyIdx[key] = len(s.keys)
+			idx = len(s.keys)
+			s.keyIdx[key] = idx
 		}
+		streamIdx[i] = idx
 	}
-	nstreams := len(s.keys)
-	s.args[1] = nstreams
+	s.args[1] = len(s.keys)
 	for i := range events {
 		e := &events[i]
-		key := s.cfg.DeadLetterStream
-		if e.Invalid == "" {
-			key = s.template.Render(e)
-		}
 		dedupe := 0
 		if d.Window > 0 {
 			s.keys = append(s.keys, d.KeyPrefix+e.MessageID)
 			dedupe = len(s.keys)
 		}
 		countAt := len(s.args) + 2
-		s.args = append(s.args, s.keyIdx[key], dedupe, 0)
+		s.args = append(s.args, streamIdx[i], dedupe, 0)
 		s.args = s.appendFields(s.args, e)
 		s.args[countAt] = len(s.args) - countAt - 1
 	}

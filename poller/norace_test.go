@@ -1,0 +1,5 @@
+//go:build !race
+
+package poller
+
+const raceEnabled = false

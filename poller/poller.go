@@ -1,0 +1,469 @@
+// Package poller relays outbox rows to Redis Streams by polling the table, for
+// servers where the binlog is not available. Each round is one database
+// transaction at READ COMMITTED:
+//
+//  1. SELECT ... WHERE sent_at IS NULL ORDER BY id LIMIT n FOR UPDATE SKIP
+//     LOCKED locks a batch that no other relay holds;
+//  2. a non-locking read lists the unsent rows below the batch's largest id
+//     that this relay does not hold (locked by other relays, or committed
+//     since step 1), and every row of an aggregate that such a row precedes
+//     is left for a later round, so an aggregate's events never overtake
+//     each other across relays;
+//  3. one Lua script appends the rest to their streams (and, with a dedupe
+//     window, records their message ids in the same step);
+//  4. UPDATE ... SET sent_at = NOW(6) (or DELETE) marks them, and COMMIT.
+//
+// Progress lives in the table, never in a high-water mark on id: a row with a
+// smaller id can commit after a larger one and would be skipped.
+//
+// Delivery is at least once: a crash between the append and the COMMIT leaves
+// the rows unsent and the next round appends them again. With
+// Config.DedupeWindow the script skips message ids it appended within the
+// window, which makes that re-append a no-op (effectively once).
+package poller
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// What Config.OnSent does with a relayed row.
+const (
+	// OnSentMark sets the sent_at column to NOW(6); the row stays for audit
+	// and the producer's own clean-up.
+	OnSentMark = "mark"
+	// OnSentDelete deletes the row; the table holds unsent rows only.
+	OnSentDelete = "delete"
+)
+
+// Defaults of Config.
+const (
+	DefaultBatchSize       = 500
+	DefaultPollInterval    = 200 * time.Millisecond
+	DefaultMaxPayloadBytes = 1 << 20
+	DefaultMaxBatchBytes   = 16 << 20
+	DefaultMaxBackoff      = 30 * time.Second
+)
+
+// Back-off steps of Run between the adaptive extremes.
+const (
+	// firstIdleWait is the first wait after a round that found nothing;
+	// it doubles up to PollInterval.
+	firstIdleWait = 5 * time.Millisecond
+	// deferredWait is the wait after a round that left rows to another
+	// relay's batch: that relay's COMMIT is usually milliseconds away.
+	deferredWait = 5 * time.Millisecond
+	// firstErrorWait is the first wait after an error; it doubles up to
+	// MaxBackoff, which also rate-limits the error log lines.
+	firstErrorWait = 100 * time.Millisecond
+	// maxDeferWait bounds how long a round whose rows all wait behind
+	// other relays' rows keeps looking before it lets go of them.
+	maxDeferWait = 100 * time.Millisecond
+)
+
+// ErrNoSkipLocked means the server lacks SELECT ... FOR UPDATE SKIP LOCKED
+// (MySQL before 8.0.1, MariaDB before 10.6).
+var ErrNoSkipLocked = errors.New("server has no SELECT ... FOR UPDATE SKIP LOCKED")
+
+// Config configures a Poller.
+type Config struct {
+	// Database and Table name the outbox table; an empty Database means the
+	// connection's current one.
+	Database string
+	Table    string
+	// Mapping maps logical to physical column names (default
+	// schema.DefaultMapping). Absent message_id: the id in decimal is the
+	// message id; absent aggregate_type or headers: their entry fields are
+	// left out, as in binlog mode.
+	Mapping schema.Mapping
+
+	// Stream, Partitions and DeadLetterStream route entries exactly as in
+	// binlog mode (see redisstream.Config).
+	Stream           string
+	Partitions       int
+	DeadLetterStream string
+
+	// BatchSize is the most rows one round locks (default 500). Larger
+	// batches amortise the round trips (events/s grows up to a few hundred
+	// rows, then flattens) but hold row locks longer and, with several
+	// relays, make the others defer more rows of shared aggregates.
+	BatchSize int
+	// MaxBatchBytes bounds the bytes of the events one round appends
+	// (default 16 MiB); rows beyond it wait for the next round.
+	MaxBatchBytes int
+	// PollInterval is the longest wait between rounds when the table has
+	// nothing to send (default 200ms). The wait starts at 5ms after the
+	// last busy round and doubles, so a relay that just drained the table
+	// reacts within milliseconds and an idle one costs 5 queries a second.
+	// A full batch is followed by the next round at once.
+	PollInterval time.Duration
+	// OnSent is OnSentMark (default) or OnSentDelete. Mark needs the sent_at
+	// column.
+	OnSent string
+	// DedupeWindow, when positive, makes delivery effectively once: the
+	// message id of every appended event is remembered in Redis for this
+	// long (one key with an expiry per event, recorded by the same script
+	// as the XADD) and a re-append within the window is skipped. It must
+	// outlast the longest outage between an append and its COMMIT. 0 (the
+	// default) is at-least-once, without the keys' memory (about 100
+	// bytes per event in the window) and work.
+	DedupeWindow time.Duration
+	// DedupeKeyPrefix prefixes the dedupe keys (default
+	// "binlog-outbox:dedupe:<database>.<table>:").
+	DedupeKeyPrefix string
+	// MaxPayloadBytes is the largest payload relayed as an event (default 1
+	// MiB); a larger one goes to the dead-letter stream. With OnSentMark the
+	// dead-letter entry leaves the payload out (the row keeps it); with
+	// OnSentDelete it carries it, so that nothing vanishes.
+	MaxPayloadBytes int
+	// PayloadJSON makes rows whose payload is not valid JSON dead letters.
+	// Set it when the payload column is declared JSON: MariaDB stores JSON
+	// as LONGTEXT whose CHECK can be disabled or dropped. It is turned on
+	// by itself on MariaDB when the column is declared JSON; MySQL's JSON
+	// type needs no check.
+	PayloadJSON bool
+	// MaxBackoff caps the wait between retries after an error (default 30s).
+	MaxBackoff time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Mapping == nil {
+		c.Mapping = schema.DefaultMapping()
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.OnSent == "" {
+		c.OnSent = OnSentMark
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	if c.DeadLetterStream == "" {
+		c.DeadLetterStream = redisstream.DefaultDeadLetterStream
+	}
+	if c.DedupeKeyPrefix == "" {
+		c.DedupeKeyPrefix = redisstream.DefaultDedupeKeyPrefix + c.Database + "." + c.Table + ":"
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	if err := c.Mapping.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.Table == "":
+		return fmt.Errorf("%w: poller: Table is required", outbox.ErrConfig)
+	case c.BatchSize < 1 || c.BatchSize > 100000:
+		return outbox.WithHint(fmt.Errorf("%w: poller: --batch-size %d is out of range", outbox.ErrConfig, c.BatchSize), "use 1 to 100000; 500 is a good start")
+	case c.MaxBatchBytes < 1:
+		return fmt.Errorf("%w: poller: MaxBatchBytes %d must be positive", outbox.ErrConfig, c.MaxBatchBytes)
+	case c.PollInterval < 0:
+		return fmt.Errorf("%w: poller: --poll-interval %s is negative", outbox.ErrConfig, c.PollInterval)
+	case c.OnSent != OnSentMark && c.OnSent != OnSentDelete:
+		return outbox.WithHint(fmt.Errorf("%w: poller: --on-sent %q is neither mark nor delete", outbox.ErrConfig, c.OnSent), "use --on-sent mark or --on-sent delete")
+	case c.OnSent == OnSentMark && !c.Mapping.Has(schema.ColSentAt):
+		return outbox.WithHint(fmt.Errorf("%w: poller: --on-sent mark needs the sent_at column, which the mapping declares absent", outbox.ErrConfig),
+			"add a sent_at DATETIME(6) NULL column and map it with --column sent_at=<name>, or run with --on-sent delete")
+	case c.DedupeWindow < 0:
+		return fmt.Errorf("%w: poller: --dedupe-window %s is negative", outbox.ErrConfig, c.DedupeWindow)
+	case c.MaxPayloadBytes < 1:
+		return fmt.Errorf("%w: poller: --max-payload-bytes %d must be positive", outbox.ErrConfig, c.MaxPayloadBytes)
+	case c.MaxBackoff <= 0:
+		return fmt.Errorf("%w: poller: MaxBackoff %s must be positive", outbox.ErrConfig, c.MaxBackoff)
+	}
+	return nil
+}
+
+// Stats are counters for metrics and tests.
+type Stats struct {
+	// Rounds counts the transactions that locked at least one row.
+	Rounds uint64
+	// Events counts the rows relayed (appended or skipped as duplicates,
+	// then marked or deleted), dead letters included.
+	Events uint64
+	// DeadLetters counts the rows moved to the dead-letter stream;
+	// Oversize the ones among them whose payload exceeded MaxPayloadBytes.
+	DeadLetters uint64
+	Oversize    uint64
+	// Duplicates counts the events the dedupe window kept from being
+	// appended again (each one a crash or a failed COMMIT survived).
+	Duplicates uint64
+	// Deferred counts locked rows left for a later round because an
+	// earlier unsent event of their aggregate was held by another relay
+	// (or the batch reached MaxBatchBytes).
+	Deferred uint64
+	// Errors counts failed rounds.
+	Errors uint64
+}
+
+// Poller relays unsent outbox rows to Redis Streams. Run it in as many
+// processes as needed; Step and Run must not be called concurrently on one
+// Poller.
+type Poller struct {
+	db     *sql.DB
+	sink   *redisstream.Sink
+	cfg    Config
+	log    *slog.Logger
+	dedupe redisstream.Dedupe
+
+	// q is nil until prepare inspected the server and the table.
+	q *queries
+
+	mu    sync.Mutex
+	stats Stats
+
+	// afterPublish, when set (by tests), runs between the append and the
+	// marking UPDATE: the crash window of at-least-once delivery.
+	afterPublish func(ctx context.Context, tx *sql.Tx) error
+}
+
+// New returns a Poller. The Redis client must not retry commands on its own
+// (redisstream.NewClient sets MaxRetries -1): a retried script whose reply was
+// lost appends the batch twice, which the poller otherwise only does after a
+// crash. New does not talk to the servers; the first round checks the server
+// version and the table.
+func New(db *sql.DB, client redis.UniversalClient, cfg Config, logger *slog.Logger) (*Poller, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	sink, err := redisstream.New(client, redisstream.Config{
+		Stream:           cfg.Stream,
+		Partitions:       cfg.Partitions,
+		DeadLetterStream: cfg.DeadLetterStream,
+		NoAggregateType:  !cfg.Mapping.Has(schema.ColAggregateType),
+		NoHeaders:        !cfg.Mapping.Has(schema.ColHeaders),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Poller{
+		db:     db,
+		sink:   sink,
+		cfg:    cfg,
+		log:    logger.With("component", "poller"),
+		dedupe: redisstream.Dedupe{Window: cfg.DedupeWindow, KeyPrefix: cfg.DedupeKeyPrefix},
+	}, nil
+}
+
+// Stats returns a snapshot of the counters.
+func (p *Poller) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// Run polls until ctx is cancelled, then returns nil. Database and Redis
+// errors are retried with capped exponential backoff; configuration problems
+// (an unfit table, a server without SKIP LOCKED) are returned.
+func (p *Poller) Run(ctx context.Context) error {
+	p.log.Info("poll relay starting", "table", p.cfg.Table, "database", p.cfg.Database, "mapping", p.cfg.Mapping.String(),
+		"stream", p.cfg.Stream, "batch_size", p.cfg.BatchSize, "poll_interval", p.cfg.PollInterval,
+		"on_sent", p.cfg.OnSent, "dedupe_window", p.cfg.DedupeWindow, "max_payload_bytes", p.cfg.MaxPayloadBytes)
+	idle := time.Duration(0)
+	errWait := time.Duration(0)
+	for {
+		r, err := p.step(ctx)
+		if ctx.Err() != nil {
+			p.log.Info("poll relay stopped")
+			return nil
+		}
+		var wait time.Duration
+		switch {
+		case err != nil:
+			if fatal(err) {
+				return err
+			}
+			errWait = min(max(2*errWait, firstErrorWait), p.cfg.MaxBackoff)
+			wait = errWait
+			p.log.Warn("poll round failed; retrying", "err", err, "hint", outbox.HintOf(err), "retry_in", wait)
+		case r.locked >= p.cfg.BatchSize && r.relayed > 0:
+			// A full batch: more is waiting.
+			errWait, idle = 0, 0
+		case r.deferred > 0:
+			errWait, idle = 0, 0
+			wait = min(deferredWait, p.cfg.PollInterval)
+		case r.relayed > 0:
+			errWait, idle = 0, 0
+			wait = min(firstIdleWait, p.cfg.PollInterval)
+		default:
+			errWait = 0
+			idle = min(max(2*idle, firstIdleWait), p.cfg.PollInterval)
+			wait = idle
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				p.log.Info("poll relay stopped")
+				return nil
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// fatal reports whether retrying cannot help.
+func fatal(err error) bool {
+	return errors.Is(err, outbox.ErrConfig) || errors.Is(err, schema.ErrTableUnfit) ||
+		errors.Is(err, schema.ErrTableNotFound) || errors.Is(err, ErrNoSkipLocked)
+}
+
+// Step runs one round and returns how many rows it relayed (appended, or
+// skipped as duplicates, and then marked or deleted), dead letters included.
+func (p *Poller) Step(ctx context.Context) (int, error) {
+	r, err := p.step(ctx)
+	return r.relayed, err
+}
+
+// round is what one step did.
+type round struct {
+	locked, relayed, deferred int
+}
+
+func (p *Poller) step(ctx context.Context) (round, error) {
+	if p.q == nil {
+		q, err := p.prepare(ctx)
+		if err != nil {
+			return round{}, err
+		}
+		p.q = q
+	}
+	r, err := p.round(ctx)
+	if err != nil && ctx.Err() == nil {
+		p.mu.Lock()
+		p.stats.Errors++
+		p.mu.Unlock()
+	}
+	return r, err
+}
+
+// filter returns which of the locked rows may be published now (see
+// publishable). When none may, another relay holds the first unsent row of
+// every aggregate in the batch, and its COMMIT is usually milliseconds away:
+// filter looks again a few times, keeping the batch locked, before giving up
+// for this round. Keeping the batch makes the relays work as a pipeline (the
+// others lock the rows after it) instead of all fighting over the same
+// blocked rows. Waiting only when nothing is publishable cannot deadlock:
+// the relay holding the smallest unsent row always has something to publish.
+func (p *Poller) filter(ctx context.Context, tx *sql.Tx, rows []row) ([]bool, error) {
+	wait := time.Millisecond
+	deadline := time.Now().Add(maxDeferWait)
+	for {
+		others, err := p.unsentBelow(ctx, tx, rows)
+		if err != nil {
+			return nil, err
+		}
+		ok := publishable(rows, others)
+		if slices.Contains(ok, true) || time.Now().Add(wait).After(deadline) {
+			return ok, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 8*time.Millisecond)
+	}
+}
+
+// round runs one transaction: lock, filter, append, mark, commit.
+func (p *Poller) round(ctx context.Context) (round, error) {
+	var r round
+	tx, err := p.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return r, fmt.Errorf("poll: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+
+	rows, err := p.lockBatch(ctx, tx)
+	if err != nil {
+		return r, err
+	}
+	r.locked = len(rows)
+	if len(rows) == 0 {
+		return r, tx.Commit()
+	}
+	ok, err := p.filter(ctx, tx, rows)
+	if err != nil {
+		return r, err
+	}
+	capBytes(rows, ok, p.cfg.MaxBatchBytes)
+
+	events := make([]outbox.Event, 0, len(rows))
+	ids := make([]uint64, 0, len(rows))
+	var dead, oversize int
+	for i := range rows {
+		if !ok[i] {
+			r.deferred++
+			continue
+		}
+		events = append(events, rows[i].ev)
+		ids = append(ids, rows[i].ev.OutboxID)
+		if rows[i].ev.Invalid != "" {
+			dead++
+			if rows[i].oversize {
+				oversize++
+			}
+			p.log.Warn("row moved to the dead-letter stream", "id", rows[i].ev.OutboxID, "message_id", rows[i].ev.MessageID,
+				"reason", rows[i].ev.Invalid, "stream", p.cfg.DeadLetterStream)
+		}
+	}
+	appended := 0
+	if len(events) > 0 {
+		appended, err = p.sink.Publish(ctx, events, p.dedupe)
+		if err != nil {
+			return r, err
+		}
+		if p.afterPublish != nil {
+			if err := p.afterPublish(ctx, tx); err != nil {
+				return r, err
+			}
+		}
+		if err := p.markSent(ctx, tx, ids); err != nil {
+			return r, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return r, fmt.Errorf("poll: commit: %w", err)
+	}
+	r.relayed = len(events)
+	p.mu.Lock()
+	p.stats.Rounds++
+	p.stats.Events += uint64(len(events))
+	p.stats.DeadLetters += uint64(dead)
+	p.stats.Oversize += uint64(oversize)
+	p.stats.Duplicates += uint64(len(events) - appended)
+	p.stats.Deferred += uint64(r.deferred)
+	p.mu.Unlock()
+	return r, nil
+}

@@ -1,0 +1,438 @@
+package poller
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// queries are the statements of a round, built once from the mapping and the
+// table. They take no parameters (ids are inlined as integers), so every
+// statement is one round trip in the text protocol whatever the DSN says
+// about interpolateParams.
+type queries struct {
+	lock        string // SELECT ... FOR UPDATE SKIP LOCKED, without LIMIT
+	unsentBelow string // the non-locking read, without the id bound
+	mark        string // UPDATE or DELETE, without the id list
+	id          string // the quoted id column
+	// Which optional columns the SELECT returns, in its column order.
+	hasMessageID, hasAggregateType, hasHeaders bool
+	// payloadJSON: dead-letter rows whose payload is not valid JSON.
+	payloadJSON bool
+}
+
+// prepare checks that the server has SKIP LOCKED and that the table fits the
+// mapping, and builds the statements.
+func (p *Poller) prepare(ctx context.Context) (*queries, error) {
+	var version string
+	if err := p.db.QueryRowContext(ctx, "SELECT /* binlog-outbox */ VERSION()").Scan(&version); err != nil {
+		return nil, fmt.Errorf("poll: server version: %w", err)
+	}
+	if err := checkVersion(version); err != nil {
+		return nil, err
+	}
+	tbl, problems, err := schema.Validate(ctx, p.db, p.cfg.Database, p.cfg.Table, p.cfg.Mapping)
+	if err != nil {
+		return nil, fmt.Errorf("poll: %w", err)
+	}
+	if err := schema.ProblemsError(p.cfg.Table, problems); err != nil {
+		return nil, err
+	}
+	for _, pr := range problems {
+		p.log.Warn("outbox table", "problem", pr.Message)
+	}
+	return buildQueries(p.cfg, tbl), nil
+}
+
+// buildQueries renders the statements for cfg and the inspected table.
+func buildQueries(cfg Config, tbl *schema.Table) *queries {
+	m := cfg.Mapping
+	col := func(logical string) string {
+		name, _ := m.Physical(logical)
+		return schema.QuoteIdent(name)
+	}
+	q := &queries{
+		hasMessageID:     m.Has(schema.ColMessageID),
+		hasAggregateType: m.Has(schema.ColAggregateType),
+		hasHeaders:       m.Has(schema.ColHeaders),
+		payloadJSON:      cfg.PayloadJSON,
+	}
+	table := schema.QuoteIdent(cfg.Table)
+	if cfg.Database != "" {
+		table = schema.QuoteIdent(cfg.Database) + "." + table
+	}
+	id := col(schema.ColID)
+	q.id = id
+	cols := []string{id}
+	if q.hasMessageID {
+		cols = append(cols, col(schema.ColMessageID))
+	}
+	if q.hasAggregateType {
+		cols = append(cols, col(schema.ColAggregateType))
+	}
+	cols = append(cols, col(schema.ColAggregateID), col(schema.ColEventType), col(schema.ColPayload))
+	if q.hasHeaders {
+		cols = append(cols, col(schema.ColHeaders))
+	}
+	occurred := col(schema.ColOccurredAt)
+	if tbl != nil {
+		if c, ok := tbl.Column(m[schema.ColOccurredAt]); ok && c.DataType == "timestamp" {
+			// A TIMESTAMP is rendered in the session time zone; its epoch
+			// value is the same in any, and binlog mode sends it in UTC.
+			occurred = "UNIX_TIMESTAMP(" + occurred + ")"
+		}
+		if c, ok := tbl.Column(m[schema.ColPayload]); ok && c.JSON && tbl.MariaDB {
+			q.payloadJSON = true
+		}
+	}
+	cols = append(cols, occurred)
+
+	unsent := ""
+	if m.Has(schema.ColSentAt) {
+		unsent = col(schema.ColSentAt) + " IS NULL"
+	}
+	where := func(extra string) string {
+		switch {
+		case unsent != "" && extra != "":
+			return " WHERE " + unsent + " AND " + extra
+		case unsent != "":
+			return " WHERE " + unsent
+		case extra != "":
+			return " WHERE " + extra
+		}
+		return ""
+	}
+	q.lock = "SELECT /* binlog-outbox */ " + strings.Join(cols, ", ") + " FROM " + table + where("") + " ORDER BY " + id
+	aggType := "''"
+	if q.hasAggregateType {
+		aggType = col(schema.ColAggregateType)
+	}
+	q.unsentBelow = "SELECT /* binlog-outbox */ " + id + ", " + aggType + ", " + col(schema.ColAggregateID) +
+		" FROM " + table + where(id+" < ")
+	if cfg.OnSent == OnSentDelete {
+		q.mark = "DELETE /* binlog-outbox */ FROM " + table + " WHERE " + id + " IN ("
+	} else {
+		q.mark = "UPDATE /* binlog-outbox */ " + table + " SET " + col(schema.ColSentAt) + " = NOW(6) WHERE " + id + " IN ("
+	}
+	return q
+}
+
+// row is one locked row.
+type row struct {
+	ev outbox.Event
+	// key identifies the aggregate: aggregate_type NUL aggregate_id.
+	key      string
+	size     int
+	oversize bool
+}
+
+// lockBatch locks and reads the next batch of unsent rows no other relay
+// holds, in id order.
+func (p *Poller) lockBatch(ctx context.Context, tx *sql.Tx) ([]row, error) {
+	q := p.q.lock + " LIMIT " + strconv.Itoa(p.cfg.BatchSize) + " FOR UPDATE SKIP LOCKED"
+	rs, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("poll: lock batch: %w", err)
+	}
+	defer rs.Close()
+	var out []row
+	var (
+		id                                uint64
+		messageID, aggType, aggID, evType sql.NullString
+		payload, headers                  []byte
+		occurred                          any
+		dest                              = []any{&id}
+	)
+	if p.q.hasMessageID {
+		dest = append(dest, &messageID)
+	}
+	if p.q.hasAggregateType {
+		dest = append(dest, &aggType)
+	}
+	dest = append(dest, &aggID, &evType, &payload)
+	if p.q.hasHeaders {
+		dest = append(dest, &headers)
+	}
+	dest = append(dest, &occurred)
+	now := time.Now().UTC()
+	for rs.Next() {
+		headers = nil
+		if err := rs.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("poll: lock batch: %w", err)
+		}
+		out = append(out, p.decode(id, messageID, aggType, aggID, evType, payload, headers, occurred, now))
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("poll: lock batch: %w", err)
+	}
+	return out, nil
+}
+
+// decode builds the event of a row. Problems with the content make the event
+// a dead letter with the reason, as in binlog mode, instead of failing the
+// round: a bad row must neither block the ones behind it nor vanish.
+func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullString, payload, headers []byte, occurred any, now time.Time) row {
+	e := outbox.Event{OutboxID: id, AggregateType: aggType.String, AggregateID: aggID.String, EventType: evType.String,
+		Payload: payload, Headers: headers}
+	var problems []string
+	if p.q.hasMessageID {
+		e.MessageID = messageID.String
+		if e.MessageID == "" {
+			problems = append(problems, "message_id is NULL or empty")
+		}
+	} else {
+		e.MessageID = strconv.FormatUint(id, 10)
+	}
+	if p.q.hasAggregateType && !aggType.Valid {
+		problems = append(problems, "aggregate_type is NULL")
+	}
+	if !aggID.Valid {
+		problems = append(problems, "aggregate_id is NULL")
+	}
+	if !evType.Valid {
+		problems = append(problems, "event_type is NULL")
+	}
+	oversize := false
+	switch {
+	case payload == nil:
+		problems = append(problems, "payload is NULL")
+	case len(payload) > p.cfg.MaxPayloadBytes:
+		oversize = true
+		problems = append(problems, fmt.Sprintf("payload has %d bytes, more than the limit of %d (--max-payload-bytes)", len(payload), p.cfg.MaxPayloadBytes))
+		if p.cfg.OnSent == OnSentMark {
+			// The row keeps the payload; the dead-letter stream need not.
+			e.Payload = nil
+			problems[len(problems)-1] += "; the payload is left out here and kept in the table row"
+		}
+	case p.q.payloadJSON && !json.Valid(payload):
+		problems = append(problems, "payload is not valid JSON")
+	}
+	if t, ok := toTime(occurred); ok {
+		e.OccurredAt = t
+	} else {
+		// As binlog mode uses the commit time: the closest truth at hand.
+		e.OccurredAt = now
+	}
+	if len(problems) > 0 {
+		e.Invalid = strings.Join(problems, "; ")
+	}
+	return row{
+		ev:       e,
+		key:      e.AggregateType + "\x00" + e.AggregateID,
+		size:     128 + len(e.Payload) + len(e.Headers) + len(e.MessageID) + len(e.AggregateType) + len(e.AggregateID) + len(e.EventType) + len(e.Invalid),
+		oversize: oversize,
+	}
+}
+
+// toTime reads occurred_at: a time.Time (DSN with parseTime=true, location
+// UTC), the text of a DATETIME, or the UNIX_TIMESTAMP of a TIMESTAMP. A
+// DATETIME has no zone and is taken as UTC, as in binlog mode.
+func toTime(v any) (time.Time, bool) {
+	switch x := v.(type) {
+	case time.Time:
+		return x.UTC(), !x.IsZero()
+	case []byte:
+		return parseTime(string(x))
+	case string:
+		return parseTime(x)
+	case int64:
+		return time.Unix(x, 0).UTC(), x > 0
+	case float64:
+		return time.UnixMicro(int64(x*1e6 + 0.5)).UTC(), x > 0
+	}
+	return time.Time{}, false
+}
+
+func parseTime(s string) (time.Time, bool) {
+	if s == "" || strings.HasPrefix(s, "0000-00-00") {
+		return time.Time{}, false
+	}
+	if t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", s, time.UTC); err == nil {
+		return t, true
+	}
+	// UNIX_TIMESTAMP(col): seconds with up to six decimals.
+	if sec, frac, _ := strings.Cut(s, "."); sec != "" {
+		n, err := strconv.ParseInt(sec, 10, 64)
+		if err == nil && n > 0 {
+			frac = (frac + "000000")[:6]
+			us, err := strconv.ParseInt(frac, 10, 64)
+			if err == nil {
+				return time.Unix(n, us*1000).UTC(), true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// foreign is an unsent row below the batch's largest id.
+type foreign struct {
+	id  uint64
+	key string
+}
+
+// unsentBelow lists the unsent rows with an id below the largest of the
+// batch mine that are not in it, with a non-locking read. At READ COMMITTED it sees every row committed up to now,
+// including rows another relay holds locked (their last committed version,
+// so a row another relay marked but has not committed yet is still unsent)
+// and rows whose producers committed after lockBatch.
+//
+// The range is small: below the batch's largest id, every unsent row is in
+// the batch, locked by another relay, or committed after lockBatch.
+func (p *Poller) unsentBelow(ctx context.Context, tx *sql.Tx, mine []row) ([]foreign, error) {
+	// The batch's own rows are left out by the server: in the common case
+	// of one relay, nothing comes back.
+	var b strings.Builder
+	b.Grow(len(p.q.unsentBelow) + 40 + 21*len(mine))
+	b.WriteString(p.q.unsentBelow)
+	b.WriteString(strconv.FormatUint(mine[len(mine)-1].ev.OutboxID, 10))
+	b.WriteString(" AND " + p.q.id + " NOT IN (")
+	for i := range mine {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(mine[i].ev.OutboxID, 10))
+	}
+	b.WriteByte(')')
+	rs, err := tx.QueryContext(ctx, b.String())
+	if err != nil {
+		return nil, fmt.Errorf("poll: read unsent rows: %w", err)
+	}
+	defer rs.Close()
+	var out []foreign
+	for rs.Next() {
+		var f foreign
+		var typ, agg sql.NullString
+		if err := rs.Scan(&f.id, &typ, &agg); err != nil {
+			return nil, fmt.Errorf("poll: read unsent rows: %w", err)
+		}
+		f.key = typ.String + "\x00" + agg.String
+		out = append(out, f)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("poll: read unsent rows: %w", err)
+	}
+	return out, nil
+}
+
+// publishable decides which locked rows (in id order) may be published now:
+// for each aggregate, the rows below the smallest unsent id of that aggregate
+// that the batch does not hold. Another relay holds that row, or its
+// producer committed it after the batch was locked; either way publishing a
+// later event of the aggregate first would reorder the aggregate. The rows
+// left out stay unsent and are retried in a later round.
+func publishable(locked []row, unsent []foreign) []bool {
+	mine := make(map[uint64]struct{}, len(locked))
+	for i := range locked {
+		mine[locked[i].ev.OutboxID] = struct{}{}
+	}
+	firstForeign := map[string]uint64{}
+	for _, f := range unsent {
+		if _, ok := mine[f.id]; ok {
+			continue
+		}
+		if cur, ok := firstForeign[f.key]; !ok || f.id < cur {
+			firstForeign[f.key] = f.id
+		}
+	}
+	ok := make([]bool, len(locked))
+	for i := range locked {
+		f, blocked := firstForeign[locked[i].key]
+		ok[i] = !blocked || locked[i].ev.OutboxID < f
+	}
+	return ok
+}
+
+// capBytes clears ok for every row after the publishable rows reach max
+// bytes, keeping at least one. Cutting the id-ordered batch at one point keeps
+// each aggregate's published rows a prefix of its rows.
+func capBytes(rows []row, ok []bool, max int) {
+	total := 0
+	for i := range rows {
+		if !ok[i] {
+			continue
+		}
+		if total > 0 && total+rows[i].size > max {
+			for j := i; j < len(ok); j++ {
+				ok[j] = false
+			}
+			return
+		}
+		total += rows[i].size
+	}
+}
+
+// markSent marks or deletes the relayed rows.
+func (p *Poller) markSent(ctx context.Context, tx *sql.Tx, ids []uint64) error {
+	var b strings.Builder
+	b.Grow(len(p.q.mark) + 21*len(ids) + 1)
+	b.WriteString(p.q.mark)
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(id, 10))
+	}
+	b.WriteByte(')')
+	res, err := tx.ExecContext(ctx, b.String())
+	if err != nil {
+		return fmt.Errorf("poll: %s sent rows: %w", p.cfg.OnSent, err)
+	}
+	// The rows are locked by this transaction: each must be affected.
+	if n, err := res.RowsAffected(); err == nil && n != int64(len(ids)) {
+		return fmt.Errorf("poll: %s sent rows: %d of %d rows affected", p.cfg.OnSent, n, len(ids))
+	}
+	return nil
+}
+
+// checkVersion refuses servers without SKIP LOCKED: MySQL before 8.0.1 and
+// MariaDB before 10.6. Without it, concurrent relays would wait on each
+// other's locks instead of taking the next rows, or (without FOR UPDATE)
+// publish the same rows.
+func checkVersion(version string) error {
+	mariadb := strings.Contains(strings.ToLower(version), "mariadb")
+	rest := version
+	if mariadb {
+		// "5.5.5-10.6.12-MariaDB": the real version follows the prefix.
+		rest = strings.TrimPrefix(rest, "5.5.5-")
+	}
+	if i := strings.IndexAny(rest, "-+ ~"); i >= 0 {
+		rest = rest[:i]
+	}
+	var nums [3]int
+	parts := strings.Split(rest, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return fmt.Errorf("poll: cannot parse server version %q", version)
+	}
+	for i, s := range parts {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("poll: cannot parse server version %q", version)
+		}
+		nums[i] = n
+	}
+	atLeast := func(major, minor, patch int) bool {
+		if nums[0] != major {
+			return nums[0] > major
+		}
+		if nums[1] != minor {
+			return nums[1] > minor
+		}
+		return nums[2] >= patch
+	}
+	switch {
+	case mariadb && !atLeast(10, 6, 0):
+		return outbox.WithHint(fmt.Errorf("%w: MariaDB %s is older than 10.6", ErrNoSkipLocked, version),
+			"poll mode needs SELECT ... FOR UPDATE SKIP LOCKED: upgrade to MariaDB 10.6 or later, or run with --mode binlog")
+	case !mariadb && !atLeast(8, 0, 1):
+		return outbox.WithHint(fmt.Errorf("%w: MySQL %s is older than 8.0.1", ErrNoSkipLocked, version),
+			"poll mode needs SELECT ... FOR UPDATE SKIP LOCKED: upgrade to MySQL 8.0.1 or later, or run with --mode binlog")
+	}
+	return nil
+}
