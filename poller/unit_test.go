@@ -1,0 +1,127 @@
+package poller
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+func TestCheckVersion(t *testing.T) {
+	tests := []struct {
+		version string
+		ok      bool
+	}{
+		{"8.0.36-0ubuntu0.22.04.1", true},
+		{"8.0.1", true},
+		{"8.0.0", false},
+		{"5.7.44-log", false},
+		{"8.4.3", true},
+		{"9.1.0", true},
+		{"10.6.12-MariaDB-log", true},
+		{"10.5.23-MariaDB", false},
+		{"5.5.5-10.6.12-MariaDB-log", true},
+		{"5.5.5-10.4.1-MariaDB", false},
+		{"10.11.19-MariaDB-0+deb12u1-log", true},
+		{"11.4.2-MariaDB", true},
+	}
+	for _, tt := range tests {
+		err := checkVersion(tt.version)
+		if (err == nil) != tt.ok {
+			t.Errorf("checkVersion(%q) = %v, want ok=%v", tt.version, err, tt.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrNoSkipLocked) || outbox.HintOf(err) == "") {
+			t.Errorf("checkVersion(%q) = %v, want ErrNoSkipLocked with a hint", tt.version, err)
+		}
+	}
+	if err := checkVersion("garbage"); err == nil || errors.Is(err, ErrNoSkipLocked) {
+		t.Errorf("checkVersion(garbage) = %v, want a parse error", err)
+	}
+}
+
+func rowOf(id uint64, agg string) row {
+	return row{ev: outbox.Event{OutboxID: id, AggregateID: agg}, key: "\x00" + agg, size: 100}
+}
+
+func TestPublishable(t *testing.T) {
+	locked := []row{rowOf(3, "a"), rowOf(4, "b"), rowOf(6, "a"), rowOf(7, "c"), rowOf(9, "b"), rowOf(10, "a")}
+	tests := []struct {
+		name   string
+		unsent []foreign
+		want   []bool
+	}{
+		{"nothing foreign", nil, []bool{true, true, true, true, true, true}},
+		{"own rows are not foreign", []foreign{{3, "\x00a"}, {4, "\x00b"}}, []bool{true, true, true, true, true, true}},
+		{"earlier foreign row blocks the whole aggregate", []foreign{{1, "\x00a"}}, []bool{false, true, false, true, true, false}},
+		{"foreign row in between blocks the rest", []foreign{{5, "\x00a"}, {8, "\x00b"}}, []bool{true, true, false, true, false, false}},
+		{"other aggregates do not block", []foreign{{2, "\x00z"}}, []bool{true, true, true, true, true, true}},
+		{"aggregate type is part of the key", []foreign{{2, "order\x00a"}}, []bool{true, true, true, true, true, true}},
+	}
+	for _, tt := range tests {
+		if got := publishable(locked, tt.unsent); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: publishable() = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestCapBytes(t *testing.T) {
+	rows := []row{rowOf(1, "a"), rowOf(2, "b"), rowOf(3, "a"), rowOf(4, "c")}
+	ok := []bool{true, false, true, true}
+	capBytes(rows, ok, 250)
+	if want := []bool{true, false, true, false}; !slices.Equal(ok, want) {
+		t.Errorf("capBytes(250) = %v, want %v", ok, want)
+	}
+	ok = []bool{true, true}
+	capBytes(rows[:2], ok, 10)
+	if want := []bool{true, false}; !slices.Equal(ok, want) {
+		t.Errorf("capBytes(10) = %v, want %v (the first row always goes)", ok, want)
+	}
+}
+
+func TestConfig_Validate(t *testing.T) {
+	noSentAt := schema.DefaultMapping()
+	noSentAt[schema.ColSentAt] = ""
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"defaults", Config{Table: "outbox"}, true},
+		{"no table", Config{}, false},
+		{"mark without sent_at", Config{Table: "outbox", Mapping: noSentAt}, false},
+		{"delete without sent_at", Config{Table: "outbox", Mapping: noSentAt, OnSent: OnSentDelete}, true},
+		{"unknown on-sent", Config{Table: "outbox", OnSent: "archive"}, false},
+		{"negative dedupe window", Config{Table: "outbox", DedupeWindow: -time.Second}, false},
+		{"batch too large", Config{Table: "outbox", BatchSize: 1 << 20}, false},
+		{"negative poll interval", Config{Table: "outbox", PollInterval: -1}, false},
+	}
+	for _, tt := range tests {
+		cfg := tt.cfg
+		cfg.setDefaults()
+		err := cfg.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: Validate() = %v, want ok=%v", tt.name, err, tt.ok)
+		}
+		if err != nil && !errors.Is(err, outbox.ErrConfig) {
+			t.Errorf("%s: Validate() = %v, want ErrConfig", tt.name, err)
+		}
+	}
+}
+
+func TestToTime(t *testing.T) {
+	want := time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC)
+	for _, v := range []any{want, []byte("2026-11-29 10:00:00.123456"), []byte("1795946400.123456")} {
+		got, ok := toTime(v)
+		if !ok || !got.Equal(want) {
+			t.Errorf("toTime(%v) = %v, %v; want %v", v, got, ok, want)
+		}
+	}
+	for _, v := range []any{nil, []byte("0000-00-00 00:00:00"), []byte("")} {
+		if _, ok := toTime(v); ok {
+			t.Errorf("toTime(%v) ok, want not ok", v)
+		}
+	}
+}
