@@ -75,6 +75,19 @@ func benchRows(b testing.TB) int {
 	return 20000
 }
 
+// benchBatch is the poller's batch size in the comparison:
+// BINLOG_OUTBOX_BENCH_BATCH or DefaultBatchSize.
+func benchBatch(b testing.TB) int {
+	if s := os.Getenv("BINLOG_OUTBOX_BENCH_BATCH"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("BINLOG_OUTBOX_BENCH_BATCH=%q is not a positive number", s)
+		}
+		return n
+	}
+	return DefaultBatchSize
+}
+
 // BenchmarkPoller_VsNaive drains the same backlog (interleaved aggregates)
 // with the naive relay and with one Poller, in the same run, and reports the
 // events/s of both and their ratio.
@@ -97,7 +110,7 @@ func BenchmarkPoller_VsNaive(b *testing.B) {
 		}
 		naiveRate = float64(n) / time.Since(began).Seconds()
 
-		p := newPoller(b, envP, nil)
+		p := newPoller(b, envP, func(c *Config) { c.BatchSize = benchBatch(b) })
 		began = time.Now()
 		total := 0
 		for total < n {
@@ -116,5 +129,5 @@ func BenchmarkPoller_VsNaive(b *testing.B) {
 	b.ReportMetric(pollRate, "poller-events/s")
 	b.ReportMetric(pollRate/naiveRate, "x")
 	fmt.Printf("\n%-28s %12s\n%-28s %12.0f\n%-28s %12.0f\n%-28s %12.1fx\n", fmt.Sprintf("relay (%d-row backlog)", n), "events/s",
-		"naive (100 rows, 1 XADD+1 UPDATE/row)", naiveRate, "poller (batch 500, 1 script)", pollRate, "ratio", pollRate/naiveRate)
+		"naive (100 rows, 1 XADD+1 UPDATE/row)", naiveRate, fmt.Sprintf("poller (batch %d, 1 script)", benchBatch(b)), pollRate, "ratio", pollRate/naiveRate)
 }
