@@ -24,8 +24,12 @@ type flusher struct {
 	idle  chan struct{}
 	abort context.CancelFunc
 
+	// sent and done count batches handed over and finished: the flusher is
+	// busy while sent > done. Counters, unlike a flag, cannot be left stale
+	// when the flusher finishes a batch before its sender records the send.
 	mu       sync.Mutex
-	busy     bool
+	sent     uint64
+	done     uint64
 	failure  error
 	wakeCtx  context.Context
 	wake     context.CancelFunc
@@ -59,7 +63,7 @@ func (f *flusher) loop(ctx context.Context) {
 		b.reset()
 		f.free <- b
 		f.mu.Lock()
-		f.busy = false
+		f.done++
 		if err != nil {
 			f.failure = err
 		}
@@ -102,37 +106,40 @@ func (f *flusher) err() error {
 // tryHandOff gives b to the flusher if it is idle and returns an empty batch
 // in exchange, or nil when the flusher is busy.
 func (f *flusher) tryHandOff(b *batch) (*batch, error) {
-	f.mu.Lock()
-	if f.failure != nil {
-		f.mu.Unlock()
-		return nil, f.failure
+	if err := f.err(); err != nil {
+		return nil, err
 	}
-	// The send happens under the lock so that busy is true before the
-	// flusher, which clears it under the same lock, can finish the batch.
 	select {
 	case f.in <- b:
-		f.busy = true
 	default:
-		f.mu.Unlock()
 		return nil, nil
 	}
-	f.mu.Unlock()
+	f.recordSent()
 	return <-f.free, nil
 }
 
-// handOff gives b to the flusher, waiting for it to be idle.
+// handOff gives b to the flusher, waiting for it to be idle. A failing
+// flusher cancels ctx, which ends the wait.
 func (f *flusher) handOff(ctx context.Context, b *batch) (*batch, error) {
-	for {
-		next, err := f.tryHandOff(b)
-		if err != nil || next != nil {
-			return next, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-f.idle:
-		}
+	if err := f.err(); err != nil {
+		return nil, err
 	}
+	select {
+	case f.in <- b:
+	case <-ctx.Done():
+		if err := f.err(); err != nil {
+			return nil, err
+		}
+		return nil, ctx.Err()
+	}
+	f.recordSent()
+	return <-f.free, nil
+}
+
+func (f *flusher) recordSent() {
+	f.mu.Lock()
+	f.sent++
+	f.mu.Unlock()
 }
 
 // drain hands off b if it moved the position and waits until the flusher
@@ -145,7 +152,7 @@ func (f *flusher) drain(ctx context.Context, b *batch) error {
 	}
 	for {
 		f.mu.Lock()
-		busy, failure := f.busy, f.failure
+		busy, failure := f.sent > f.done, f.failure
 		f.mu.Unlock()
 		if failure != nil {
 			return failure
@@ -173,7 +180,7 @@ func (f *flusher) nextEvent(ctx context.Context, s *replication.BinlogStreamer, 
 		f.mu.Unlock()
 		return nil, f.failure
 	}
-	if !f.busy {
+	if f.sent == f.done {
 		f.mu.Unlock()
 		return nil, errHandOff
 	}

@@ -95,12 +95,13 @@ type machine struct {
 	boundary point // after the last complete transaction: where to resume
 	lastGTID gtidRef
 
-	inTx     bool
-	sawBegin bool
-	txStart  point
-	rows     []outbox.Event
-	txBytes  int
-	overflow bool
+	inTx       bool
+	sawBegin   bool
+	savepoints map[string]int // rows buffered at each savepoint
+	txStart    point
+	rows       []outbox.Event
+	txBytes    int
+	overflow   bool
 
 	// Chunked delivery of the first transaction of a session: skip the rows
 	// appended before, hand out the rest in batches as they come.
@@ -134,6 +135,7 @@ func (m *machine) resetTx() {
 	m.overflow = false
 	m.inTx = false
 	m.sawBegin = false
+	clear(m.savepoints)
 }
 
 // handle processes one binlog event.
@@ -180,16 +182,18 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 }
 
 func (m *machine) query(ctx context.Context, h *replication.EventHeader, e *replication.QueryEvent) error {
-	q := bytes.TrimSpace(e.Query)
+	q := stripComments(e.Query)
 	switch {
 	case hasPrefixFold(q, "BEGIN"), hasPrefixFold(q, "START TRANSACTION"):
-		if !m.inTx {
-			m.beginTx()
-		}
+		// A BEGIN inside an open transaction means the stream was resumed
+		// mid-transaction on a server without GTID events: start afresh.
+		m.beginTx()
 		m.sawBegin = true
 		return nil
 	case hasPrefixFold(q, "COMMIT"):
 		return m.commit(ctx, h, e.GSet)
+	case hasPrefixFold(q, "ROLLBACK TO"), hasPrefixFold(q, "ROLLBACK WORK TO"):
+		return m.rollbackTo(q)
 	case hasPrefixFold(q, "ROLLBACK"), hasPrefixFold(q, "XA ROLLBACK"):
 		// Rows of a rolled-back transaction reach the binlog only when it
 		// also touched a non-transactional table. They never happened.
@@ -197,6 +201,12 @@ func (m *machine) query(ctx context.Context, h *replication.EventHeader, e *repl
 		m.setBoundary(point{file: m.file, pos: h.LogPos, gset: e.GSet, lastGTID: m.lastGTID})
 		return nil
 	case hasPrefixFold(q, "SAVEPOINT"):
+		if m.savepoints == nil {
+			m.savepoints = map[string]int{}
+		}
+		m.savepoints[lastIdent(q)] = len(m.rows)
+		return nil
+	case hasPrefixFold(q, "RELEASE SAVEPOINT"):
 		return nil
 	}
 	m.inspectStatement(h, e, q)
@@ -208,22 +218,129 @@ func (m *machine) query(ctx context.Context, h *replication.EventHeader, e *repl
 	return nil
 }
 
+// rollbackTo undoes the rows after a savepoint. The binlog carries ROLLBACK
+// TO only when a non-transactional table changed after the savepoint; the
+// transaction goes on and may commit, so this is no boundary.
+func (m *machine) rollbackTo(q []byte) error {
+	name := lastIdent(q)
+	if m.overflow || m.chunked {
+		// Chunks already appended cannot be taken back.
+		return outbox.WithHint(fmt.Errorf("%w: a transaction larger than --max-tx-bytes rolls back to savepoint %s after changing a non-transactional table; its chunks cannot be taken back", outbox.ErrConfig, name),
+			"raise --max-tx-bytes above the size of that transaction, or keep non-transactional tables out of transactions that write the outbox")
+	}
+	n, ok := m.savepoints[name]
+	if !ok {
+		m.log.Warn("ROLLBACK TO an unknown savepoint; keeping the transaction's rows", "savepoint", name, "file", m.file)
+		return nil
+	}
+	clear(m.rows[n:])
+	m.rows = m.rows[:n]
+	m.txBytes = 0
+	for i := range m.rows {
+		m.txBytes += eventSize(&m.rows[i])
+	}
+	return nil
+}
+
+// lastIdent returns the last word of a statement, unquoted: the savepoint name.
+func lastIdent(q []byte) string {
+	f := bytes.Fields(q)
+	if len(f) == 0 {
+		return ""
+	}
+	return strings.Trim(string(f[len(f)-1]), "`;")
+}
+
+// stripComments drops white space and the comments ORMs and query tags put
+// in front of a statement.
+func stripComments(q []byte) []byte {
+	for {
+		q = bytes.TrimSpace(q)
+		switch {
+		case bytes.HasPrefix(q, []byte("/*")):
+			end := bytes.Index(q[2:], []byte("*/"))
+			if end < 0 {
+				return q
+			}
+			q = q[end+4:]
+		case bytes.HasPrefix(q, []byte("#")), bytes.HasPrefix(q, []byte("-- ")):
+			end := bytes.IndexByte(q, '\n')
+			if end < 0 {
+				return nil
+			}
+			q = q[end+1:]
+		default:
+			return q
+		}
+	}
+}
+
 // inspectStatement reports statements that change the outbox table without row
 // events: an INSERT logged as a statement (binlog_format=STATEMENT or MIXED in
 // the producer's session) produces no row the relay could read.
 func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.QueryEvent, q []byte) {
-	if !bytes.Contains(bytes.ToLower(q), []byte(strings.ToLower(m.table))) {
-		return
-	}
-	switch {
-	case hasPrefixFold(q, "INSERT"), hasPrefixFold(q, "REPLACE"), hasPrefixFold(q, "LOAD DATA"):
+	db, table, ok := insertTarget(q)
+	if ok {
+		if db == "" {
+			db = string(e.Schema)
+		}
+		if table != m.table || db != m.database {
+			return
+		}
 		m.statementDML++
 		m.log.Error("an INSERT into the outbox table was logged as a statement, not as rows: its events cannot be relayed",
 			"file", m.file, "pos", h.LogPos, "schema", string(e.Schema), "query", truncate(string(q), 300),
 			"hint", "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, then re-insert the lost events")
-	case hasPrefixFold(q, "ALTER"), hasPrefixFold(q, "RENAME"), hasPrefixFold(q, "DROP"), hasPrefixFold(q, "TRUNCATE"), hasPrefixFold(q, "CREATE"):
-		m.log.Info("DDL on the outbox table", "file", m.file, "pos", h.LogPos, "query", truncate(string(q), 300))
+		return
 	}
+	if bytes.Contains(q, []byte(m.table)) {
+		for _, ddl := range []string{"ALTER", "RENAME", "DROP", "TRUNCATE", "CREATE"} {
+			if hasPrefixFold(q, ddl) {
+				m.log.Info("DDL that may concern the outbox table", "file", m.file, "pos", h.LogPos, "query", truncate(string(q), 300))
+				return
+			}
+		}
+	}
+}
+
+// insertTarget parses the target table of INSERT, REPLACE and LOAD DATA.
+func insertTarget(q []byte) (db, table string, ok bool) {
+	words := strings.Fields(string(q[:min(len(q), 512)]))
+	if len(words) == 0 {
+		return "", "", false
+	}
+	i := 0
+	switch strings.ToUpper(words[0]) {
+	case "INSERT", "REPLACE":
+		i = 1
+		for i < len(words) {
+			switch strings.ToUpper(words[i]) {
+			case "LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE", "INTO":
+				i++
+				continue
+			}
+			break
+		}
+	case "LOAD":
+		for i < len(words) && !strings.EqualFold(words[i], "TABLE") {
+			i++
+		}
+		i++
+	default:
+		return "", "", false
+	}
+	if i >= len(words) {
+		return "", "", false
+	}
+	name := words[i]
+	if cut := strings.IndexAny(name, "(,"); cut > 0 {
+		name = name[:cut]
+	}
+	db, table, qualified := strings.Cut(name, ".")
+	if !qualified {
+		db, table = "", db
+	}
+	return strings.Trim(db, "`"), strings.Trim(table, "`"), true
 }
 
 func hasPrefixFold(b []byte, prefix string) bool {
@@ -239,7 +356,7 @@ func truncate(s string, n int) string {
 
 func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
 	if e.Table == nil || e.Type() != replication.EnumRowsEventTypeInsert ||
-		!strings.EqualFold(string(e.Table.Table), m.table) || !strings.EqualFold(string(e.Table.Schema), m.database) {
+		string(e.Table.Table) != m.table || string(e.Table.Schema) != m.database {
 		return nil
 	}
 	if !m.inTx {

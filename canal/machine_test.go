@@ -441,7 +441,7 @@ func TestMachine_Sequences(t *testing.T) {
 			events: func(t *testing.T) []*replication.BinlogEvent {
 				return []*replication.BinlogEvent{
 					ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, row(1, "a"))),
-					ev(350, queryGSet("replace into `OUTBOX` select * from outbox_old", mariaSet(t, "0-1-10"))),
+					ev(350, queryGSet("replace into `outbox` select * from outbox_old", mariaSet(t, "0-1-10"))),
 				}
 			},
 			want: want{ids: []uint64{}, pos: 4, inTx: true, stmtDML: 1},

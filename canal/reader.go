@@ -461,10 +461,6 @@ func containsFold(s, sub string) bool {
 	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
 }
 
-func equalFoldBytes(b []byte, s string) bool {
-	return len(b) == len(s) && strings.EqualFold(string(b), s)
-}
-
 // recordBatch updates the counters after an append.
 func (r *Reader) recordBatch(b *batch, pos string) {
 	var dead uint64
@@ -501,7 +497,7 @@ func (r *Reader) syncerConfig() replication.BinlogSyncerConfig {
 		TimestampStringLocation: time.UTC,
 		RenderJSONAsMySQLText:   true,
 		UseDecimal:              false,
-		Logger:                  r.log.With("component", "go-mysql"),
+		Logger:                  slog.New(warnOnly{r.log.Handler()}).With("component", "go-mysql"),
 		// MariaDB 11.4+ writes LogPos 0 inside transactions.
 		FillZeroLogPos:            r.cfg.Flavor == position.FlavorMariaDB,
 		PayloadDecoderConcurrency: 1,
@@ -521,7 +517,7 @@ func (r *Reader) syncerConfig() replication.BinlogSyncerConfig {
 		}
 		// Rows of other tables are never decoded: on a busy server they are
 		// most of the binlog.
-		if ev.Table == nil || !equalFoldBytes(ev.Table.Table, table) || !equalFoldBytes(ev.Table.Schema, db) {
+		if ev.Table == nil || string(ev.Table.Table) != table || string(ev.Table.Schema) != db {
 			return nil
 		}
 		return ev.DecodeData(pos, data)
@@ -552,3 +548,21 @@ func (r *Reader) positionString(p point) string {
 	}
 	return s
 }
+
+// warnOnly passes go-mysql's warnings and errors on and drops its chatter
+// (it logs every connect and rotate at info, and its config as unencodable
+// JSON); the reader logs what an operator needs itself.
+type warnOnly struct{ slog.Handler }
+
+// Enabled implements slog.Handler.
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+// WithAttrs implements slog.Handler.
+func (h warnOnly) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return warnOnly{h.Handler.WithAttrs(attrs)}
+}
+
+// WithGroup implements slog.Handler.
+func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }

@@ -57,36 +57,55 @@ func (r *Reader) resolveStart(ctx context.Context) (start point, prev []byte, er
 		p, err := r.storedStart(ctx, raw)
 		return p, raw, err
 	}
-	switch r.cfg.Start.Kind {
+	p, err := r.resolveFrom(ctx, r.cfg.Start)
+	return p, nil, err
+}
+
+// StartPosition resolves a --start-from choice on the server into the
+// position a first start would store, for `binlog-outbox position set`.
+func (r *Reader) StartPosition(ctx context.Context, s position.Start) ([]byte, error) {
+	if err := r.loadIdentity(ctx); err != nil {
+		return nil, err
+	}
+	p, err := r.resolveFrom(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return r.encode(p), nil
+}
+
+// resolveFrom turns a --start-from choice into a point on this server.
+func (r *Reader) resolveFrom(ctx context.Context, s position.Start) (point, error) {
+	switch s.Kind {
 	case position.StartNow:
 		file, pos, err := r.currentPosition(ctx)
 		if err != nil {
-			return point{}, nil, err
+			return point{}, err
 		}
-		return point{file: file, pos: pos}, nil, nil
+		return point{file: file, pos: pos}, nil
 	case position.StartEarliest:
 		logs, err := r.binaryLogs(ctx)
 		if err != nil {
-			return point{}, nil, err
+			return point{}, err
 		}
 		if len(logs) == 0 {
-			return point{}, nil, outbox.WithHint(errors.New("the server lists no binary logs"), "enable the binlog: log_bin=ON")
+			return point{}, outbox.WithHint(errors.New("the server lists no binary logs"), "enable the binlog: log_bin=ON")
 		}
-		return point{file: logs[0], pos: 4}, nil, nil
+		return point{file: logs[0], pos: 4}, nil
 	case position.StartFilePos:
-		if err := r.checkFile(ctx, r.cfg.Start.File); err != nil {
-			return point{}, nil, err
+		if err := r.checkFile(ctx, s.File); err != nil {
+			return point{}, err
 		}
-		return point{file: r.cfg.Start.File, pos: r.cfg.Start.Pos}, nil, nil
+		return point{file: s.File, pos: s.Pos}, nil
 	case position.StartGTID:
-		set, err := mysql.ParseGTIDSet(r.cfg.Flavor, r.cfg.Start.GTIDSet)
+		set, err := mysql.ParseGTIDSet(r.cfg.Flavor, s.GTIDSet)
 		if err != nil {
-			return point{}, nil, outbox.WithHint(fmt.Errorf("%w: --start-from %q is not a %s GTID set: %v", outbox.ErrConfig, r.cfg.Start.GTIDSet, r.cfg.Flavor, err),
+			return point{}, outbox.WithHint(fmt.Errorf("%w: --start-from %q is not a %s GTID set: %v", outbox.ErrConfig, s.GTIDSet, r.cfg.Flavor, err),
 				"MySQL GTID sets look like 3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42, MariaDB ones like 0-1-42")
 		}
-		return point{gset: set}, nil, nil
+		return point{gset: set}, nil
 	}
-	return point{}, nil, fmt.Errorf("%w: unknown start kind %d", outbox.ErrConfig, r.cfg.Start.Kind)
+	return point{}, fmt.Errorf("%w: unknown start kind %d", outbox.ErrConfig, s.Kind)
 }
 
 func (r *Reader) storedStart(ctx context.Context, raw []byte) (point, error) {

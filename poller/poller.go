@@ -389,7 +389,8 @@ func (p *Poller) filter(ctx context.Context, tx *sql.Tx, rows []row) ([]bool, er
 			return nil, err
 		}
 		ok := publishable(rows, others)
-		if slices.Contains(ok, true) || time.Now().Add(wait).After(deadline) {
+		// At REPEATABLE READ a re-look reads the same snapshot: pointless.
+		if slices.Contains(ok, true) || time.Now().Add(wait).After(deadline) || p.q.isolation != sql.LevelReadCommitted {
 			return ok, nil
 		}
 		t := time.NewTimer(wait)
@@ -406,7 +407,7 @@ func (p *Poller) filter(ctx context.Context, tx *sql.Tx, rows []row) ([]bool, er
 // round runs one transaction: lock, filter, append, mark, commit.
 func (p *Poller) round(ctx context.Context) (round, error) {
 	var r round
-	tx, err := p.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := p.db.BeginTx(ctx, &sql.TxOptions{Isolation: p.q.isolation})
 	if err != nil {
 		return r, fmt.Errorf("poll: begin: %w", err)
 	}
@@ -447,9 +448,11 @@ func (p *Poller) round(ctx context.Context) (round, error) {
 	}
 	appended := 0
 	if len(events) > 0 {
-		// The append and the marking UPDATE overlap: neither is visible
-		// to anyone before the COMMIT below, which waits for both, so
-		// the order of the two does not matter; the round trips do.
+		// The append and the marking UPDATE overlap. The entries are
+		// readable at once, the marks only at the COMMIT below, which
+		// waits for both: a failure in between leaves the rows unsent
+		// and re-appended later (at least once; the dedupe window absorbs
+		// it), never marked without their entries.
 		published := make(chan error, 1)
 		go func() {
 			var err error

@@ -284,7 +284,14 @@ func TestPoller_CrashBetweenAppendAndCommit(t *testing.T) {
 				t.Fatalf("after the crash %d rows unsent (err %v), want 10", unsent, err)
 			}
 			p.afterPublish = nil
-			if n, err := p.Step(ctx); err != nil || n != 10 {
+			// The killed session's rollback may still hold the row locks
+			// for a moment; SKIP LOCKED then finds nothing yet.
+			n, err := p.Step(ctx)
+			for deadline := time.Now().Add(5 * time.Second); err == nil && n == 0 && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+				n, err = p.Step(ctx)
+			}
+			if err != nil || n != 10 {
 				t.Fatalf("Step() after the crash = %d, %v; want 10, nil", n, err)
 			}
 			if got := relaytest.CountEntries(ctx, env.RDB, "outbox:"); got != tt.wantEntries {

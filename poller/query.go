@@ -18,6 +18,9 @@ import (
 // statement is one round trip in the text protocol whatever the DSN says
 // about interpolateParams.
 type queries struct {
+	// isolation of the round's transaction: READ COMMITTED, or REPEATABLE
+	// READ where the binlog is statement-based.
+	isolation   sql.IsolationLevel
 	lock        string // SELECT ... FOR UPDATE SKIP LOCKED, without LIMIT
 	unsentBelow string // the non-locking read, without the id bound
 	mark        string // UPDATE or DELETE, without the id list
@@ -48,7 +51,21 @@ func (p *Poller) prepare(ctx context.Context) (*queries, error) {
 	for _, pr := range problems {
 		p.log.Warn("outbox table", "problem", pr.Message)
 	}
-	return buildQueries(p.cfg, tbl), nil
+	q := buildQueries(p.cfg, tbl)
+	// READ COMMITTED cannot write a statement-based binlog (error 1665), and
+	// binlog_format=STATEMENT is a reason shops end up in poll mode. Then
+	// the round runs at REPEATABLE READ: correct, only without re-looks
+	// for rows another relay is about to commit (see filter).
+	var logBin, format sql.NullString
+	if err := p.db.QueryRowContext(ctx, "SELECT /* binlog-outbox */ @@GLOBAL.log_bin, @@SESSION.binlog_format").Scan(&logBin, &format); err != nil {
+		return nil, fmt.Errorf("poll: read binlog_format: %w", err)
+	}
+	q.isolation = sql.LevelReadCommitted
+	if (logBin.String == "1" || strings.EqualFold(logBin.String, "ON")) && strings.EqualFold(format.String, "STATEMENT") {
+		q.isolation = sql.LevelRepeatableRead
+		p.log.Info("binlog_format is STATEMENT: polling at REPEATABLE READ (READ COMMITTED cannot be logged as statements)")
+	}
+	return q, nil
 }
 
 // buildQueries renders the statements for cfg and the inspected table.

@@ -170,6 +170,11 @@ func TestSink_OOMWritesNothing(t *testing.T) {
 	if err == nil {
 		t.Fatal("filling Redis never hit maxmemory")
 	}
+	// Well over the limit, so that no write slips through the margin.
+	info = c.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
+	if err := c.ConfigSet(ctx, "maxmemory", fmt.Sprint(mustAtoi(t, info)-(1<<20))).Err(); err != nil {
+		t.Fatal(err)
+	}
 	err = s.Append(ctx, []outbox.Event{event(1, "order", "a")}, nil, []byte("p"))
 	if err == nil || !strings.Contains(outbox.HintOf(err), "maxmemory") {
 		t.Fatalf("Append at maxmemory: err = %v, want an OOM error with a hint", err)

@@ -61,7 +61,9 @@ func NewApp() *cli.App {
 		Flags:   globalFlags(),
 		// Commands lists the subcommands; add new ones here.
 		Commands: []*cli.Command{
+			runCommand(),
 			checkCommand(),
+			positionCommand(),
 			schemaCommand(),
 			versionCommand(),
 		},

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,9 +14,21 @@ import (
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first signal stops cleanly: the relay abandons the batch in
+		// flight, whose position is not stored, so nothing is lost. An
+		// operator who signals again wants out now.
+		sig := <-signals
+		fmt.Fprintf(os.Stderr, "received %s, stopping (signal again to exit at once)\n", sig)
+		cancel()
+		<-signals
+		os.Exit(exitFailure)
+	}()
 	app := NewApp()
 	err := app.RunContext(ctx, os.Args)
-	stop()
+	cancel()
 	os.Exit(reportError(app.ErrWriter, err))
 }

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"database/sql"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+
+	"github.com/binlog-outbox/binlog-outbox/poller"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// pollFlags are the flags of poll mode.
+func pollFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{
+			Name:    "poll-interval",
+			Usage:   "poll mode: longest wait between polls of an idle table (a full batch is followed by the next poll at once)",
+			EnvVars: []string{"BINLOG_OUTBOX_POLL_INTERVAL"},
+			Value:   poller.DefaultPollInterval,
+		},
+		&cli.IntFlag{
+			Name:    "batch-size",
+			Usage:   "poll mode: most rows one poll locks and appends",
+			EnvVars: []string{"BINLOG_OUTBOX_BATCH_SIZE"},
+			Value:   poller.DefaultBatchSize,
+		},
+		&cli.StringFlag{
+			Name:    "on-sent",
+			Usage:   "poll mode: what happens to a relayed row: mark (set sent_at) or delete",
+			EnvVars: []string{"BINLOG_OUTBOX_ON_SENT"},
+			Value:   poller.OnSentMark,
+		},
+		&cli.DurationFlag{
+			Name:    "dedupe-window",
+			Usage:   "poll mode: remember appended message ids this long and skip re-appends (effectively once); 0 is at-least-once",
+			EnvVars: []string{"BINLOG_OUTBOX_DEDUPE_WINDOW"},
+		},
+		&cli.IntFlag{
+			Name:    "max-payload-bytes",
+			Usage:   "poll mode: larger payloads go to the dead-letter stream",
+			EnvVars: []string{"BINLOG_OUTBOX_MAX_PAYLOAD_BYTES"},
+			Value:   poller.DefaultMaxPayloadBytes,
+		},
+	}
+}
+
+// pollOnSent is the --on-sent choice when poll mode may run, for the
+// preflight's privilege check.
+func pollOnSent(c *cli.Context, mode string) string {
+	if mode == modeBinlog {
+		return ""
+	}
+	return strings.ToLower(c.String("on-sent"))
+}
+
+func runPoll(c *cli.Context, cfg config, db *sql.DB, client *redis.Client, table *schema.Table) error {
+	payloadJSON := false
+	if table != nil {
+		if col, ok := table.Column(cfg.Mapping[schema.ColPayload]); ok {
+			payloadJSON = col.JSON
+		}
+	}
+	p, err := poller.New(db, client, poller.Config{
+		Database:         cfg.Database,
+		Table:            cfg.Table,
+		Mapping:          cfg.Mapping,
+		Stream:           c.String("stream"),
+		Partitions:       c.Int("partitions"),
+		DeadLetterStream: c.String("dead-letter-stream"),
+		BatchSize:        c.Int("batch-size"),
+		PollInterval:     c.Duration("poll-interval"),
+		OnSent:           strings.ToLower(c.String("on-sent")),
+		DedupeWindow:     c.Duration("dedupe-window"),
+		MaxPayloadBytes:  c.Int("max-payload-bytes"),
+		PayloadJSON:      payloadJSON,
+	}, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	return p.Run(c.Context)
+}

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/position"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds the relay once per test binary: crash tests need a process
+// they can kill -9.
+func binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "bo-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "binlog-outbox")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// relayProc is the relay running as a separate process.
+type relayProc struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	done   chan struct{}
+	err    error
+	peakKB int64
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startRelay(t testing.TB, env *relaytest.Env, args ...string) *relayProc {
+	t.Helper()
+	full := append([]string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--log-format", "json",
+		"--server-id", strconv.Itoa(3000 + int(time.Now().UnixNano()%1000000)), "run"}, args...)
+	cmd := exec.Command(binary(t), full...)
+	p := &relayProc{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	go p.watchMemory()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("relay output:\n%s", tailLines(p.out.String(), 40))
+		}
+	})
+	return p
+}
+
+// watchMemory records the process's peak resident set (VmHWM).
+func (p *relayProc) watchMemory() {
+	path := fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+				kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+				if kb > p.peakKB {
+					p.peakKB = kb
+				}
+			}
+		}
+		f.Close()
+	}
+}
+
+func (p *relayProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *relayProc) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *relayProc) wait(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("relay did not exit within %s", timeout)
+	}
+	if p.cmd.ProcessState == nil {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func waitStoredPosition(t testing.TB, env *relaytest.Env, key string) {
+	t.Helper()
+	relaytest.WaitFor(t, 30*time.Second, "the relay's start position", func() bool {
+		return env.RDB.Exists(context.Background(), key).Val() == 1
+	})
+}
+
+func posKey(env *relaytest.Env) string {
+	return "binlog-outbox:position:" + env.Database + "." + env.Table
+}
+
+func TestRun_KilledRepeatedlyDuringLoadExactlyOnce(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	p := startRelay(t, env, "--mode", "binlog")
+	waitStoredPosition(t, env, posKey(env))
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 4, Transactions: 250, Pause: time.Millisecond}, rec)
+	}()
+	kills := 0
+	for i := 0; i < 6; i++ {
+		time.Sleep(time.Duration(150+i*37) * time.Millisecond)
+		p.signal(t, syscall.SIGKILL)
+		p.wait(t, 10*time.Second)
+		kills++
+		p = startRelay(t, env, "--mode", "binlog")
+	}
+	wg.Wait()
+	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	time.Sleep(300 * time.Millisecond)
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("relay exit code after SIGTERM = %d, want 0", code)
+	}
+	n := relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+	t.Logf("%d kills, %d committed events, %d entries", kills, len(rec.Committed), n)
+}
+
+func TestRun_SecondSignalExitsAtOnce(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	p := startRelay(t, env, "--mode", "binlog")
+	waitStoredPosition(t, env, posKey(env))
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("exit code after one SIGTERM = %d, want 0", code)
+	}
+	if !strings.Contains(p.out.String(), "stopping") {
+		t.Errorf("no word of the shutdown in the output:\n%s", p.out.String())
+	}
+}
+
+func TestRun_RefusesWrongServerSettings(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantOut string
+	}{
+		{"statement format", []string{"--binlog-format=STATEMENT"}, "binlog_format=ROW"},
+		{"minimal row image", []string{"--binlog-row-image=MINIMAL"}, "binlog_row_image"},
+		{"binlog off", []string{"--skip-log-bin"}, "log_bin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: tt.args})
+			env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+			p := startRelay(t, env, "--mode", "binlog")
+			if code := p.wait(t, 60*time.Second); code == 0 {
+				t.Fatalf("relay started against a server with %v", tt.args)
+			}
+			if out := p.out.String(); !strings.Contains(out, tt.wantOut) || !strings.Contains(out, "hint") {
+				t.Errorf("output does not explain the fix (%q):\n%s", tt.wantOut, out)
+			}
+		})
+	}
+}
+
+func TestRun_RefusesMissingGrants(t *testing.T) {
+	srv := testsvc.SharedMariaDB(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	user := fmt.Sprintf("nogrant%d", time.Now().UnixNano()%1e6)
+	srv.Exec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw-secret-1'",
+		"GRANT SELECT ON `"+env.Database+"`.* TO '"+user+"'@'%'")
+	t.Cleanup(func() { srv.Exec(t, "DROP USER '"+user+"'@'%'") })
+	cmd := exec.Command(binary(t), "--mysql-dsn", srv.UserDSN(user, "pw-secret-1", env.Database), "--redis-url", env.RedisURL, "run", "--mode", "binlog")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("relay ran without REPLICATION grants:\n%s", out)
+	}
+	if !strings.Contains(string(out), "REPLICATION SLAVE") {
+		t.Errorf("output does not name the missing grant:\n%s", out)
+	}
+	if strings.Contains(string(out), "pw-secret-1") {
+		t.Errorf("output leaks the password:\n%s", out)
+	}
+}
+
+func TestPosition_ShowSetReset(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
+	out, errOut, code := run(t, append(global, "position", "show")...)
+	if code != 0 || !strings.Contains(out, "no position stored") {
+		t.Fatalf("show without position: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = run(t, append(global, "position", "set", "--start-from", "earliest")...)
+	if code != 0 || !strings.Contains(out, "stored mysql-bin.") {
+		t.Fatalf("set earliest: exit %d\n%s%s", code, out, errOut)
+	}
+	raw := env.RDB.Get(context.Background(), posKey(env)).Val()
+	b, err := position.Decode([]byte(raw))
+	if err != nil || b.Pos != 4 {
+		t.Fatalf("stored position %q (%v), want offset 4 of the first binlog", raw, err)
+	}
+	out, _, code = run(t, append(global, "position", "show")...)
+	if code != 0 || !strings.Contains(out, b.File+":4") {
+		t.Fatalf("show: exit %d\n%s", code, out)
+	}
+	_, errOut, code = run(t, append(global, "position", "set", "--start-from", "nonsense")...)
+	if code != exitUsage || !strings.Contains(errOut, "hint:") {
+		t.Fatalf("set nonsense: exit %d, want %d with a hint\n%s", code, exitUsage, errOut)
+	}
+	out, _, code = run(t, append(global, "position", "reset")...)
+	if code != 0 || !strings.Contains(out, "deleted") || env.RDB.Exists(context.Background(), posKey(env)).Val() != 0 {
+		t.Fatalf("reset: exit %d\n%s", code, out)
+	}
+}
+
+// TestRun_MillionRowTransaction pushes one transaction of 1,000,000 outbox
+// rows through the relay process and prints its peak memory: the rows must
+// never be held at once.
+func TestRun_MillionRowTransaction(t *testing.T) {
+	rows := 1_000_000
+	if testing.Short() {
+		rows = 100_000
+	}
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	p := startRelay(t, env, "--mode", "binlog")
+	waitStoredPosition(t, env, posKey(env))
+
+	start := time.Now()
+	tx, err := env.DB.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunk = 2000
+	payload := `{"seq":0,"text":"` + strings.Repeat("x", 200) + `"}`
+	for i := 0; i < rows; i += chunk {
+		var sb strings.Builder
+		sb.WriteString("INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload) VALUES ")
+		for j := i; j < min(rows, i+chunk); j++ {
+			if j > i {
+				sb.WriteByte(',')
+			}
+			fmt.Fprintf(&sb, "('M%025d','big','agg-%d','big.row','%s')", j, j%100, payload)
+		}
+		if _, err := tx.Exec(sb.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("inserted %d rows in one transaction in %s", rows, time.Since(start).Round(time.Millisecond))
+	// Fail on a stall, not on slowness: a loaded CI machine is slow.
+	lastLen, lastProgress := int64(-1), time.Now()
+	for {
+		n := env.RDB.XLen(ctx, "outbox:big").Val()
+		if n >= int64(rows) {
+			break
+		}
+		if n != lastLen {
+			lastLen, lastProgress = n, time.Now()
+		}
+		if time.Since(lastProgress) > 60*time.Second || p.exited() {
+			for _, k := range env.RDB.Keys(ctx, "*").Val() {
+				t.Logf("key %s type %s xlen %d", k, env.RDB.Type(ctx, k).Val(), env.RDB.XLen(ctx, k).Val())
+			}
+			t.Fatalf("the stream stalled at %d of %d rows", n, rows)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	time.Sleep(300 * time.Millisecond)
+	if n := env.RDB.XLen(ctx, "outbox:big").Val(); n != int64(rows) {
+		t.Fatalf("stream has %d entries, want %d", n, rows)
+	}
+	// Order: the first and last entries are the first and last rows.
+	first := env.RDB.XRangeN(ctx, "outbox:big", "-", "+", 1).Val()
+	last := env.RDB.XRevRangeN(ctx, "outbox:big", "+", "-", 1).Val()
+	if first[0].Values["message_id"] != fmt.Sprintf("M%025d", 0) || last[0].Values["message_id"] != fmt.Sprintf("M%025d", rows-1) {
+		t.Fatalf("first/last entries %v / %v out of order", first[0].Values["message_id"], last[0].Values["message_id"])
+	}
+	p.signal(t, syscall.SIGTERM)
+	p.wait(t, 15*time.Second)
+	t.Logf("relay: %d rows in one transaction delivered %s after the insert began; peak RSS %.1f MB", rows, elapsed.Round(time.Millisecond), float64(p.peakKB)/1024)
+	fmt.Printf("1M-row transaction: rows=%d peak_rss_mb=%.1f\n", rows, float64(p.peakKB)/1024)
+	if p.peakKB > 100*1024 {
+		t.Errorf("peak RSS %.1f MB: the transaction was held in memory", float64(p.peakKB)/1024)
+	}
+}
+
+func TestRun_AutoFallsBackToPollAndSaysWhy(t *testing.T) {
+	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: []string{"--binlog-format=STATEMENT"}})
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
+	p := startRelay(t, env) // --mode auto is the default
+	rec := relaytest.NewProduced()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 3, Transactions: 20}, rec)
+	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM", code)
+	}
+	out := p.out.String()
+	if !strings.Contains(out, "using poll mode") || !strings.Contains(out, "binlog_format") {
+		t.Errorf("no log line saying why auto mode polls:\n%s", out)
+	}
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{})
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs the whole test suite on a Debian/Ubuntu machine, installing what is
+# missing first: MariaDB and Redis servers (the tests start private instances
+# of them, never the system services) and PHP for the PHP examples.
+#
+#   scripts/test.sh            # everything: gofmt, go vet, go test -race ./...
+#   scripts/test.sh -run X     # extra arguments go to go test
+#
+# Point the tests at external servers instead (e.g. MySQL 8 from
+# docker-compose) with BINLOG_OUTBOX_TEST_MYSQL_DSN and
+# BINLOG_OUTBOX_TEST_REDIS_URL; tests that must kill or restart a server skip
+# in that mode.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+have mariadbd || need+=(mariadb-server)
+have mariadb-install-db || need+=(mariadb-server)
+have redis-server || need+=(redis-server)
+have php || need+=(php-cli)
+if have php; then
+	php -m 2>/dev/null | grep -qi '^pdo_mysql$' || need+=(php-mysql)
+	php -m 2>/dev/null | grep -qi '^redis$' || need+=(php-redis)
+else
+	need+=(php-mysql php-redis)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	echo "installing: ${need[*]}"
+	$sudo apt-get update -qq
+	# The packages' own services are not needed: the tests start private
+	# servers on their own ports. policy-rc.d keeps the installs from
+	# starting the system services where that is possible.
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+	echo "go is not installed: install Go 1.26 or newer (https://go.dev/dl/) and run again" >&2
+	exit 1
+fi
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt: these files are not formatted:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+go vet ./...
+go test -race -timeout 30m "$@" ./...
