@@ -104,18 +104,7 @@ func (s *Sink) buildPublish(events []outbox.Event, d Dedupe) {
 	// known before the dedupe keys are added.
 	streamIdx := make([]int, len(events))
 	for i := range events {
-		e := &events[i]
-		key := s.cfg.DeadLetterStream
-		if e.Invalid == "" {
-			key = s.template.Render(e)
-		}
-		idx, ok := s.keyIdx[key]
-		if !ok {
-			s.keys = append(s.keys, key)
-			idx = len(s.keys)
-			s.keyIdx[key] = idx
-		}
-		streamIdx[i] = idx
+		streamIdx[i] = s.streamIndex(&events[i])
 	}
 	s.args[1] = len(s.keys)
 	for i := range events {

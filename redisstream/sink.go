@@ -57,6 +57,12 @@ type Config struct {
 	// columns: their fields are then left out of every entry.
 	NoAggregateType bool
 	NoHeaders       bool
+	// Dedupe, when its Window is positive, makes Append skip events whose
+	// message id was appended (by either mode) within the window, and
+	// remember the others. Binlog mode needs it only while it takes over
+	// from poll mode or hands over to it: the keys are what the two modes
+	// share. It costs one key per event for the window.
+	Dedupe Dedupe
 }
 
 func (c *Config) setDefaults() {
@@ -68,6 +74,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.DeadLetterStream == "" {
 		c.DeadLetterStream = DefaultDeadLetterStream
+	}
+	if c.Dedupe.KeyPrefix == "" {
+		c.Dedupe.KeyPrefix = DefaultDedupeKeyPrefix
+	}
+	if c.Dedupe.Window > 0 && c.Dedupe.Window < time.Millisecond {
+		c.Dedupe.Window = time.Millisecond
 	}
 }
 
@@ -106,28 +118,33 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 // appended without the position that covers them. (Redis checks maxmemory
 // before a script's first write only, so OOM cannot strike half-way either.)
 //
-// KEYS[1] position key, KEYS[2..] streams.
-// ARGV[1] expected position ("" = none), ARGV[2] new position, then per entry:
-// stream index into KEYS, number of field/value arguments, the arguments.
+// KEYS[1] position key, KEYS[2..1+ARGV[4]] streams, then dedupe keys.
+// ARGV[1] expected position ("" = none), ARGV[2] new position, ARGV[3] dedupe
+// window in milliseconds, ARGV[4] number of streams, then per entry: stream
+// index into KEYS, dedupe key index into KEYS (0: none), number of
+// field/value arguments, the arguments.
 var appendScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur == false then cur = '' end
 if cur ~= ARGV[1] then
   return {0, cur}
 end
-for i = 2, #KEYS do
+for i = 2, 1 + tonumber(ARGV[4]) do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'stream' and t ~= 'none' then
     return redis.error_reply('WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. t .. ', not a stream')
   end
 end
-local i = 3
+local i = 5
 local n = #ARGV
 while i <= n do
   local k = tonumber(ARGV[i])
-  local c = tonumber(ARGV[i + 1])
-  redis.call('XADD', KEYS[k], '*', unpack(ARGV, i + 2, i + 1 + c))
-  i = i + 2 + c
+  local d = tonumber(ARGV[i + 1])
+  local c = tonumber(ARGV[i + 2])
+  if d == 0 or redis.call('SET', KEYS[d], '1', 'NX', 'PX', ARGV[3]) then
+    redis.call('XADD', KEYS[k], '*', unpack(ARGV, i + 3, i + 2 + c))
+  end
+  i = i + 3 + c
 end
 redis.call('SET', KEYS[1], ARGV[2])
 return {1, ''}
@@ -176,24 +193,40 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 func (s *Sink) build(events []outbox.Event, prev, next []byte) {
 	clear(s.keyIdx)
 	s.keys = append(s.keys[:0], s.cfg.PositionKey)
-	s.args = append(s.args[:0], string(prev), string(next))
+	window := s.cfg.Dedupe.Window.Milliseconds()
+	s.args = append(s.args[:0], string(prev), string(next), window, 0)
+	// Streams first in KEYS: the script checks their types before writing.
+	for i := range events {
+		s.streamIndex(&events[i])
+	}
+	s.args[3] = len(s.keys) - 1
 	for i := range events {
 		e := &events[i]
-		key := s.cfg.DeadLetterStream
-		if e.Invalid == "" {
-			key = s.template.Render(e)
+		dedupe := 0
+		if window > 0 {
+			s.keys = append(s.keys, s.cfg.Dedupe.KeyPrefix+e.MessageID)
+			dedupe = len(s.keys)
 		}
-		idx, ok := s.keyIdx[key]
-		if !ok {
-			s.keys = append(s.keys, key)
-			idx = len(s.keys)
-			s.keyIdx[key] = idx
-		}
-		countAt := len(s.args) + 1
-		s.args = append(s.args, idx, 0)
+		countAt := len(s.args) + 2
+		s.args = append(s.args, s.streamIndex(e), dedupe, 0)
 		s.args = s.appendFields(s.args, e)
 		s.args[countAt] = len(s.args) - countAt - 1
 	}
+}
+
+// streamIndex returns the 1-based KEYS index of e's stream, adding it.
+func (s *Sink) streamIndex(e *outbox.Event) int {
+	key := s.cfg.DeadLetterStream
+	if e.Invalid == "" {
+		key = s.template.Render(e)
+	}
+	idx, ok := s.keyIdx[key]
+	if !ok {
+		s.keys = append(s.keys, key)
+		idx = len(s.keys)
+		s.keyIdx[key] = idx
+	}
+	return idx
 }
 
 // appendFields appends an entry's field/value pairs in a fixed order.

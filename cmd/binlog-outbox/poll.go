@@ -34,7 +34,7 @@ func pollFlags() []cli.Flag {
 		},
 		&cli.DurationFlag{
 			Name:    "dedupe-window",
-			Usage:   "poll mode: remember appended message ids this long and skip re-appends (effectively once); 0 is at-least-once",
+			Usage:   "remember appended message ids this long and skip re-appends: effectively once in poll mode, and no duplicates while switching between the modes (docs/switching-modes.md); 0 is off",
 			EnvVars: []string{"BINLOG_OUTBOX_DEDUPE_WINDOW"},
 		},
 		&cli.IntFlag{

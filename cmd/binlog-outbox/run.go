@@ -211,6 +211,12 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisst
 		PositionKey:      positionKey(c, cfg),
 		NoAggregateType:  !cfg.Mapping.Has(schema.ColAggregateType),
 		NoHeaders:        !cfg.Mapping.Has(schema.ColHeaders),
+		// The same keys as poll mode's, so that a switch between the
+		// modes skips what the other one appended.
+		Dedupe: redisstream.Dedupe{
+			Window:    c.Duration("dedupe-window"),
+			KeyPrefix: redisstream.DefaultDedupeKeyPrefix + cfg.Database + "." + cfg.Table + ":",
+		},
 	})
 }
 

@@ -391,3 +391,107 @@ func TestRun_AutoFallsBackToPollAndSaysWhy(t *testing.T) {
 	}
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{})
 }
+
+// TestRun_SwitchPollToBinlog follows docs/switching-modes.md: pollers and
+// the binlog relay overlap with the same dedupe window, then the pollers
+// stop. Nothing is lost, nothing appended twice, per-aggregate order holds.
+func TestRun_SwitchPollToBinlog(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	poll := startRelay(t, env, "--mode", "poll", "--dedupe-window", "1h")
+	pctx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		relaytest.Produce(pctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 3, Transactions: 100000, Pause: 2 * time.Millisecond}, rec)
+	}()
+	time.Sleep(700 * time.Millisecond)
+	// 1. Record where the binlog relay will start, and the newest row then.
+	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
+	if out, errOut, code := run(t, append(global, "position", "set", "--start-from", "now")...); code != 0 {
+		t.Fatalf("position set: %d\n%s%s", code, out, errOut)
+	}
+	var maxID uint64
+	if err := env.DB.QueryRow("SELECT COALESCE(MAX(id), 0) FROM outbox").Scan(&maxID); err != nil {
+		t.Fatal(err)
+	}
+	// 2. Wait until the pollers sent every row up to it.
+	relaytest.WaitFor(t, 30*time.Second, "the pollers to send the rows before the position", func() bool {
+		var n int
+		_ = env.DB.QueryRow("SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL AND id <= ?", maxID).Scan(&n)
+		return n == 0
+	})
+	// 3. Start the binlog relay with the pollers' window, then stop them.
+	binlog := startRelay(t, env, "--mode", "binlog", "--dedupe-window", "1h")
+	time.Sleep(700 * time.Millisecond)
+	poll.signal(t, syscall.SIGTERM)
+	if code := poll.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("poller exit code %d", code)
+	}
+	time.Sleep(500 * time.Millisecond)
+	stopLoad()
+	wg.Wait()
+	relaytest.Reconcile(t, env.DB, env.Table, rec)
+	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	time.Sleep(300 * time.Millisecond)
+	binlog.signal(t, syscall.SIGTERM)
+	binlog.wait(t, 15*time.Second)
+	n := relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+	t.Logf("%d committed events, %d entries", len(rec.Committed), n)
+}
+
+// TestRun_SwitchBinlogToPoll follows docs/switching-modes.md the other way.
+func TestRun_SwitchBinlogToPoll(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	binlog := startRelay(t, env, "--mode", "binlog")
+	waitStoredPosition(t, env, posKey(env))
+	pctx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		relaytest.Produce(pctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 3, Transactions: 100000, Pause: 2 * time.Millisecond}, rec)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	// 1. Restart the binlog relay with the dedupe window.
+	binlog.signal(t, syscall.SIGTERM)
+	binlog.wait(t, 15*time.Second)
+	binlog = startRelay(t, env, "--mode", "binlog", "--dedupe-window", "1h")
+	time.Sleep(500 * time.Millisecond)
+	// 2. Mark what it appended before, which left no dedupe keys.
+	var maxID uint64
+	for _, e := range relaytest.ReadAll(ctx, t, env.RDB, "outbox:") {
+		id, _ := strconv.ParseUint(fmt.Sprint(e.Values["outbox_id"]), 10, 64)
+		maxID = max(maxID, id)
+	}
+	if _, err := env.DB.Exec("UPDATE outbox SET sent_at = NOW(6) WHERE sent_at IS NULL AND id <= ?", maxID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the binlog relay passes the UPDATE
+	// 3. Start the pollers with the same window, then stop the binlog relay.
+	poll := startRelay(t, env, "--mode", "poll", "--dedupe-window", "1h")
+	time.Sleep(700 * time.Millisecond)
+	binlog.signal(t, syscall.SIGTERM)
+	if code := binlog.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("binlog relay exit code %d", code)
+	}
+	time.Sleep(500 * time.Millisecond)
+	stopLoad()
+	wg.Wait()
+	relaytest.Reconcile(t, env.DB, env.Table, rec)
+	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
+		var unsent int
+		_ = env.DB.QueryRow("SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL").Scan(&unsent)
+		return unsent == 0 && relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	poll.signal(t, syscall.SIGTERM)
+	poll.wait(t, 15*time.Second)
+	n := relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+	t.Logf("%d committed events, %d entries", len(rec.Committed), n)
+}
