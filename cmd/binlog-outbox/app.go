@@ -81,8 +81,46 @@ func NewApp() *cli.App {
 	}
 	app.OnUsageError = onUsageError
 	setUsageErrorHandler(app.Commands)
+	addGlobalFlags(app.Commands)
 	return app
 }
+
+// addGlobalFlags gives every command the global flags too, so that
+// `binlog-outbox run --mysql-dsn …` works as well as `binlog-outbox
+// --mysql-dsn … run`. The flag functions below read a global flag from
+// wherever it was set.
+func addGlobalFlags(cmds []*cli.Command) {
+	for _, c := range cmds {
+		if len(c.Subcommands) > 0 {
+			addGlobalFlags(c.Subcommands)
+			continue
+		}
+		c.Flags = append(c.Flags, globalFlags()...)
+	}
+}
+
+// isGlobalFlag reports whether name is one of the global flags.
+func isGlobalFlag(name string) bool {
+	for _, f := range globalFlags() {
+		if f.Names()[0] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// globalCtx returns the context of the command line level that set a global
+// flag: the command's own flags shadow the app's, even when unset.
+func globalCtx(c *cli.Context, name string) *cli.Context {
+	for _, ctx := range c.Lineage() {
+		if ctx.IsSet(name) {
+			return ctx
+		}
+	}
+	return c
+}
+
+func globalString(c *cli.Context, name string) string { return globalCtx(c, name).String(name) }
 
 // usageError marks a command line that cannot be run as given; it exits 2.
 type usageError struct{ error }
@@ -222,7 +260,7 @@ func loadConfig(c *cli.Context) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	dsn := c.String("mysql-dsn")
+	dsn := globalString(c, "mysql-dsn")
 	if dsn == "" {
 		return config{}, outbox.WithHint(fmt.Errorf("%w: no MySQL DSN", outbox.ErrConfig),
 			"set --mysql-dsn or %s, e.g. user:pass@tcp(127.0.0.1:3306)/app", envMySQLDSN)
@@ -265,22 +303,22 @@ func loadTableConfig(c *cli.Context) (config, error) {
 }
 
 func loadFlags(c *cli.Context) (config, error) {
-	log, err := logging.New(c.App.ErrWriter, c.String("log-format"), c.String("log-level"))
+	log, err := logging.New(c.App.ErrWriter, globalString(c, "log-format"), globalString(c, "log-level"))
 	if err != nil {
 		return config{}, err
 	}
 	// go-redis logs dial failures to stderr on its own; route them to debug,
 	// since the relay reports the errors it gets anyway.
 	redis.SetLogger(redisLogger{log})
-	cfg := config{Logger: log, Table: strings.TrimSpace(c.String("table")), RedisURL: c.String("redis-url")}
+	cfg := config{Logger: log, Table: strings.TrimSpace(globalString(c, "table")), RedisURL: globalString(c, "redis-url")}
 	if cfg.Table == "" || strings.ContainsAny(cfg.Table, "`.") {
 		return config{}, outbox.WithHint(fmt.Errorf("%w: --table %q is not a table name", outbox.ErrConfig, cfg.Table),
 			"give the plain table name, without database or quotes; the database comes from --mysql-dsn")
 	}
-	if cfg.Mapping, err = schema.ParseMapping(c.StringSlice("column")); err != nil {
+	if cfg.Mapping, err = schema.ParseMapping(globalCtx(c, "column").StringSlice("column")); err != nil {
 		return config{}, err
 	}
-	id := c.Uint("server-id")
+	id := globalCtx(c, "server-id").Uint("server-id")
 	if id == 0 || id > math.MaxUint32 {
 		return config{}, outbox.WithHint(fmt.Errorf("%w: --server-id %d is out of range", outbox.ErrConfig, id),
 			"use a number from 1 to 4294967295 that no server or replica uses")
