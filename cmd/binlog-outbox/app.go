@@ -66,6 +66,7 @@ func NewApp() *cli.App {
 			positionCommand(),
 			schemaCommand(),
 			versionCommand(),
+			benchCommand(),
 		},
 		Writer:    os.Stdout,
 		ErrWriter: os.Stderr,

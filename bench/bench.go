@@ -1,0 +1,658 @@
+// Package bench is the harness behind `binlog-outbox bench`: it loads
+// workloads into MariaDB (or MySQL), runs the relay as a child process so
+// that its memory and CPU are its own, and measures in the same run the
+// ceilings the relay is compared with: go-mysql reading and decoding the same
+// binlog alone, go-redis pipelining the same XADDs alone, the producers'
+// own commit rate, and the naive polling relay.
+//
+// Figures are comparable within one run only; ratios are what carry over
+// to another machine.
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of Config.
+const (
+	DefaultRows         = 1_000_000
+	DefaultTxRows       = 100
+	DefaultConns        = 8
+	DefaultPayloadBytes = 300
+	DefaultLargePayload = 16 << 10
+	DefaultStreams      = 16
+	DefaultLiveDuration = 15 * time.Second
+	DefaultBatch        = 2000
+)
+
+// Config configures a benchmark run.
+type Config struct {
+	// MySQLDSN is an administrative go-sql-driver DSN (it creates and drops
+	// the database binlog_outbox_bench and sets global durability settings).
+	// Empty: a private MariaDB is started.
+	MySQLDSN string
+	// RedisURL is where the relay appends; only keys under a run-specific
+	// prefix are written and removed. Empty: a private Redis is started.
+	RedisURL string
+	// RelayBinary is the binlog-outbox executable run as the relay.
+	RelayBinary string
+	// Rows is the backlog of the catch-up workloads (default 1,000,000).
+	Rows int
+	// TxRows is the size of the multi-row transactions (default 100).
+	TxRows int
+	// LargeRows is the backlog of 16 KiB payloads (default Rows/40).
+	LargeRows int
+	// NaiveRows is how many rows the naive relay moves (default Rows/50,
+	// at least 1): it is slow, and its rate is flat.
+	NaiveRows int
+	// Conns is the number of producer connections (default 8).
+	Conns int
+	// Streams is the stream count of the many-streams workload (default 16).
+	Streams int
+	// LiveDuration is how long each live workload produces (default 15s).
+	LiveDuration time.Duration
+	// SkipBigTx leaves out the single Rows-row transaction.
+	SkipBigTx bool
+	// Log receives progress lines; nil discards them.
+	Log *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Rows == 0 {
+		c.Rows = DefaultRows
+	}
+	if c.TxRows == 0 {
+		c.TxRows = DefaultTxRows
+	}
+	if c.LargeRows == 0 {
+		c.LargeRows = max(1, c.Rows/40)
+	}
+	if c.NaiveRows == 0 {
+		c.NaiveRows = max(1, c.Rows/50)
+	}
+	if c.Conns == 0 {
+		c.Conns = DefaultConns
+	}
+	if c.Streams == 0 {
+		c.Streams = DefaultStreams
+	}
+	if c.LiveDuration == 0 {
+		c.LiveDuration = DefaultLiveDuration
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	switch {
+	case c.RelayBinary == "":
+		return errors.New("bench: RelayBinary is required")
+	case c.Rows < c.TxRows || c.Rows < 1:
+		return fmt.Errorf("bench: Rows %d must be at least TxRows %d", c.Rows, c.TxRows)
+	case c.NaiveRows >= c.Rows:
+		return fmt.Errorf("bench: NaiveRows %d must be below Rows %d", c.NaiveRows, c.Rows)
+	}
+	return nil
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Machine  string    `json:"machine"`
+	Started  time.Time `json:"started"`
+	Duration string    `json:"duration"`
+	// Ceilings are what the parts achieve alone, measured in this run.
+	Ceilings []Figure `json:"ceilings"`
+	// Results are the relay's workloads.
+	Results []Result `json:"results"`
+}
+
+// Figure is a named rate.
+type Figure struct {
+	Name         string  `json:"name"`
+	EventsPerSec float64 `json:"events_per_sec"`
+}
+
+// Result is one workload of the relay.
+type Result struct {
+	Workload     string  `json:"workload"`
+	Mode         string  `json:"mode"`
+	Rows         int64   `json:"rows"`
+	EventsPerSec float64 `json:"events_per_sec"`
+	// Ceiling names the figure Ratio divides by.
+	Ceiling string  `json:"ceiling,omitempty"`
+	Ratio   float64 `json:"ratio,omitempty"`
+	// Latencies from the producer's COMMIT to the entry being readable, in
+	// milliseconds (live workloads only).
+	P50ms  float64 `json:"p50_ms,omitempty"`
+	P99ms  float64 `json:"p99_ms,omitempty"`
+	P999ms float64 `json:"p999_ms,omitempty"`
+	// PeakRSSMB is the relay process's VmHWM.
+	PeakRSSMB float64 `json:"peak_rss_mb"`
+	// CPUSecPerM is the relay's CPU seconds (user+system) per million events.
+	CPUSecPerM float64 `json:"cpu_s_per_m_events"`
+	// LagEnd is committed-but-not-appended events when the producers
+	// stopped; LagMax the largest sampled during the run (live only).
+	LagEnd int64 `json:"lag_end"`
+	LagMax int64 `json:"lag_max"`
+}
+
+// run is the state of one benchmark run.
+type run struct {
+	cfg      Config
+	log      *slog.Logger
+	db       *sql.DB
+	rdb      *redis.Client
+	adminDSN *mysql.Config
+	relayDSN string
+	redisURL string
+	flavor   string
+	prefix   string
+	rep      *Report
+	ceil     map[string]float64
+}
+
+const benchDatabase = "binlog_outbox_bench"
+
+// Run runs every workload and returns the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg, log: cfg.Log, ceil: map[string]float64{},
+		rep: &Report{Started: time.Now().UTC()}, prefix: fmt.Sprintf("bob:%d:", time.Now().UnixNano())}
+	dsn, redisURL := cfg.MySQLDSN, cfg.RedisURL
+	if dsn == "" || redisURL == "" {
+		r.log.Info("starting private MariaDB and Redis")
+		srv, err := startServers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer srv.stop()
+		if dsn == "" {
+			dsn = srv.mysqlDSN
+		}
+		if redisURL == "" {
+			redisURL = srv.redisURL
+		}
+	}
+	if err := r.connect(ctx, dsn, redisURL); err != nil {
+		return nil, err
+	}
+	defer r.db.Close()
+	defer r.rdb.Close()
+	defer func() {
+		_, _ = r.db.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+benchDatabase+" /* binlog-outbox */")
+	}()
+	r.rep.Machine = r.machine(ctx)
+	if err := r.all(ctx); err != nil {
+		return r.rep, err
+	}
+	r.rep.Duration = time.Since(r.rep.Started).Round(time.Second).String()
+	return r.rep, nil
+}
+
+func (r *run) connect(ctx context.Context, dsn, redisURL string) error {
+	my, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("parse --mysql-dsn: %w", err)
+	}
+	my.DBName = ""
+	my.InterpolateParams = true
+	my.ParseTime = true
+	my.Loc = time.UTC
+	admin, err := sql.Open("mysql", my.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+benchDatabase+" /* binlog-outbox */"); err != nil {
+		return fmt.Errorf("drop %s: %w", benchDatabase, err)
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+benchDatabase+" /* binlog-outbox */"); err != nil {
+		return fmt.Errorf("create %s: %w", benchDatabase, err)
+	}
+	my.DBName = benchDatabase
+	r.adminDSN = my
+	r.relayDSN = my.FormatDSN()
+	if r.db, err = sql.Open("mysql", r.relayDSN); err != nil {
+		return err
+	}
+	r.db.SetMaxOpenConns(4 * r.cfg.Conns)
+	r.db.SetMaxIdleConns(4 * r.cfg.Conns)
+	var version string
+	if err := r.db.QueryRowContext(ctx, "SELECT VERSION() /* binlog-outbox */").Scan(&version); err != nil {
+		return err
+	}
+	r.flavor = "mysql"
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		r.flavor = "mariadb"
+	}
+	o, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return fmt.Errorf("parse --redis-url: %w", err)
+	}
+	o.MaxRetries = -1
+	o.ReadTimeout = 30 * time.Second
+	r.rdb = redis.NewClient(o)
+	r.redisURL = redisURL
+	return r.rdb.Ping(ctx).Err()
+}
+
+func (r *run) machine(ctx context.Context) string {
+	cpu := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) > 1 {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			mem = fmt.Sprintf("%.0f GiB RAM", kb/1024/1024)
+		}
+	}
+	var version string
+	_ = r.db.QueryRowContext(ctx, "SELECT VERSION() /* binlog-outbox */").Scan(&version)
+	info, _ := r.rdb.Info(ctx, "server").Result()
+	rv := ""
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(l, "redis_version:"); ok {
+			rv = strings.TrimSpace(v)
+		}
+	}
+	return fmt.Sprintf("%d cores (%s), %s, %s/%s, %s; MySQL %s, Redis %s, same machine",
+		runtime.NumCPU(), cpu, mem, runtime.GOOS, runtime.GOARCH, runtime.Version(), version, rv)
+}
+
+func (r *run) figure(name string, rate float64) {
+	r.ceil[name] = rate
+	r.rep.Ceilings = append(r.rep.Ceilings, Figure{Name: name, EventsPerSec: rate})
+	r.log.Info("ceiling", "name", name, "events_per_sec", int(rate))
+}
+
+func (r *run) result(res Result) {
+	if res.Ceiling != "" && r.ceil[res.Ceiling] > 0 {
+		res.Ratio = res.EventsPerSec / r.ceil[res.Ceiling]
+	}
+	r.rep.Results = append(r.rep.Results, res)
+	r.log.Info("result", "workload", res.Workload, "events_per_sec", int(res.EventsPerSec), "ratio", res.Ratio, "peak_rss_mb", res.PeakRSSMB)
+}
+
+// backlog is a loaded table and where its rows are in the binlog.
+type backlog struct {
+	table   string
+	from    binlogPos
+	rows    int64
+	payload int
+}
+
+// Ceiling names.
+const (
+	ceilProducersLoad = "producers, load settings"
+	ceilProducers     = "producers, durable, 8 conns"
+	ceilRedis         = "go-redis pipelined XADD"
+	ceilNaive         = "naive polling relay"
+)
+
+func ceilMySQL(b backlog) string { return "go-mysql read+decode " + b.table }
+
+func (r *run) all(ctx context.Context) error {
+	c := r.cfg
+	for _, t := range []string{"single", "tx100", "large", "onetx", "live_alone", "live_binlog", "live_poll"} {
+		if err := createTable(ctx, r.db, t); err != nil {
+			return fmt.Errorf("create table %s: %w", t, err)
+		}
+	}
+	restore, err := durability(ctx, r.db, false)
+	if err != nil {
+		return err
+	}
+	load := func(table string, rows, txRows, payloadBytes int, prefix string) (backlog, float64, error) {
+		b := backlog{table: table, rows: int64(rows), payload: payloadBytes}
+		if b.from, err = masterStatus(ctx, r.db); err != nil {
+			return b, 0, err
+		}
+		began := time.Now()
+		rate, err := loadBacklog(ctx, r.db, table, rows, txRows, c.Conns, payloadBytes, prefix)
+		r.log.Info("loaded backlog", "table", table, "rows", rows, "rows_per_tx", txRows, "took", time.Since(began).Round(time.Millisecond))
+		return b, rate, err
+	}
+	single, loadRate, err := load("single", c.Rows, 1, DefaultPayloadBytes, "S")
+	if err != nil {
+		restore()
+		return err
+	}
+	r.figure(ceilProducersLoad, loadRate)
+	tx100, _, err := load("tx100", c.Rows, c.TxRows, DefaultPayloadBytes, "T")
+	if err != nil {
+		restore()
+		return err
+	}
+	large, _, err := load("large", c.LargeRows, 1, DefaultLargePayload, "L")
+	if err != nil {
+		restore()
+		return err
+	}
+	onetx := backlog{table: "onetx", rows: int64(c.Rows), payload: DefaultPayloadBytes}
+	if !c.SkipBigTx {
+		if onetx.from, err = masterStatus(ctx, r.db); err == nil {
+			began := time.Now()
+			err = copyInOneTx(ctx, r.db, "onetx", "single")
+			r.log.Info("loaded one transaction", "rows", c.Rows, "took", time.Since(began).Round(time.Millisecond))
+		}
+		if err != nil {
+			restore()
+			return err
+		}
+	}
+	restore()
+
+	// Ceilings of the parts alone.
+	backlogs := []backlog{single, tx100, large}
+	if !c.SkipBigTx {
+		backlogs = append(backlogs, onetx)
+	}
+	for i, b := range backlogs {
+		s, err := readDecodeCeiling(ctx, r.target(b), uint32(2001+i), r.flavor)
+		if err != nil {
+			return err
+		}
+		r.figure(ceilMySQL(b), s.rate())
+	}
+	for _, p := range []struct {
+		rows, bytes int
+	}{{c.Rows, DefaultPayloadBytes}, {c.LargeRows, DefaultLargePayload}} {
+		key := r.prefix + "ceiling"
+		s, err := xaddCeiling(ctx, r.rdb, key, p.rows, DefaultBatch, p.bytes)
+		r.rdb.Del(ctx, key)
+		if err != nil {
+			return err
+		}
+		r.figure(fmt.Sprintf("%s %s", ceilRedis, sizeName(p.bytes)), s.rate())
+	}
+
+	// Catch-up, binlog mode.
+	type catch struct {
+		name       string
+		b          backlog
+		partitions int
+	}
+	runs := []catch{
+		{"catch-up 1-row tx, 1 stream", single, 0},
+		{fmt.Sprintf("catch-up 1-row tx, %d streams", c.Streams), single, c.Streams},
+		{fmt.Sprintf("catch-up %d-row tx", c.TxRows), tx100, 0},
+		{"catch-up 1-row tx, 16 KiB payload", large, 0},
+	}
+	if !c.SkipBigTx {
+		runs = append(runs, catch{fmt.Sprintf("catch-up one %d-row tx", c.Rows), onetx, 0})
+	}
+	for _, w := range runs {
+		if err := r.catchUpBinlog(ctx, w.name, w.b, w.partitions); err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+	}
+
+	// Catch-up, poll mode, against the naive relay on the same table.
+	if err := r.catchUpPoll(ctx, single); err != nil {
+		return fmt.Errorf("poll catch-up: %w", err)
+	}
+
+	// Live.
+	restore, err = durability(ctx, r.db, true)
+	if err != nil {
+		return err
+	}
+	defer restore()
+	if err := r.producersAlone(ctx); err != nil {
+		return err
+	}
+	for _, mode := range []string{"binlog", "poll"} {
+		if err := r.live(ctx, mode); err != nil {
+			return fmt.Errorf("live %s: %w", mode, err)
+		}
+	}
+	return nil
+}
+
+func sizeName(n int) string {
+	if n >= 1024 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func (r *run) target(b backlog) binlogTarget {
+	host, port, _ := strings.Cut(r.adminDSN.Addr, ":")
+	p, _ := strconv.Atoi(port)
+	if p == 0 {
+		p = 3306
+	}
+	return binlogTarget{host: host, port: uint16(p), user: r.adminDSN.User, pwd: r.adminDSN.Passwd,
+		database: benchDatabase, table: b.table, from: b.from, rows: b.rows}
+}
+
+// relayArgs are the command line of the relay child.
+func (r *run) relayArgs(table, mode, keyPrefix string, partitions int, extra ...string) []string {
+	stream := keyPrefix + "{aggregate_type}"
+	if partitions > 0 {
+		stream = keyPrefix + "{partition}"
+	}
+	args := []string{"--mysql-dsn", r.relayDSN, "--redis-url", r.redisURL, "--table", table,
+		"--log-format", "json", "--log-level", "warn", "--server-id", "1001",
+		"run", "--mode", mode, "--position-key", keyPrefix + "position",
+		"--stream", stream, "--dead-letter-stream", keyPrefix + "dead"}
+	if partitions > 0 {
+		args = append(args, "--partitions", strconv.Itoa(partitions))
+	}
+	return append(args, extra...)
+}
+
+func streamKeys(keyPrefix string, partitions int) []string {
+	if partitions == 0 {
+		return []string{keyPrefix + "order"}
+	}
+	keys := make([]string, partitions)
+	for i := range keys {
+		keys[i] = keyPrefix + strconv.Itoa(i)
+	}
+	return keys
+}
+
+// cleanup deletes a workload's keys.
+func (r *run) cleanup(ctx context.Context, keyPrefix string) {
+	iter := r.rdb.Scan(ctx, 0, keyPrefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		r.rdb.Del(ctx, iter.Val())
+	}
+}
+
+func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partitions int) error {
+	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
+	defer r.cleanup(ctx, kp)
+	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(b.table, "binlog", kp, partitions, "--start-from", b.from.String()), nil)
+	if err != nil {
+		return err
+	}
+	defer ch.stop()
+	s, err := progress{r.rdb, streamKeys(kp, partitions)}.waitFor(ctx, ch, b.rows, 60*time.Second)
+	if err != nil {
+		return err
+	}
+	u, err := ch.usage()
+	if err != nil {
+		return err
+	}
+	r.result(Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(),
+		Ceiling: ceilMySQL(b), PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6})
+	return nil
+}
+
+func (r *run) catchUpPoll(ctx context.Context, b backlog) error {
+	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
+	defer r.cleanup(ctx, kp)
+	began := time.Now()
+	n, err := NaiveRelay(ctx, r.db, r.rdb, b.table, kp+"naive:", r.cfg.NaiveRows)
+	if err != nil {
+		return fmt.Errorf("naive relay: %w", err)
+	}
+	r.figure(ceilNaive, float64(n)/time.Since(began).Seconds())
+	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(b.table, "poll", kp, 0), nil)
+	if err != nil {
+		return err
+	}
+	defer ch.stop()
+	s, err := progress{r.rdb, streamKeys(kp, 0)}.waitFor(ctx, ch, b.rows-int64(n), 60*time.Second)
+	if err != nil {
+		return err
+	}
+	u, err := ch.usage()
+	if err != nil {
+		return err
+	}
+	r.result(Result{Workload: "catch-up 1-row tx, 1 stream", Mode: "poll", Rows: s.total, EventsPerSec: s.rate(),
+		Ceiling: ceilNaive, PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6})
+	return nil
+}
+
+func (r *run) producersAlone(ctx context.Context) error {
+	p := newProducers()
+	d := max(r.cfg.LiveDuration/3, time.Second)
+	pctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	began := time.Now()
+	if err := p.run(pctx, r.db, "live_alone", r.cfg.Conns, DefaultPayloadBytes, "A"); err != nil {
+		return fmt.Errorf("producers: %w", err)
+	}
+	r.figure(ceilProducers, float64(p.committed.Load())/time.Since(began).Seconds())
+	return nil
+}
+
+func (r *run) live(ctx context.Context, mode string) error {
+	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
+	defer r.cleanup(ctx, kp)
+	table := "live_" + mode
+	var extra []string
+	if mode == "binlog" {
+		extra = []string{"--start-from", "now"}
+	}
+	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(table, mode, kp, 0, extra...), nil)
+	if err != nil {
+		return err
+	}
+	defer ch.stop()
+	// Binlog mode stores its start position first: then it reads.
+	if err := r.waitStarted(ctx, ch, mode, kp+"position"); err != nil {
+		return err
+	}
+	p := newProducers()
+	a := &arrivals{}
+	rctx, stopReader := context.WithCancel(ctx)
+	readErr := make(chan error, 1)
+	go func() { readErr <- a.read(rctx, r.rdb, streamKeys(kp, 0), p) }()
+	defer stopReader()
+
+	pctx, stopProducers := context.WithTimeout(ctx, r.cfg.LiveDuration)
+	defer stopProducers()
+	prodErr := make(chan error, 1)
+	began := time.Now()
+	go func() {
+		prodErr <- p.run(pctx, r.db, table, r.cfg.Conns, DefaultPayloadBytes, strings.ToUpper(mode[:1]))
+	}()
+	var lagMax int64
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case err := <-prodErr:
+			if err != nil {
+				return fmt.Errorf("producers: %w", err)
+			}
+			break wait
+		case <-tick.C:
+			lagMax = max(lagMax, p.committed.Load()-a.count())
+			if ch.done() {
+				return ch.failure("exited during the live run")
+			}
+		}
+	}
+	produced := p.committed.Load()
+	elapsed := time.Since(began)
+	lagEnd := produced - a.count()
+	drainBy := time.Now().Add(30 * time.Second)
+	for a.count() < produced {
+		if time.Now().After(drainBy) || ch.done() {
+			return ch.failure(fmt.Sprintf("did not catch up: %d of %d entries", a.count(), produced))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopReader()
+	if err := <-readErr; err != nil {
+		return fmt.Errorf("reader: %w", err)
+	}
+	u, err := ch.usage()
+	if err != nil {
+		return err
+	}
+	lat := a.latencies
+	slices.Sort(lat)
+	pct := func(q float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Microseconds()) / 1000
+	}
+	r.result(Result{Workload: "live, 8 durable producers", Mode: mode, Rows: produced,
+		EventsPerSec: float64(produced) / elapsed.Seconds(), Ceiling: ceilProducers,
+		P50ms: pct(0.50), P99ms: pct(0.99), P999ms: pct(0.999),
+		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(produced) * 1e6, LagEnd: lagEnd, LagMax: lagMax})
+	return nil
+}
+
+func (r *run) waitStarted(ctx context.Context, ch *child, mode, posKey string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if mode == "poll" {
+			// The poller has no position: give it the time of its checks.
+			time.Sleep(500 * time.Millisecond)
+			if ch.done() {
+				return ch.failure("exited at start")
+			}
+			return nil
+		}
+		n, err := r.rdb.Exists(ctx, posKey).Result()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+		if ch.done() || time.Now().After(deadline) {
+			return ch.failure("did not store its start position")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var discardLogger = slog.New(slog.DiscardHandler)

@@ -1,0 +1,264 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// child is the relay running as its own process, so that its memory and CPU
+// are its own and not the harness's.
+type child struct {
+	cmd    *exec.Cmd
+	out    *lockedBuffer
+	exited chan struct{}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 1<<20 {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startChild runs `bin args...` with the user's BINLOG_OUTBOX_* variables
+// removed, so that only the flags given here configure it.
+func startChild(bin string, args []string, env []string) (*child, error) {
+	cmd := exec.Command(bin, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BINLOG_OUTBOX_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	c := &child{cmd: cmd, out: &lockedBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = c.out, c.out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start relay %s: %w", bin, err)
+	}
+	go func() { _ = cmd.Wait(); close(c.exited) }()
+	return c, nil
+}
+
+func (c *child) done() bool {
+	select {
+	case <-c.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *child) failure(what string) error {
+	out := c.out.String()
+	if len(out) > 4000 {
+		out = "..." + out[len(out)-4000:]
+	}
+	return fmt.Errorf("relay %s; its output:\n%s", what, out)
+}
+
+// usage is what the kernel says the process used so far: peak RSS (VmHWM)
+// and CPU time (utime+stime).
+type usage struct {
+	PeakRSSMB  float64
+	CPUSeconds float64
+}
+
+func (c *child) usage() (usage, error) {
+	pid := c.cmd.Process.Pid
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return usage{}, err
+	}
+	var u usage
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			u.PeakRSSMB = kb / 1024
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return usage{}, err
+	}
+	// Fields after the command name, which is in parentheses and may hold
+	// spaces: state is field 3, utime 14, stime 15.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) > 12 {
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		u.CPUSeconds = (ut + st) / clockTicks
+	}
+	return u, nil
+}
+
+// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// stop ends the relay with SIGTERM (SIGKILL after 10s).
+func (c *child) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+}
+
+// progress watches the total length of streams.
+type progress struct {
+	rdb  *redis.Client
+	keys []string
+}
+
+func (p progress) count(ctx context.Context) (int64, error) {
+	pipe := p.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(p.keys))
+	for i, k := range p.keys {
+		cmds[i] = pipe.XLen(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
+}
+
+// span is a measured stretch of work: rows done between the first and the
+// last observation, which leaves the start-up of the measured program out.
+type span struct {
+	first, last time.Time
+	atFirst     int64
+	total       int64
+}
+
+func (s span) rate() float64 {
+	d := s.last.Sub(s.first).Seconds()
+	if d <= 0 || s.total <= s.atFirst {
+		return 0
+	}
+	return float64(s.total-s.atFirst) / d
+}
+
+// waitFor polls the streams until they hold want entries. It fails when the
+// relay exits or nothing moves for stall.
+func (p progress) waitFor(ctx context.Context, c *child, want int64, stall time.Duration) (span, error) {
+	began := time.Now()
+	var s span
+	last, lastMove := int64(-1), time.Now()
+	for {
+		n, err := p.count(ctx)
+		now := time.Now()
+		if err != nil {
+			return s, err
+		}
+		if n > 0 && s.first.IsZero() {
+			s.first, s.atFirst = now, n
+		}
+		if n >= want {
+			s.last, s.total = now, n
+			if s.atFirst >= n {
+				// All arrived at once (a small backlog): count from the start.
+				s.first, s.atFirst = began, 0
+			}
+			return s, nil
+		}
+		if n != last {
+			last, lastMove = n, now
+		}
+		if c != nil && c.done() {
+			return s, c.failure(fmt.Sprintf("exited at %d of %d entries", n, want))
+		}
+		if now.Sub(lastMove) > stall {
+			if c != nil {
+				return s, c.failure(fmt.Sprintf("stalled at %d of %d entries", n, want))
+			}
+			return s, fmt.Errorf("stalled at %d of %d entries", n, want)
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// arrivals reads streams with XREAD BLOCK as entries arrive and records, per
+// entry, the time from its producer's COMMIT to its arrival.
+type arrivals struct {
+	mu        sync.Mutex
+	n         int64
+	latencies []time.Duration
+	unknown   int64
+}
+
+func (a *arrivals) count() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
+}
+
+func (a *arrivals) read(ctx context.Context, rdb *redis.Client, keys []string, p *producers) error {
+	ids := make([]string, len(keys))
+	for i := range ids {
+		ids[i] = "0-0"
+	}
+	for ctx.Err() == nil {
+		res, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: append(append([]string{}, keys...), ids...), Count: 5000, Block: 200 * time.Millisecond}).Result()
+		now := time.Now()
+		if err == redis.Nil {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		a.mu.Lock()
+		for _, st := range res {
+			for i, k := range keys {
+				if k == st.Stream && len(st.Messages) > 0 {
+					ids[i] = st.Messages[len(st.Messages)-1].ID
+				}
+			}
+			for _, m := range st.Messages {
+				a.n++
+				id, _ := m.Values["message_id"].(string)
+				if t, ok := p.sent(id); ok {
+					a.latencies = append(a.latencies, now.Sub(t))
+				} else {
+					a.unknown++
+				}
+			}
+		}
+		a.mu.Unlock()
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteTable prints the report as aligned text tables.
+func (rep *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "machine: %s\n\n", rep.Machine)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "ceiling (measured alone, same run)\tevents/s\t")
+	for _, c := range rep.Ceilings {
+		fmt.Fprintf(tw, "%s\t%.0f\t\n", c.Name, c.EventsPerSec)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tmode\tevents\tevents/s\tx ceiling\tceiling\tp50 ms\tp99 ms\tp99.9 ms\tpeak RSS MB\tCPU s/M ev\tlag end\tlag max\t")
+	for _, r := range rep.Results {
+		lat, lag := "-\t-\t-", "-\t-"
+		if r.P50ms > 0 {
+			lat = fmt.Sprintf("%.2f\t%.2f\t%.2f", r.P50ms, r.P99ms, r.P999ms)
+			lag = fmt.Sprintf("%d\t%d", r.LagEnd, r.LagMax)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%s\t%s\t%.1f\t%.1f\t%s\t\n",
+			r.Workload, r.Mode, r.Rows, r.EventsPerSec, r.Ratio, r.Ceiling, lat, r.PeakRSSMB, r.CPUSecPerM, lag)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if rep.Duration != "" {
+		fmt.Fprintf(w, "\nrun took %s\n", rep.Duration)
+	}
+	return nil
+}
+
+// WriteJSON prints the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}

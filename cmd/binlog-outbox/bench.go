@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/binlog-outbox/binlog-outbox/bench"
+)
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure the relay against the limits of this machine (starts private MariaDB and Redis unless told otherwise)",
+		Description: "Loads backlogs (single-row and multi-row transactions, 16 KiB payloads, one huge transaction),\n" +
+			"runs this binary as the relay in a child process for each workload (catch-up and live, binlog and\n" +
+			"poll mode) and prints events/s, commit-to-append latency, peak RSS, CPU per million events and lag,\n" +
+			"next to what go-mysql, go-redis, the producers and a naive polling relay reach alone in the same run.\n" +
+			"The global --mysql-dsn and --redis-url, when set, point it at existing servers instead of private ones:\n" +
+			"the DSN's user must be administrative (the database binlog_outbox_bench is created and dropped, and\n" +
+			"innodb_flush_log_at_trx_commit and sync_binlog are changed for the run and restored), and Redis keys\n" +
+			"under bob:* are written and deleted.",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "rows", Usage: "rows of each catch-up backlog", Value: bench.DefaultRows, EnvVars: []string{"BINLOG_OUTBOX_BENCH_ROWS"}},
+			&cli.IntFlag{Name: "tx-rows", Usage: "rows per transaction of the multi-row backlog", Value: bench.DefaultTxRows},
+			&cli.IntFlag{Name: "large-rows", Usage: "rows of the 16 KiB backlog (default rows/40)"},
+			&cli.IntFlag{Name: "naive-rows", Usage: "rows the naive polling relay moves (default rows/50)"},
+			&cli.IntFlag{Name: "conns", Usage: "producer connections", Value: bench.DefaultConns},
+			&cli.IntFlag{Name: "streams", Usage: "streams of the many-streams workload", Value: bench.DefaultStreams},
+			&cli.DurationFlag{Name: "live-duration", Usage: "how long each live workload produces", Value: bench.DefaultLiveDuration},
+			&cli.BoolFlag{Name: "skip-big-tx", Usage: "leave out the single transaction of --rows rows"},
+			&cli.StringFlag{Name: "relay-binary", Usage: "binlog-outbox executable to run as the relay (default: this one)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+		},
+		Action: runBench,
+	}
+}
+
+func runBench(c *cli.Context) error {
+	cfg, err := loadTableConfig(c)
+	if err != nil {
+		return err
+	}
+	bin := c.String("relay-binary")
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return fmt.Errorf("find this executable: %w", err)
+		}
+	}
+	rep, err := bench.Run(c.Context, bench.Config{
+		MySQLDSN: setString(c, "mysql-dsn"), RedisURL: setString(c, "redis-url"), RelayBinary: bin,
+		Rows: c.Int("rows"), TxRows: c.Int("tx-rows"), LargeRows: c.Int("large-rows"), NaiveRows: c.Int("naive-rows"),
+		Conns: c.Int("conns"), Streams: c.Int("streams"), LiveDuration: c.Duration("live-duration"),
+		SkipBigTx: c.Bool("skip-big-tx"), Log: cfg.Logger.With("component", "bench"),
+	})
+	if err != nil {
+		if rep != nil && len(rep.Results) > 0 {
+			_ = rep.WriteTable(c.App.ErrWriter)
+		}
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "$ binlog-outbox %s\n", strings.Join(os.Args[1:], " "))
+	if c.Bool("json") {
+		return rep.WriteJSON(c.App.Writer)
+	}
+	return rep.WriteTable(c.App.Writer)
+}
+
+// setString returns a flag's value when it was set on the command line or in
+// the environment at any level, and "" when it only has its default: bench
+// starts private servers unless told to use others.
+func setString(c *cli.Context, name string) string {
+	for _, ctx := range c.Lineage() {
+		if ctx.IsSet(name) {
+			return ctx.String(name)
+		}
+	}
+	return ""
+}
