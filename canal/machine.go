@@ -41,6 +41,9 @@ type point struct {
 	gset     mysql.GTIDSet // GTID mode only
 	lastGTID gtidRef
 	txRows   uint64
+	// commitTS is the binlog timestamp of the transaction ending here (0:
+	// not a commit), for the lag metric.
+	commitTS uint32
 }
 
 // gtidRef is the GTID of the last transaction, kept raw: formatting it for
@@ -431,7 +434,7 @@ func (m *machine) commit(_ context.Context, h *replication.EventHeader, gset mys
 		m.pending.bytes += eventSize(&m.rows[i])
 	}
 	m.resetTx()
-	m.setBoundary(point{file: m.file, pos: h.LogPos, gset: gset, lastGTID: m.lastGTID})
+	m.setBoundary(point{file: m.file, pos: h.LogPos, gset: gset, lastGTID: m.lastGTID, commitTS: h.Timestamp})
 	return nil
 }
 

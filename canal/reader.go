@@ -187,6 +187,10 @@ type Stats struct {
 	Sessions     uint64
 	StatementDML uint64 // outbox INSERTs seen as statements (lost to the relay)
 	Position     string
+	// LastAppend is when the last batch was appended; LastCommit the commit
+	// time (from the binlog) of the newest transaction in it.
+	LastAppend time.Time
+	LastCommit time.Time
 }
 
 // New returns a Reader. db is a connection pool to the same server, used for
@@ -474,6 +478,10 @@ func (r *Reader) recordBatch(b *batch, pos string) {
 	r.stats.DeadLetters += dead
 	r.stats.Batches++
 	r.stats.Position = pos
+	r.stats.LastAppend = time.Now()
+	if b.at.commitTS > 0 {
+		r.stats.LastCommit = time.Unix(int64(b.at.commitTS), 0)
+	}
 	r.mu.Unlock()
 	if dead > 0 {
 		r.log.Error("rows moved to the dead-letter stream", "rows", dead, "position", pos,

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -79,5 +80,10 @@ func runPoll(c *cli.Context, cfg config, db *sql.DB, client *redis.Client, table
 	if err != nil {
 		return err
 	}
+	stop, err := serveMetrics(c, cfg, metrics.PollCollector(p.Stats))
+	if err != nil {
+		return err
+	}
+	defer stop()
 	return p.Run(c.Context)
 }

@@ -10,11 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -84,6 +86,11 @@ func runCommand() *cli.Command {
 			Usage:   "binlog heartbeat period; a connection silent for 3 periods is rebuilt",
 			EnvVars: []string{"BINLOG_OUTBOX_HEARTBEAT"},
 			Value:   canal.DefaultHeartbeatPeriod,
+		},
+		&cli.StringFlag{
+			Name:    "metrics-addr",
+			Usage:   "serve Prometheus /metrics and /healthz on this address, e.g. :9108 (off when empty)",
+			EnvVars: []string{"BINLOG_OUTBOX_METRICS_ADDR"},
 		},
 		&cli.IntFlag{
 			Name:    "max-batch-events",
@@ -199,7 +206,21 @@ func runBinlog(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, cli
 	if err != nil {
 		return err
 	}
+	stop, err := serveMetrics(c, cfg, metrics.BinlogCollector(reader.Stats))
+	if err != nil {
+		return err
+	}
+	defer stop()
 	return reader.Run(c.Context)
+}
+
+// serveMetrics starts the metrics endpoint when --metrics-addr is set.
+func serveMetrics(c *cli.Context, cfg config, col prometheus.Collector) (stop func(), err error) {
+	addr := c.String("metrics-addr")
+	if addr == "" {
+		return func() {}, nil
+	}
+	return metrics.Serve(c.Context, addr, col, cfg.Logger)
 }
 
 // newSink builds the Redis sink from the stream flags.

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -494,4 +496,35 @@ func TestRun_SwitchBinlogToPoll(t *testing.T) {
 	poll.wait(t, 15*time.Second)
 	n := relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 	t.Logf("%d committed events, %d entries", len(rec.Committed), n)
+}
+
+func TestRun_ServesMetrics(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	port := closedPort(t)
+	p := startRelay(t, env, "--mode", "binlog", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))
+	waitStoredPosition(t, env, posKey(env))
+	rec := relaytest.NewProduced()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 5, RollbackRatio: 0.0001}, rec)
+	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
+	})
+	var body string
+	relaytest.WaitFor(t, 10*time.Second, "the metrics endpoint", func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+		if err != nil {
+			return false
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(out)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, fmt.Sprintf(`binlog_outbox_events_appended_total{mode="binlog"} %d`, len(rec.Committed)))
+	})
+	for _, want := range []string{"binlog_outbox_batches_total", "binlog_outbox_statement_inserts_total", "binlog_outbox_last_commit_timestamp_seconds", "process_resident_memory_bytes"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	p.signal(t, syscall.SIGTERM)
+	p.wait(t, 15*time.Second)
 }

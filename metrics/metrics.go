@@ -1,0 +1,131 @@
+// Package metrics exposes the relay's counters to Prometheus and serves
+// /metrics and /healthz. The counters are read from the relay's Stats at
+// scrape time, so the hot path pays nothing for them.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/poller"
+)
+
+const namespace = "binlog_outbox"
+
+// counter describes one counter read from a stats snapshot.
+type counter[S any] struct {
+	desc *prometheus.Desc
+	get  func(S) float64
+}
+
+// collector turns a Stats snapshot function into Prometheus metrics.
+type collector[S any] struct {
+	stats    func() S
+	counters []counter[S]
+	gauges   []counter[S]
+}
+
+func (c *collector[S]) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.counters {
+		ch <- m.desc
+	}
+	for _, m := range c.gauges {
+		ch <- m.desc
+	}
+}
+
+func (c *collector[S]) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	for _, m := range c.counters {
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, m.get(s))
+	}
+	for _, m := range c.gauges {
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, m.get(s))
+	}
+}
+
+func desc(mode, name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, nil, prometheus.Labels{"mode": mode})
+}
+
+// BinlogCollector exposes a binlog reader's counters.
+func BinlogCollector(stats func() canal.Stats) prometheus.Collector {
+	const m = "binlog"
+	return &collector[canal.Stats]{
+		stats: stats,
+		counters: []counter[canal.Stats]{
+			{desc(m, "events_appended_total", "Events appended to streams, dead letters included."), func(s canal.Stats) float64 { return float64(s.Events) }},
+			{desc(m, "dead_letters_total", "Rows moved to the dead-letter stream."), func(s canal.Stats) float64 { return float64(s.DeadLetters) }},
+			{desc(m, "batches_total", "Atomic appends (entries and position in one step)."), func(s canal.Stats) float64 { return float64(s.Batches) }},
+			{desc(m, "reader_sessions_total", "Binlog connections started; more than one means the reader recovered from errors."), func(s canal.Stats) float64 { return float64(s.Sessions) }},
+			{desc(m, "statement_inserts_total", "INSERTs into the outbox logged as statements: their events are lost to the relay. Alert on any."), func(s canal.Stats) float64 { return float64(s.StatementDML) }},
+		},
+		gauges: []counter[canal.Stats]{
+			{desc(m, "last_append_timestamp_seconds", "When the last batch was appended (Unix time)."), func(s canal.Stats) float64 { return unix(s.LastAppend) }},
+			{desc(m, "last_commit_timestamp_seconds", "Commit time of the newest transaction appended, from the binlog (Unix time)."), func(s canal.Stats) float64 { return unix(s.LastCommit) }},
+		},
+	}
+}
+
+// PollCollector exposes a poller's counters.
+func PollCollector(stats func() poller.Stats) prometheus.Collector {
+	const m = "poll"
+	return &collector[poller.Stats]{
+		stats: stats,
+		counters: []counter[poller.Stats]{
+			{desc(m, "events_appended_total", "Rows relayed (appended or skipped as duplicates, then marked), dead letters included."), func(s poller.Stats) float64 { return float64(s.Events) }},
+			{desc(m, "dead_letters_total", "Rows moved to the dead-letter stream."), func(s poller.Stats) float64 { return float64(s.DeadLetters) }},
+			{desc(m, "oversize_total", "Dead letters whose payload exceeded --max-payload-bytes."), func(s poller.Stats) float64 { return float64(s.Oversize) }},
+			{desc(m, "duplicates_skipped_total", "Re-appends the dedupe window prevented."), func(s poller.Stats) float64 { return float64(s.Duplicates) }},
+			{desc(m, "rounds_total", "Poll transactions that locked at least one row."), func(s poller.Stats) float64 { return float64(s.Rounds) }},
+			{desc(m, "deferred_total", "Rows left for a later round to keep an aggregate in order."), func(s poller.Stats) float64 { return float64(s.Deferred) }},
+			{desc(m, "errors_total", "Failed rounds (retried)."), func(s poller.Stats) float64 { return float64(s.Errors) }},
+		},
+	}
+}
+
+func unix(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
+}
+
+// Serve serves /metrics and /healthz on addr until ctx is cancelled. The
+// listener is opened before Serve returns its first error, so a taken port
+// fails the start rather than later.
+func Serve(ctx context.Context, addr string, c prometheus.Collector, log *slog.Logger) (func(), error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "error", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}

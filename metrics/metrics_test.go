@@ -1,0 +1,61 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/poller"
+)
+
+func TestBinlogCollector(t *testing.T) {
+	c := BinlogCollector(func() canal.Stats {
+		return canal.Stats{Events: 42, DeadLetters: 1, Batches: 7, Sessions: 2, StatementDML: 3, LastCommit: time.Unix(1700000000, 0)}
+	})
+	want := `
+# HELP binlog_outbox_events_appended_total Events appended to streams, dead letters included.
+# TYPE binlog_outbox_events_appended_total counter
+binlog_outbox_events_appended_total{mode="binlog"} 42
+# HELP binlog_outbox_statement_inserts_total INSERTs into the outbox logged as statements: their events are lost to the relay. Alert on any.
+# TYPE binlog_outbox_statement_inserts_total counter
+binlog_outbox_statement_inserts_total{mode="binlog"} 3
+# HELP binlog_outbox_last_commit_timestamp_seconds Commit time of the newest transaction appended, from the binlog (Unix time).
+# TYPE binlog_outbox_last_commit_timestamp_seconds gauge
+binlog_outbox_last_commit_timestamp_seconds{mode="binlog"} 1.7e+09
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"binlog_outbox_events_appended_total", "binlog_outbox_statement_inserts_total", "binlog_outbox_last_commit_timestamp_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(c); n != 7 {
+		t.Errorf("binlog collector exposes %d metrics, want 7", n)
+	}
+}
+
+func TestPollCollector(t *testing.T) {
+	c := PollCollector(func() poller.Stats { return poller.Stats{Events: 5, Duplicates: 2} })
+	if got := testutil.ToFloat64(prometheus.Collector(onlyMetric{c, "binlog_outbox_duplicates_skipped_total"})); got != 2 {
+		t.Errorf("duplicates_skipped_total = %v, want 2", got)
+	}
+}
+
+// onlyMetric narrows a collector to one metric for testutil.ToFloat64.
+type onlyMetric struct {
+	prometheus.Collector
+	name string
+}
+
+func (o onlyMetric) Collect(ch chan<- prometheus.Metric) {
+	all := make(chan prometheus.Metric, 32)
+	o.Collector.Collect(all)
+	close(all)
+	for m := range all {
+		if strings.Contains(m.Desc().String(), `"`+o.name+`"`) {
+			ch <- m
+		}
+	}
+}
