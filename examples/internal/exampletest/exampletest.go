@@ -1,0 +1,265 @@
+// Package exampletest runs what the examples need against the test suite's
+// private servers: the example tables, and the relay binary as a separate
+// process, as users run it.
+package exampletest
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// RepoRoot returns the repository's root directory.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate the source of exampletest")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// Env is one test's world: a fresh database with the outbox table and the
+// example tables, and a fresh Redis database.
+type Env struct {
+	MariaDB  *testsvc.MariaDB
+	Redis    *testsvc.Redis
+	Database string
+	DSN      string // go-sql-driver DSN of the administrative user on Database
+	DB       *sql.DB
+	RedisURL string
+}
+
+// NewEnv creates the tables on the shared servers.
+func NewEnv(t testing.TB) *Env {
+	t.Helper()
+	e := &Env{MariaDB: testsvc.SharedMariaDB(t), Redis: testsvc.SharedRedis(t)}
+	e.Database = e.MariaDB.NewDatabase(t)
+	e.DSN = e.MariaDB.DSN(e.Database)
+	e.DB = e.MariaDB.Open(t, e.Database)
+	ctx := context.Background()
+	if err := schema.Apply(ctx, e.DB, "outbox", schema.DefaultMapping()); err != nil {
+		t.Fatalf("create outbox table: %v", err)
+	}
+	for _, stmt := range SQLStatements(t, filepath.Join(RepoRoot(t), "examples", "schema.sql")) {
+		if _, err := e.DB.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("examples/schema.sql: %v\n%s", err, stmt)
+		}
+	}
+	e.RedisURL = e.Redis.NewDB(t)
+	return e
+}
+
+// SQLStatements splits a SQL file without procedures into its statements,
+// dropping "--" comment lines.
+func SQLStatements(t testing.TB, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			lines = append(lines, l)
+		}
+	}
+	var out []string
+	for _, s := range strings.Split(strings.Join(lines, "\n"), ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{}
+)
+
+// Build builds a command of the module (e.g. "./cmd/binlog-outbox") once per
+// test binary and returns the binary's path.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	dir, err := os.MkdirTemp("", "bo-example-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = RepoRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	built[pkg] = bin
+	return bin
+}
+
+// Relay is the relay running as a process.
+type Relay struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+// StartRelay starts `binlog-outbox run --mode binlog` against the env and
+// waits until it has stored its start position, so that every event
+// committed afterwards is relayed. It is killed when the test ends.
+func StartRelay(t testing.TB, e *Env, args ...string) *Relay {
+	t.Helper()
+	full := append([]string{"--mysql-dsn", e.DSN, "--redis-url", e.RedisURL, "--log-format", "json",
+		"--server-id", strconv.Itoa(5000 + int(time.Now().UnixNano()%1000000)), "run", "--mode", "binlog"}, args...)
+	r := &Relay{cmd: exec.Command(Build(t, "./cmd/binlog-outbox"), full...), out: &syncBuffer{}, done: make(chan struct{})}
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = r.cmd.Wait()
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		_ = r.cmd.Process.Kill()
+		<-r.done
+		if t.Failed() {
+			t.Logf("relay output:\n%s", r.out.String())
+		}
+	})
+	rdb := e.Redis.Client(t, e.RedisURL)
+	key := "binlog-outbox:position:" + e.Database + ".outbox"
+	relaytest.WaitFor(t, 30*time.Second, "the relay's start position", func() bool {
+		select {
+		case <-r.done:
+			t.Fatalf("relay exited:\n%s", r.out.String())
+		default:
+		}
+		return rdb.Exists(context.Background(), key).Val() == 1
+	})
+	return r
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Produced is what a producer printed: message ids of committed and of
+// rolled-back events.
+type Produced struct {
+	Committed, RolledBack []string
+}
+
+// ParseProducerOutput reads the "committed ... message_id=X" and
+// "rolled-back ... message_id=X" lines both example producers print.
+func ParseProducerOutput(t testing.TB, out string) Produced {
+	t.Helper()
+	var p Produced
+	for _, line := range strings.Split(out, "\n") {
+		kind, rest, _ := strings.Cut(line, " ")
+		_, id, ok := strings.Cut(rest, "message_id=")
+		if !ok {
+			continue
+		}
+		id, _, _ = strings.Cut(id, " ")
+		switch kind {
+		case "committed":
+			p.Committed = append(p.Committed, id)
+		case "rolled-back":
+			p.RolledBack = append(p.RolledBack, id)
+		}
+	}
+	if len(p.Committed) == 0 || len(p.RolledBack) == 0 {
+		t.Fatalf("producer output has %d committed and %d rolled-back events, want some of each:\n%s", len(p.Committed), len(p.RolledBack), out)
+	}
+	return p
+}
+
+// ProcessedIDs returns the message ids the group recorded in its inbox, with
+// how often each appears (the primary key makes that at most once).
+func ProcessedIDs(t testing.TB, db *sql.DB, group string) map[string]string {
+	t.Helper()
+	rows, err := db.Query("SELECT message_id, consumer FROM processed_messages WHERE consumer_group = ?", group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, consumer string
+		if err := rows.Scan(&id, &consumer); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = consumer
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// CheckExactlyOnce fails the test unless the group processed every committed
+// event and no rolled-back one.
+func CheckExactlyOnce(t testing.TB, processed map[string]string, p Produced) {
+	t.Helper()
+	var problems []string
+	for _, id := range p.Committed {
+		if _, ok := processed[id]; !ok {
+			problems = append(problems, "committed event "+id+" not processed")
+		}
+	}
+	for _, id := range p.RolledBack {
+		if _, ok := processed[id]; ok {
+			problems = append(problems, "rolled-back event "+id+" processed")
+		}
+	}
+	if len(processed) != len(p.Committed) {
+		problems = append(problems, fmt.Sprintf("%d events processed, want the %d committed", len(processed), len(p.Committed)))
+	}
+	if len(problems) > 0 {
+		t.Errorf("inbox does not match the producer:\n  %s", strings.Join(problems, "\n  "))
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
