@@ -55,7 +55,7 @@ type Config struct {
 	TxRows int
 	// LargeRows is the backlog of 16 KiB payloads (default Rows/40).
 	LargeRows int
-	// NaiveRows is how many rows the naive relay moves (default Rows/50,
+	// NaiveRows is how many rows the naive relay moves (default Rows/200,
 	// at least 1): it is slow, and its rate is flat.
 	NaiveRows int
 	// Conns is the number of producer connections (default 8).
@@ -81,7 +81,7 @@ func (c *Config) setDefaults() {
 		c.LargeRows = max(1, c.Rows/40)
 	}
 	if c.NaiveRows == 0 {
-		c.NaiveRows = max(1, c.Rows/50)
+		c.NaiveRows = max(1, c.Rows/200)
 	}
 	if c.Conns == 0 {
 		c.Conns = DefaultConns

@@ -26,7 +26,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "rows", Usage: "rows of each catch-up backlog", Value: bench.DefaultRows, EnvVars: []string{"BINLOG_OUTBOX_BENCH_ROWS"}},
 			&cli.IntFlag{Name: "tx-rows", Usage: "rows per transaction of the multi-row backlog", Value: bench.DefaultTxRows},
 			&cli.IntFlag{Name: "large-rows", Usage: "rows of the 16 KiB backlog (default rows/40)"},
-			&cli.IntFlag{Name: "naive-rows", Usage: "rows the naive polling relay moves (default rows/50)"},
+			&cli.IntFlag{Name: "naive-rows", Usage: "rows the naive polling relay moves (default rows/200)"},
 			&cli.IntFlag{Name: "conns", Usage: "producer connections", Value: bench.DefaultConns},
 			&cli.IntFlag{Name: "streams", Usage: "streams of the many-streams workload", Value: bench.DefaultStreams},
 			&cli.DurationFlag{Name: "live-duration", Usage: "how long each live workload produces", Value: bench.DefaultLiveDuration},
