@@ -299,6 +299,9 @@ export BINLOG_OUTBOX_MYSQL_DSN='$RELAY_DSN'
 export BINLOG_OUTBOX_REDIS_URL='$REDIS_URL'
 export EXAMPLE_MYSQL_DSN='$APP_DSN'
 export EXAMPLE_REDIS_URL='$REDIS_URL'
+# for examples/php
+export EXAMPLE_PDO_DSN='mysql:host=127.0.0.1;port=$MYSQL_PORT;dbname=app' EXAMPLE_DB_USER=app EXAMPLE_DB_PASSWORD=app
+export EXAMPLE_REDIS_HOST=127.0.0.1 EXAMPLE_REDIS_PORT=$REDIS_PORT EXAMPLE_REDIS_DB=0
 export PATH="$DEMO/bin:\$PATH"
 alias demo-mysql='mariadb --no-defaults --protocol=tcp -h127.0.0.1 -P$MYSQL_PORT -uroot app'
 alias demo-redis='redis-cli -h 127.0.0.1 -p $REDIS_PORT'
