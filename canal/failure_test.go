@@ -14,6 +14,7 @@ import (
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
 // faultySink wraps the real Redis sink and fails some appends, before or after
@@ -382,4 +383,61 @@ func TestReader_RedisOutOfMemoryLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
+func TestReader_PositionOfAnotherServerRefused(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	r, sink := newReader(t, env, nil)
+	stop := startReader(r)
+	waitStarted(t, r)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := sink.Position(ctx)
+	b, err := position.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.ServerID += 1000 // as if written against the old primary before a failover
+	if err := sink.SetPosition(ctx, b.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	r2, _ := newReader(t, env, nil)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = r2.Run(rctx)
+	if !errors.Is(err, outbox.ErrPositionGone) || !strings.Contains(err.Error(), "server-local") || outbox.HintOf(err) == "" {
+		t.Fatalf("Run with another server's position returned %v, want ErrPositionGone explaining it, with a hint", err)
+	}
+}
+
+func TestReader_ServerIDClashIsAClearError(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	id := uint32(2900 + serverIDs.next())
+	r1, _ := newReader(t, env, func(c *Config) { c.ServerID = id; c.ServerIDClashGrace = time.Second })
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	done1 := make(chan error, 1)
+	go func() { done1 <- r1.Run(ctx1) }()
+	waitStarted(t, r1)
+	time.Sleep(200 * time.Millisecond)
+	// Another relay (another table, another position key) with the same id.
+	env2 := relaytest.NewEnv(t, env.MariaDB, testsvc.SharedRedis(t))
+	r2, _ := newReader(t, env2, func(c *Config) { c.ServerID = id; c.ServerIDClashGrace = time.Second })
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	done2 := make(chan error, 1)
+	go func() { done2 <- r2.Run(ctx2) }()
+	// The server drops the older connection with "same server_id".
+	var err error
+	select {
+	case err = <-done1:
+	case err = <-done2:
+	case <-time.After(30 * time.Second):
+		t.Fatal("neither relay reported the server id clash within 30s")
+	}
+	if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), "--server-id") {
+		t.Fatalf("clash error %v (hint %q), want ErrConfig with a --server-id hint", err, outbox.HintOf(err))
+	}
 }

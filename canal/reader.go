@@ -110,6 +110,10 @@ type Config struct {
 	IdleCheckpoint time.Duration
 	// MaxBackoff caps the wait between reconnects (default 30s).
 	MaxBackoff time.Duration
+	// ServerIDClashGrace is how long the server may refuse the relay's
+	// server id before the relay gives up (default 60s): after a crash the
+	// server keeps the dead connection until it notices.
+	ServerIDClashGrace time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -139,6 +143,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = DefaultMaxBackoff
+	}
+	if c.ServerIDClashGrace == 0 {
+		c.ServerIDClashGrace = time.Minute
 	}
 	if c.Mapping == nil {
 		c.Mapping = schema.DefaultMapping()
@@ -225,6 +232,7 @@ func (r *Reader) Stats() Stats {
 // stored position after a capped exponential backoff.
 func (r *Reader) Run(ctx context.Context) error {
 	backoff := 100 * time.Millisecond
+	var clashSince time.Time
 	for {
 		progressed, err := r.session(ctx)
 		if ctx.Err() != nil {
@@ -238,6 +246,16 @@ func (r *Reader) Run(ctx context.Context) error {
 		}
 		if permanent(err) {
 			return err
+		}
+		if errors.Is(err, errServerIDClash) {
+			if clashSince.IsZero() {
+				clashSince = time.Now()
+			}
+			if time.Since(clashSince) > r.cfg.ServerIDClashGrace {
+				return fmt.Errorf("%w: %w", outbox.ErrConfig, err)
+			}
+		} else {
+			clashSince = time.Time{}
 		}
 		if errors.Is(err, outbox.ErrPositionRolledBack) {
 			r.log.Warn("stored position went back (Redis lost acknowledged writes); re-reading from it, the streams lost the same entries", "error", err)
@@ -442,18 +460,34 @@ func (r *Reader) streamError(err error) error {
 		return err
 	}
 	switch myErr.Code {
+	case errSlaveSameID:
+		return r.clashError(err)
 	case mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG: // 1236
 		// The server says why in the message only; the duplicate server id
 		// case needs a different fix than a purged binlog.
 		if containsFold(myErr.Message, "server_id") || containsFold(myErr.Message, "server_uuid") {
-			return outbox.WithHint(fmt.Errorf("%w: %v", outbox.ErrConfig, err),
-				"another replica uses server id %d; give the relay a unique --server-id", r.cfg.ServerID)
+			return r.clashError(err)
 		}
 		return outbox.WithHint(fmt.Errorf("%w: %v", outbox.ErrPositionGone, err), "%s", recoveryHint)
 	case mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, mysql.ER_ACCESS_DENIED_ERROR, mysql.ER_DBACCESS_DENIED_ERROR:
 		return outbox.WithHint(err, "grant the relay's user REPLICATION SLAVE and REPLICATION CLIENT: GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '<user>'@'<host>'")
 	}
 	return err
+}
+
+// errSlaveSameID is MariaDB's ER_SLAVE_SAME_ID: a replica with our server id
+// is connected. MySQL reports the same as 1236 with a message.
+const errSlaveSameID = 4052
+
+// errServerIDClash marks a refusal because of a duplicate server id. Right
+// after a crash it is the relay's own dead connection the server has not
+// noticed yet, so it is retried for Config.ServerIDClashGrace before it
+// counts as a configuration error.
+var errServerIDClash = errors.New("another replica is connected with the same server id")
+
+func (r *Reader) clashError(err error) error {
+	return outbox.WithHint(fmt.Errorf("%w: %v", errServerIDClash, err),
+		"another replica (another relay?) uses server id %d; give each relay its own --server-id, different from every server and replica", r.cfg.ServerID)
 }
 
 const recoveryHint = "the binlog the stored position points into is gone (purged, or a different server). Events committed in the gap were not relayed. " +
