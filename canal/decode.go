@@ -182,9 +182,9 @@ func dataTypeClass(dt string) string {
 	switch strings.ToLower(dt) {
 	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year":
 		return "int"
-	case "char", "varchar", "binary", "varbinary", "enum", "set":
-		// ENUM and SET travel as binlog type STRING with the real type in
-		// the metadata.
+	case "char", "varchar", "binary", "varbinary", "enum", "set", "uuid", "inet4", "inet6":
+		// ENUM and SET (and MariaDB's UUID and INET types) travel as binlog
+		// type STRING with the real type in the metadata.
 		return "string"
 	case "tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob", "json":
 		return "blob"
@@ -248,7 +248,7 @@ func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Eve
 		e.OccurredAt = t
 	} else {
 		// A NULL or zero occurred_at is no reason to hold an event back: the
-		// commit time is the closest truth the binlog has.
+		// binlog timestamp of the transaction is the closest truth there is.
 		e.OccurredAt = time.Unix(int64(commitTime), 0).UTC()
 	}
 	if len(problems) > 0 {

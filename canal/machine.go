@@ -178,7 +178,13 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 		if h.EventType != replication.XA_PREPARE_LOG_EVENT {
 			return nil
 		}
-		m.log.Error("XA transaction in the binlog: XA transactions are not supported, their outbox rows are not relayed until XA COMMIT shows them again", "file", m.file, "pos", h.LogPos)
+		// The rows of an XA transaction come before XA PREPARE; XA COMMIT
+		// arrives later as a query without them. Relaying at PREPARE could
+		// publish a transaction that is rolled back; relaying at COMMIT is
+		// impossible. Say so loudly rather than guess.
+		m.log.Error("XA transaction in the binlog: outbox rows written in XA transactions are not relayed",
+			"file", m.file, "pos", h.LogPos, "rows", len(m.rows),
+			"hint", "write outbox rows in ordinary transactions, or relay them with --mode poll")
 		m.resetTx()
 	}
 	return nil
@@ -187,6 +193,12 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 func (m *machine) query(ctx context.Context, h *replication.EventHeader, e *replication.QueryEvent) error {
 	q := stripComments(e.Query)
 	switch {
+	case hasPrefixFold(q, "XA START"), hasPrefixFold(q, "XA BEGIN"):
+		m.beginTx()
+		m.sawBegin = true
+		return nil
+	case hasPrefixFold(q, "XA END"):
+		return nil
 	case hasPrefixFold(q, "BEGIN"), hasPrefixFold(q, "START TRANSACTION"):
 		// A BEGIN inside an open transaction means the stream was resumed
 		// mid-transaction on a server without GTID events: start afresh.
