@@ -147,8 +147,17 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
 		m.file = string(e.NextLogName)
-		if !m.inTx {
-			m.setBoundary(point{file: m.file, pos: uint32(e.Position), gset: m.boundary.gset, lastGTID: m.boundary.lastGTID})
+		// The rotate a dump starts with names the start itself: no move,
+		// and moving would drop the boundary's count of rows already
+		// appended of a chunked transaction.
+		if !m.inTx && (m.file != m.boundary.file || uint32(e.Position) != m.boundary.pos) {
+			p := point{file: m.file, pos: uint32(e.Position), gset: m.boundary.gset, lastGTID: m.boundary.lastGTID}
+			if m.chunked {
+				// Still before the chunked transaction (GTID mode learns
+				// the file name only now): keep its count.
+				p.txRows = m.boundary.txRows
+			}
+			m.setBoundary(p)
 		}
 	case *replication.MariadbGTIDEvent:
 		m.beginTx()
