@@ -139,6 +139,7 @@ func runRelay(c *cli.Context) error {
 	if c.Context.Err() != nil {
 		return nil
 	}
+	tolerateOwnServerID(&rep)
 	mode, err = chooseMode(log, rep, mode)
 	if err != nil {
 		return err
@@ -170,6 +171,21 @@ func runRelay(c *cli.Context) error {
 		return runPoll(c, cfg, db, client, table)
 	}
 	return runBinlog(c, cfg, rep.Server, db, client, table)
+}
+
+// tolerateOwnServerID turns a "server id in use" failure into a warning.
+// Right after a crash or restart the replica holding the id is usually the
+// relay's own previous connection, which the server drops when it notices;
+// the reader retries a refused id for a grace period and then stops with the
+// fix. Failing here instead would keep a restarted relay from starting, and
+// would make auto mode fall back to polling for a moment.
+func tolerateOwnServerID(rep *preflight.Report) {
+	for i, r := range rep.Results {
+		if r.Name == preflight.NameServerID && r.Status == preflight.Fail && strings.Contains(r.Detail, "used by a replica") {
+			rep.Results[i].Status = preflight.Warn
+			rep.Results[i].Detail += "; if this is the relay's own previous connection the server drops it shortly, otherwise the relay stops after a minute of refusals"
+		}
+	}
 }
 
 // chooseMode applies --mode to the preflight report. Auto prefers binlog mode

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"os"
@@ -79,7 +80,9 @@ func (s *syncBuffer) String() string {
 func startRelay(t testing.TB, env *relaytest.Env, args ...string) *relayProc {
 	t.Helper()
 	full := append([]string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--log-format", "json",
-		"--server-id", strconv.Itoa(3000 + int(time.Now().UnixNano()%1000000)), "run"}, args...)
+		// A fixed id per test, as in production: a restarted relay meets
+		// its own previous connection still registered on the server.
+		"--server-id", strconv.Itoa(3000 + int(crc32.ChecksumIEEE([]byte(env.Database))%1000000)), "run"}, args...)
 	cmd := exec.Command(binary(t), full...)
 	p := &relayProc{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
