@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -140,9 +141,25 @@ func runRelay(c *cli.Context) error {
 		return nil
 	}
 	tolerateOwnServerID(&rep)
-	mode, err = chooseMode(log, rep, mode)
+
+	client, err := redisstream.NewClient(cfg.RedisURL)
 	if err != nil {
 		return err
+	}
+	defer client.Close()
+	modeKey := "binlog-outbox:mode:" + cfg.Database + "." + cfg.Table
+	stored, err := client.Get(c.Context, modeKey).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("read the mode this table ran in (%s): %w", modeKey, err)
+	}
+	mode, err = chooseMode(log, rep, mode, stored, modeKey)
+	if err != nil {
+		return err
+	}
+	if mode != stored {
+		if err := client.Set(c.Context, modeKey, mode, 0).Err(); err != nil {
+			return fmt.Errorf("store the mode (%s): %w", modeKey, err)
+		}
 	}
 	for _, w := range rep.Warned(preflight.Mode(mode)) {
 		log.Warn("preflight: "+w.Name, "detail", w.Detail, "fix", w.Fix)
@@ -161,11 +178,6 @@ func runRelay(c *cli.Context) error {
 	if err := schema.ProblemsError(cfg.Table, problems); err != nil {
 		return err
 	}
-	client, err := redisstream.NewClient(cfg.RedisURL)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
 
 	if mode == modePoll {
 		return runPoll(c, cfg, db, client, table)
@@ -188,12 +200,33 @@ func tolerateOwnServerID(rep *preflight.Report) {
 	}
 }
 
-// chooseMode applies --mode to the preflight report. Auto prefers binlog mode
-// and says in one line why it falls back to polling.
-func chooseMode(log *slog.Logger, rep preflight.Report, mode string) (string, error) {
+// chooseMode applies --mode to the preflight report and to the mode the
+// table ran in before (stored in Redis). Auto mode prefers binlog mode on a
+// first start and says in one line why it falls back to polling; after that
+// it stays with the mode it chose. Changing modes silently would lose or
+// repeat events: poll mode would re-append every row binlog mode left
+// unmarked, binlog mode starting "now" would skip rows not yet polled. A
+// switch is deliberate: --mode and docs/switching-modes.md.
+func chooseMode(log *slog.Logger, rep preflight.Report, mode, stored, modeKey string) (string, error) {
 	switch mode {
 	case modeBinlog, modePoll:
+		if stored != "" && stored != mode {
+			log.Warn("switching modes: follow docs/switching-modes.md to lose and repeat nothing", "from", stored, "to", mode)
+		}
 		return mode, rep.Err(preflight.Mode(mode))
+	}
+	switch stored {
+	case modeBinlog:
+		if err := rep.Err(preflight.ModeBinlog); err != nil {
+			return "", outbox.WithHint(fmt.Errorf("auto mode: this table is relayed in binlog mode (%s), and binlog mode cannot run: %w", modeKey, err),
+				"%s; auto mode never falls back to polling once binlog mode ran (polling would append again every row binlog mode appended); to switch for good follow docs/switching-modes.md", outbox.HintOf(err))
+		}
+		return modeBinlog, nil
+	case modePoll:
+		if len(rep.Failed(preflight.ModeBinlog)) == 0 {
+			log.Info("auto mode: binlog mode is available; this table is relayed in poll mode, switch deliberately (docs/switching-modes.md)")
+		}
+		return modePoll, rep.Err(preflight.ModePoll)
 	}
 	failed := rep.Failed(preflight.ModeBinlog)
 	if len(failed) == 0 {
@@ -205,7 +238,7 @@ func chooseMode(log *slog.Logger, rep preflight.Report, mode string) (string, er
 	}
 	log.Warn("auto mode: binlog mode unavailable, using poll mode",
 		"reason", failed[0].Name+": "+failed[0].Detail, "fix", failed[0].Fix,
-		"how", "meet the binlog requirements (`binlog-outbox check --mode binlog` lists them) and restart for exactly-once binlog mode")
+		"how", "meet the binlog requirements (`binlog-outbox check --mode binlog` lists them), then switch as docs/switching-modes.md describes for exactly-once binlog mode")
 	return modePoll, nil
 }
 

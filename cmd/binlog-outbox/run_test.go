@@ -394,6 +394,9 @@ func TestRun_AutoFallsBackToPollAndSaysWhy(t *testing.T) {
 	if !strings.Contains(out, "using poll mode") || !strings.Contains(out, "binlog_format") {
 		t.Errorf("no log line saying why auto mode polls:\n%s", out)
 	}
+	if got := env.RDB.Get(ctx, "binlog-outbox:mode:"+env.Database+".outbox").Val(); got != "poll" {
+		t.Errorf("stored mode %q, want poll", got)
+	}
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{})
 }
 
@@ -530,4 +533,27 @@ func TestRun_ServesMetrics(t *testing.T) {
 	}
 	p.signal(t, syscall.SIGTERM)
 	p.wait(t, 15*time.Second)
+}
+
+// TestRun_AutoModeIsSticky: once a table was relayed in binlog mode, auto mode
+// refuses to fall back to polling, which would append every row again.
+func TestRun_AutoModeIsSticky(t *testing.T) {
+	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
+	p := startRelay(t, env)
+	waitStoredPosition(t, env, posKey(env))
+	p.signal(t, syscall.SIGTERM)
+	p.wait(t, 15*time.Second)
+	if got := env.RDB.Get(ctx, "binlog-outbox:mode:"+env.Database+".outbox").Val(); got != "binlog" {
+		t.Fatalf("stored mode %q, want binlog", got)
+	}
+	srv.Exec(t, "SET GLOBAL binlog_format = 'STATEMENT'")
+	p = startRelay(t, env)
+	if code := p.wait(t, 60*time.Second); code == 0 {
+		t.Fatal("auto mode started although binlog mode ran before and cannot run now")
+	}
+	if out := p.out.String(); !strings.Contains(out, "never falls back") || !strings.Contains(out, "binlog_format") {
+		t.Errorf("output does not explain the refusal:\n%s", out)
+	}
 }
