@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +25,9 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
+
+// defaultMemoryLimit is the relay's soft memory limit (GOMEMLIMIT overrides).
+const defaultMemoryLimit = 20 << 20
 
 // Modes of `run`.
 const (
@@ -127,6 +132,12 @@ func runRelay(c *cli.Context) error {
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The relay's live data is bounded (--max-tx-bytes, the batches);
+		// a soft limit keeps the garbage collector from letting the heap
+		// double past it. GOMEMLIMIT overrides it.
+		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	log := cfg.Logger
 	log.Info("binlog-outbox starting", "version", versionString(), "config", cfg, "mode", mode)
