@@ -546,18 +546,18 @@ func (r *Reader) recordBatch(b *batch, pos string) {
 
 func (r *Reader) syncerConfig() replication.BinlogSyncerConfig {
 	cfg := replication.BinlogSyncerConfig{
-		ServerID:                r.cfg.ServerID,
-		Flavor:                  r.cfg.Flavor,
-		Host:                    r.cfg.Host,
-		Port:                    r.cfg.Port,
-		User:                    r.cfg.User,
-		Password:                r.cfg.Password,
-		TLSConfig:               r.cfg.TLSConfig,
-		HeartbeatPeriod:         r.cfg.HeartbeatPeriod,
+		ServerID:        r.cfg.ServerID,
+		Flavor:          r.cfg.Flavor,
+		Host:            r.cfg.Host,
+		Port:            r.cfg.Port,
+		User:            r.cfg.User,
+		Password:        r.cfg.Password,
+		TLSConfig:       r.cfg.TLSConfig,
+		HeartbeatPeriod: r.cfg.HeartbeatPeriod,
 		// No per-packet read deadline: re-arming it for every packet cost
 		// a sixth of the reader's CPU. The session's watchdog closes a
 		// connection that stays silent past ReadTimeout instead.
-		ReadTimeout: 0,
+		ReadTimeout:             0,
 		DisableRetrySync:        true, // recovery restarts from the stored position
 		EventCacheCount:         r.cfg.EventCacheCount,
 		TimestampStringLocation: time.UTC,
