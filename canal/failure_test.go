@@ -15,6 +15,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // faultySink wraps the real Redis sink and fails some appends, before or after
@@ -440,4 +441,63 @@ func TestReader_ServerIDClashIsAClearError(t *testing.T) {
 	if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), "--server-id") {
 		t.Fatalf("clash error %v (hint %q), want ErrConfig with a --server-id hint", err, outbox.HintOf(err))
 	}
+}
+
+// TestReader_PayloadBytesPassThrough: a BLOB or TEXT payload reaches the
+// stream byte for byte, and so does MariaDB's JSON (a LONGTEXT): odd spacing,
+// key order and number formatting included.
+func TestReader_PayloadBytesPassThrough(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	r, _ := newReader(t, env, nil)
+	stop := startReader(r)
+	waitStarted(t, r)
+	payloads := map[string][]byte{}
+	if flavorOf(t, env.DB) == position.FlavorMariaDB {
+		payloads["json-odd"] = []byte(`{ "b" : 1.0,   "a":[1,2,  3], "é":"\u00e9" }`)
+	}
+	env.MariaDB.Exec(t, "ALTER TABLE `"+env.Database+"`.outbox ADD COLUMN raw LONGBLOB NULL")
+	binary := []byte("\x00\xff\xfe{not json}\n\t\"é\r\n")
+	payloads["json-plain"] = []byte(`{"k":"v"}`)
+	for id, p := range payloads {
+		if _, err := env.DB.Exec("INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload) VALUES (?, 'raw', ?, 'raw', ?)", id, id, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A BLOB payload: map payload to the raw column for a second reader.
+	if _, err := env.DB.Exec("INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload, raw) VALUES ('bin', 'raw', 'bin', 'raw', '{}', ?)", binary); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
+		return env.RDB.XLen(ctx, "outbox:raw").Val() >= int64(len(payloads)+1)
+	})
+	for _, m := range env.RDB.XRange(ctx, "outbox:raw", "-", "+").Val() {
+		id := m.Values["message_id"].(string)
+		if want, ok := payloads[id]; ok && m.Values["payload"] != string(want) {
+			t.Errorf("payload of %s: got %q, want %q byte for byte", id, m.Values["payload"], want)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The same binlog read with payload mapped to the BLOB column.
+	env.RDB.FlushDB(ctx)
+	r2, _ := newReader(t, env, func(c *Config) {
+		c.Mapping = schema.DefaultMapping()
+		c.Mapping[schema.ColPayload] = "raw"
+		c.Start = position.Start{Kind: position.StartEarliest}
+	})
+	stop2 := startReader(r2)
+	t.Cleanup(func() { _ = stop2() })
+	relaytest.WaitFor(t, 30*time.Second, "the BLOB payload", func() bool {
+		for _, m := range env.RDB.XRange(ctx, "outbox:raw", "-", "+").Val() {
+			if m.Values["message_id"] == "bin" {
+				if m.Values["payload"] != string(binary) {
+					t.Fatalf("BLOB payload: got %q, want %q", m.Values["payload"], binary)
+				}
+				return true
+			}
+		}
+		return false
+	})
 }
