@@ -13,9 +13,6 @@ import (
 // TestBench_Smoke runs `bench` at a tiny size: the table prints and every
 // ratio is computed. It asserts no timing: benchmarks are not timed tests.
 func TestBench_Smoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts private servers and the relay binary")
-	}
 	bin := binary(t)
 	run := func(extra ...string) string {
 		t.Helper()
