@@ -2,65 +2,15 @@ package poller
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/binlog-outbox/binlog-outbox/bench"
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
-
-// naiveRelay is the relay the poller is measured against, as polling relays
-// are commonly written: select 100 unsent rows without locking them, append
-// each with its own XADD, mark each with its own UPDATE (autocommit).
-func naiveRelay(ctx context.Context, db *sql.DB, rdb *redis.Client, table string) (int, error) {
-	total := 0
-	for {
-		rows, err := db.QueryContext(ctx, "SELECT /* binlog-outbox */ id, message_id, aggregate_type, aggregate_id, event_type, payload, headers, occurred_at FROM `"+
-			table+"` WHERE sent_at IS NULL ORDER BY id LIMIT 100")
-		if err != nil {
-			return total, err
-		}
-		type r struct {
-			id                            uint64
-			msg, typ, agg, evt, pay, head string
-			at                            time.Time
-		}
-		var batch []r
-		for rows.Next() {
-			var x r
-			if err := rows.Scan(&x.id, &x.msg, &x.typ, &x.agg, &x.evt, &x.pay, &x.head, &x.at); err != nil {
-				rows.Close()
-				return total, err
-			}
-			batch = append(batch, x)
-		}
-		rows.Close()
-		if len(batch) == 0 {
-			return total, nil
-		}
-		for _, x := range batch {
-			err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "outbox:" + x.typ, Values: []any{
-				redisstream.FieldMessageID, x.msg, redisstream.FieldAggregateType, x.typ, redisstream.FieldAggregateID, x.agg,
-				redisstream.FieldEventType, x.evt, redisstream.FieldPayload, x.pay,
-				redisstream.FieldOccurredAt, x.at.UTC().Format(redisstream.OccurredAtLayout),
-				redisstream.FieldOutboxID, strconv.FormatUint(x.id, 10), redisstream.FieldHeaders, x.head,
-			}}).Err()
-			if err != nil {
-				return total, err
-			}
-			if _, err := db.ExecContext(ctx, "UPDATE /* binlog-outbox */ `"+table+"` SET sent_at = NOW(6) WHERE id = ?", x.id); err != nil {
-				return total, err
-			}
-			total++
-		}
-	}
-}
 
 // benchRows is the backlog of the comparison: BINLOG_OUTBOX_BENCH_ROWS or
 // 20,000.
@@ -104,7 +54,7 @@ func BenchmarkPoller_VsNaive(b *testing.B) {
 		b.StartTimer()
 
 		began := time.Now()
-		got, err := naiveRelay(ctx, envN.DB, envN.RDB, envN.Table)
+		got, err := bench.NaiveRelay(ctx, envN.DB, envN.RDB, envN.Table, "outbox:", 0)
 		if err != nil || got != n {
 			b.Fatalf("naive relay: %d rows, %v; want %d", got, err, n)
 		}
