@@ -451,9 +451,7 @@ func (m *machine) commit(_ context.Context, h *replication.EventHeader, gset mys
 		}
 	}
 	m.pending.events = append(m.pending.events, m.rows...)
-	for i := range m.rows {
-		m.pending.bytes += eventSize(&m.rows[i])
-	}
+	m.pending.bytes += m.txBytes // the sum of eventSize over m.rows, kept as rows came
 	m.resetTx()
 	m.setBoundary(point{file: m.file, pos: h.LogPos, gset: gset, lastGTID: m.lastGTID, commitTS: h.Timestamp})
 	return nil
