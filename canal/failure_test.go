@@ -71,9 +71,7 @@ func TestReader_ExactlyOnceUnderAppendFaults(t *testing.T) {
 	waitStarted(t, r)
 	rec := relaytest.NewProduced()
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 4, Transactions: 80, Pause: time.Millisecond}, rec)
-	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
 	time.Sleep(200 * time.Millisecond) // a duplicate would show up now
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -106,9 +104,7 @@ func TestReader_LargeTransactionInChunks(t *testing.T) {
 	insertBigTx(t, env, rows, rec)
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 3, RollbackRatio: 0.0001}, rec)
 
-	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
 	time.Sleep(200 * time.Millisecond)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -164,9 +160,7 @@ func TestReader_AlterTableMidStream(t *testing.T) {
 	// While running: a column appears in front of the payload.
 	env.MariaDB.Exec(t, "ALTER TABLE `"+env.Database+"`.outbox ADD COLUMN tenant VARCHAR(20) NOT NULL DEFAULT 't1' AFTER event_type")
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
-	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -177,9 +171,7 @@ func TestReader_AlterTableMidStream(t *testing.T) {
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
 	r2, _ := newReader(t, env, nil)
 	stop = startReader(r2)
-	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,9 +201,7 @@ func TestReader_StatementFormatInsertIsReported(t *testing.T) {
 	}
 	rec := relaytest.NewProduced()
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 5, RollbackRatio: 0.0001}, rec)
-	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	if got := r.Stats().StatementDML; got != 1 {
 		t.Fatalf("StatementDML = %d, want 1", got)
 	}
@@ -297,9 +287,7 @@ func TestReader_ServerRestartsDuringLoad(t *testing.T) {
 	}
 	// Commits whose reply was lost in the kill may or may not have happened.
 	relaytest.Reconcile(t, env.DB, env.Table, rec)
-	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -332,9 +320,7 @@ func TestReader_RedisRestartsFromAOF(t *testing.T) {
 		rs.Restart(t)
 	}
 	wg.Wait()
-	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -377,9 +363,7 @@ func TestReader_RedisOutOfMemoryLosesNothing(t *testing.T) {
 	}
 	// Memory freed: everything arrives, once.
 	env.RDB.ConfigSet(ctx, "maxmemory", "0")
-	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

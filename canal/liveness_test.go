@@ -105,15 +105,11 @@ func TestReader_NoticesSilentlyDeadConnection(t *testing.T) {
 	waitStarted(t, r)
 	rec := relaytest.NewProduced()
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
-	relaytest.WaitFor(t, 30*time.Second, "delivery before the freeze", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	sessions := r.Stats().Sessions
 	proxy.freeze()
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
-	relaytest.WaitFor(t, 30*time.Second, "delivery over a new connection", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	if got := r.Stats().Sessions; got <= sessions {
 		t.Errorf("sessions %d after the freeze, was %d: the dead connection was not noticed", got, sessions)
 	}
@@ -148,9 +144,7 @@ func TestReader_GTIDMode(t *testing.T) {
 	stop := startReader(r)
 	waitStarted(t, r)
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
-	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,9 +157,7 @@ func TestReader_GTIDMode(t *testing.T) {
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
 	r2, _ := newReader(t, env, nil)
 	stop = startReader(r2)
-	relaytest.WaitFor(t, 30*time.Second, "delivery after the restart", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -150,9 +150,7 @@ func TestReader_FencedBySecondRelay(t *testing.T) {
 	if !errors.Is(fencedErr, outbox.ErrFenced) || outbox.HintOf(fencedErr) == "" {
 		t.Fatalf("fenced relay returned %v, want ErrFenced with a hint", fencedErr)
 	}
-	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	if err := stopSurvivor(); err != nil {
 		t.Fatalf("surviving relay: %v", err)
 	}

@@ -201,9 +201,7 @@ func TestRun_KilledRepeatedlyDuringLoadExactlyOnce(t *testing.T) {
 		p = startRelay(t, env, "--mode", "binlog")
 	}
 	wg.Wait()
-	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	p.signal(t, syscall.SIGTERM)
 	if code := p.wait(t, 15*time.Second); code != 0 {
@@ -384,9 +382,7 @@ func TestRun_AutoFallsBackToPollAndSaysWhy(t *testing.T) {
 	p := startRelay(t, env) // --mode auto is the default
 	rec := relaytest.NewProduced()
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 3, Transactions: 20}, rec)
-	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	p.signal(t, syscall.SIGTERM)
 	if code := p.wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
@@ -443,9 +439,7 @@ func TestRun_SwitchPollToBinlog(t *testing.T) {
 	stopLoad()
 	wg.Wait()
 	relaytest.Reconcile(t, env.DB, env.Table, rec)
-	relaytest.WaitFor(t, 60*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	binlog.signal(t, syscall.SIGTERM)
 	binlog.wait(t, 15*time.Second)
@@ -513,9 +507,7 @@ func TestRun_ServesMetrics(t *testing.T) {
 	waitStoredPosition(t, env, posKey(env))
 	rec := relaytest.NewProduced()
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 5, RollbackRatio: 0.0001}, rec)
-	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
-	})
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	var body string
 	relaytest.WaitFor(t, 10*time.Second, "the metrics endpoint", func() bool {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))

@@ -30,7 +30,7 @@ func RunSuite(t *testing.T, start StartFunc, g Guarantees) {
 		stop := start(t, env)
 		rec := NewProduced()
 		Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 6, Transactions: 60}, rec)
-		waitDelivered(t, env, rec)
+		WaitDelivered(t, env, rec, 60*time.Second)
 		if err := stop(); err != nil {
 			t.Fatalf("relay returned %v after a clean stop", err)
 		}
@@ -43,14 +43,14 @@ func RunSuite(t *testing.T, start StartFunc, g Guarantees) {
 		rec := NewProduced()
 		stop := start(t, env)
 		Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 3, Transactions: 30}, rec)
-		waitDelivered(t, env, rec)
+		WaitDelivered(t, env, rec, 60*time.Second)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 		// Written while no relay runs: the next one must pick them up.
 		Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 3, Transactions: 30}, rec)
 		stop = start(t, env)
-		waitDelivered(t, env, rec)
+		WaitDelivered(t, env, rec, 60*time.Second)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -74,14 +74,14 @@ func RunSuite(t *testing.T, start StartFunc, g Guarantees) {
 	})
 }
 
-// waitDelivered waits until the streams hold at least as many entries as
-// events were committed.
-func waitDelivered(t *testing.T, env *Env, rec *Produced) {
+// WaitDelivered waits until the streams hold at least as many entries as
+// events were committed (Check then tells whether they are the right ones).
+func WaitDelivered(t testing.TB, env *Env, rec *Produced, timeout time.Duration) {
 	t.Helper()
 	rec.mu.Lock()
 	want := len(rec.Committed)
 	rec.mu.Unlock()
-	WaitFor(t, 60*time.Second, "all committed events in the streams", func() bool {
+	WaitFor(t, timeout, "all committed events in the streams", func() bool {
 		return CountEntries(context.Background(), env.RDB, "outbox:") >= want
 	})
 }
