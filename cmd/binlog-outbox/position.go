@@ -48,11 +48,7 @@ func positionCommand() *cli.Command {
 }
 
 func positionShow(c *cli.Context) error {
-	cfg, err := loadConfig(c)
-	if err != nil {
-		return err
-	}
-	sink, closeFn, err := positionSink(c, cfg)
+	_, sink, closeFn, err := positionSink(c)
 	if err != nil {
 		return err
 	}
@@ -76,15 +72,11 @@ func positionShow(c *cli.Context) error {
 }
 
 func positionSet(c *cli.Context) error {
-	cfg, err := loadConfig(c)
-	if err != nil {
-		return err
-	}
 	start, err := position.ParseStart(c.String("start-from"))
 	if err != nil {
 		return err
 	}
-	sink, closeFn, err := positionSink(c, cfg)
+	cfg, sink, closeFn, err := positionSink(c)
 	if err != nil {
 		return err
 	}
@@ -117,11 +109,7 @@ func positionSet(c *cli.Context) error {
 }
 
 func positionReset(c *cli.Context) error {
-	cfg, err := loadConfig(c)
-	if err != nil {
-		return err
-	}
-	sink, closeFn, err := positionSink(c, cfg)
+	_, sink, closeFn, err := positionSink(c)
 	if err != nil {
 		return err
 	}
@@ -141,16 +129,21 @@ func positionReset(c *cli.Context) error {
 	return nil
 }
 
-// positionSink opens the Redis sink that holds the position.
-func positionSink(c *cli.Context, cfg config) (*redisstream.Sink, func(), error) {
+// positionSink loads the configuration and opens the Redis sink that holds
+// the position, for the position commands.
+func positionSink(c *cli.Context) (config, *redisstream.Sink, func(), error) {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return config{}, nil, nil, err
+	}
 	client, err := redisstream.NewClient(cfg.RedisURL)
 	if err != nil {
-		return nil, nil, err
+		return config{}, nil, nil, err
 	}
 	sink, err := redisstream.New(client, redisstream.Config{PositionKey: positionKey(c, cfg)})
 	if err != nil {
 		client.Close()
-		return nil, nil, err
+		return config{}, nil, nil, err
 	}
-	return sink, func() { client.Close() }, nil
+	return cfg, sink, func() { client.Close() }, nil
 }
