@@ -109,9 +109,9 @@ var (
 	privReplicationClient = []string{"REPLICATION CLIENT", "BINLOG MONITOR", "SUPER"}
 )
 
-// indexKeyword returns the index of " KW " in s outside quotes, backticks and
-// parentheses, or -1. The index points at the leading space.
-func indexKeyword(s, kw string) int {
+// scanTopLevel calls fn with the index of every byte of s that stands
+// outside quotes, backticks and parentheses, until fn returns false.
+func scanTopLevel(s string, fn func(i int) bool) {
 	depth := 0
 	var quote byte
 	for i := 0; i < len(s); i++ {
@@ -127,40 +127,41 @@ func indexKeyword(s, kw string) int {
 			depth++
 		case c == ')':
 			depth--
-		case c == ' ' && depth == 0:
-			end := i + 1 + len(kw)
-			if end < len(s) && s[end] == ' ' && strings.EqualFold(s[i+1:end], kw) {
-				return i
+		case depth == 0:
+			if !fn(i) {
+				return
 			}
 		}
 	}
-	return -1
+}
+
+// indexKeyword returns the index of " KW " in s outside quotes, backticks and
+// parentheses, or -1. The index points at the leading space.
+func indexKeyword(s, kw string) int {
+	found := -1
+	scanTopLevel(s, func(i int) bool {
+		end := i + 1 + len(kw)
+		if s[i] == ' ' && end < len(s) && s[end] == ' ' && strings.EqualFold(s[i+1:end], kw) {
+			found = i
+			return false
+		}
+		return true
+	})
+	return found
 }
 
 // splitTopLevel splits a privilege list at commas outside parentheses and
 // quotes; MySQL 8 prints dynamic privileges without a space after the comma.
 func splitTopLevel(s string) []string {
 	var parts []string
-	depth, start := 0, 0
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '`' || c == '\'' || c == '"':
-			quote = c
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case c == ',' && depth == 0:
+	start := 0
+	scanTopLevel(s, func(i int) bool {
+		if s[i] == ',' {
 			parts = append(parts, s[start:i])
 			start = i + 1
 		}
-	}
+		return true
+	})
 	return append(parts, s[start:])
 }
 
