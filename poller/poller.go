@@ -165,7 +165,7 @@ func (c *Config) setDefaults() {
 		c.DeadLetterStream = redisstream.DefaultDeadLetterStream
 	}
 	if c.DedupeKeyPrefix == "" {
-		c.DedupeKeyPrefix = redisstream.DefaultDedupeKeyPrefix + c.Database + "." + c.Table + ":"
+		c.DedupeKeyPrefix = redisstream.KeysFor(c.Database, c.Table, "").DedupePrefix
 	}
 }
 
@@ -224,11 +224,10 @@ type Stats struct {
 // processes as needed; Step and Run must not be called concurrently on one
 // Poller.
 type Poller struct {
-	db     *sql.DB
-	sink   *redisstream.Sink
-	cfg    Config
-	log    *slog.Logger
-	dedupe redisstream.Dedupe
+	db   *sql.DB
+	sink *redisstream.Sink
+	cfg  Config
+	log  *slog.Logger
 
 	// q is nil until prepare inspected the server and the table.
 	q *queries
@@ -260,16 +259,16 @@ func New(db *sql.DB, client redis.UniversalClient, cfg Config, logger *slog.Logg
 		DeadLetterStream: cfg.DeadLetterStream,
 		NoAggregateType:  !cfg.Mapping.Has(schema.ColAggregateType),
 		NoHeaders:        !cfg.Mapping.Has(schema.ColHeaders),
+		Dedupe:           redisstream.Dedupe{Window: cfg.DedupeWindow, KeyPrefix: cfg.DedupeKeyPrefix},
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &Poller{
-		db:     db,
-		sink:   sink,
-		cfg:    cfg,
-		log:    logger.With("component", "poller"),
-		dedupe: redisstream.Dedupe{Window: cfg.DedupeWindow, KeyPrefix: cfg.DedupeKeyPrefix},
+		db:   db,
+		sink: sink,
+		cfg:  cfg,
+		log:  logger.With("component", "poller"),
 	}, nil
 }
 
@@ -456,7 +455,7 @@ func (p *Poller) round(ctx context.Context) (round, error) {
 		published := make(chan error, 1)
 		go func() {
 			var err error
-			appended, err = p.sink.Publish(ctx, events, p.dedupe)
+			appended, err = p.sink.Publish(ctx, events)
 			published <- err
 		}()
 		markErr := p.markSent(ctx, tx, ids)

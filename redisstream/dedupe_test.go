@@ -24,7 +24,7 @@ func TestSink_PublishWritesAppendsFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp, cp := newSink(t, r.NewDB(t), Config{PositionKey: "unused"})
-	n, err := sp.Publish(ctx, []outbox.Event{batch, bad}, Dedupe{})
+	n, err := sp.Publish(ctx, []outbox.Event{batch, bad})
 	if err != nil || n != 2 {
 		t.Fatalf("Publish() = %d, %v; want 2, nil", n, err)
 	}
@@ -43,14 +43,14 @@ func TestSink_PublishWritesAppendsFields(t *testing.T) {
 func TestSink_PublishDedupe(t *testing.T) {
 	r := testsvc.SharedRedis(t)
 	ctx := context.Background()
-	s, c := newSink(t, r.NewDB(t), Config{})
-	d := Dedupe{Window: 500 * time.Millisecond, KeyPrefix: "dd:"}
+	url := r.NewDB(t)
+	s, c := newSink(t, url, Config{Dedupe: Dedupe{Window: 500 * time.Millisecond, KeyPrefix: "dd:"}})
 
-	n, err := s.Publish(ctx, []outbox.Event{event(1, "order", "o-1"), event(2, "order", "o-1")}, d)
+	n, err := s.Publish(ctx, []outbox.Event{event(1, "order", "o-1"), event(2, "order", "o-1")})
 	if err != nil || n != 2 {
 		t.Fatalf("first Publish() = %d, %v; want 2, nil", n, err)
 	}
-	n, err = s.Publish(ctx, []outbox.Event{event(1, "order", "o-1"), event(2, "order", "o-1"), event(3, "order", "o-1")}, d)
+	n, err = s.Publish(ctx, []outbox.Event{event(1, "order", "o-1"), event(2, "order", "o-1"), event(3, "order", "o-1")})
 	if err != nil || n != 1 {
 		t.Fatalf("second Publish() = %d, %v; want 1 (two duplicates), nil", n, err)
 	}
@@ -62,12 +62,13 @@ func TestSink_PublishDedupe(t *testing.T) {
 	}
 	// After the window the id is forgotten: appended again.
 	time.Sleep(600 * time.Millisecond)
-	n, err = s.Publish(ctx, []outbox.Event{event(1, "order", "o-1")}, d)
+	n, err = s.Publish(ctx, []outbox.Event{event(1, "order", "o-1")})
 	if err != nil || n != 1 {
 		t.Fatalf("Publish() after the window = %d, %v; want 1, nil", n, err)
 	}
 	// Without a window nothing is recorded or skipped.
-	n, err = s.Publish(ctx, []outbox.Event{event(1, "order", "o-1")}, Dedupe{})
+	plain, _ := newSink(t, url, Config{})
+	n, err = plain.Publish(ctx, []outbox.Event{event(1, "order", "o-1")})
 	if err != nil || n != 1 {
 		t.Fatalf("Publish() without dedupe = %d, %v; want 1, nil", n, err)
 	}
@@ -76,13 +77,34 @@ func TestSink_PublishDedupe(t *testing.T) {
 func TestSink_PublishChecksBeforeWriting(t *testing.T) {
 	r := testsvc.SharedRedis(t)
 	ctx := context.Background()
-	s, c := newSink(t, r.NewDB(t), Config{})
+	s, c := newSink(t, r.NewDB(t), Config{Dedupe: Dedupe{Window: time.Hour}})
 	c.Set(ctx, "outbox:invoice", "x", 0)
-	_, err := s.Publish(ctx, []outbox.Event{event(1, "order", "o-1"), event(2, "invoice", "i-1")}, Dedupe{Window: time.Hour})
+	_, err := s.Publish(ctx, []outbox.Event{event(1, "order", "o-1"), event(2, "invoice", "i-1")})
 	if err == nil {
 		t.Fatal("Publish() to a string key succeeded")
 	}
 	if n := c.Exists(ctx, "outbox:order", DefaultDedupeKeyPrefix+event(1, "order", "o-1").MessageID).Val(); n != 0 {
 		t.Errorf("failed Publish() wrote %d keys, want none", n)
+	}
+}
+
+func TestKeysFor(t *testing.T) {
+	tests := []struct {
+		db, table, positionKey string
+		want                   Keys
+	}{
+		{"app", "outbox", "", Keys{
+			Position: "binlog-outbox:position:app.outbox", Mode: "binlog-outbox:mode:app.outbox",
+			DedupePrefix: "binlog-outbox:dedupe:app.outbox:",
+		}},
+		{"app", "outbox", "custom", Keys{
+			Position: "custom", Mode: "binlog-outbox:mode:app.outbox",
+			DedupePrefix: "binlog-outbox:dedupe:app.outbox:",
+		}},
+	}
+	for _, tt := range tests {
+		if got := KeysFor(tt.db, tt.table, tt.positionKey); got != tt.want {
+			t.Errorf("KeysFor(%q, %q, %q) = %+v, want %+v", tt.db, tt.table, tt.positionKey, got, tt.want)
+		}
 	}
 }

@@ -105,6 +105,9 @@ var _ outbox.Sink = (*Sink)(nil)
 // lost would append the batch twice; Append resolves that uncertainty itself.
 func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 	cfg.setDefaults()
+	if cfg.Dedupe.Window < 0 {
+		return nil, fmt.Errorf("%w: redisstream: negative dedupe window %s", outbox.ErrConfig, cfg.Dedupe.Window)
+	}
 	t, err := ParseTemplate(cfg.Stream, cfg.Partitions, !cfg.NoAggregateType)
 	if err != nil {
 		return nil, err
@@ -112,42 +115,54 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 	return &Sink{client: client, cfg: cfg, template: t, keyIdx: map[string]int{}}, nil
 }
 
-// appendScript checks the stored position, appends every entry and stores the
-// new position. Every check that can fail runs before the first write: Redis
-// does not roll a script back, so a failure half-way would leave some entries
-// appended without the position that covers them. (Redis checks maxmemory
-// before a script's first write only, so OOM cannot strike half-way either.)
+// appendScript appends every entry and, in binlog mode, checks and replaces
+// the stored position in the same step. Every check that can fail runs before
+// the first write: Redis does not roll a script back, so a failure half-way
+// would leave some entries appended without the position that covers them.
+// (Redis checks maxmemory before a script's first write only, so OOM cannot
+// strike half-way either.) Poll mode runs it without the position: the
+// database transaction that marks the rows is its position.
 //
-// KEYS[1] position key, KEYS[2..1+ARGV[4]] streams, then dedupe keys.
-// ARGV[1] expected position ("" = none), ARGV[2] new position, ARGV[3] dedupe
-// window in milliseconds, ARGV[4] number of streams, then per entry: stream
-// index into KEYS, dedupe key index into KEYS (0: none), number of
-// field/value arguments, the arguments.
+// ARGV[1] "1" with the position, "0" without; ARGV[2] expected position (""
+// = none), ARGV[3] new position, ARGV[4] dedupe window in milliseconds,
+// ARGV[5] number of streams, then per entry: stream index into KEYS, dedupe
+// key index into KEYS (0: none), number of field/value arguments, the
+// arguments. KEYS: the position key (with the position only), the streams,
+// then the dedupe keys. It returns {1, "", appended} or, when the stored
+// position is not the expected one, {0, stored} without writing anything.
 var appendScript = redis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
-if cur == false then cur = '' end
-if cur ~= ARGV[1] then
-  return {0, cur}
+local base = 0
+if ARGV[1] == '1' then
+  base = 1
+  local cur = redis.call('GET', KEYS[1])
+  if cur == false then cur = '' end
+  if cur ~= ARGV[2] then
+    return {0, cur}
+  end
 end
-for i = 2, 1 + tonumber(ARGV[4]) do
+for i = base + 1, base + tonumber(ARGV[5]) do
   local t = redis.call('TYPE', KEYS[i])['ok']
   if t ~= 'stream' and t ~= 'none' then
     return redis.error_reply('WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. t .. ', not a stream')
   end
 end
-local i = 5
+local added = 0
+local i = 6
 local n = #ARGV
 while i <= n do
   local k = tonumber(ARGV[i])
   local d = tonumber(ARGV[i + 1])
   local c = tonumber(ARGV[i + 2])
-  if d == 0 or redis.call('SET', KEYS[d], '1', 'NX', 'PX', ARGV[3]) then
+  if d == 0 or redis.call('SET', KEYS[d], '1', 'NX', 'PX', ARGV[4]) then
     redis.call('XADD', KEYS[k], '*', unpack(ARGV, i + 3, i + 2 + c))
+    added = added + 1
   end
   i = i + 3 + c
 end
-redis.call('SET', KEYS[1], ARGV[2])
-return {1, ''}
+if base == 1 then
+  redis.call('SET', KEYS[1], ARGV[3])
+end
+return {1, '', added}
 `)
 
 // Append implements outbox.Sink.
@@ -155,7 +170,7 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 	if s.cfg.PositionKey == "" {
 		return fmt.Errorf("%w: redisstream: no position key configured", outbox.ErrConfig)
 	}
-	s.build(events, prev, next)
+	s.build(events, true, prev, next)
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		if !uncertain(err) {
@@ -175,7 +190,7 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 		}
 		return &outbox.PositionMismatchError{Stored: stored}
 	}
-	if len(res) == 2 {
+	if len(res) >= 2 {
 		if ok, _ := res[0].(int64); ok == 1 {
 			return nil
 		}
@@ -189,17 +204,25 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 	return fmt.Errorf("append: unexpected script reply %v", res)
 }
 
-// build fills s.keys and s.args for the script.
-func (s *Sink) build(events []outbox.Event, prev, next []byte) {
+// build fills s.keys and s.args for appendScript; withPosition adds the
+// position check and write of binlog mode.
+func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte) {
 	clear(s.keyIdx)
-	s.keys = append(s.keys[:0], s.cfg.PositionKey)
+	s.keys = s.keys[:0]
+	check := "0"
+	if withPosition {
+		s.keys = append(s.keys, s.cfg.PositionKey)
+		check = "1"
+	}
 	window := s.cfg.Dedupe.Window.Milliseconds()
-	s.args = append(s.args[:0], string(prev), string(next), window, 0)
-	// Streams first in KEYS: the script checks their types before writing.
+	s.args = append(s.args[:0], check, string(prev), string(next), window, 0)
+	// Streams first in KEYS: the script checks their types before writing,
+	// and each event's stream index is known before the dedupe keys come.
+	first := len(s.keys)
 	for i := range events {
 		s.streamIndex(&events[i])
 	}
-	s.args[3] = len(s.keys) - 1
+	s.args[4] = len(s.keys) - first
 	for i := range events {
 		e := &events[i]
 		dedupe := 0

@@ -158,7 +158,7 @@ func runRelay(c *cli.Context) error {
 		return err
 	}
 	defer client.Close()
-	modeKey := "binlog-outbox:mode:" + cfg.Database + "." + cfg.Table
+	modeKey := redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode
 	stored, err := client.Get(c.Context, modeKey).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("read the mode this table ran in (%s): %w", modeKey, err)
@@ -296,16 +296,13 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisst
 		// modes skips what the other one appended.
 		Dedupe: redisstream.Dedupe{
 			Window:    c.Duration("dedupe-window"),
-			KeyPrefix: redisstream.DefaultDedupeKeyPrefix + cfg.Database + "." + cfg.Table + ":",
+			KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
 		},
 	})
 }
 
 func positionKey(c *cli.Context, cfg config) string {
-	if k := c.String("position-key"); k != "" {
-		return k
-	}
-	return "binlog-outbox:position:" + cfg.Database + "." + cfg.Table
+	return redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Position
 }
 
 func newReader(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, sink outbox.Sink, table *schema.Table, start position.Start) (*canal.Reader, error) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -147,7 +148,7 @@ func StartRelay(t testing.TB, e *Env, args ...string) *Relay {
 		}
 	})
 	rdb := e.Redis.Client(t, e.RedisURL)
-	key := "binlog-outbox:position:" + e.Database + ".outbox"
+	key := redisstream.KeysFor(e.Database, "outbox", "").Position
 	relaytest.WaitFor(t, 30*time.Second, "the relay's start position", func() bool {
 		select {
 		case <-r.done:

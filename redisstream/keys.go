@@ -1,0 +1,38 @@
+package redisstream
+
+// Keys names every Redis key the relay writes for one outbox table, besides
+// the streams. Everything that builds one of these names asks Keys, so a
+// position written by one command is found by the next.
+type Keys struct {
+	// Position holds the binlog mode's position (binlog-outbox position).
+	Position string
+	// Mode records the mode the table is relayed in, so that auto mode
+	// never switches by itself.
+	Mode string
+	// DedupePrefix prefixes the message ids the dedupe window remembers;
+	// both modes use it, so a switch skips what the other mode appended.
+	DedupePrefix string
+}
+
+// KeyPrefix starts every key the relay writes other than the streams.
+const KeyPrefix = "binlog-outbox:"
+
+// DefaultDedupeKeyPrefix is the prefix of the keys that remember published
+// message ids, before the source ("<database>.<table>:"): message ids
+// derived from outbox ids repeat across tables.
+const DefaultDedupeKeyPrefix = KeyPrefix + "dedupe:"
+
+// KeysFor returns the keys of the outbox table database.table. A non-empty
+// positionKey (--position-key) replaces the default position key.
+func KeysFor(database, table, positionKey string) Keys {
+	source := database + "." + table
+	k := Keys{
+		Position:     KeyPrefix + "position:" + source,
+		Mode:         KeyPrefix + "mode:" + source,
+		DedupePrefix: DefaultDedupeKeyPrefix + source + ":",
+	}
+	if positionKey != "" {
+		k.Position = positionKey
+	}
+	return k
+}
