@@ -485,12 +485,11 @@ func TestFixture_CompressedChunks(t *testing.T) {
 // position.Decode, the stored-start check of server.go, and --start-from.
 func TestFixture_GTIDPositions(t *testing.T) {
 	tests := []struct {
-		name, file         string
-		table              fixtureTable
-		wantSet, wantLast  string
-		wantFile           string
-		wantPos            uint32
-		wantResumeSetEqual bool
+		name, file        string
+		table             fixtureTable
+		wantSet, wantLast string
+		wantFile          string
+		wantPos           uint32
 	}{
 		{name: "8.0.26", file: "binlog-invisible-columns.000001", table: invisibleColumns,
 			wantSet: sidInvisible + ":1-5", wantLast: sidInvisible + ":5", wantFile: "binlog-invisible-columns.000001", wantPos: 1787},
