@@ -51,8 +51,19 @@ type point struct {
 type gtidRef struct {
 	mariadb mysql.MariadbGTID
 	sid     []byte
+	tag     mysql.Tag // MySQL 8.4+ tagged GTIDs
 	gno     int64
 	set     bool
+}
+
+// gtidOf refers to the GTID of a MySQL GTID event. An anonymous one
+// (gtid_mode OFF) has none: its zero uuid and number are no GTID an operator
+// could look up or start from.
+func gtidOf(h *replication.EventHeader, e *replication.GTIDEvent) gtidRef {
+	if h.EventType == replication.ANONYMOUS_GTID_EVENT {
+		return gtidRef{}
+	}
+	return gtidRef{sid: e.SID, tag: e.Tag, gno: e.GNO, set: true}
 }
 
 func (g gtidRef) String() string {
@@ -65,6 +76,10 @@ func (g gtidRef) String() string {
 		u, err := uuid.FromBytes(g.sid)
 		if err != nil {
 			return ""
+		}
+		if tag := g.tag.String(); tag != "" {
+			// The tag is part of the GTID: uuid:gno names another transaction.
+			return fmt.Sprintf("%s:%s:%d", u, tag, g.gno)
 		}
 		return fmt.Sprintf("%s:%d", u, g.gno)
 	}
@@ -165,10 +180,10 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 		m.lastGTID = gtidRef{mariadb: e.GTID, set: true}
 	case *replication.GTIDEvent:
 		m.beginTx()
-		m.lastGTID = gtidRef{sid: e.SID, gno: e.GNO, set: true}
+		m.lastGTID = gtidOf(h, e)
 	case *replication.GtidTaggedLogEvent:
 		m.beginTx()
-		m.lastGTID = gtidRef{sid: e.SID, gno: e.GNO, set: true}
+		m.lastGTID = gtidOf(h, &e.GTIDEvent)
 	case *replication.QueryEvent:
 		return m.query(ctx, h, e)
 	case *replication.XIDEvent:

@@ -545,37 +545,42 @@ func (r *Reader) recordBatch(b *batch, pos string) {
 }
 
 func (r *Reader) syncerConfig() replication.BinlogSyncerConfig {
+	cfg := decodeConfig(r.cfg.Flavor, r.cfg.Database, r.cfg.Table)
+	cfg.ServerID = r.cfg.ServerID
+	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.TLSConfig = r.cfg.Host, r.cfg.Port, r.cfg.User, r.cfg.Password, r.cfg.TLSConfig
+	cfg.HeartbeatPeriod = r.cfg.HeartbeatPeriod
+	// No per-packet read deadline: re-arming it for every packet cost a
+	// sixth of the reader's CPU. The session's watchdog closes a connection
+	// that stays silent past ReadTimeout instead.
+	cfg.ReadTimeout = 0
+	cfg.DisableRetrySync = true // recovery restarts from the stored position
+	cfg.EventCacheCount = r.cfg.EventCacheCount
+	cfg.Logger = slog.New(warnOnly{r.log.Handler()}).With("component", "go-mysql")
+	cfg.Localhost = "binlog-outbox"
+	// The reader may pause while Redis is slow; the server must not give up
+	// on the dump connection meanwhile (net_write_timeout, 60s).
+	cfg.Option = func(c *client.Conn) error {
+		_, err := c.Execute("SET SESSION net_write_timeout = GREATEST(@@SESSION.net_write_timeout, 600) /* binlog-outbox */")
+		return err
+	}
+	return cfg
+}
+
+// decodeConfig is the part of the syncer's configuration that decides what
+// the events look like: how rows, times, decimals and JSON are decoded, and
+// which rows are decoded at all. The tests that replay binlog files recorded
+// by real MySQL servers build their parser from it, so what they check is
+// what the live reader decodes.
+func decodeConfig(flavor, db, table string) replication.BinlogSyncerConfig {
 	cfg := replication.BinlogSyncerConfig{
-		ServerID:        r.cfg.ServerID,
-		Flavor:          r.cfg.Flavor,
-		Host:            r.cfg.Host,
-		Port:            r.cfg.Port,
-		User:            r.cfg.User,
-		Password:        r.cfg.Password,
-		TLSConfig:       r.cfg.TLSConfig,
-		HeartbeatPeriod: r.cfg.HeartbeatPeriod,
-		// No per-packet read deadline: re-arming it for every packet cost
-		// a sixth of the reader's CPU. The session's watchdog closes a
-		// connection that stays silent past ReadTimeout instead.
-		ReadTimeout:             0,
-		DisableRetrySync:        true, // recovery restarts from the stored position
-		EventCacheCount:         r.cfg.EventCacheCount,
+		Flavor:                  flavor,
 		TimestampStringLocation: time.UTC,
 		RenderJSONAsMySQLText:   true,
 		UseDecimal:              false,
-		Logger:                  slog.New(warnOnly{r.log.Handler()}).With("component", "go-mysql"),
 		// MariaDB 11.4+ writes LogPos 0 inside transactions.
-		FillZeroLogPos:            r.cfg.Flavor == position.FlavorMariaDB,
+		FillZeroLogPos:            flavor == position.FlavorMariaDB,
 		PayloadDecoderConcurrency: 1,
-		Localhost:                 "binlog-outbox",
-		// The reader may pause while Redis is slow; the server must not give
-		// up on the dump connection meanwhile (net_write_timeout, 60s).
-		Option: func(c *client.Conn) error {
-			_, err := c.Execute("SET SESSION net_write_timeout = GREATEST(@@SESSION.net_write_timeout, 600) /* binlog-outbox */")
-			return err
-		},
 	}
-	db, table := r.cfg.Database, r.cfg.Table
 	cfg.RowsEventDecodeFunc = func(ev *replication.RowsEvent, data []byte) error {
 		pos, err := ev.DecodeHeader(data)
 		if err != nil {
