@@ -35,6 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -73,16 +74,15 @@ const (
 	maxDeferWait = 100 * time.Millisecond
 )
 
-// ErrNoSkipLocked means the server lacks SELECT ... FOR UPDATE SKIP LOCKED
-// (MySQL before 8.0.1, MariaDB before 10.6).
-var ErrNoSkipLocked = errors.New("server has no SELECT ... FOR UPDATE SKIP LOCKED")
-
 // Config configures a Poller.
 type Config struct {
 	// Database and Table name the outbox table; an empty Database means the
 	// connection's current one.
 	Database string
 	Table    string
+	// Server is the server as the caller inspected it; when its Flavor is
+	// empty the first round inspects it.
+	Server mysqlserver.Server
 	// Mapping maps logical to physical column names (default
 	// schema.DefaultMapping). Absent message_id: the id in decimal is the
 	// message id; absent aggregate_type or headers: their entry fields are
@@ -333,7 +333,7 @@ func (p *Poller) Run(ctx context.Context) error {
 // fatal reports whether retrying cannot help.
 func fatal(err error) bool {
 	return errors.Is(err, outbox.ErrConfig) || errors.Is(err, schema.ErrTableUnfit) ||
-		errors.Is(err, schema.ErrTableNotFound) || errors.Is(err, ErrNoSkipLocked)
+		errors.Is(err, schema.ErrTableNotFound)
 }
 
 // Step runs one round and returns how many rows it relayed (appended, or

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -34,11 +35,14 @@ type queries struct {
 // prepare checks that the server has SKIP LOCKED and that the table fits the
 // mapping, and builds the statements.
 func (p *Poller) prepare(ctx context.Context) (*queries, error) {
-	var version string
-	if err := p.db.QueryRowContext(ctx, "SELECT /* binlog-outbox */ VERSION()").Scan(&version); err != nil {
-		return nil, fmt.Errorf("poll: server version: %w", err)
+	srv := p.cfg.Server
+	if srv.Flavor == "" {
+		var err error
+		if srv, err = mysqlserver.Detect(ctx, p.db); err != nil {
+			return nil, fmt.Errorf("poll: %w", err)
+		}
 	}
-	if err := checkVersion(version); err != nil {
+	if err := srv.SkipLocked(); err != nil {
 		return nil, err
 	}
 	tbl, problems, err := schema.Validate(ctx, p.db, p.cfg.Database, p.cfg.Table, p.cfg.Mapping)
@@ -404,52 +408,6 @@ func (p *Poller) markSent(ctx context.Context, tx *sql.Tx, ids []uint64) error {
 	// The rows are locked by this transaction: each must be affected.
 	if n, err := res.RowsAffected(); err == nil && n != int64(len(ids)) {
 		return fmt.Errorf("poll: %s sent rows: %d of %d rows affected", p.cfg.OnSent, n, len(ids))
-	}
-	return nil
-}
-
-// checkVersion refuses servers without SKIP LOCKED: MySQL before 8.0.1 and
-// MariaDB before 10.6. Without it, concurrent relays would wait on each
-// other's locks instead of taking the next rows, or (without FOR UPDATE)
-// publish the same rows.
-func checkVersion(version string) error {
-	mariadb := strings.Contains(strings.ToLower(version), "mariadb")
-	rest := version
-	if mariadb {
-		// "5.5.5-10.6.12-MariaDB": the real version follows the prefix.
-		rest = strings.TrimPrefix(rest, "5.5.5-")
-	}
-	if i := strings.IndexAny(rest, "-+ ~"); i >= 0 {
-		rest = rest[:i]
-	}
-	var nums [3]int
-	parts := strings.Split(rest, ".")
-	if len(parts) < 2 || len(parts) > 3 {
-		return fmt.Errorf("poll: cannot parse server version %q", version)
-	}
-	for i, s := range parts {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return fmt.Errorf("poll: cannot parse server version %q", version)
-		}
-		nums[i] = n
-	}
-	atLeast := func(major, minor, patch int) bool {
-		if nums[0] != major {
-			return nums[0] > major
-		}
-		if nums[1] != minor {
-			return nums[1] > minor
-		}
-		return nums[2] >= patch
-	}
-	switch {
-	case mariadb && !atLeast(10, 6, 0):
-		return outbox.WithHint(fmt.Errorf("%w: MariaDB %s is older than 10.6", ErrNoSkipLocked, version),
-			"poll mode needs SELECT ... FOR UPDATE SKIP LOCKED: upgrade to MariaDB 10.6 or later, or run with --mode binlog")
-	case !mariadb && !atLeast(8, 0, 1):
-		return outbox.WithHint(fmt.Errorf("%w: MySQL %s is older than 8.0.1", ErrNoSkipLocked, version),
-			"poll mode needs SELECT ... FOR UPDATE SKIP LOCKED: upgrade to MySQL 8.0.1 or later, or run with --mode binlog")
 	}
 	return nil
 }

@@ -10,38 +10,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
-func TestCheckVersion(t *testing.T) {
-	tests := []struct {
-		version string
-		ok      bool
-	}{
-		{"8.0.36-0ubuntu0.22.04.1", true},
-		{"8.0.1", true},
-		{"8.0.0", false},
-		{"5.7.44-log", false},
-		{"8.4.3", true},
-		{"9.1.0", true},
-		{"10.6.12-MariaDB-log", true},
-		{"10.5.23-MariaDB", false},
-		{"5.5.5-10.6.12-MariaDB-log", true},
-		{"5.5.5-10.4.1-MariaDB", false},
-		{"10.11.19-MariaDB-0+deb12u1-log", true},
-		{"11.4.2-MariaDB", true},
-	}
-	for _, tt := range tests {
-		err := checkVersion(tt.version)
-		if (err == nil) != tt.ok {
-			t.Errorf("checkVersion(%q) = %v, want ok=%v", tt.version, err, tt.ok)
-		}
-		if err != nil && (!errors.Is(err, ErrNoSkipLocked) || outbox.HintOf(err) == "") {
-			t.Errorf("checkVersion(%q) = %v, want ErrNoSkipLocked with a hint", tt.version, err)
-		}
-	}
-	if err := checkVersion("garbage"); err == nil || errors.Is(err, ErrNoSkipLocked) {
-		t.Errorf("checkVersion(garbage) = %v, want a parse error", err)
-	}
-}
-
 func rowOf(id uint64, agg string) row {
 	return row{ev: outbox.Event{OutboxID: id, AggregateID: agg}, key: "\x00" + agg, size: 100}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 )
 
 // Requirement names, as `check` prints them.
@@ -63,10 +64,10 @@ const defaultConnectTimeout = 5 * time.Second
 
 // checkMySQL checks the server, its binlog settings, the user's privileges and
 // the outbox table.
-func checkMySQL(ctx context.Context, cfg Config) (Server, []Result) {
+func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, []Result) {
 	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
 	if err != nil {
-		return Server{}, append([]Result{fail(NameMySQL,
+		return mysqlserver.Server{}, append([]Result{fail(NameMySQL,
 			"cannot parse the MySQL DSN "+logging.RedactDSN(cfg.MySQLDSN)+": "+parseError(err, logging.DSNPassword(cfg.MySQLDSN)),
 			"write it as user:password@tcp(host:3306)/database", both)},
 			skipAll(afterMySQL, "not checked: the DSN is invalid")...)
@@ -83,7 +84,7 @@ func checkMySQL(ctx context.Context, cfg Config) (Server, []Result) {
 	}
 	connector, err := mysql.NewConnector(conn)
 	if err != nil {
-		return Server{}, append([]Result{fail(NameMySQL, "invalid MySQL DSN: "+scrub(err),
+		return mysqlserver.Server{}, append([]Result{fail(NameMySQL, "invalid MySQL DSN: "+scrub(err),
 			"write it as user:password@tcp(host:3306)/database", both)},
 			skipAll(afterMySQL, "not checked: the DSN is invalid")...)
 	}
@@ -91,19 +92,19 @@ func checkMySQL(ctx context.Context, cfg Config) (Server, []Result) {
 	defer db.Close()
 	db.SetMaxOpenConns(2)
 
-	srv, err := DetectServer(ctx, db)
+	srv, err := mysqlserver.Detect(ctx, db)
 	if err != nil {
 		fix := "check host and port in --mysql-dsn, that the server runs and accepts TCP connections from this host"
 		if isMySQLError(err, 1045) {
 			fix = "check the user name and password in --mysql-dsn, and that the account exists for this client host"
 		}
-		return Server{}, append([]Result{fail(NameMySQL,
+		return mysqlserver.Server{}, append([]Result{fail(NameMySQL,
 			fmt.Sprintf("cannot connect to %s as %s: %s", dsn.Addr, dsn.User, scrub(err)), fix, both)},
 			skipAll(afterMySQL, "not checked: the MySQL server is unreachable")...)
 	}
 	results := []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s", srv, dsn.Addr, dsn.User), both), checkVersion(srv)}
 
-	vars, err := globalVariables(ctx, db, "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata")
+	vars, err := mysqlserver.GlobalVariables(ctx, db, "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata")
 	if err != nil {
 		results = append(results, skipAll(afterMySQL[1:5], "not checked: "+scrub(err))...)
 	} else {
@@ -123,7 +124,7 @@ func checkMySQL(ctx context.Context, cfg Config) (Server, []Result) {
 
 // checkVersion requires MySQL 8.0 or MariaDB 10.6: the oldest versions with
 // SKIP LOCKED, and the oldest still maintained when this relay was written.
-func checkVersion(s Server) Result {
+func checkVersion(s mysqlserver.Server) Result {
 	if s.MariaDB() && !s.AtLeast(10, 6, 0) {
 		return fail(NameMySQLVersion, s.String()+" is older than 10.6",
 			"upgrade to MariaDB 10.6 or later", both)
@@ -182,7 +183,7 @@ func orUnset(v string) string {
 // REPLICATION CLIENT (to read the current position). SHOW GRANTS without FOR
 // lists, on MariaDB, the privileges of the active roles too; statements that
 // need the privilege prove it where the server has one that needs nothing else.
-func checkReplicationPrivileges(ctx context.Context, db *sql.DB, srv Server, acct string) []Result {
+func checkReplicationPrivileges(ctx context.Context, db *sql.DB, srv mysqlserver.Server, acct string) []Result {
 	lines, grantsErr := queryStrings(ctx, db, "SHOW /* binlog-outbox */ GRANTS")
 	gs := parseGrants(lines)
 
@@ -214,7 +215,7 @@ func checkReplicationPrivileges(ctx context.Context, db *sql.DB, srv Server, acc
 		clientPriv = "BINLOG MONITOR"
 	}
 	clientFix := "GRANT " + clientPriv + " ON *.* TO " + acct + ";"
-	q := binlogStatusQuery(srv)
+	q := srv.BinlogStatusQuery()
 	stmt := strings.Replace(q, "/* binlog-outbox */ ", "", 1)
 	switch err := probe(ctx, db, q); {
 	case err == nil:
@@ -233,7 +234,7 @@ func checkReplicationPrivileges(ctx context.Context, db *sql.DB, srv Server, acc
 // own and from every registered replica's: a second replica with the same id
 // makes the server kick the first one (error 1236), and the two would take
 // turns disconnecting each other.
-func checkServerID(ctx context.Context, db *sql.DB, srv Server, id uint32, acct string) Result {
+func checkServerID(ctx context.Context, db *sql.DB, srv mysqlserver.Server, id uint32, acct string) Result {
 	next := fmt.Sprintf("--server-id %d", id+1)
 	switch {
 	case id == 0:
@@ -243,7 +244,7 @@ func checkServerID(ctx context.Context, db *sql.DB, srv Server, id uint32, acct 
 		return fail(NameServerID, fmt.Sprintf("--server-id %d is the server's own server_id", id),
 			"give the relay a --server-id that no server or replica in the topology uses, e.g. "+next, binlogOnly)
 	}
-	q := replicasQuery(srv)
+	q := srv.ReplicasQuery()
 	rows, err := queryRows(ctx, db, q)
 	if err != nil {
 		priv := "REPLICATION SLAVE"

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -113,7 +114,7 @@ type Config struct {
 // Report is the outcome of Run: the server found and one Result per requirement.
 type Report struct {
 	// Server is the MySQL server; its zero value when it was unreachable.
-	Server Server
+	Server mysqlserver.Server
 	// Results are in a fixed order: MySQL server, binlog, privileges, table,
 	// poll mode, Redis.
 	Results []Result

@@ -14,6 +14,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -140,7 +141,7 @@ func TestRun_AllPass(t *testing.T) {
 			t.Errorf("Err(%s) = %v, want nil", mode, err)
 		}
 	}
-	if s := rep.Server; s.Flavor != FlavorMariaDB || s.Major < 10 || s.ServerID != 1 {
+	if s := rep.Server; s.Flavor != mysqlserver.FlavorMariaDB || s.Major < 10 || s.ServerID != 1 {
 		t.Errorf("Server = %+v, want MariaDB >= 10 with server_id 1", s)
 	}
 }

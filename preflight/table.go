@@ -7,12 +7,13 @@ import (
 	"strings"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // checkTable checks SELECT on the outbox table, the table itself, and what
 // poll mode needs: SKIP LOCKED and the right to mark or delete relayed rows.
-func checkTable(ctx context.Context, db *sql.DB, srv Server, database, acct string, cfg Config) []Result {
+func checkTable(ctx context.Context, db *sql.DB, srv mysqlserver.Server, database, acct string, cfg Config) []Result {
 	if database == "" {
 		return append([]Result{fail(NameSelect, "the MySQL DSN names no database",
 			"add the database that holds the outbox table to the DSN: user:password@tcp(host:3306)/app", both)},
@@ -91,14 +92,9 @@ func validateTable(ctx context.Context, db *sql.DB, database string, cfg Config)
 // checkSkipLocked checks that the server supports SELECT ... FOR UPDATE SKIP
 // LOCKED, which lets several pollers share the table without waiting on each
 // other's row locks. The statement runs in a transaction that is rolled back.
-func checkSkipLocked(ctx context.Context, db *sql.DB, srv Server, qtable string, readable bool, acct string) Result {
-	supported := srv.AtLeast(8, 0, 1)
-	if srv.MariaDB() {
-		supported = srv.AtLeast(10, 6, 0)
-	}
-	if !supported {
-		return fail(NameSkipLocked, srv.String()+" has no SKIP LOCKED (needs MySQL 8.0.1 or MariaDB 10.6)",
-			"upgrade the server, or run with --mode binlog", pollOnly)
+func checkSkipLocked(ctx context.Context, db *sql.DB, srv mysqlserver.Server, qtable string, readable bool, acct string) Result {
+	if err := srv.SkipLocked(); err != nil {
+		return fail(NameSkipLocked, err.Error(), outbox.HintOf(err), pollOnly)
 	}
 	if !readable {
 		return pass(NameSkipLocked, srv.String()+" supports SKIP LOCKED (not tried: the table is not readable)", pollOnly)

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/metrics"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -56,7 +57,7 @@ func pollOnSent(c *cli.Context, mode string) string {
 	return strings.ToLower(c.String("on-sent"))
 }
 
-func runPoll(c *cli.Context, cfg config, db *sql.DB, client *redis.Client, table *schema.Table) error {
+func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, table *schema.Table) error {
 	payloadJSON := false
 	if table != nil {
 		if col, ok := table.Column(cfg.Mapping[schema.ColPayload]); ok {
@@ -66,6 +67,7 @@ func runPoll(c *cli.Context, cfg config, db *sql.DB, client *redis.Client, table
 	p, err := poller.New(db, client, poller.Config{
 		Database:         cfg.Database,
 		Table:            cfg.Table,
+		Server:           srv,
 		Mapping:          cfg.Mapping,
 		Stream:           c.String("stream"),
 		Partitions:       c.Int("partitions"),

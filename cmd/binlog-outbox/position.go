@@ -10,8 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
-	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
@@ -88,7 +88,7 @@ func positionSet(c *cli.Context) error {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
-	srv, err := preflight.DetectServer(ctx, db)
+	srv, err := mysqlserver.Detect(ctx, db)
 	if err != nil {
 		return fmt.Errorf("connect to mysql: %w", err)
 	}

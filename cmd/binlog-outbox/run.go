@@ -20,6 +20,7 @@ import (
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -191,7 +192,7 @@ func runRelay(c *cli.Context) error {
 	}
 
 	if mode == modePoll {
-		return runPoll(c, cfg, db, client, table)
+		return runPoll(c, cfg, rep.Server, db, client, table)
 	}
 	return runBinlog(c, cfg, rep.Server, db, client, table)
 }
@@ -253,7 +254,7 @@ func chooseMode(log *slog.Logger, rep preflight.Report, mode, stored, modeKey st
 	return modePoll, nil
 }
 
-func runBinlog(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, client *redis.Client, table *schema.Table) error {
+func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, table *schema.Table) error {
 	start, err := position.ParseStart(c.String("start-from"))
 	if err != nil {
 		return err
@@ -305,7 +306,7 @@ func positionKey(c *cli.Context, cfg config) string {
 	return redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Position
 }
 
-func newReader(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, sink outbox.Sink, table *schema.Table, start position.Start) (*canal.Reader, error) {
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, table *schema.Table, start position.Start) (*canal.Reader, error) {
 	host, portStr, err := net.SplitHostPort(cfg.MySQL.Addr)
 	if err != nil || cfg.MySQL.Net != "tcp" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, cfg.MySQL.Net, cfg.MySQL.Addr),

@@ -1,17 +1,27 @@
-package preflight
+// Package mysqlserver knows what differs between the MySQL and MariaDB
+// servers the relay talks to: flavor and version, the statements that were
+// renamed between versions, and the features some versions lack. The relay
+// inspects the server once (Detect) and passes the Server down; nothing else
+// parses a version string.
+package mysqlserver
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
-// Server flavors.
+// Server flavors: the values of Server.Flavor, the same as a stored
+// position's.
 const (
-	FlavorMySQL   = "mysql"
-	FlavorMariaDB = "mariadb"
+	FlavorMySQL   = position.FlavorMySQL
+	FlavorMariaDB = position.FlavorMariaDB
 )
 
 // Server identifies the MySQL or MariaDB server.
@@ -53,16 +63,16 @@ func (s Server) String() string {
 	return fmt.Sprintf("%s %d.%d.%d", name, s.Major, s.Minor, s.Patch)
 }
 
-// DetectServer reads the server's flavor, version and identity. It uses SHOW
+// Detect reads the server's flavor, version and identity. It uses SHOW
 // VARIABLES, which every user may run, and which returns no row (rather than
 // an error, as SELECT @@server_uuid would on MariaDB) for a variable the
 // flavor lacks.
-func DetectServer(ctx context.Context, db *sql.DB) (Server, error) {
-	vars, err := globalVariables(ctx, db, "version", "server_id", "server_uuid")
+func Detect(ctx context.Context, db *sql.DB) (Server, error) {
+	vars, err := GlobalVariables(ctx, db, "version", "server_id", "server_uuid")
 	if err != nil {
 		return Server{}, err
 	}
-	s, err := parseServer(vars["version"], vars["server_id"])
+	s, err := Parse(vars["version"], vars["server_id"])
 	if err != nil {
 		return Server{}, err
 	}
@@ -70,8 +80,8 @@ func DetectServer(ctx context.Context, db *sql.DB) (Server, error) {
 	return s, nil
 }
 
-// parseServer builds a Server from @@version and @@server_id.
-func parseServer(version, serverID string) (Server, error) {
+// Parse builds a Server from @@version and @@server_id.
+func Parse(version, serverID string) (Server, error) {
 	s := Server{Version: version}
 	var err error
 	s.Flavor, s.Major, s.Minor, s.Patch, err = parseVersion(version)
@@ -115,9 +125,10 @@ func parseVersion(v string) (flavor string, major, minor, patch int, err error) 
 	return flavor, nums[0], nums[1], nums[2], nil
 }
 
-// globalVariables returns the named global variables that exist, by
-// lower-case name. names must be plain variable names.
-func globalVariables(ctx context.Context, db *sql.DB, names ...string) (map[string]string, error) {
+// GlobalVariables returns the named global variables that exist, by
+// lower-case name. names must be plain variable names (constants of the
+// caller), since they are inlined into the statement.
+func GlobalVariables(ctx context.Context, db *sql.DB, names ...string) (map[string]string, error) {
 	if len(names) == 0 {
 		return map[string]string{}, nil
 	}
@@ -143,10 +154,10 @@ func globalVariables(ctx context.Context, db *sql.DB, names ...string) (map[stri
 	return vars, nil
 }
 
-// binlogStatusQuery is the statement that shows the current binlog position,
+// BinlogStatusQuery is the statement that shows the current binlog position,
 // renamed twice: MySQL 8.4 removed SHOW MASTER STATUS, and MariaDB 10.5.2
 // added SHOW BINLOG STATUS (go-mysql #1029 sent MySQL's name to MariaDB 11).
-func binlogStatusQuery(s Server) string {
+func (s Server) BinlogStatusQuery() string {
 	switch {
 	case s.MariaDB() && s.AtLeast(10, 5, 2):
 		return "SHOW /* binlog-outbox */ BINLOG STATUS"
@@ -156,12 +167,80 @@ func binlogStatusQuery(s Server) string {
 	return "SHOW /* binlog-outbox */ MASTER STATUS"
 }
 
-// replicasQuery is the statement that lists registered replicas: MySQL 8.0.22
+// ReplicasQuery is the statement that lists registered replicas: MySQL 8.0.22
 // added SHOW REPLICAS and 8.4 removed SHOW SLAVE HOSTS; MariaDB has only the
 // latter.
-func replicasQuery(s Server) string {
+func (s Server) ReplicasQuery() string {
 	if !s.MariaDB() && s.AtLeast(8, 0, 22) {
 		return "SHOW /* binlog-outbox */ REPLICAS"
 	}
 	return "SHOW /* binlog-outbox */ SLAVE HOSTS"
+}
+
+// ErrNoSkipLocked means the server lacks SELECT ... FOR UPDATE SKIP LOCKED
+// (MySQL before 8.0.1, MariaDB before 10.6). It is a configuration error:
+// retrying does not help.
+var ErrNoSkipLocked = fmt.Errorf("%w: server has no SELECT ... FOR UPDATE SKIP LOCKED", outbox.ErrConfig)
+
+// SkipLocked returns nil when the server has SELECT ... FOR UPDATE SKIP
+// LOCKED, which poll mode needs: without it, concurrent relays would wait on
+// each other's locks instead of taking the next rows, or (without FOR
+// UPDATE) publish the same rows.
+func (s Server) SkipLocked() error {
+	switch {
+	case s.MariaDB() && !s.AtLeast(10, 6, 0):
+		return outbox.WithHint(fmt.Errorf("%w: %s is older than 10.6", ErrNoSkipLocked, s),
+			"poll mode needs SELECT ... FOR UPDATE SKIP LOCKED: upgrade to MariaDB 10.6 or later, or run with --mode binlog")
+	case !s.MariaDB() && !s.AtLeast(8, 0, 1):
+		return outbox.WithHint(fmt.Errorf("%w: %s is older than 8.0.1", ErrNoSkipLocked, s),
+			"poll mode needs SELECT ... FOR UPDATE SKIP LOCKED: upgrade to MySQL 8.0.1 or later, or run with --mode binlog")
+	}
+	return nil
+}
+
+// BinlogPosition reads the end of the server's binlog with the statement
+// its version understands.
+func (s Server) BinlogPosition(ctx context.Context, db *sql.DB) (file string, pos uint32, err error) {
+	q := s.BinlogStatusQuery()
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return "", 0, outbox.WithHint(fmt.Errorf("read binlog position (%s): %w", q, err), "the relay's user needs REPLICATION CLIENT (MariaDB: BINLOG MONITOR)")
+	}
+	defer rows.Close()
+	err = ScanRows(rows, func(vals []sql.RawBytes) {
+		if file == "" && len(vals) >= 2 {
+			file = string(vals[0])
+			p, _ := strconv.ParseUint(string(vals[1]), 10, 32)
+			pos = uint32(p)
+		}
+	})
+	if err != nil {
+		return "", 0, fmt.Errorf("read binlog position: %w", err)
+	}
+	if file == "" {
+		return "", 0, outbox.WithHint(errors.New("the server reports no binlog position: the binlog is off"),
+			"enable it with log_bin (and binlog_format=ROW) in my.cnf and restart, or run with --mode poll")
+	}
+	return file, pos, nil
+}
+
+// ScanRows calls fn with the raw values of each row, whatever the width:
+// SHOW statements gained columns between versions.
+func ScanRows(rows *sql.Rows, fn func([]sql.RawBytes)) error {
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		fn(vals)
+	}
+	return rows.Err()
 }

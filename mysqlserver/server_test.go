@@ -1,6 +1,11 @@
-package preflight
+package mysqlserver
 
-import "testing"
+import (
+	"errors"
+	"testing"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
 
 func TestParseVersion(t *testing.T) {
 	tests := []struct {
@@ -47,39 +52,48 @@ func TestServer_Statements(t *testing.T) {
 		{"5.5.5-10.5.1-MariaDB", "SHOW /* binlog-outbox */ MASTER STATUS", "SHOW /* binlog-outbox */ SLAVE HOSTS"},
 	}
 	for _, tt := range tests {
-		s, err := parseServer(tt.version, "1")
+		s, err := Parse(tt.version, "1")
 		if err != nil {
-			t.Fatalf("parseServer(%q): %v", tt.version, err)
+			t.Fatalf("Parse(%q): %v", tt.version, err)
 		}
-		if got := binlogStatusQuery(s); got != tt.status {
-			t.Errorf("%s: binlogStatusQuery = %q, want %q", tt.version, got, tt.status)
+		if got := s.BinlogStatusQuery(); got != tt.status {
+			t.Errorf("%s: BinlogStatusQuery() = %q, want %q", tt.version, got, tt.status)
 		}
-		if got := replicasQuery(s); got != tt.replicas {
-			t.Errorf("%s: replicasQuery = %q, want %q", tt.version, got, tt.replicas)
+		if got := s.ReplicasQuery(); got != tt.replicas {
+			t.Errorf("%s: ReplicasQuery() = %q, want %q", tt.version, got, tt.replicas)
 		}
 	}
 }
 
-func TestCheckVersion(t *testing.T) {
+func TestServer_SkipLocked(t *testing.T) {
 	tests := []struct {
 		version string
-		want    Status
+		ok      bool
 	}{
-		{"8.0.11", Pass},
-		{"8.4.3", Pass},
-		{"5.7.44-log", Fail},
-		{"10.6.0-MariaDB", Pass},
-		{"5.5.5-10.5.23-MariaDB", Fail},
-		{"11.4.2-MariaDB", Pass},
+		{"8.0.36-0ubuntu0.22.04.1", true},
+		{"8.0.1", true},
+		{"8.0.0", false},
+		{"5.7.44-log", false},
+		{"8.4.3", true},
+		{"9.1.0", true},
+		{"10.6.12-MariaDB-log", true},
+		{"10.5.23-MariaDB", false},
+		{"5.5.5-10.6.12-MariaDB-log", true},
+		{"5.5.5-10.4.1-MariaDB", false},
+		{"10.11.19-MariaDB-0+deb12u1-log", true},
+		{"11.4.2-MariaDB", true},
 	}
 	for _, tt := range tests {
-		s, err := parseServer(tt.version, "1")
+		s, err := Parse(tt.version, "1")
 		if err != nil {
-			t.Fatalf("parseServer(%q): %v", tt.version, err)
+			t.Fatalf("Parse(%q): %v", tt.version, err)
 		}
-		r := checkVersion(s)
-		if r.Status != tt.want || (r.Status != Pass && r.Fix == "") {
-			t.Errorf("checkVersion(%s) = %v (fix %q), want %v with a fix unless passing", tt.version, r.Status, r.Fix, tt.want)
+		err = s.SkipLocked()
+		if (err == nil) != tt.ok {
+			t.Errorf("%q: SkipLocked() = %v, want ok=%v", tt.version, err, tt.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrNoSkipLocked) || !errors.Is(err, outbox.ErrConfig) || outbox.HintOf(err) == "") {
+			t.Errorf("%q: SkipLocked() = %v, want ErrNoSkipLocked (a configuration error) with a hint", tt.version, err)
 		}
 	}
 }
