@@ -73,6 +73,13 @@ func (r *Reader) proveLayout(ctx context.Context, start point) (layoutProof, err
 	if err != nil {
 		return layoutProof{}, err
 	}
+	if len(cols) == 0 {
+		// No layout to prove, and no reason the next session would find
+		// one: say so rather than restart for ever.
+		return layoutProof{}, outbox.WithHint(fmt.Errorf("%w: the binlog has rows of %s.%s without column names, and information_schema shows the relay no columns of that table",
+			outbox.ErrConfig, r.cfg.Database, r.cfg.Table),
+			"grant the relay's user SELECT on the table (information_schema hides tables a user cannot read), or set binlog_row_metadata=FULL so that rows carry their column names")
+	}
 	// The end of the binlog only now, after the layout: see the proof.
 	file, pos, err := r.currentPosition(ctx)
 	if err != nil {
@@ -171,7 +178,11 @@ func (r *Reader) scanForDDL(ctx context.Context, start point, endFile string, en
 			}
 		case *replication.QueryEvent:
 			if isDDLOn(e.Schema, e.Query, r.cfg.Database, r.cfg.Table) {
-				return &ddlEvent{file: file, start: h.LogPos - h.EventSize, end: h.LogPos, gset: e.GSet, query: string(stripComments(e.Query)), when: h.Timestamp}, nil
+				d := &ddlEvent{file: file, start: h.LogPos, end: h.LogPos, gset: e.GSet, query: string(stripComments(e.Query)), when: h.Timestamp}
+				if h.LogPos >= h.EventSize {
+					d.start = h.LogPos - h.EventSize
+				}
+				return d, nil
 			}
 		}
 		if h.LogPos > 0 && atOrPast(file, h.LogPos, endFile, endPos) {
