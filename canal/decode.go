@@ -15,7 +15,7 @@ import (
 )
 
 // Column is a physical column of the outbox table as information_schema
-// describes it at start-up.
+// describes it.
 type Column struct {
 	Name string
 	// DataType is information_schema.COLUMNS.DATA_TYPE (e.g. "bigint", "json").
@@ -31,11 +31,14 @@ type layout struct {
 // rowDecoder turns binlog rows of the outbox table into Events. It maps
 // columns by the names the table map event carries (binlog_row_metadata=FULL),
 // so an ALTER TABLE between the event and its decoding can never shift values
-// into the wrong fields. Without names it maps by position, but only after
-// checking the column count and types against the table as it is now.
+// into the wrong fields. Without names it maps by position, with a layout
+// proven to be in force at the rows (layout.go), after checking the column
+// count and types against it as a last line of defence.
 type rowDecoder struct {
 	mapping schema.Mapping
-	columns []Column // table at start-up, for positional mapping
+	// columns is the proven layout for positional mapping; nil when none
+	// is: rows without names then get errNoLayout.
+	columns []Column
 
 	// cache: the layout of the last table map seen. A transaction repeats the
 	// same table map, and consecutive ones usually carry identical metadata.
@@ -48,6 +51,14 @@ type rowDecoder struct {
 
 func newRowDecoder(m schema.Mapping, columns []Column) *rowDecoder {
 	return &rowDecoder{mapping: m, columns: columns}
+}
+
+// forget drops the positional layout, and the cached one with it: after a DDL
+// on the table a table map with the same count and types may well have its
+// columns in another order.
+func (d *rowDecoder) forget() {
+	d.columns = nil
+	d.lastTable, d.lastNames, d.lastTypes, d.lastCount, d.last = nil, nil, nil, 0, layout{}
 }
 
 // layoutFor returns the field layout of a table map event.
@@ -128,18 +139,21 @@ func (d *rowDecoder) fill(find func(string) (int, error), count int) (layout, er
 	return l, nil
 }
 
-// layoutByPosition maps columns by ordinal position. It is only safe while the
-// table has the same columns as when the event was written, so it insists on
-// the same count and compatible types, and stops otherwise.
+// layoutByPosition maps columns by ordinal position, with the proven layout.
+// The proof makes it safe; a different count or incompatible types mean the
+// proof missed a change (a DDL it did not recognise), so it stops.
 func (d *rowDecoder) layoutByPosition(tm *replication.TableMapEvent) (layout, error) {
+	if d.columns == nil {
+		return layout{}, errNoLayout
+	}
 	hint := "set binlog_row_metadata=FULL on the server (SET GLOBAL binlog_row_metadata=FULL and in my.cnf) so the relay maps columns by name; events written before that carry no names and need the table as it was then"
 	if int(tm.ColumnCount) != len(d.columns) {
-		return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have %d columns but the table has %d now; the table was altered and the binlog carries no column names",
+		return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have %d columns but the table has %d; the table was altered and the binlog carries no column names",
 			outbox.ErrConfig, tm.Schema, tm.Table, tm.ColumnCount, len(d.columns)), "%s", hint)
 	}
 	for i, c := range d.columns {
 		if !compatible(tm.ColumnType[i], c.DataType) {
-			return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog column %d of %s.%s has type code %d, but column %s is %s now; the table was altered and the binlog carries no column names",
+			return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog column %d of %s.%s has type code %d, but column %s is %s; the table was altered and the binlog carries no column names",
 				outbox.ErrConfig, i+1, tm.Schema, tm.Table, tm.ColumnType[i], c.Name, c.DataType), "%s", hint)
 		}
 	}

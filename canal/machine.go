@@ -127,6 +127,10 @@ type machine struct {
 	skip    uint64
 	done    uint64
 
+	// ddlAhead is the DDL on the outbox table the session's layout proof
+	// found: rows without names before it have no provable layout.
+	ddlAhead *ddlEvent
+
 	pending *batch
 	flush   flushFunc
 
@@ -316,7 +320,8 @@ func stripComments(q []byte) []byte {
 
 // inspectStatement reports statements that change the outbox table without row
 // events: an INSERT logged as a statement (binlog_format=STATEMENT or MIXED in
-// the producer's session) produces no row the relay could read.
+// the producer's session) produces no row the relay could read. A DDL on the
+// table ends the positional layout's validity.
 func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.QueryEvent, q []byte) {
 	db, table, ok := insertTarget(q)
 	if ok {
@@ -332,13 +337,12 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 			"hint", "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, then re-insert the lost events")
 		return
 	}
-	if bytes.Contains(q, []byte(m.table)) {
-		for _, ddl := range []string{"ALTER", "RENAME", "DROP", "TRUNCATE", "CREATE"} {
-			if hasPrefixFold(q, ddl) {
-				m.log.Info("DDL that may concern the outbox table", "file", m.file, "pos", h.LogPos, "query", truncate(string(q), 300))
-				return
-			}
-		}
+	if isDDLOn(e.Schema, q, m.database, m.table) {
+		// The layout for rows without names is proven up to here at most.
+		m.log.Info("DDL on the outbox table; rows without column names after it need its layout proven again",
+			"file", m.file, "pos", h.LogPos, "query", truncate(string(q), 300))
+		m.dec.forget()
+		m.ddlAhead = nil
 	}
 }
 
@@ -402,6 +406,12 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		m.beginTx()
 	}
 	l, err := m.dec.layoutFor(e.Table)
+	if errors.Is(err, errNoLayout) {
+		if m.ddlAhead != nil {
+			return m.unknownLayoutError(e.Table)
+		}
+		return &errLayoutRestart{start: m.txStart}
+	}
 	if err != nil {
 		return err
 	}

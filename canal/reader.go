@@ -75,11 +75,11 @@ type Config struct {
 	// become events.
 	Database string
 	Table    string
-	// Mapping maps logical to physical column names.
+	// Mapping maps logical to physical column names. Rows without column
+	// names (binlog_row_metadata is not FULL) are mapped by position with the
+	// columns the reader reads from information_schema when it can prove
+	// they are the ones the rows were written with (layout.go).
 	Mapping schema.Mapping
-	// Columns is the table as it is at start-up. It is only used to map rows
-	// when the binlog carries no column names (binlog_row_metadata is not FULL).
-	Columns []Column
 
 	// Start says where to begin when Redis holds no position (default: the
 	// current end of the binlog).
@@ -181,6 +181,9 @@ type Reader struct {
 
 	// chunkNext makes the next session read its first transaction in chunks.
 	chunkNext bool
+	// needLayout makes every session prove the column layout before it
+	// reads: the binlog had rows without column names.
+	needLayout bool
 
 	mu         sync.Mutex
 	stats      Stats
@@ -246,6 +249,12 @@ func (r *Reader) Run(ctx context.Context) error {
 			r.chunkNext = true
 			continue
 		}
+		var layoutRestart *errLayoutRestart
+		if errors.As(err, &layoutRestart) {
+			r.log.Info("rows without column names; proving the table's column layout before reading them", "file", layoutRestart.start.file, "pos", layoutRestart.start.pos)
+			r.needLayout = true
+			continue
+		}
 		if permanent(err) {
 			return err
 		}
@@ -303,6 +312,13 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 		r.log.Info("stored the start position", "position", r.positionString(start))
 	}
 
+	var proof layoutProof
+	if r.needLayout {
+		if proof, err = r.proveLayout(ctx, start); err != nil {
+			return false, err
+		}
+	}
+
 	syncer := replication.NewBinlogSyncer(r.syncerConfig())
 	defer syncer.Close()
 	sctx, cancel := context.WithCancel(ctx)
@@ -346,7 +362,8 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 
 	m := &machine{
 		database: r.cfg.Database, table: r.cfg.Table,
-		dec:        newRowDecoder(r.cfg.Mapping, r.cfg.Columns),
+		dec:        newRowDecoder(r.cfg.Mapping, proof.columns),
+		ddlAhead:   proof.ddlAhead,
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,
 		file: start.file, boundary: start, pending: f.take(),
@@ -392,9 +409,10 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 		}
 		if err := m.handle(sctx, ev); err != nil {
 			var restart *errChunkRestart
-			if errors.As(err, &restart) {
-				// Everything before the large transaction is appended first,
-				// so the next session can start exactly at it.
+			var layoutRestart *errLayoutRestart
+			if errors.As(err, &restart) || errors.As(err, &layoutRestart) {
+				// Everything before the transaction is appended first, so
+				// the next session can start exactly at it.
 				if err := f.drain(sctx, m.pending); err != nil {
 					return progressed, r.appendError(err)
 				}

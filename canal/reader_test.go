@@ -15,7 +15,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 func TestMain(m *testing.M) { testsvc.Main(m) }
@@ -52,17 +51,9 @@ func newReader(t testing.TB, env *relaytest.Env, tweak func(*Config)) (*Reader, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := schema.Inspect(context.Background(), env.DB, env.Database, env.Table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cols := make([]Column, len(tbl.Columns))
-	for i, c := range tbl.Columns {
-		cols[i] = Column{Name: c.Name, DataType: c.DataType}
-	}
 	cfg := Config{
 		Host: env.MariaDB.Host(), Port: uint16(env.MariaDB.Port()), User: env.MariaDB.User(), Password: env.MariaDB.Password(),
-		Flavor: flavorOf(t, env.DB), Database: env.Database, Table: env.Table, Columns: cols, PositionKey: key,
+		Flavor: flavorOf(t, env.DB), Database: env.Database, Table: env.Table, PositionKey: key,
 		// Every reader of a test binary on the shared server needs its own id.
 		ServerID:        uint32(2000 + serverIDs.next()),
 		HeartbeatPeriod: 200 * time.Millisecond,

@@ -136,6 +136,13 @@ func checkVersion(s mysqlserver.Server) Result {
 	return pass(NameMySQLVersion, s.String()+" is supported", both)
 }
 
+// What binlog_row_metadata short of FULL means for the relay (canal/layout.go).
+const (
+	positional = "with the table's columns from information_schema, only where it can prove no DDL on the table lies between a row and that read: " +
+		"after a DDL on the table it reads them again; rows written before a DDL it finds ahead of it (an ALTER while the relay was stopped or behind) stop it with the range to republish"
+	alterWhileCaughtUp = "change the outbox table only while the relay runs and has caught up"
+)
+
 // checkBinlogSettings checks the server variables row-based replication needs.
 func checkBinlogSettings(vars map[string]string) []Result {
 	var out []Result
@@ -163,11 +170,11 @@ func checkBinlogSettings(vars map[string]string) []Result {
 	case strings.EqualFold(v, "FULL"):
 		out = append(out, pass(NameBinlogRowMetadata, "binlog_row_metadata is FULL: row events carry column names", binlogOnly))
 	case !ok:
-		out = append(out, warn(NameBinlogRowMetadata, "the server has no binlog_row_metadata: the relay matches row values to columns by position, verifying column count and types against the table",
-			"upgrade to a server with binlog_row_metadata (MySQL 8.0.1, MariaDB 10.5) and set it to FULL; until then do not reorder the table's columns while the relay is behind", binlogOnly))
+		out = append(out, warn(NameBinlogRowMetadata, "the server has no binlog_row_metadata: row events carry no column names, so the relay maps values by position "+positional,
+			"upgrade to a server with binlog_row_metadata (MySQL 8.0.1, MariaDB 10.5) and set binlog_row_metadata=FULL; until then "+alterWhileCaughtUp, binlogOnly))
 	default:
-		out = append(out, warn(NameBinlogRowMetadata, "binlog_row_metadata is "+v+": row events carry no column names, so the relay matches values to columns by position, verifying column count and types against the table",
-			"set binlog_row_metadata=FULL in my.cnf [mysqld] or SET GLOBAL binlog_row_metadata=FULL; until then do not reorder the table's columns while the relay is behind", binlogOnly))
+		out = append(out, warn(NameBinlogRowMetadata, "binlog_row_metadata is "+v+": row events carry no column names, so the relay maps values by position "+positional,
+			"set binlog_row_metadata=FULL in my.cnf [mysqld] and SET GLOBAL binlog_row_metadata=FULL; until then "+alterWhileCaughtUp, binlogOnly))
 	}
 	return out
 }

@@ -27,9 +27,7 @@ type Table struct {
 	// Engine is the storage engine, e.g. "InnoDB"; "" for a view.
 	Engine string
 	// Columns are all physical columns in ordinal order, as a row event of
-	// the binlog carries them. The binlog reader uses them to check
-	// positional rows when the server logs no column names
-	// (binlog_row_metadata=MINIMAL).
+	// the binlog carries them.
 	Columns []Column
 	// PrimaryKey lists the primary key's columns in key order; nil without
 	// one.

@@ -194,7 +194,7 @@ func runRelay(c *cli.Context) error {
 	if mode == modePoll {
 		return runPoll(c, cfg, rep.Server, db, client, table)
 	}
-	return runBinlog(c, cfg, rep.Server, db, client, table)
+	return runBinlog(c, cfg, rep.Server, db, client)
 }
 
 // tolerateOwnServerID turns a "server id in use" failure into a warning.
@@ -254,7 +254,7 @@ func chooseMode(log *slog.Logger, rep preflight.Report, mode, stored, modeKey st
 	return modePoll, nil
 }
 
-func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, table *schema.Table) error {
+func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client) error {
 	start, err := position.ParseStart(c.String("start-from"))
 	if err != nil {
 		return err
@@ -263,7 +263,7 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 	if err != nil {
 		return err
 	}
-	reader, err := newReader(c, cfg, srv, db, sink, table, start)
+	reader, err := newReader(c, cfg, srv, db, sink, start)
 	if err != nil {
 		return err
 	}
@@ -306,7 +306,7 @@ func positionKey(c *cli.Context, cfg config) string {
 	return redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Position
 }
 
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, table *schema.Table, start position.Start) (*canal.Reader, error) {
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, start position.Start) (*canal.Reader, error) {
 	host, portStr, err := net.SplitHostPort(cfg.MySQL.Addr)
 	if err != nil || cfg.MySQL.Net != "tcp" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, cfg.MySQL.Net, cfg.MySQL.Addr),
@@ -316,16 +316,10 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 	if err != nil {
 		return nil, fmt.Errorf("%w: port %q in --mysql-dsn", outbox.ErrConfig, portStr)
 	}
-	var cols []canal.Column
-	if table != nil {
-		for _, col := range table.Columns {
-			cols = append(cols, canal.Column{Name: col.Name, DataType: col.DataType})
-		}
-	}
 	rcfg := canal.Config{
 		Host: host, Port: uint16(port), User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
 		Flavor: srv.Flavor, ServerID: cfg.ServerID,
-		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Columns: cols,
+		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping,
 		Start: start, PositionKey: positionKey(c, cfg),
 	}
 	if c.Command.Name == "run" {

@@ -1,0 +1,299 @@
+package canal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/position"
+)
+
+// swapColumns moves aggregate_id in front of aggregate_type: the same column
+// count and type classes, so only the names tell the two layouts apart.
+const swapColumns = "MODIFY aggregate_id VARCHAR(255) NOT NULL AFTER message_id"
+
+// namelessEnv is an outbox on a server whose row events carry no column
+// names (MariaDB's default binlog_row_metadata=NO_LOG, like MySQL's MINIMAL).
+func namelessEnv(t *testing.T) *relaytest.Env {
+	t.Helper()
+	return relaytest.NewEnv(t, namelessServer(t), testsvc.SharedRedis(t))
+}
+
+func namelessServer(t *testing.T) *testsvc.MariaDB {
+	t.Helper()
+	return testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: []string{"--binlog-row-metadata=NO_LOG"}})
+}
+
+func alterOutbox(t *testing.T, env *relaytest.Env, spec string) {
+	t.Helper()
+	env.MariaDB.Exec(t, "ALTER TABLE `"+env.Database+"`.outbox "+spec)
+}
+
+func TestReader_NamelessRowsAcrossAlterWhileRunning(t *testing.T) {
+	env := namelessEnv(t)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	r, _ := newReader(t, env, nil)
+	stop := startReader(r)
+	waitStarted(t, r)
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	alterOutbox(t, env, swapColumns)
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// A restart resumes after the ALTER with the new layout.
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 5}, rec)
+	r2, _ := newReader(t, env, nil)
+	stop = startReader(r2)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
+// Rows written while the relay is stopped, before an ALTER it cannot see past:
+// their layout is unknown, so the relay stops with the range and the recovery
+// instead of mapping them with the table as it is now. The recovery (a
+// position after the ALTER) then resumes correctly.
+func TestReader_NamelessRowsBeforeAlterWhileStopped(t *testing.T) {
+	srv := namelessServer(t)
+	for _, gtid := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gtid=%v", gtid), func(t *testing.T) {
+			env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+			ctx := context.Background()
+			var tweak func(*Config)
+			if gtid {
+				start, err := position.ParseStart(gtidPos(t, env))
+				if err != nil {
+					t.Fatal(err)
+				}
+				tweak = func(c *Config) { c.Start = start }
+			}
+			relayed := relaytest.NewProduced()
+			r, _ := newReader(t, env, tweak)
+			stop := startReader(r)
+			waitStarted(t, r)
+			relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 5}, relayed)
+			relaytest.WaitDelivered(t, env, relayed, 30*time.Second)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+
+			skipped := relaytest.NewProduced()
+			relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 5}, skipped)
+			alterOutbox(t, env, swapColumns)
+			file, pos := binlogPos(t, env)
+			resume := fmt.Sprintf("%s:%d", file, pos)
+			if gtid {
+				resume = gtidPos(t, env)
+			}
+			relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 5}, relayed)
+
+			r2, sink := newReader(t, env, nil)
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			err := r2.Run(rctx)
+			if !errors.Is(err, outbox.ErrConfig) {
+				t.Fatalf("Run over rows before an ALTER returned %v, want ErrConfig", err)
+			}
+			hint := outbox.HintOf(err)
+			for _, want := range []string{"binlog_row_metadata=FULL", "position set --start-from " + resume + "`", "mysqlbinlog", "--mode poll"} {
+				if !strings.Contains(hint, want) {
+					t.Errorf("hint %q does not mention %q", hint, want)
+				}
+			}
+			if !strings.Contains(err.Error(), "ALTER TABLE") {
+				t.Errorf("error %q does not name the DDL", err)
+			}
+
+			// The recovery: resume after the ALTER (the skipped rows go
+			// through poll mode, not tested here).
+			start, err := position.ParseStart(resume)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := r2.StartPosition(ctx, start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sink.SetPosition(ctx, raw); err != nil {
+				t.Fatal(err)
+			}
+			r3, _ := newReader(t, env, nil)
+			stop = startReader(r3)
+			relaytest.WaitDelivered(t, env, relayed, 30*time.Second)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			// Every entry has the right fields, none of the skipped rows
+			// appears (Check reports unknown ids).
+			relaytest.Check(ctx, t, env.RDB, relayed, relaytest.CheckOptions{ExactlyOnce: true})
+		})
+	}
+}
+
+func binlogPos(t *testing.T, env *relaytest.Env) (string, uint32) {
+	t.Helper()
+	var file string
+	var pos uint32
+	var discard []any
+	rows, err := env.DB.Query("SHOW BINLOG STATUS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	discard = make([]any, len(cols))
+	discard[0], discard[1] = &file, &pos
+	for i := 2; i < len(cols); i++ {
+		discard[i] = new(any)
+	}
+	if !rows.Next() {
+		t.Fatal("SHOW BINLOG STATUS: no row")
+	}
+	if err := rows.Scan(discard...); err != nil {
+		t.Fatal(err)
+	}
+	return file, pos
+}
+
+func gtidPos(t *testing.T, env *relaytest.Env) string {
+	t.Helper()
+	var gtid string
+	if err := env.DB.QueryRow("SELECT @@GLOBAL.gtid_binlog_pos").Scan(&gtid); err != nil {
+		t.Fatal(err)
+	}
+	return gtid
+}
+
+func TestIsDDLOn(t *testing.T) {
+	tests := []struct {
+		name, def, q string
+		want         bool
+	}{
+		{"alter, default schema", "app", "ALTER TABLE outbox MODIFY aggregate_id VARCHAR(255) AFTER message_id", true},
+		{"alter, qualified", "other", "ALTER TABLE app.outbox ADD x INT", true},
+		{"alter, quoted", "other", "alter table `app`.`outbox` add x int", true},
+		{"alter, spaces around the dot", "other", "ALTER TABLE app . outbox ADD x INT", true},
+		{"alter online (MariaDB)", "app", "ALTER ONLINE TABLE outbox ADD x INT", true},
+		{"leading comment", "app", "/* gh-ost */ ALTER TABLE outbox ADD x INT", true},
+		{"executable comment", "app", "ALTER TABLE /*!50100 outbox */ ADD x INT", true},
+		{"rename into place", "app", "RENAME TABLE outbox TO outbox_old, outbox_new TO outbox", true},
+		{"drop", "app", "DROP TABLE IF EXISTS `outbox` /* generated by server */", true},
+		{"create", "app", "CREATE TABLE outbox (id INT)", true},
+		{"create index", "app", "CREATE INDEX ix ON outbox (aggregate_id)", true},
+		{"truncate", "app", "TRUNCATE outbox", true},
+		{"other schema, qualified", "app", "ALTER TABLE other.outbox ADD x INT", false},
+		{"other schema, default", "other", "ALTER TABLE outbox ADD x INT", false},
+		// outbox.t may be a column of the table as well: a false yes only
+		// costs a re-read of the layout.
+		{"a schema named like the table", "app", "ALTER TABLE outbox.t ADD x INT", true},
+		{"a column of the table", "app", "CREATE VIEW v AS SELECT outbox.id FROM outbox", true},
+		{"other table with the name inside", "app", "ALTER TABLE outbox_archive ADD x INT", false},
+		{"name in a string", "app", "ALTER TABLE orders COMMENT 'feeds the outbox'", false},
+		{"name in a comment", "app", "ALTER TABLE orders /* see outbox */ ADD x INT", false},
+		{"not DDL", "app", "INSERT INTO outbox VALUES (1)", false},
+		{"a word starting like DDL", "app", "CREATED outbox", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := isDDLOn([]byte(tt.def), []byte(tt.q), "app", "outbox"); got != tt.want {
+				t.Errorf("isDDLOn(%q, %q) = %v, want %v", tt.def, tt.q, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAtOrPast(t *testing.T) {
+	tests := []struct {
+		file string
+		pos  uint32
+		want bool
+	}{
+		{"mysql-bin.000002", 100, false},
+		{"mysql-bin.000002", 500, true},
+		{"mysql-bin.000002", 900, true},
+		{"mysql-bin.000001", 900, false},
+		{"mysql-bin.000003", 4, true},
+		{"mysql-bin.1000000", 4, true},
+	}
+	for _, tt := range tests {
+		if got := atOrPast(tt.file, tt.pos, "mysql-bin.000002", 500); got != tt.want {
+			t.Errorf("atOrPast(%s:%d, mysql-bin.000002:500) = %v, want %v", tt.file, tt.pos, got, tt.want)
+		}
+	}
+	if atOrPast("mysql-bin.999999", 4, "mysql-bin.1000000", 4) {
+		t.Error("mysql-bin.999999 counted as after mysql-bin.1000000")
+	}
+}
+
+// A DDL on the outbox table ends the positional layout, cache included: the
+// next table map without names has the same count and types, and must not
+// reuse the layout from before the DDL.
+func TestMachine_DDLForgetsPositionalLayout(t *testing.T) {
+	tm := outboxTableMap(false)
+	row := func(id int64) []any { return outboxRow(id, "{}") }
+	h := newHarness(t, nil)
+	err := h.feed(
+		ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, row(1))), ev(331, xid(nil)),
+		ev(380, mariaDDLGTID(11)), ev(450, query("ALTER TABLE outbox MODIFY aggregate_id VARCHAR(255) NOT NULL AFTER message_id")),
+		ev(500, mariaGTID(12)), ev(550, tm), ev(600, insert(t, tm, row(2))),
+	)
+	var restart *errLayoutRestart
+	if !errors.As(err, &restart) {
+		t.Fatalf("row after the DDL: got %v, want errLayoutRestart", err)
+	}
+	if restart.start.pos != 450 {
+		t.Errorf("restart at %d, want 450 (right after the DDL)", restart.start.pos)
+	}
+	if got := ids(h.m.pending.events); len(got) != 1 || got[0] != 1 {
+		t.Errorf("pending events %v, want [1]: the row before the DDL", got)
+	}
+	if h.m.pending.at.pos != 450 {
+		t.Errorf("pending position %d, want 450", h.m.pending.at.pos)
+	}
+
+	// Another table's DDL changes nothing.
+	h = newHarness(t, nil)
+	if err := h.feed(
+		ev(380, mariaDDLGTID(11)), ev(450, query("ALTER TABLE outbox_archive ADD x INT")),
+		ev(500, mariaGTID(12)), ev(550, tm), ev(600, insert(t, tm, row(2))), ev(631, xid(nil)),
+	); err != nil {
+		t.Fatalf("row after another table's DDL: %v", err)
+	}
+}
+
+// A row without names before the DDL the proof found ahead stops the reader
+// with the range and the recovery.
+func TestMachine_NamelessRowBeforeDDLAhead(t *testing.T) {
+	tm := outboxTableMap(false)
+	h := newHarness(t, func(m *machine) {
+		m.dec.forget()
+		m.ddlAhead = &ddlEvent{file: testFile, start: 900, end: 1000, query: "ALTER TABLE outbox DROP COLUMN headers"}
+	})
+	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, "{}"))))
+	if !errors.Is(err, outbox.ErrConfig) {
+		t.Fatalf("got %v, want ErrConfig", err)
+	}
+	for _, want := range []string{testFile + ":4", "ALTER TABLE outbox DROP COLUMN headers", testFile + ":900"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if hint := outbox.HintOf(err); !strings.Contains(hint, "--start-from "+testFile+":1000") {
+		t.Errorf("hint %q does not give the position after the DDL", hint)
+	}
+	if len(h.m.pending.events) != 0 {
+		t.Errorf("%d events pending, want none", len(h.m.pending.events))
+	}
+}
