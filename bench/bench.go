@@ -330,7 +330,7 @@ func (r *run) all(ctx context.Context) error {
 	}
 	load := func(table string, rows, txRows, payloadBytes int, prefix string) (backlog, float64, error) {
 		b := backlog{table: table, rows: int64(rows), payload: payloadBytes}
-		if b.from, err = masterStatus(ctx, r.db); err != nil {
+		if b.from, err = binlogEnd(ctx, r.db); err != nil {
 			return b, 0, err
 		}
 		began := time.Now()
@@ -356,7 +356,7 @@ func (r *run) all(ctx context.Context) error {
 	}
 	onetx := backlog{table: "onetx", rows: int64(c.Rows), payload: DefaultPayloadBytes}
 	if !c.SkipBigTx {
-		if onetx.from, err = masterStatus(ctx, r.db); err == nil {
+		if onetx.from, err = binlogEnd(ctx, r.db); err == nil {
 			began := time.Now()
 			err = copyInOneTx(ctx, r.db, "onetx", "single")
 			r.log.Info("loaded one transaction", "rows", c.Rows, "took", time.Since(began).Round(time.Millisecond))

@@ -9,10 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
-// binlogPos is a place in the binlog, as SHOW MASTER STATUS gives it.
+// binlogPos is a place in the binlog.
 type binlogPos struct {
 	File string
 	Pos  uint32
@@ -20,26 +21,15 @@ type binlogPos struct {
 
 func (p binlogPos) String() string { return fmt.Sprintf("%s:%d", p.File, p.Pos) }
 
-func masterStatus(ctx context.Context, db *sql.DB) (binlogPos, error) {
-	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS /* binlog-outbox */")
+// binlogEnd reads the end of the binlog with the statement the server's
+// version understands (MySQL 8.4 has no SHOW MASTER STATUS).
+func binlogEnd(ctx context.Context, db *sql.DB) (binlogPos, error) {
+	srv, err := mysqlserver.Detect(ctx, db)
 	if err != nil {
-		return binlogPos{}, fmt.Errorf("show master status: %w", err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	if !rows.Next() {
-		return binlogPos{}, fmt.Errorf("show master status: no rows; is the binlog on (log_bin)?")
-	}
-	vals := make([]any, len(cols))
-	var p binlogPos
-	vals[0], vals[1] = &p.File, &p.Pos
-	for i := 2; i < len(cols); i++ {
-		vals[i] = new(sql.RawBytes)
-	}
-	if err := rows.Scan(vals...); err != nil {
 		return binlogPos{}, err
 	}
-	return p, rows.Err()
+	file, pos, err := srv.BinlogPosition(ctx, db)
+	return binlogPos{File: file, Pos: pos}, err
 }
 
 // createTable makes an empty outbox table of the default shape.

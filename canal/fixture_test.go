@@ -175,6 +175,12 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 		if err := h.m.handle(ctx, ev); err != nil {
 			return err
 		}
+		if ft.columns != nil && h.m.dec.columns == nil {
+			// The machine forgot the layout at a DDL on the table (the
+			// fixtures create their tables). The fixture's columns are
+			// the layout after it: what the reader's proof would find.
+			h.m.dec.columns = ft.columns
+		}
 		if !h.m.inTx && h.m.pending.dirty {
 			return h.m.flush(ctx)
 		}

@@ -495,5 +495,3 @@ func (m *machine) setBoundary(p point) {
 func eventSize(e *outbox.Event) int {
 	return 128 + len(e.Payload) + len(e.Headers) + len(e.MessageID) + len(e.AggregateType) + len(e.AggregateID) + len(e.EventType) + len(e.Invalid)
 }
-
-var errStopped = errors.New("reader stopped")

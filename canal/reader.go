@@ -37,6 +37,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -67,6 +68,9 @@ type Config struct {
 	// Flavor is position.FlavorMySQL or position.FlavorMariaDB. A wrong flavor
 	// makes go-mysql speak the wrong dialect, so it is required, not guessed.
 	Flavor string
+	// Server is the server as the caller inspected it (optional: without
+	// it the reader inspects the server when it needs to).
+	Server mysqlserver.Server
 	// ServerID is the replica id the relay registers with (default 1001). It
 	// must differ from the server's and every other replica's id.
 	ServerID uint32

@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
@@ -159,85 +158,21 @@ func (r *Reader) binaryLogs(ctx context.Context) ([]string, error) {
 	}
 	defer rows.Close()
 	var names []string
-	err = scanFirstColumns(rows, func(vals []sql.RawBytes) {
+	err = mysqlserver.ScanRows(rows, func(vals []sql.RawBytes) {
 		names = append(names, string(vals[0]))
 	})
 	return names, err
 }
 
 // currentPosition reads the end of the binlog, with the statement the server
-// version understands (MySQL 8.4 removed SHOW MASTER STATUS).
+// version understands.
 func (r *Reader) currentPosition(ctx context.Context) (string, uint32, error) {
-	var version string
-	if err := r.db.QueryRowContext(ctx, "SELECT @@version /* binlog-outbox */").Scan(&version); err != nil {
-		return "", 0, fmt.Errorf("read server version: %w", err)
-	}
-	q := "SHOW MASTER STATUS"
-	if r.cfg.Flavor == position.FlavorMariaDB {
-		if versionAtLeast(version, 10, 5, 2) {
-			q = "SHOW BINLOG STATUS"
-		}
-	} else if versionAtLeast(version, 8, 4, 0) {
-		q = "SHOW BINARY LOG STATUS"
-	}
-	rows, err := r.db.QueryContext(ctx, q+" /* binlog-outbox */")
-	if err != nil {
-		return "", 0, outbox.WithHint(fmt.Errorf("read binlog position (%s): %w", q, err), "the relay's user needs REPLICATION CLIENT (MariaDB: BINLOG MONITOR)")
-	}
-	defer rows.Close()
-	var file string
-	var pos uint64
-	err = scanFirstColumns(rows, func(vals []sql.RawBytes) {
-		file = string(vals[0])
-		pos, _ = strconv.ParseUint(string(vals[1]), 10, 32)
-	})
-	if err != nil {
-		return "", 0, fmt.Errorf("read binlog position: %w", err)
-	}
-	if file == "" {
-		return "", 0, outbox.WithHint(errors.New("the server reports no binlog position: the binlog is off"),
-			"enable it with log_bin (and binlog_format=ROW) in my.cnf and restart, or run with --mode poll")
-	}
-	return file, uint32(pos), nil
-}
-
-// versionAtLeast compares a server version string such as
-// "10.11.19-MariaDB-0+deb12u1-log", "5.5.5-10.6.3-MariaDB" or "8.4.3".
-func versionAtLeast(version string, major, minor, patch int) bool {
-	v := strings.TrimPrefix(version, "5.5.5-")
-	var parts [3]int
-	for i, s := range strings.SplitN(v, ".", 3) {
-		end := 0
-		for end < len(s) && s[end] >= '0' && s[end] <= '9' {
-			end++
-		}
-		parts[i], _ = strconv.Atoi(s[:end])
-	}
-	want := [3]int{major, minor, patch}
-	for i := range parts {
-		if parts[i] != want[i] {
-			return parts[i] > want[i]
+	srv := r.cfg.Server
+	if srv.Flavor == "" {
+		var err error
+		if srv, err = mysqlserver.Detect(ctx, r.db); err != nil {
+			return "", 0, err
 		}
 	}
-	return true
-}
-
-// scanFirstColumns scans rows of any width as raw bytes.
-func scanFirstColumns(rows *sql.Rows, fn func([]sql.RawBytes)) error {
-	cols, err := rows.Columns()
-	if err != nil {
-		return err
-	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return err
-		}
-		fn(vals)
-	}
-	return rows.Err()
+	return srv.BinlogPosition(ctx, r.db)
 }

@@ -165,15 +165,6 @@ func ParseStart(s string) (Start, error) {
 	return Start{}, outbox.WithHint(fmt.Errorf("%w: --start-from %q is not a position", outbox.ErrConfig, truncate(s, 100)), "%s", startFromMsg)
 }
 
-// GTIDFlavor guesses the flavor of a GTID set from its syntax.
-func GTIDFlavor(set string) string {
-	first, _, _ := strings.Cut(set, ",")
-	if mariaGTIDRE.MatchString(strings.TrimSpace(first)) {
-		return FlavorMariaDB
-	}
-	return FlavorMySQL
-}
-
 func isGTIDSet(s string) bool {
 	parts := strings.Split(s, ",")
 	flavor := ""

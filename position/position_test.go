@@ -75,15 +75,6 @@ func TestDecode_Invalid(t *testing.T) {
 	}
 }
 
-func TestGTIDFlavor(t *testing.T) {
-	if got := GTIDFlavor("0-1-5,1-1-2"); got != FlavorMariaDB {
-		t.Errorf("GTIDFlavor(mariadb set) = %s", got)
-	}
-	if got := GTIDFlavor("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"); got != FlavorMySQL {
-		t.Errorf("GTIDFlavor(mysql set) = %s", got)
-	}
-}
-
 func FuzzParseStart(f *testing.F) {
 	for _, s := range []string{"now", "earliest", "mysql-bin.000001:4", "0-1-2", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "a:b:c"} {
 		f.Add(s)

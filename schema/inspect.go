@@ -90,29 +90,6 @@ func (t *Table) Column(name string) (Column, bool) {
 	return Column{}, false
 }
 
-// ColumnNames returns the physical column names in ordinal order.
-func (t *Table) ColumnNames() []string {
-	names := make([]string, len(t.Columns))
-	for i, c := range t.Columns {
-		names[i] = c.Name
-	}
-	return names
-}
-
-// Positions returns, for every logical column the mapping has and the table
-// holds, its 0-based position in a binlog row.
-func (t *Table) Positions(m Mapping) map[string]int {
-	pos := map[string]int{}
-	for _, l := range LogicalColumns {
-		if p, ok := m.Physical(l); ok {
-			if c, ok := t.Column(p); ok {
-				pos[l] = c.Position
-			}
-		}
-	}
-	return pos
-}
-
 // Inspect reads the description of database.table from information_schema.
 // An empty database means the connection's current one. Every query filters
 // on the table itself, so a user with privileges on the outbox table alone

@@ -318,7 +318,7 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 	}
 	rcfg := canal.Config{
 		Host: host, Port: uint16(port), User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
-		Flavor: srv.Flavor, ServerID: cfg.ServerID,
+		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
 		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping,
 		Start: start, PositionKey: positionKey(c, cfg),
 	}
