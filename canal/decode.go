@@ -36,6 +36,7 @@ type layout struct {
 type rowDecoder struct {
 	mapping schema.Mapping
 	columns []Column // table at start-up, for positional mapping
+	absent  []string // optional columns the table lacked at start-up
 
 	// cache: the layout of the last table map seen. A transaction repeats the
 	// same table map, and consecutive ones usually carry identical metadata.
@@ -46,8 +47,8 @@ type rowDecoder struct {
 	last      layout
 }
 
-func newRowDecoder(m schema.Mapping, columns []Column) *rowDecoder {
-	return &rowDecoder{mapping: m, columns: columns}
+func newRowDecoder(m schema.Mapping, columns []Column, absent []string) *rowDecoder {
+	return &rowDecoder{mapping: m, columns: columns, absent: absent}
 }
 
 // layoutFor returns the field layout of a table map event.
@@ -87,6 +88,15 @@ func equalNames(a, b [][]byte) bool {
 
 func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error) {
 	names := tm.ColumnNameString()
+	for _, logical := range d.absent {
+		for _, n := range names {
+			if strings.EqualFold(n, logical) {
+				return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have a column %q, which the table lacked when the relay started, so entries have gone without %s; the table was altered",
+					outbox.ErrConfig, tm.Schema, tm.Table, n, logical),
+					"restart the relay: it resumes at this event and relays the column from here on; or keep entries without it with --column %s=-", logical)
+			}
+		}
+	}
 	find := func(logical string) (int, error) {
 		physical, ok := d.mapping.Physical(logical)
 		if !ok {

@@ -80,6 +80,12 @@ type Config struct {
 	// Columns is the table as it is at start-up. It is only used to map rows
 	// when the binlog carries no column names (binlog_row_metadata is not FULL).
 	Columns []Column
+	// Absent lists the optional logical columns that the table lacked at
+	// start-up and no --column named (schema.Resolution.Absent), which
+	// Mapping maps to nothing. A row event that carries a column of that
+	// name (an ALTER TABLE added it) stops the reader: relaying on without it
+	// would silently leave out a field the producers now fill.
+	Absent []string
 
 	// Start says where to begin when Redis holds no position (default: the
 	// current end of the binlog).
@@ -346,7 +352,7 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 
 	m := &machine{
 		database: r.cfg.Database, table: r.cfg.Table,
-		dec:        newRowDecoder(r.cfg.Mapping, r.cfg.Columns),
+		dec:        newRowDecoder(r.cfg.Mapping, r.cfg.Columns, r.cfg.Absent),
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,
 		file: start.file, boundary: start, pending: f.take(),

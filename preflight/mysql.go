@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // Requirement names, as `check` prints them.
@@ -75,10 +76,10 @@ const defaultConnectTimeout = 5 * time.Second
 
 // checkMySQL checks the server, its binlog settings, the user's privileges and
 // the outbox table.
-func checkMySQL(ctx context.Context, cfg Config) (Server, []Result) {
+func checkMySQL(ctx context.Context, cfg Config) (Server, *schema.Resolution, []Result) {
 	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
 	if err != nil {
-		return Server{}, append([]Result{fail(NameMySQL,
+		return Server{}, nil, append([]Result{fail(NameMySQL,
 			"cannot parse the MySQL DSN "+logging.RedactDSN(cfg.MySQLDSN)+": "+parseError(err, logging.DSNPassword(cfg.MySQLDSN)),
 			"write it as user:password@tcp(host:3306)/database", both)},
 			skipAll(afterMySQL, "not checked: the DSN is invalid")...)
@@ -95,7 +96,7 @@ func checkMySQL(ctx context.Context, cfg Config) (Server, []Result) {
 	}
 	connector, err := mysql.NewConnector(conn)
 	if err != nil {
-		return Server{}, append([]Result{fail(NameMySQL, "invalid MySQL DSN: "+scrub(err),
+		return Server{}, nil, append([]Result{fail(NameMySQL, "invalid MySQL DSN: "+scrub(err),
 			"write it as user:password@tcp(host:3306)/database", both)},
 			skipAll(afterMySQL, "not checked: the DSN is invalid")...)
 	}
@@ -109,7 +110,7 @@ func checkMySQL(ctx context.Context, cfg Config) (Server, []Result) {
 		if isMySQLError(err, 1045) {
 			fix = "check the user name and password in --mysql-dsn, and that the account exists for this client host"
 		}
-		return Server{}, append([]Result{fail(NameMySQL,
+		return Server{}, nil, append([]Result{fail(NameMySQL,
 			fmt.Sprintf("cannot connect to %s as %s: %s", dsn.Addr, dsn.User, scrub(err)), fix, both)},
 			skipAll(afterMySQL, "not checked: the MySQL server is unreachable")...)
 	}
@@ -131,8 +132,8 @@ func checkMySQL(ctx context.Context, cfg Config) (Server, []Result) {
 	acct := quoteAccount(account)
 	results = append(results, checkReplicationPrivileges(ctx, db, srv, acct)...)
 	results = append(results, checkServerID(ctx, db, srv, cfg.ServerID, acct))
-	results = append(results, checkTable(ctx, db, srv, database, acct, cfg)...)
-	return srv, results
+	res, tableResults := checkTable(ctx, db, srv, database, acct, cfg)
+	return srv, res, append(results, tableResults...)
 }
 
 // checkVersion requires MySQL 8.0 or MariaDB 10.6: the oldest versions with

@@ -67,7 +67,7 @@ func runPoll(c *cli.Context, cfg config, db *sql.DB, client *redis.Client, table
 		Database:         cfg.Database,
 		Table:            cfg.Table,
 		Mapping:          cfg.Mapping,
-		Stream:           c.String("stream"),
+		Stream:           streamTemplate(c, cfg),
 		Partitions:       c.Int("partitions"),
 		DeadLetterStream: c.String("dead-letter-stream"),
 		BatchSize:        c.Int("batch-size"),

@@ -41,7 +41,7 @@ func streamFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name:    "stream",
-			Usage:   "stream key template; placeholders {aggregate_type}, {aggregate_id}, {event_type}, {partition}",
+			Usage:   "stream key template; placeholders {aggregate_type}, {aggregate_id}, {event_type}, {partition} (default \"outbox\" when the table has no aggregate_type column)",
 			EnvVars: []string{"BINLOG_OUTBOX_STREAM"},
 			Value:   redisstream.DefaultStream,
 		},
@@ -144,8 +144,8 @@ func runRelay(c *cli.Context) error {
 
 	checkCtx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	rep := preflight.Run(checkCtx, preflight.Config{
-		MySQLDSN: cfg.DSN(), RedisURL: cfg.RedisURL, Table: cfg.Table, Mapping: cfg.Mapping, ServerID: cfg.ServerID,
-		OnSent: pollOnSent(c, mode),
+		MySQLDSN: cfg.DSN(), RedisURL: cfg.RedisURL, Table: cfg.Table, Mapping: cfg.Mapping, Declared: cfg.Declared,
+		ServerID: cfg.ServerID, OnSent: pollOnSent(c, mode),
 	})
 	cancel()
 	if c.Context.Err() != nil {
@@ -182,18 +182,26 @@ func runRelay(c *cli.Context) error {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(4)
-	table, problems, err := schema.Validate(c.Context, db, cfg.Database, cfg.Table, cfg.Mapping)
-	if err != nil {
-		return fmt.Errorf("inspect the outbox table: %w", err)
+	// The preflight resolved the mapping against the table once; both modes
+	// relay with that same mapping, so they fill the same fields.
+	res := rep.Table
+	if res == nil {
+		return fmt.Errorf("the outbox table %s.%s was not inspected", cfg.Database, cfg.Table)
 	}
-	if err := schema.ProblemsError(cfg.Table, problems); err != nil {
+	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
 		return err
+	}
+	cfg.Mapping = res.Mapping
+	if len(res.Absent) > 0 {
+		log.Info("outbox table has no column for "+strings.Join(res.Absent, ", "), "entries", schema.DescribeAbsent(res.Absent),
+			"columns", cfg.Mapping.String(), "stream", streamTemplate(c, cfg),
+			"note", "an optional column added later is used after a restart; binlog mode stops when it first sees one")
 	}
 
 	if mode == modePoll {
-		return runPoll(c, cfg, db, client, table)
+		return runPoll(c, cfg, db, client, res.Table)
 	}
-	return runBinlog(c, cfg, rep.Server, db, client, table)
+	return runBinlog(c, cfg, rep.Server, db, client, res.Table, res.Absent)
 }
 
 // tolerateOwnServerID turns a "server id in use" failure into a warning.
@@ -253,7 +261,7 @@ func chooseMode(log *slog.Logger, rep preflight.Report, mode, stored, modeKey st
 	return modePoll, nil
 }
 
-func runBinlog(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, client *redis.Client, table *schema.Table) error {
+func runBinlog(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, client *redis.Client, table *schema.Table, absent []string) error {
 	start, err := position.ParseStart(c.String("start-from"))
 	if err != nil {
 		return err
@@ -262,7 +270,7 @@ func runBinlog(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, cli
 	if err != nil {
 		return err
 	}
-	reader, err := newReader(c, cfg, srv, db, sink, table, start)
+	reader, err := newReader(c, cfg, srv, db, sink, table, absent, start)
 	if err != nil {
 		return err
 	}
@@ -286,7 +294,7 @@ func serveMetrics(c *cli.Context, cfg config, col prometheus.Collector) (stop fu
 // newSink builds the Redis sink from the stream flags.
 func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisstream.Sink, error) {
 	return redisstream.New(client, redisstream.Config{
-		Stream:           c.String("stream"),
+		Stream:           streamTemplate(c, cfg),
 		Partitions:       c.Int("partitions"),
 		DeadLetterStream: c.String("dead-letter-stream"),
 		PositionKey:      positionKey(c, cfg),
@@ -301,6 +309,15 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisst
 	})
 }
 
+// streamTemplate returns --stream, or, when it is not set and the table has
+// no aggregate_type column, a default that does not need one.
+func streamTemplate(c *cli.Context, cfg config) string {
+	if !c.IsSet("stream") && !cfg.Mapping.Has(schema.ColAggregateType) {
+		return redisstream.DefaultStreamNoAggregateType
+	}
+	return c.String("stream")
+}
+
 func positionKey(c *cli.Context, cfg config) string {
 	if k := c.String("position-key"); k != "" {
 		return k
@@ -308,7 +325,7 @@ func positionKey(c *cli.Context, cfg config) string {
 	return "binlog-outbox:position:" + cfg.Database + "." + cfg.Table
 }
 
-func newReader(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, sink outbox.Sink, table *schema.Table, start position.Start) (*canal.Reader, error) {
+func newReader(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, sink outbox.Sink, table *schema.Table, absent []string, start position.Start) (*canal.Reader, error) {
 	host, portStr, err := net.SplitHostPort(cfg.MySQL.Addr)
 	if err != nil || cfg.MySQL.Net != "tcp" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, cfg.MySQL.Net, cfg.MySQL.Addr),
@@ -327,7 +344,7 @@ func newReader(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, sin
 	rcfg := canal.Config{
 		Host: host, Port: uint16(port), User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
 		Flavor: srv.Flavor, ServerID: cfg.ServerID,
-		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Columns: cols,
+		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Columns: cols, Absent: absent,
 		Start: start, PositionKey: positionKey(c, cfg),
 	}
 	if c.Command.Name == "run" {
