@@ -39,6 +39,7 @@ type rowDecoder struct {
 	// columns is the proven layout for positional mapping; nil when none
 	// is: rows without names then get errNoLayout.
 	columns []Column
+	absent  []string // optional columns the table lacked at start-up
 
 	// cache: the layout of the last table map seen. A transaction repeats the
 	// same table map, and consecutive ones usually carry identical metadata.
@@ -49,8 +50,8 @@ type rowDecoder struct {
 	last      layout
 }
 
-func newRowDecoder(m schema.Mapping, columns []Column) *rowDecoder {
-	return &rowDecoder{mapping: m, columns: columns}
+func newRowDecoder(m schema.Mapping, columns []Column, absent []string) *rowDecoder {
+	return &rowDecoder{mapping: m, columns: columns, absent: absent}
 }
 
 // forget drops the positional layout, and the cached one with it: after a DDL
@@ -98,6 +99,15 @@ func equalNames(a, b [][]byte) bool {
 
 func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error) {
 	names := tm.ColumnNameString()
+	for _, logical := range d.absent {
+		for _, n := range names {
+			if strings.EqualFold(n, logical) {
+				return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have a column %q, which the table lacked when the relay started, so entries have gone without %s; the table was altered",
+					outbox.ErrConfig, tm.Schema, tm.Table, n, logical),
+					"restart the relay: it resumes at this event and relays the column from here on; or keep entries without it with --column %s=-", logical)
+			}
+		}
+	}
 	find := func(logical string) (int, error) {
 		physical, ok := d.mapping.Physical(logical)
 		if !ok {

@@ -3,6 +3,7 @@ package canal
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,7 +82,7 @@ func outboxRow(id int64, payload string) []any {
 
 func defaultLayout(t testing.TB) layout {
 	t.Helper()
-	l, err := newRowDecoder(schema.DefaultMapping(), nil).layoutFor(outboxTableMap(true))
+	l, err := newRowDecoder(schema.DefaultMapping(), nil, nil).layoutFor(outboxTableMap(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestRowDecoder_LayoutByName(t *testing.T) {
 			for i := range types {
 				types[i] = mysql.MYSQL_TYPE_VARCHAR
 			}
-			got, err := newRowDecoder(m, nil).layoutFor(tableMap("app", "outbox", tt.columns, types))
+			got, err := newRowDecoder(m, nil, nil).layoutFor(tableMap("app", "outbox", tt.columns, types))
 			if err != nil {
 				t.Fatalf("layoutFor: %v", err)
 			}
@@ -143,6 +144,32 @@ func TestRowDecoder_LayoutByName(t *testing.T) {
 				t.Errorf("layout:\n got %+v\nwant %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRowDecoder_AbsentColumnAdded checks that an optional column the table
+// lacked at start-up stops the reader once an event carries it (ALTER TABLE
+// added it), instead of being left out of the entries unnoticed.
+func TestRowDecoder_AbsentColumnAdded(t *testing.T) {
+	m, err := schema.ParseMapping([]string{"aggregate_type=-", "headers=-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := []string{"id", "message_id", "aggregate_id", "event_type", "payload", "occurred_at"}
+	after := append(slices.Clone(before), "Aggregate_Type")
+	d := newRowDecoder(m, nil, []string{schema.ColAggregateType})
+	if _, err := d.layoutFor(tableMap("app", "outbox", before, make([]byte, len(before)))); err != nil {
+		t.Fatalf("layoutFor before the ALTER: %v", err)
+	}
+	_, err = d.layoutFor(tableMap("app", "outbox", after, make([]byte, len(after))))
+	if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), "Aggregate_Type") || !strings.Contains(outbox.HintOf(err), "restart") {
+		t.Fatalf("layoutFor after the ALTER: got %v (hint %q), want an ErrConfig naming the column, with a hint to restart", err, outbox.HintOf(err))
+	}
+	// Declared absent by the user (--column headers=-): a headers column
+	// stays ignored.
+	withHeaders := append(slices.Clone(before), "headers")
+	if _, err := d.layoutFor(tableMap("app", "outbox", withHeaders, make([]byte, len(withHeaders)))); err != nil {
+		t.Fatalf("layoutFor with a declared-absent column: %v", err)
 	}
 }
 
@@ -154,7 +181,7 @@ func TestRowDecoder_LayoutByNameMissingRequired(t *testing.T) {
 	// The table still calls it payload: the mapping is wrong, or the event
 	// predates a rename.
 	names := []string{"id", "message_id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "occurred_at"}
-	_, err = newRowDecoder(m, nil).layoutFor(tableMap("app", "outbox", names, make([]byte, len(names))))
+	_, err = newRowDecoder(m, nil, nil).layoutFor(tableMap("app", "outbox", names, make([]byte, len(names))))
 	if !errors.Is(err, outbox.ErrConfig) {
 		t.Fatalf("error: got %v, want one wrapping ErrConfig", err)
 	}
@@ -198,7 +225,7 @@ func TestRowDecoder_LayoutByPosition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := newRowDecoder(schema.DefaultMapping(), tableColumns()).layoutFor(tt.tm)
+			l, err := newRowDecoder(schema.DefaultMapping(), tableColumns(), nil).layoutFor(tt.tm)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("layoutFor: %v", err)
@@ -221,7 +248,7 @@ func TestRowDecoder_LayoutByPosition(t *testing.T) {
 // The positional layout is cached for identical table maps, but a changed
 // table map (after an ALTER) must be checked again.
 func TestRowDecoder_LayoutForCache(t *testing.T) {
-	d := newRowDecoder(schema.DefaultMapping(), tableColumns())
+	d := newRowDecoder(schema.DefaultMapping(), tableColumns(), nil)
 	if _, err := d.layoutFor(outboxTableMap(false)); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +262,7 @@ func TestRowDecoder_LayoutForCache(t *testing.T) {
 	}
 
 	// By name: reordered columns with the same types give another layout.
-	d = newRowDecoder(schema.DefaultMapping(), nil)
+	d = newRowDecoder(schema.DefaultMapping(), nil, nil)
 	types := make([]byte, 8)
 	a := tableMap("app", "outbox", []string{"id", "message_id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "occurred_at"}, types)
 	b := tableMap("app", "outbox", []string{"id", "message_id", "aggregate_type", "event_type", "aggregate_id", "payload", "headers", "occurred_at"}, types)

@@ -138,7 +138,7 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 	start := point{file: file, pos: 4}
 	h := newHarness(t, func(m *machine) {
 		m.database, m.table = ft.database, ft.table
-		m.dec = newRowDecoder(ft.schemaMapping(), ft.columns)
+		m.dec = newRowDecoder(ft.schemaMapping(), ft.columns, nil)
 		m.file, m.boundary = file, start
 		if tweak != nil {
 			tweak(m)

@@ -190,7 +190,7 @@ func newHarness(t testing.TB, tweak func(*machine)) *harness {
 	h := &harness{spare: &batch{}}
 	h.m = &machine{
 		database: "app", table: "outbox",
-		dec:        newRowDecoder(schema.DefaultMapping(), tableColumns()),
+		dec:        newRowDecoder(schema.DefaultMapping(), tableColumns(), nil),
 		log:        testLogger(t),
 		maxTxBytes: 1 << 20, maxBatchEvents: 1000, maxBatchBytes: 1 << 20,
 		file: start.file, boundary: start, pending: &batch{},

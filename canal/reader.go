@@ -84,6 +84,12 @@ type Config struct {
 	// columns the reader reads from information_schema when it can prove
 	// they are the ones the rows were written with (layout.go).
 	Mapping schema.Mapping
+	// Absent lists the optional logical columns that the table lacked at
+	// start-up and no --column named (schema.Resolution.Absent), which
+	// Mapping maps to nothing. A row event that carries a column of that
+	// name (an ALTER TABLE added it) stops the reader: relaying on without it
+	// would silently leave out a field the producers now fill.
+	Absent []string
 
 	// Start says where to begin when Redis holds no position (default: the
 	// current end of the binlog).
@@ -366,7 +372,7 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 
 	m := &machine{
 		database: r.cfg.Database, table: r.cfg.Table,
-		dec:        newRowDecoder(r.cfg.Mapping, proof.columns),
+		dec:        newRowDecoder(r.cfg.Mapping, proof.columns, r.cfg.Absent),
 		ddlAhead:   proof.ddlAhead,
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,

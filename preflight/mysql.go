@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
+	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // Requirement names, as `check` prints them.
@@ -23,6 +25,8 @@ const (
 	NameBinlogFormat      = "binlog_format"
 	NameBinlogRowImage    = "binlog_row_image"
 	NameBinlogRowMetadata = "binlog_row_metadata"
+	NameSyncBinlog        = "sync_binlog"
+	NameFlushLogAtCommit  = "innodb_flush_log_at_trx_commit"
 	NameReplicationSlave  = "replication slave privilege"
 	NameReplicationClient = "replication client privilege"
 	NameServerID          = "server id"
@@ -46,9 +50,18 @@ type requirement struct {
 var afterMySQL = []requirement{
 	{NameMySQLVersion, both},
 	{NameLogBin, binlogOnly}, {NameBinlogFormat, binlogOnly}, {NameBinlogRowImage, binlogOnly},
-	{NameBinlogRowMetadata, binlogOnly},
+	{NameBinlogRowMetadata, binlogOnly}, {NameSyncBinlog, both}, {NameFlushLogAtCommit, both},
 	{NameReplicationSlave, binlogOnly}, {NameReplicationClient, binlogOnly}, {NameServerID, binlogOnly},
 	{NameSelect, both}, {NameTable, both}, {NameSkipLocked, pollOnly}, {NamePollWrite, pollOnly},
+}
+
+// requirementsFrom returns the requirements of afterMySQL from first to last,
+// both included, so that the Skip results of a check that could not run name
+// exactly the requirements it covers.
+func requirementsFrom(first, last string) []requirement {
+	i := slices.IndexFunc(afterMySQL, func(r requirement) bool { return r.name == first })
+	j := slices.IndexFunc(afterMySQL, func(r requirement) bool { return r.name == last })
+	return afterMySQL[i : j+1]
 }
 
 func skipAll(reqs []requirement, why string) []Result {
@@ -64,10 +77,10 @@ const defaultConnectTimeout = 5 * time.Second
 
 // checkMySQL checks the server, its binlog settings, the user's privileges and
 // the outbox table.
-func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, []Result) {
+func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, *schema.Resolution, []Result) {
 	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
 	if err != nil {
-		return mysqlserver.Server{}, append([]Result{fail(NameMySQL,
+		return mysqlserver.Server{}, nil, append([]Result{fail(NameMySQL,
 			"cannot parse the MySQL DSN "+logging.RedactDSN(cfg.MySQLDSN)+": "+parseError(err, logging.DSNPassword(cfg.MySQLDSN)),
 			"write it as user:password@tcp(host:3306)/database", both)},
 			skipAll(afterMySQL, "not checked: the DSN is invalid")...)
@@ -84,7 +97,7 @@ func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, []Result) 
 	}
 	connector, err := mysql.NewConnector(conn)
 	if err != nil {
-		return mysqlserver.Server{}, append([]Result{fail(NameMySQL, "invalid MySQL DSN: "+scrub(err),
+		return mysqlserver.Server{}, nil, append([]Result{fail(NameMySQL, "invalid MySQL DSN: "+scrub(err),
 			"write it as user:password@tcp(host:3306)/database", both)},
 			skipAll(afterMySQL, "not checked: the DSN is invalid")...)
 	}
@@ -98,17 +111,19 @@ func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, []Result) 
 		if isMySQLError(err, 1045) {
 			fix = "check the user name and password in --mysql-dsn, and that the account exists for this client host"
 		}
-		return mysqlserver.Server{}, append([]Result{fail(NameMySQL,
+		return mysqlserver.Server{}, nil, append([]Result{fail(NameMySQL,
 			fmt.Sprintf("cannot connect to %s as %s: %s", dsn.Addr, dsn.User, scrub(err)), fix, both)},
 			skipAll(afterMySQL, "not checked: the MySQL server is unreachable")...)
 	}
 	results := []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s", srv, dsn.Addr, dsn.User), both), checkVersion(srv)}
 
-	vars, err := mysqlserver.GlobalVariables(ctx, db, "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata")
+	vars, err := mysqlserver.GlobalVariables(ctx, db, "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
+		"sync_binlog", "innodb_flush_log_at_trx_commit")
 	if err != nil {
-		results = append(results, skipAll(afterMySQL[1:5], "not checked: "+scrub(err))...)
+		results = append(results, skipAll(requirementsFrom(NameLogBin, NameFlushLogAtCommit), "not checked: "+scrub(err))...)
 	} else {
 		results = append(results, checkBinlogSettings(vars)...)
+		results = append(results, checkDurability(vars)...)
 	}
 
 	var account string
@@ -118,8 +133,8 @@ func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, []Result) 
 	acct := quoteAccount(account)
 	results = append(results, checkReplicationPrivileges(ctx, db, srv, acct)...)
 	results = append(results, checkServerID(ctx, db, srv, cfg.ServerID, acct))
-	results = append(results, checkTable(ctx, db, srv, database, acct, cfg)...)
-	return srv, results
+	res, tableResults := checkTable(ctx, db, srv, database, acct, cfg)
+	return srv, res, append(results, tableResults...)
 }
 
 // checkVersion requires MySQL 8.0 or MariaDB 10.6: the oldest versions with
@@ -175,6 +190,45 @@ func checkBinlogSettings(vars map[string]string) []Result {
 	default:
 		out = append(out, warn(NameBinlogRowMetadata, "binlog_row_metadata is "+v+": row events carry no column names, so the relay maps values by position "+positional,
 			"set binlog_row_metadata=FULL in my.cnf [mysqld] and SET GLOBAL binlog_row_metadata=FULL; until then "+alterWhileCaughtUp, binlogOnly))
+	}
+	return out
+}
+
+// checkDurability warns when the server may lose, in an OS crash or power
+// failure, transactions it reported committed. The relay may have appended
+// such a transaction already; the server then rolls it back on recovery, and
+// the streams hold events of a transaction that, as far as the database is
+// concerned, never happened. A crash of the server process alone loses
+// nothing with either setting: the kernel still writes what it was given.
+func checkDurability(vars map[string]string) []Result {
+	var out []Result
+	binlogOn := strings.EqualFold(vars["log_bin"], "ON") || vars["log_bin"] == "1"
+	switch v, ok := vars["sync_binlog"]; {
+	case !ok:
+		out = append(out, warn(NameSyncBinlog, "the server shows no sync_binlog, so whether it syncs the binary log at commit is unknown",
+			"make sure the binary log is synced at every commit (sync_binlog=1 in my.cnf [mysqld])", both))
+	case !binlogOn:
+		out = append(out, pass(NameSyncBinlog, "the binary log is off, so sync_binlog does not matter", both))
+	case v == "1":
+		out = append(out, pass(NameSyncBinlog, "sync_binlog is 1: the binary log is synced at every commit", both))
+	default:
+		// With the binary log on, it decides at recovery which prepared
+		// transactions commit: a transaction missing from it is rolled back
+		// even when InnoDB had flushed it, which concerns poll mode too.
+		out = append(out, warn(NameSyncBinlog, "sync_binlog is "+v+": an OS crash or power failure can lose the last transactions from the binary log, "+
+			"and the server then rolls them back on recovery although the relay may already have appended their events (phantom events in the streams)",
+			"SET GLOBAL sync_binlog=1; and set sync_binlog=1 in my.cnf [mysqld] so that it survives a restart (it costs one fsync per group of commits)", both))
+	}
+	switch v, ok := vars["innodb_flush_log_at_trx_commit"]; {
+	case !ok:
+		out = append(out, warn(NameFlushLogAtCommit, "the server shows no innodb_flush_log_at_trx_commit, so whether InnoDB flushes its log at commit is unknown",
+			"make sure InnoDB flushes its log at every commit (innodb_flush_log_at_trx_commit=1 in my.cnf [mysqld])", both))
+	case v == "1" || v == "3": // MariaDB's 3 flushes at prepare and at commit
+		out = append(out, pass(NameFlushLogAtCommit, "innodb_flush_log_at_trx_commit is "+v+": InnoDB flushes its log at every commit", both))
+	default:
+		out = append(out, warn(NameFlushLogAtCommit, "innodb_flush_log_at_trx_commit is "+v+": an OS crash or power failure can lose up to a second of committed transactions, "+
+			"whose events the relay may already have appended (phantom events in the streams)",
+			"SET GLOBAL innodb_flush_log_at_trx_commit=1; and set innodb_flush_log_at_trx_commit=1 in my.cnf [mysqld] so that it survives a restart", both))
 	}
 	return out
 }

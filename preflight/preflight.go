@@ -104,6 +104,10 @@ type Config struct {
 	// Mapping maps logical to physical column names; nil means
 	// schema.DefaultMapping.
 	Mapping schema.Mapping
+	// Declared lists the logical columns the user mapped with --column
+	// (schema.DeclaredColumns). Run resolves the others against the table:
+	// an optional one the table lacks is absent (schema.Resolve).
+	Declared []string
 	// ServerID is the relay's replica server id (--server-id).
 	ServerID uint32
 	// OnSent is what poll mode does with a relayed row: "mark" (UPDATE its
@@ -118,6 +122,10 @@ type Report struct {
 	// Results are in a fixed order: MySQL server, binlog, privileges, table,
 	// poll mode, Redis.
 	Results []Result
+	// Table is the outbox table and the mapping resolved against it, which
+	// `run` relays with in either mode; nil when the table could not be
+	// inspected or does not exist (the table's Result says why).
+	Table *schema.Resolution
 }
 
 // Failed returns the results that fail mode.
@@ -180,8 +188,8 @@ func Run(ctx context.Context, cfg Config) Report {
 	}
 	var rep Report
 	add := func(rs ...Result) { rep.Results = append(rep.Results, rs...) }
-	srv, mysqlResults := checkMySQL(ctx, cfg)
-	rep.Server = srv
+	srv, res, mysqlResults := checkMySQL(ctx, cfg)
+	rep.Server, rep.Table = srv, res
 	add(mysqlResults...)
 	add(checkRedis(ctx, cfg.RedisURL)...)
 	return rep

@@ -124,6 +124,9 @@ func allPass() map[string]Status {
 	for _, r := range append(append([]requirement{{NameMySQL, both}}, afterMySQL...), append([]requirement{{NameRedis, both}}, afterRedis...)...) {
 		want[r.name] = Pass
 	}
+	// The test servers trade durability for speed (testsvc.DefaultMariaDBArgs):
+	// a warning, which leaves every mode ready.
+	want[NameSyncBinlog], want[NameFlushLogAtCommit] = Warn, Warn
 	return want
 }
 
@@ -159,7 +162,7 @@ func TestRun_ServerSettings(t *testing.T) {
 		{"statement format", []string{"--binlog-format=STATEMENT"}, map[string]Status{NameBinlogFormat: Fail, NameLogBin: Pass}, true},
 		{"minimal row image and metadata", []string{"--binlog-row-image=MINIMAL", "--binlog-row-metadata=MINIMAL"},
 			map[string]Status{NameBinlogRowImage: Fail, NameBinlogRowMetadata: Warn, NameBinlogFormat: Pass}, true},
-		{"binlog off", []string{"--skip-log-bin"}, map[string]Status{NameLogBin: Fail}, true},
+		{"binlog off", []string{"--skip-log-bin"}, map[string]Status{NameLogBin: Fail, NameSyncBinlog: Pass}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,6 +179,49 @@ func TestRun_ServerSettings(t *testing.T) {
 			}
 			if err := rep.Err(ModeBinlog); err == nil || !strings.Contains(err.Error(), rep.Failed(ModeBinlog)[0].Name) {
 				t.Errorf("Err(binlog) = %v, want it to name the failed requirement", err)
+			}
+		})
+	}
+}
+
+// TestRun_Durability checks the warnings about settings that let an OS crash
+// take back transactions the relay may have appended, each way, on one
+// private server whose settings the test changes with SET GLOBAL.
+func TestRun_Durability(t *testing.T) {
+	t.Parallel()
+	m := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
+	database := newOutbox(t, m)
+	redisURL := testsvc.SharedRedis(t).URL(0)
+	tests := []struct {
+		syncBinlog, flushLog string
+		want                 map[string]Status
+		fix                  map[string]string
+	}{
+		{"0", "2", map[string]Status{NameSyncBinlog: Warn, NameFlushLogAtCommit: Warn},
+			map[string]string{NameSyncBinlog: "SET GLOBAL sync_binlog=1", NameFlushLogAtCommit: "SET GLOBAL innodb_flush_log_at_trx_commit=1"}},
+		{"1", "1", map[string]Status{NameSyncBinlog: Pass, NameFlushLogAtCommit: Pass}, nil},
+		{"100", "1", map[string]Status{NameSyncBinlog: Warn, NameFlushLogAtCommit: Pass}, map[string]string{NameSyncBinlog: "my.cnf"}},
+		{"1", "0", map[string]Status{NameSyncBinlog: Pass, NameFlushLogAtCommit: Warn}, map[string]string{NameFlushLogAtCommit: "my.cnf"}},
+		{"1", "3", map[string]Status{NameSyncBinlog: Pass, NameFlushLogAtCommit: Pass}, nil},
+	}
+	for _, tt := range tests {
+		t.Run("sync_binlog="+tt.syncBinlog+",flush="+tt.flushLog, func(t *testing.T) {
+			m.Exec(t, "SET GLOBAL sync_binlog="+tt.syncBinlog, "SET GLOBAL innodb_flush_log_at_trx_commit="+tt.flushLog)
+			rep := Run(ctx(t), config(m.DSN(database), redisURL))
+			expect(t, rep, tt.want)
+			for name, fix := range tt.fix {
+				if r := find(t, rep, name); !strings.Contains(r.Fix, fix) {
+					t.Errorf("%s: fix %q does not say %q", name, r.Fix, fix)
+				}
+			}
+			// Warnings, not failures: both modes still run, and run logs them.
+			for _, mode := range AllModes {
+				if err := rep.Err(mode); err != nil {
+					t.Errorf("Err(%s) = %v, want nil", mode, err)
+				}
+				if got := len(rep.Warned(mode)); got < len(tt.fix) {
+					t.Errorf("Warned(%s) has %d results, want at least %d", mode, got, len(tt.fix))
+				}
 			}
 		})
 	}

@@ -13,11 +13,11 @@ import (
 
 // checkTable checks SELECT on the outbox table, the table itself, and what
 // poll mode needs: SKIP LOCKED and the right to mark or delete relayed rows.
-func checkTable(ctx context.Context, db *sql.DB, srv mysqlserver.Server, database, acct string, cfg Config) []Result {
+func checkTable(ctx context.Context, db *sql.DB, srv mysqlserver.Server, database, acct string, cfg Config) (*schema.Resolution, []Result) {
 	if database == "" {
-		return append([]Result{fail(NameSelect, "the MySQL DSN names no database",
+		return nil, append([]Result{fail(NameSelect, "the MySQL DSN names no database",
 			"add the database that holds the outbox table to the DSN: user:password@tcp(host:3306)/app", both)},
-			skipAll(afterMySQL[9:], "not checked: no database")...)
+			skipAll(requirementsFrom(NameTable, NamePollWrite), "not checked: no database")...)
 	}
 	qtable := schema.QuoteIdent(database) + "." + schema.QuoteIdent(cfg.Table)
 	name := database + "." + cfg.Table
@@ -42,30 +42,50 @@ func checkTable(ctx context.Context, db *sql.DB, srv mysqlserver.Server, databas
 			"make sure the relay user can read "+name, both))
 	}
 
+	var res *schema.Resolution
 	if isAccessDenied(selErr) {
 		// information_schema hides tables the user has no privilege on, so
 		// the validator would wrongly report the table missing.
 		out = append(out, skip(NameTable, "not checked: no SELECT privilege on "+name, both))
 	} else {
-		out = append(out, validateTable(ctx, db, database, cfg))
+		var r Result
+		res, r = validateTable(ctx, db, database, cfg)
+		out = append(out, r)
+		if res != nil {
+			// Poll mode's privileges are those of the resolved columns:
+			// a table without sent_at can only have its rows deleted.
+			cfg.Mapping = res.Mapping
+		}
 	}
 
 	out = append(out, checkSkipLocked(ctx, db, srv, qtable, readable, acct))
 	out = append(out, checkPollWrite(ctx, db, qtable, name, acct, cfg))
-	return out
+	return res, out
 }
 
-// validateTable runs the schema package's validator: its error-level problems
-// fail, its warnings warn.
-func validateTable(ctx context.Context, db *sql.DB, database string, cfg Config) Result {
+// validateTable resolves the mapping against the table (schema.Resolve) and
+// runs the schema package's checks: error-level problems fail, warnings warn.
+// The detail says which fields the entries lack because the table has no
+// such optional column. The resolution is nil when the table could not be
+// inspected or does not exist.
+func validateTable(ctx context.Context, db *sql.DB, database string, cfg Config) (*schema.Resolution, Result) {
 	name := database + "." + cfg.Table
-	t, problems, err := schema.Validate(ctx, db, database, cfg.Table, cfg.Mapping)
+	res, err := schema.Resolve(ctx, db, database, cfg.Table, cfg.Mapping, cfg.Declared)
 	if err != nil {
 		fix := outbox.HintOf(err)
 		if fix == "" {
 			fix = "make sure the relay user can read information_schema for " + name
 		}
-		return fail(NameTable, "cannot inspect "+name+": "+err.Error(), fix, both)
+		return nil, fail(NameTable, "cannot inspect "+name+": "+err.Error(), fix, both)
+	}
+	t, problems := res.Table, res.Problems
+	resolved := &res
+	if t == nil {
+		resolved = nil // the table does not exist: one error problem says so
+	}
+	absent := ""
+	if d := schema.DescribeAbsent(res.Absent); d != "" {
+		absent = "; " + d
 	}
 	var errs, warns []string
 	for _, p := range problems {
@@ -78,15 +98,11 @@ func validateTable(ctx context.Context, db *sql.DB, database string, cfg Config)
 	const fix = "change the table as each problem says; `binlog-outbox schema print` shows the table the relay expects"
 	switch {
 	case len(errs) > 0:
-		return fail(NameTable, name+": "+strings.Join(append(errs, warns...), "; "), fix, both)
+		return resolved, fail(NameTable, name+": "+strings.Join(append(errs, warns...), "; ")+absent, fix, both)
 	case len(warns) > 0:
-		return warn(NameTable, name+": "+strings.Join(warns, "; "), fix, both)
+		return resolved, warn(NameTable, name+": "+strings.Join(warns, "; ")+absent, fix, both)
 	}
-	detail := name + " fits"
-	if t != nil {
-		detail = fmt.Sprintf("%s fits (%d columns, %s)", name, len(t.Columns), t.Engine)
-	}
-	return pass(NameTable, detail, both)
+	return resolved, pass(NameTable, fmt.Sprintf("%s fits (%d columns, %s)%s", name, len(t.Columns), t.Engine, absent), both)
 }
 
 // checkSkipLocked checks that the server supports SELECT ... FOR UPDATE SKIP

@@ -12,6 +12,11 @@ import (
 // DefaultStream is the default stream key template: one stream per aggregate type.
 const DefaultStream = "outbox:{aggregate_type}"
 
+// DefaultStreamNoAggregateType is the default stream key template of a table
+// without an aggregate_type column: one stream, which keeps every aggregate's
+// events in order whatever their event types.
+const DefaultStreamNoAggregateType = "outbox"
+
 // Placeholders a stream template may use.
 const (
 	PlaceholderAggregateType = "aggregate_type"

@@ -214,3 +214,70 @@ func ProblemsError(table string, problems []Problem) error {
 	return outbox.WithHint(fmt.Errorf("%w: table %s: %s", ErrTableUnfit, table, strings.Join(msgs, "; ")),
 		"each problem says how to fix it; `binlog-outbox schema print` shows the table the relay expects")
 }
+
+// Resolution is an outbox table and the mapping the relay uses on it.
+type Resolution struct {
+	// Table is the table as inspected; nil when it does not exist.
+	Table *Table
+	// Mapping is the mapping given, with every optional column in Absent
+	// mapped to nothing. Both modes relay with it.
+	Mapping Mapping
+	// Absent lists, in LogicalColumns order, the optional logical columns
+	// the table lacks and no --column named: fields the entries go without
+	// (message_id is then the row id).
+	Absent []string
+	// Problems are Check's problems with Mapping.
+	Problems []Problem
+}
+
+// Resolve inspects database.table and checks it against m, as Validate does,
+// except that an optional column the table lacks is taken as absent rather
+// than reported, unless declared names it: declared lists the logical columns
+// the user mapped with --column, and a column the user named explicitly and
+// the table lacks is a mistake to report, not to guess around. Tables built
+// before this relay existed (a `type` column and no aggregate_type or
+// headers, an outbox_messages table without message_id) then need only the
+// --column flags that rename.
+func Resolve(ctx context.Context, db *sql.DB, database, table string, m Mapping, declared []string) (Resolution, error) {
+	t, problems, err := Validate(ctx, db, database, table, m)
+	if err != nil || t == nil {
+		return Resolution{Mapping: m, Problems: problems}, err
+	}
+	r := Resolution{Table: t, Mapping: make(Mapping, len(m))}
+	for l, p := range m {
+		r.Mapping[l] = p
+	}
+	for _, l := range LogicalColumns {
+		p, mapped := m.Physical(l)
+		if !mapped || !Optional(l) || slices.Contains(declared, l) {
+			continue
+		}
+		if _, ok := t.Column(p); !ok {
+			r.Mapping[l] = ""
+			r.Absent = append(r.Absent, l)
+		}
+	}
+	r.Problems = t.Check(r.Mapping)
+	return r, nil
+}
+
+// DescribeAbsent says in one phrase what entries lack because the table has
+// no such columns, for `check` and the start-up log; "" when nothing is absent.
+func DescribeAbsent(absent []string) string {
+	var parts []string
+	var lack []string
+	for _, l := range absent {
+		switch l {
+		case ColMessageID:
+			parts = append(parts, "message_id is the row id (no message_id column)")
+		case ColSentAt:
+			parts = append(parts, "poll mode can only delete relayed rows (no sent_at column; --on-sent delete)")
+		default:
+			lack = append(lack, l)
+		}
+	}
+	if len(lack) > 0 {
+		parts = append([]string{"entries have no " + strings.Join(lack, " or ") + " field (no such column)"}, parts...)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -104,6 +104,21 @@ func ParseMapping(flags []string) (Mapping, error) {
 	return m, nil
 }
 
+// DeclaredColumns returns the logical columns that --column flags name, in
+// flag order, for Resolve: the user's own statements about the table, which
+// the relay checks rather than adjusts to the table. Flags that ParseMapping
+// rejects are left out.
+func DeclaredColumns(flags []string) []string {
+	var out []string
+	for _, f := range flags {
+		logical, _, ok := strings.Cut(f, "=")
+		if logical = strings.TrimSpace(logical); ok && slices.Contains(LogicalColumns, logical) && !slices.Contains(out, logical) {
+			out = append(out, logical)
+		}
+	}
+	return out
+}
+
 // Validate checks that every required logical column is mapped, that every
 // physical name is a usable identifier, and that no two logical columns share
 // a physical column (MySQL column names are case-insensitive, so neither may

@@ -171,13 +171,15 @@ mariadb-install-db --no-defaults --datadir="$DEMO/mysql/data" --tmpdir="$DEMO/my
 	--auth-root-authentication-method=normal --skip-test-db --user="$user" >"$DEMO/logs/mariadb-install.log" 2>&1 ||
 	fail "mariadb-install-db failed: see $DEMO/logs/mariadb-install.log"
 # The settings the relay needs: the binlog in ROW format with full row images
-# and column names (binlog_row_metadata=FULL), and a server id.
+# and column names (binlog_row_metadata=FULL), and a server id; sync_binlog=1
+# (MariaDB's default is 0) so that an OS crash cannot take back a transaction
+# the relay appended.
 start_bg "$DEMO/logs/mariadb.log" "$(command -v mariadbd)" --no-defaults --user="$user" \
 	--datadir="$DEMO/mysql/data" --tmpdir="$DEMO/mysql/tmp" \
 	--socket="$DEMO/mysql/mysqld.sock" --pid-file="$DEMO/mysql/mysqld.pid" \
 	--port="$MYSQL_PORT" --bind-address=127.0.0.1 --skip-name-resolve \
 	--log-error="$DEMO/logs/mariadb.log" \
-	--log-bin=mysql-bin --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL --server-id=1 \
+	--log-bin=mysql-bin --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL --server-id=1 --sync-binlog=1 \
 	--innodb-buffer-pool-size=64M --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci
 mysql_root() { mariadb --no-defaults --protocol=tcp -h127.0.0.1 -P"$MYSQL_PORT" -uroot "$@"; }
 wait_until 60 "MariaDB" mysql_root -e 'SELECT 1' ||

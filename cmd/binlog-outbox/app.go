@@ -230,8 +230,11 @@ type config struct {
 	RedisURL string
 	// Table is the outbox table's name.
 	Table string
-	// Mapping maps logical to physical column names.
+	// Mapping maps logical to physical column names, as --column gives it;
+	// the relay resolves it against the table (schema.Resolve) before use.
 	Mapping schema.Mapping
+	// Declared are the logical columns --column names.
+	Declared []string
 	// ServerID is the relay's replica server id.
 	ServerID uint32
 	// Logger is configured from --log-format and --log-level.
@@ -316,9 +319,11 @@ func loadFlags(c *cli.Context) (config, error) {
 		return config{}, outbox.WithHint(fmt.Errorf("%w: --table %q is not a table name", outbox.ErrConfig, cfg.Table),
 			"give the plain table name, without database or quotes; the database comes from --mysql-dsn")
 	}
-	if cfg.Mapping, err = schema.ParseMapping(globalCtx(c, "column").StringSlice("column")); err != nil {
+	columns := globalCtx(c, "column").StringSlice("column")
+	if cfg.Mapping, err = schema.ParseMapping(columns); err != nil {
 		return config{}, err
 	}
+	cfg.Declared = schema.DeclaredColumns(columns)
 	id := globalCtx(c, "server-id").Uint("server-id")
 	if id == 0 || id > math.MaxUint32 {
 		return config{}, outbox.WithHint(fmt.Errorf("%w: --server-id %d is out of range", outbox.ErrConfig, id),

@@ -45,6 +45,7 @@ func runCheck(c *cli.Context) error {
 		RedisURL: cfg.RedisURL,
 		Table:    cfg.Table,
 		Mapping:  cfg.Mapping,
+		Declared: cfg.Declared,
 		ServerID: cfg.ServerID,
 	})
 	printReport(c.App.Writer, rep)

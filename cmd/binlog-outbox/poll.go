@@ -69,7 +69,7 @@ func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, cli
 		Table:            cfg.Table,
 		Server:           srv,
 		Mapping:          cfg.Mapping,
-		Stream:           c.String("stream"),
+		Stream:           streamTemplate(c, cfg),
 		Partitions:       c.Int("partitions"),
 		DeadLetterStream: c.String("dead-letter-stream"),
 		BatchSize:        c.Int("batch-size"),

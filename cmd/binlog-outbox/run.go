@@ -42,7 +42,7 @@ func streamFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name:    "stream",
-			Usage:   "stream key template; placeholders {aggregate_type}, {aggregate_id}, {event_type}, {partition}",
+			Usage:   "stream key template; placeholders {aggregate_type}, {aggregate_id}, {event_type}, {partition} (default \"outbox\" when the table has no aggregate_type column)",
 			EnvVars: []string{"BINLOG_OUTBOX_STREAM"},
 			Value:   redisstream.DefaultStream,
 		},
@@ -145,8 +145,8 @@ func runRelay(c *cli.Context) error {
 
 	checkCtx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	rep := preflight.Run(checkCtx, preflight.Config{
-		MySQLDSN: cfg.DSN(), RedisURL: cfg.RedisURL, Table: cfg.Table, Mapping: cfg.Mapping, ServerID: cfg.ServerID,
-		OnSent: pollOnSent(c, mode),
+		MySQLDSN: cfg.DSN(), RedisURL: cfg.RedisURL, Table: cfg.Table, Mapping: cfg.Mapping, Declared: cfg.Declared,
+		ServerID: cfg.ServerID, OnSent: pollOnSent(c, mode),
 	})
 	cancel()
 	if c.Context.Err() != nil {
@@ -183,18 +183,26 @@ func runRelay(c *cli.Context) error {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(4)
-	table, problems, err := schema.Validate(c.Context, db, cfg.Database, cfg.Table, cfg.Mapping)
-	if err != nil {
-		return fmt.Errorf("inspect the outbox table: %w", err)
+	// The preflight resolved the mapping against the table once; both modes
+	// relay with that same mapping, so they fill the same fields.
+	res := rep.Table
+	if res == nil {
+		return fmt.Errorf("the outbox table %s.%s was not inspected", cfg.Database, cfg.Table)
 	}
-	if err := schema.ProblemsError(cfg.Table, problems); err != nil {
+	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
 		return err
+	}
+	cfg.Mapping = res.Mapping
+	if len(res.Absent) > 0 {
+		log.Info("outbox table has no column for "+strings.Join(res.Absent, ", "), "entries", schema.DescribeAbsent(res.Absent),
+			"columns", cfg.Mapping.String(), "stream", streamTemplate(c, cfg),
+			"note", "an optional column added later is used after a restart; binlog mode stops when it first sees one")
 	}
 
 	if mode == modePoll {
-		return runPoll(c, cfg, rep.Server, db, client, table)
+		return runPoll(c, cfg, rep.Server, db, client, res.Table)
 	}
-	return runBinlog(c, cfg, rep.Server, db, client)
+	return runBinlog(c, cfg, rep.Server, db, client, res.Absent)
 }
 
 // tolerateOwnServerID turns a "server id in use" failure into a warning.
@@ -254,7 +262,7 @@ func chooseMode(log *slog.Logger, rep preflight.Report, mode, stored, modeKey st
 	return modePoll, nil
 }
 
-func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client) error {
+func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, absent []string) error {
 	start, err := position.ParseStart(c.String("start-from"))
 	if err != nil {
 		return err
@@ -263,7 +271,7 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 	if err != nil {
 		return err
 	}
-	reader, err := newReader(c, cfg, srv, db, sink, start)
+	reader, err := newReader(c, cfg, srv, db, sink, absent, start)
 	if err != nil {
 		return err
 	}
@@ -287,7 +295,7 @@ func serveMetrics(c *cli.Context, cfg config, col prometheus.Collector) (stop fu
 // newSink builds the Redis sink from the stream flags.
 func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisstream.Sink, error) {
 	return redisstream.New(client, redisstream.Config{
-		Stream:           c.String("stream"),
+		Stream:           streamTemplate(c, cfg),
 		Partitions:       c.Int("partitions"),
 		DeadLetterStream: c.String("dead-letter-stream"),
 		PositionKey:      positionKey(c, cfg),
@@ -302,11 +310,20 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisst
 	})
 }
 
+// streamTemplate returns --stream, or, when it is not set and the table has
+// no aggregate_type column, a default that does not need one.
+func streamTemplate(c *cli.Context, cfg config) string {
+	if !c.IsSet("stream") && !cfg.Mapping.Has(schema.ColAggregateType) {
+		return redisstream.DefaultStreamNoAggregateType
+	}
+	return c.String("stream")
+}
+
 func positionKey(c *cli.Context, cfg config) string {
 	return redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Position
 }
 
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, start position.Start) (*canal.Reader, error) {
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, absent []string, start position.Start) (*canal.Reader, error) {
 	host, portStr, err := net.SplitHostPort(cfg.MySQL.Addr)
 	if err != nil || cfg.MySQL.Net != "tcp" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, cfg.MySQL.Net, cfg.MySQL.Addr),
@@ -319,7 +336,7 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 	rcfg := canal.Config{
 		Host: host, Port: uint16(port), User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
 		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
-		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping,
+		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent,
 		Start: start, PositionKey: positionKey(c, cfg),
 	}
 	if c.Command.Name == "run" {
