@@ -10,6 +10,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/preflight"
 )
 
 func TestMain(m *testing.M) { testsvc.Main(m) }
@@ -213,6 +214,28 @@ func TestReportError(t *testing.T) {
 		var b bytes.Buffer
 		if code := reportError(&b, tt.err); code != tt.code || b.String() != tt.want {
 			t.Errorf("reportError(%v) = %d, %q; want %d, %q", tt.err, code, b.String(), tt.code, tt.want)
+		}
+	}
+}
+
+func TestTolerateOwnServerID(t *testing.T) {
+	inUse := preflight.Result{Name: preflight.NameServerID, Status: preflight.Fail, Detail: "--server-id 7 is taken",
+		Cause: preflight.CauseServerIDInUse, Modes: []preflight.Mode{preflight.ModeBinlog}}
+	own := preflight.Result{Name: preflight.NameServerID, Status: preflight.Fail, Detail: "--server-id 1 is the server's own server_id",
+		Modes: []preflight.Mode{preflight.ModeBinlog}}
+	tests := []struct {
+		name string
+		in   preflight.Result
+		want preflight.Status
+	}{
+		{"used by a replica", inUse, preflight.Warn},
+		{"the server's own id", own, preflight.Fail},
+	}
+	for _, tt := range tests {
+		rep := preflight.Report{Results: []preflight.Result{tt.in}}
+		tolerateOwnServerID(&rep)
+		if got := rep.Results[0].Status; got != tt.want {
+			t.Errorf("%s: status %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -205,7 +205,7 @@ func runRelay(c *cli.Context) error {
 // would make auto mode fall back to polling for a moment.
 func tolerateOwnServerID(rep *preflight.Report) {
 	for i, r := range rep.Results {
-		if r.Name == preflight.NameServerID && r.Status == preflight.Fail && strings.Contains(r.Detail, "used by a replica") {
+		if r.Status == preflight.Fail && r.Cause == preflight.CauseServerIDInUse {
 			rep.Results[i].Status = preflight.Warn
 			rep.Results[i].Detail += "; if this is the relay's own previous connection the server drops it shortly, otherwise the relay stops after a minute of refusals"
 		}
