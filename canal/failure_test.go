@@ -342,20 +342,7 @@ func TestReader_RedisOutOfMemoryLosesNothing(t *testing.T) {
 	waitStarted(t, r)
 
 	// Fill Redis to maxmemory with other data, then produce.
-	used := env.RDB.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
-	var usedN int
-	fmt.Sscan(used, &usedN)
-	env.RDB.ConfigSet(ctx, "maxmemory", fmt.Sprint(usedN+(1<<20)))
-	big := strings.Repeat("x", 64<<10)
-	for i := 0; ; i++ {
-		if err := env.RDB.Set(ctx, fmt.Sprintf("fill:%d", i), big, 0).Err(); err != nil {
-			break
-		}
-	}
-	// Well over the limit, so that no write slips through the margin.
-	used = env.RDB.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
-	fmt.Sscan(used, &usedN)
-	env.RDB.ConfigSet(ctx, "maxmemory", fmt.Sprint(usedN-(1<<20)))
+	relaytest.FillRedis(ctx, t, env)
 	posBefore, _ := r.sink.Position(ctx)
 	rec := relaytest.NewProduced()
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)

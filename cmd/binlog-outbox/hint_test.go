@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"hash/crc32"
 	"strconv"
 	"strings"
@@ -37,7 +36,7 @@ func TestRun_HintOnce(t *testing.T) {
 	waitStoredPosition(t, env, posKey(env))
 
 	// Fill Redis well over maxmemory, then give the relay rows to append.
-	fillRedis(ctx, t, env)
+	relaytest.FillRedis(ctx, t, env)
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 3}, relaytest.NewProduced())
 	relaytest.WaitFor(t, 20*time.Second, "the relay to hit OOM", func() bool {
 		return strings.Contains(out.String(), "OOM command not allowed")
@@ -77,26 +76,4 @@ func TestRun_HintOnce(t *testing.T) {
 	if n := strings.Count(got, hintLines[0]); n != 1 {
 		t.Errorf("the final hint appears %d times, want once (on its own line):\n%s", n, got)
 	}
-}
-
-// fillRedis fills env's Redis with other keys until it refuses writes, then
-// lowers maxmemory below what it uses, so that no write slips through the
-// margin.
-func fillRedis(ctx context.Context, t *testing.T, env *relaytest.Env) {
-	t.Helper()
-	used := func() int {
-		n, err := strconv.Atoi(env.RDB.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"])
-		if err != nil {
-			t.Fatalf("used_memory: %v", err)
-		}
-		return n
-	}
-	env.RDB.ConfigSet(ctx, "maxmemory", fmt.Sprint(used()+(1<<20)))
-	big := strings.Repeat("x", 64<<10)
-	for i := 0; ; i++ {
-		if err := env.RDB.Set(ctx, fmt.Sprintf("fill:%d", i), big, 0).Err(); err != nil {
-			break
-		}
-	}
-	env.RDB.ConfigSet(ctx, "maxmemory", fmt.Sprint(used()-(1<<20)))
 }
