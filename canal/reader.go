@@ -282,7 +282,8 @@ func (r *Reader) Run(ctx context.Context) error {
 }
 
 // session reads from the stored position until an error. progressed reports
-// whether anything was appended, to reset the backoff.
+// whether anything was appended (the backoff is reset as appends happen, by
+// recordBatch).
 func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	r.mu.Lock()
 	r.stats.Sessions++
