@@ -122,6 +122,8 @@ func (p *Policy) Failed(err error) (wait time.Duration, final error) {
 		p.since = now
 	}
 	p.failed++
+	// Comparing texts only decides whether to print a line; what the loop
+	// does was decided above, by Final.
 	text := err.Error()
 	if text == p.lastText && now.Sub(p.lastAt) < p.cfg.RepeatEvery {
 		p.repeats++
