@@ -50,13 +50,10 @@ type Error struct {
 	Hint string
 }
 
-// Error implements error.
-func (e *Error) Error() string {
-	if e.Hint == "" {
-		return e.Err.Error()
-	}
-	return e.Err.Error() + " (hint: " + e.Hint + ")"
-}
+// Error implements error. It leaves the hint out: the hint is for the
+// operator, printed once and on its own (a log attribute, the CLI's "hint:"
+// line), while the error text may be wrapped, logged and repeated.
+func (e *Error) Error() string { return e.Err.Error() }
 
 // Unwrap gives errors.Is and errors.As access to the cause.
 func (e *Error) Unwrap() error { return e.Err }
@@ -94,8 +91,21 @@ var (
 	ErrPositionGone = errors.New("stored binlog position is not available on the server")
 
 	// ErrConfig marks an invalid configuration; retrying does not help.
+	// Sentinels of the sub-packages for problems of the same kind (an unfit
+	// table, a server without a feature) are made with NewConfigError, so
+	// that errors.Is(err, ErrConfig) alone tells a final error.
 	ErrConfig = errors.New("invalid configuration")
 )
+
+// NewConfigError returns a sentinel error with the given text that errors.Is
+// also matches as ErrConfig.
+func NewConfigError(text string) error { return &configError{text} }
+
+type configError struct{ text string }
+
+func (e *configError) Error() string { return e.text }
+
+func (e *configError) Unwrap() error { return ErrConfig }
 
 // Sink appends events to their streams together with the relay's position.
 // The binlog reader consumes it; package redisstream implements it.

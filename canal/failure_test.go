@@ -328,46 +328,54 @@ func TestReader_RedisRestartsFromAOF(t *testing.T) {
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 }
 
+// TestReader_RedisOutOfMemoryLosesNothing holds Redis at maxmemory
+// (noeviction) for 8 seconds under a relay retrying every 100ms: nothing is
+// appended, the position stays, the log holds a bounded number of ERROR lines
+// with the hint once, and everything arrives, once, when memory is freed.
 func TestReader_RedisOutOfMemoryLosesNothing(t *testing.T) {
 	rs := testsvc.StartRedis(t, testsvc.RedisOptions{})
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), rs)
 	ctx := context.Background()
-	r, _ := newReader(t, env, func(c *Config) { c.MaxBackoff = 100 * time.Millisecond })
+	logs := &relaytest.Logs{}
+	r, _ := newReaderLogging(t, env, func(c *Config) { c.MaxBackoff = 100 * time.Millisecond }, logs.Logger())
 	stop := startReader(r)
 	waitStarted(t, r)
 
 	// Fill Redis to maxmemory with other data, then produce.
-	used := env.RDB.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
-	var usedN int
-	fmt.Sscan(used, &usedN)
-	env.RDB.ConfigSet(ctx, "maxmemory", fmt.Sprint(usedN+(1<<20)))
-	big := strings.Repeat("x", 64<<10)
-	for i := 0; ; i++ {
-		if err := env.RDB.Set(ctx, fmt.Sprintf("fill:%d", i), big, 0).Err(); err != nil {
-			break
-		}
-	}
-	// Well over the limit, so that no write slips through the margin.
-	used = env.RDB.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
-	fmt.Sscan(used, &usedN)
-	env.RDB.ConfigSet(ctx, "maxmemory", fmt.Sprint(usedN-(1<<20)))
+	relaytest.FillRedis(ctx, t, env)
 	posBefore, _ := r.sink.Position(ctx)
 	rec := relaytest.NewProduced()
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
-	time.Sleep(time.Second)
+	time.Sleep(8 * time.Second)
 	if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != 0 {
 		t.Fatalf("%d entries appended at maxmemory", n)
 	}
 	if posAfter, _ := r.sink.Position(ctx); string(posAfter) != string(posBefore) {
 		t.Fatalf("position moved while Redis refused the appends:\n%s\n%s", posBefore, posAfter)
 	}
-	// Memory freed: everything arrives, once.
+	if s := r.Stats().Sessions; s < 20 {
+		t.Fatalf("%d sessions in 8s; the reader did not retry as often as the test needs", s)
+	}
+	// About 60 failed attempts: the first is logged, the repeats are
+	// counted until the next line RepeatEvery later.
+	errLines := logs.Lines("ERROR")
+	if len(errLines) == 0 || len(errLines) > 2 {
+		t.Errorf("%d ERROR lines in 8s of Redis OOM, want 1 or 2:\n%s", len(errLines), logs.String())
+	}
+	const hint = "Redis reached maxmemory"
+	if n := strings.Count(logs.String(), hint); n != 1 {
+		t.Errorf("the OOM hint appears %d times in the log, want once:\n%s", n, logs.String())
+	}
+	// Memory freed: everything arrives, once, and the log says so.
 	env.RDB.ConfigSet(ctx, "maxmemory", "0")
 	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+	if !strings.Contains(logs.String(), `"msg":"recovered"`) {
+		t.Errorf("no line says the reader recovered:\n%s", logs.String())
+	}
 }
 
 func TestReader_PositionOfAnotherServerRefused(t *testing.T) {

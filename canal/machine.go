@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 )
 
 // batch is what the reader hands to the flusher: the events of complete
@@ -212,7 +213,7 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 		// impossible. Say so loudly rather than guess.
 		m.log.Error("XA transaction in the binlog: outbox rows written in XA transactions are not relayed",
 			"file", m.file, "pos", h.LogPos, "rows", len(m.rows),
-			"hint", "write outbox rows in ordinary transactions, or relay them with --mode poll")
+			logging.KeyHint, "write outbox rows in ordinary transactions, or relay them with --mode poll")
 		m.resetTx()
 	}
 	return nil
@@ -334,7 +335,7 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 		m.statementDML++
 		m.log.Error("an INSERT into the outbox table was logged as a statement, not as rows: its events cannot be relayed",
 			"file", m.file, "pos", h.LogPos, "schema", string(e.Schema), "query", truncate(string(q), 300),
-			"hint", "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, then re-insert the lost events")
+			logging.KeyHint, "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, then re-insert the lost events")
 		return
 	}
 	if isDDLOn(e.Schema, q, m.database, m.table) {

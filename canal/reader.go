@@ -37,6 +37,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/retry"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -185,6 +187,9 @@ type Reader struct {
 	db   *sql.DB
 	sink outbox.Sink
 	log  *slog.Logger
+	// retry decides what a failed session leads to; the flusher reports
+	// progress to it.
+	retry *retry.Policy
 
 	writer string        // identifies this process in the positions it writes
 	seq    atomic.Uint64 // counts the positions it wrote
@@ -226,9 +231,13 @@ func New(db *sql.DB, sink outbox.Sink, cfg Config, logger *slog.Logger) (*Reader
 		logger = slog.New(slog.DiscardHandler)
 	}
 	host, _ := os.Hostname()
+	log := logger.With("component", "binlog")
 	return &Reader{
-		cfg: cfg, db: db, sink: sink,
-		log:    logger.With("component", "binlog"),
+		cfg: cfg, db: db, sink: sink, log: log,
+		retry: retry.New(log, retry.Config{
+			Message: "binlog reader stopped; restarting from the stored position",
+			MaxWait: cfg.MaxBackoff,
+		}),
 		writer: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()),
 	}, nil
 }
@@ -241,15 +250,17 @@ func (r *Reader) Stats() Stats {
 }
 
 // Run relays until ctx is cancelled (it then returns nil) or an error that a
-// retry cannot fix: a configuration error, a purged or foreign position, or
-// another relay fencing this one. Other errors (connection loss, server
-// restart, Redis down or full) are logged and the reader starts over from the
-// stored position after a capped exponential backoff.
+// retry cannot fix (retry.Final): a configuration error, a purged or foreign
+// position, or another relay fencing this one. Other errors (connection loss,
+// server restart, Redis down or full) are logged, rate-limited, and the reader
+// starts over from the stored position after a capped exponential backoff that
+// progress (an append) resets.
 func (r *Reader) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
 	var clashSince time.Time
 	for {
-		progressed, err := r.session(ctx)
+		// Progress is reported to r.retry by the flusher as it appends
+		// (recordBatch), so that a recovery is logged when it happens.
+		_, err := r.session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -265,9 +276,6 @@ func (r *Reader) Run(ctx context.Context) error {
 			r.needLayout = true
 			continue
 		}
-		if permanent(err) {
-			return err
-		}
 		if errors.Is(err, errServerIDClash) {
 			if clashSince.IsZero() {
 				clashSince = time.Now()
@@ -279,29 +287,22 @@ func (r *Reader) Run(ctx context.Context) error {
 			clashSince = time.Time{}
 		}
 		if errors.Is(err, outbox.ErrPositionRolledBack) {
-			r.log.Warn("stored position went back (Redis lost acknowledged writes); re-reading from it, the streams lost the same entries", "error", err)
+			r.log.Warn("stored position went back (Redis lost acknowledged writes); re-reading from it, the streams lost the same entries", logging.KeyError, err)
 			continue
 		}
-		if progressed {
-			backoff = 100 * time.Millisecond
+		wait, final := r.retry.Failed(err)
+		if final != nil {
+			return final
 		}
-		r.log.Error("binlog reader stopped; restarting from the stored position", "error", err, "hint", outbox.HintOf(err), "retry_in", backoff)
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, wait) {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, r.cfg.MaxBackoff)
 	}
 }
 
-// permanent reports errors that the same configuration will hit again.
-func permanent(err error) bool {
-	return errors.Is(err, outbox.ErrConfig) || errors.Is(err, outbox.ErrFenced) || errors.Is(err, outbox.ErrPositionGone)
-}
-
 // session reads from the stored position until an error. progressed reports
-// whether anything was appended, to reset the backoff.
+// whether anything was appended (the backoff is reset as appends happen, by
+// recordBatch).
 func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	r.mu.Lock()
 	r.stats.Sessions++
@@ -356,7 +357,12 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 		wg.Wait()
 		return false, r.streamError(fmt.Errorf("start binlog dump at %s: %w", r.positionString(start), err))
 	}
-	r.log.Info("reading binlog", "position", r.positionString(start), "server_id", r.cfg.ServerID)
+	// While sessions keep failing, the failure lines say enough.
+	level := slog.LevelInfo
+	if r.retry.Failing() {
+		level = slog.LevelDebug
+	}
+	r.log.Log(ctx, level, "reading binlog", "position", r.positionString(start), "server_id", r.cfg.ServerID)
 
 	f := newFlusher(r, prev, cancel)
 	wg.Add(1)
@@ -566,9 +572,10 @@ func (r *Reader) recordBatch(b *batch, pos string) {
 		r.stats.LastCommit = time.Unix(int64(b.at.commitTS), 0)
 	}
 	r.mu.Unlock()
+	r.retry.Progressed()
 	if dead > 0 {
 		r.log.Error("rows moved to the dead-letter stream", "rows", dead, "position", pos,
-			"hint", "see the reason field of the entries in the dead-letter stream; fix the producer")
+			logging.KeyHint, "see the reason field of the entries in the dead-letter stream; fix the producer")
 	}
 }
 

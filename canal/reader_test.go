@@ -41,6 +41,12 @@ func flavorOf(t testing.TB, db *sql.DB) string {
 // newReader builds a reader for env with overrides applied to its config.
 func newReader(t testing.TB, env *relaytest.Env, tweak func(*Config)) (*Reader, *redisstream.Sink) {
 	t.Helper()
+	return newReaderLogging(t, env, tweak, testLogger(t))
+}
+
+// newReaderLogging is newReader with the reader's logs going to logger.
+func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), logger *slog.Logger) (*Reader, *redisstream.Sink) {
+	t.Helper()
 	client, err := redisstream.NewClient(env.RedisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +68,7 @@ func newReader(t testing.TB, env *relaytest.Env, tweak func(*Config)) (*Reader, 
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	r, err := New(env.DB, sink, cfg, testLogger(t))
+	r, err := New(env.DB, sink, cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

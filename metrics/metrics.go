@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 )
 
@@ -119,7 +120,7 @@ func Serve(ctx context.Context, addr string, c prometheus.Collector, log *slog.L
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", "error", err)
+			log.Error("metrics server stopped", logging.KeyError, err)
 		}
 	}()
 	log.Info("serving metrics", "addr", ln.Addr().String())

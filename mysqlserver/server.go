@@ -180,7 +180,7 @@ func (s Server) ReplicasQuery() string {
 // ErrNoSkipLocked means the server lacks SELECT ... FOR UPDATE SKIP LOCKED
 // (MySQL before 8.0.1, MariaDB before 10.6). It is a configuration error:
 // retrying does not help.
-var ErrNoSkipLocked = fmt.Errorf("%w: server has no SELECT ... FOR UPDATE SKIP LOCKED", outbox.ErrConfig)
+var ErrNoSkipLocked = outbox.NewConfigError("server has no SELECT ... FOR UPDATE SKIP LOCKED")
 
 // SkipLocked returns nil when the server has SELECT ... FOR UPDATE SKIP
 // LOCKED, which poll mode needs: without it, concurrent relays would wait on

@@ -25,7 +25,6 @@ package poller
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -35,6 +34,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/retry"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -66,9 +66,6 @@ const (
 	// deferredWait is the wait after a round that left rows to another
 	// relay's batch: that relay's COMMIT is usually milliseconds away.
 	deferredWait = 5 * time.Millisecond
-	// firstErrorWait is the first wait after an error; it doubles up to
-	// MaxBackoff, which also rate-limits the error log lines.
-	firstErrorWait = 100 * time.Millisecond
 	// maxDeferWait bounds how long a round whose rows all wait behind
 	// other relays' rows keeps looking before it lets go of them.
 	maxDeferWait = 100 * time.Millisecond
@@ -280,60 +277,49 @@ func (p *Poller) Stats() Stats {
 }
 
 // Run polls until ctx is cancelled, then returns nil. Database and Redis
-// errors are retried with capped exponential backoff; configuration problems
-// (an unfit table, a server without SKIP LOCKED) are returned.
+// errors are logged, rate-limited, and retried with capped exponential
+// backoff; errors retrying cannot fix (retry.Final: an unfit table, a server
+// without SKIP LOCKED) are returned.
 func (p *Poller) Run(ctx context.Context) error {
 	p.log.Info("poll relay starting", "table", p.cfg.Table, "database", p.cfg.Database, "mapping", p.cfg.Mapping.String(),
 		"stream", p.cfg.Stream, "batch_size", p.cfg.BatchSize, "poll_interval", p.cfg.PollInterval,
 		"on_sent", p.cfg.OnSent, "dedupe_window", p.cfg.DedupeWindow, "max_payload_bytes", p.cfg.MaxPayloadBytes)
+	policy := retry.New(p.log, retry.Config{Message: "poll round failed; retrying", MaxWait: p.cfg.MaxBackoff})
 	idle := time.Duration(0)
-	errWait := time.Duration(0)
 	for {
 		r, err := p.step(ctx)
 		if ctx.Err() != nil {
 			p.log.Info("poll relay stopped")
 			return nil
 		}
+		if err == nil {
+			policy.Progressed()
+		}
 		var wait time.Duration
 		switch {
 		case err != nil:
-			if fatal(err) {
-				return err
+			var final error
+			if wait, final = policy.Failed(err); final != nil {
+				return final
 			}
-			errWait = min(max(2*errWait, firstErrorWait), p.cfg.MaxBackoff)
-			wait = errWait
-			p.log.Warn("poll round failed; retrying", "err", err, "hint", outbox.HintOf(err), "retry_in", wait)
 		case r.locked >= p.cfg.BatchSize && r.relayed > 0:
 			// A full batch: more is waiting.
-			errWait, idle = 0, 0
+			idle = 0
 		case r.deferred > 0:
-			errWait, idle = 0, 0
+			idle = 0
 			wait = min(deferredWait, p.cfg.PollInterval)
 		case r.relayed > 0:
-			errWait, idle = 0, 0
+			idle = 0
 			wait = min(firstIdleWait, p.cfg.PollInterval)
 		default:
-			errWait = 0
 			idle = min(max(2*idle, firstIdleWait), p.cfg.PollInterval)
 			wait = idle
 		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				p.log.Info("poll relay stopped")
-				return nil
-			case <-t.C:
-			}
+		if wait > 0 && !retry.Sleep(ctx, wait) {
+			p.log.Info("poll relay stopped")
+			return nil
 		}
 	}
-}
-
-// fatal reports whether retrying cannot help.
-func fatal(err error) bool {
-	return errors.Is(err, outbox.ErrConfig) || errors.Is(err, schema.ErrTableUnfit) ||
-		errors.Is(err, schema.ErrTableNotFound)
 }
 
 // Step runs one round and returns how many rows it relayed (appended, or

@@ -450,3 +450,40 @@ func TestPoller_RunStopsOnUnfitTable(t *testing.T) {
 		t.Fatal("Run() kept retrying a missing table")
 	}
 }
+
+// TestPoller_RedisOutOfMemoryLogsOnce holds Redis at maxmemory (noeviction)
+// under a poller retrying every 100ms: the failure is logged once with its
+// hint, the rows stay unsent, and they arrive once memory is freed.
+func TestPoller_RedisOutOfMemoryLogsOnce(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.StartRedis(t, testsvc.RedisOptions{}))
+	ctx := context.Background()
+	logs := &relaytest.Logs{}
+	p := newPoller(t, env, func(c *Config) { c.MaxBackoff = 100 * time.Millisecond })
+	p.log = logs.Logger().With("component", "poller")
+	relaytest.FillRedis(ctx, t, env)
+	rec := relaytest.NewProduced()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
+	stop := start(p)
+	time.Sleep(4 * time.Second)
+	if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != 0 {
+		t.Fatalf("%d entries appended at maxmemory", n)
+	}
+	if n := p.Stats().Errors; n < 10 {
+		t.Fatalf("%d failed rounds in 4s; the poller did not retry as often as the test needs", n)
+	}
+	if n := len(logs.Lines("ERROR")); n != 1 {
+		t.Errorf("%d ERROR lines in 4s of Redis OOM, want 1:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "Redis reached maxmemory"); n != 1 {
+		t.Errorf("the OOM hint appears %d times in the log, want once:\n%s", n, logs.String())
+	}
+	env.RDB.ConfigSet(ctx, "maxmemory", "0")
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{})
+	if !strings.Contains(logs.String(), `"msg":"recovered"`) {
+		t.Errorf("no line says the poller recovered:\n%s", logs.String())
+	}
+}

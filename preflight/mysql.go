@@ -317,8 +317,10 @@ func checkServerID(ctx context.Context, db *sql.DB, srv mysqlserver.Server, id u
 	}
 	for _, r := range rows {
 		if r["server_id"] == strconv.FormatUint(uint64(id), 10) {
-			return fail(NameServerID, fmt.Sprintf("--server-id %d is used by a replica connected from %s (port %s)", id, orUnset(r["host"]), orUnset(r["port"])),
+			res := fail(NameServerID, fmt.Sprintf("--server-id %d is used by a replica connected from %s (port %s)", id, orUnset(r["host"]), orUnset(r["port"])),
 				"give this relay a --server-id that no server or replica uses, e.g. "+next+"; or stop the other relay or replica", binlogOnly)
+			res.Cause = CauseServerIDInUse
+			return res
 		}
 	}
 	return pass(NameServerID, fmt.Sprintf("--server-id %d is unused (server %d, %d replicas)", id, srv.ServerID, len(rows)), binlogOnly)

@@ -87,7 +87,23 @@ type Result struct {
 	Fix string
 	// Modes are the modes that need the requirement: a Fail fails only them.
 	Modes []Mode
+	// Cause tells apart the failures of one requirement that a caller
+	// treats differently; CauseNone for most.
+	Cause Cause
 }
+
+// Cause names a particular reason a requirement failed, so that callers act
+// on it without reading Detail.
+type Cause int
+
+const (
+	// CauseNone is the Cause of results no caller singles out.
+	CauseNone Cause = iota
+	// CauseServerIDInUse: a connected replica uses --server-id. After a
+	// crash it is usually the relay's own previous connection, which the
+	// server drops when it notices; `run` tolerates it for a while.
+	CauseServerIDInUse
+)
 
 // Needs reports whether mode needs the requirement.
 func (r Result) Needs(mode Mode) bool { return slices.Contains(r.Modes, mode) }

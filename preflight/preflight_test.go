@@ -279,6 +279,9 @@ func TestRun_ServerID(t *testing.T) {
 		if tt.want == Fail && len(rep.Failed(ModePoll)) != 0 {
 			t.Errorf("server id %d fails poll mode, which registers no replica", tt.id)
 		}
+		if r := find(t, rep, NameServerID); r.Cause != CauseNone {
+			t.Errorf("server id %d: cause %v, want CauseNone (no replica holds it)", tt.id, r.Cause)
+		}
 	}
 }
 
@@ -309,8 +312,12 @@ func TestRun_ServerIDUsedByReplica(t *testing.T) {
 	database := newOutbox(t, primary)
 	rep := Run(ctx(t), config(primary.DSN(database), testsvc.SharedRedis(t).URL(0)))
 	expect(t, rep, map[string]Status{NameServerID: Fail})
-	if r := find(t, rep, NameServerID); !strings.Contains(r.Detail, "127.0.0.1") {
+	r := find(t, rep, NameServerID)
+	if !strings.Contains(r.Detail, "127.0.0.1") {
 		t.Errorf("detail %q does not say where the replica is", r.Detail)
+	}
+	if r.Cause != CauseServerIDInUse {
+		t.Errorf("cause %v, want CauseServerIDInUse (run tolerates it for a while)", r.Cause)
 	}
 }
 

@@ -12,8 +12,9 @@ import (
 )
 
 // ErrTableUnfit means the outbox table exists but the relay cannot use it as
-// mapped.
-var ErrTableUnfit = errors.New("outbox table does not fit the relay")
+// mapped. It is a configuration error (outbox.ErrConfig): retrying does not
+// help.
+var ErrTableUnfit = outbox.NewConfigError("outbox table does not fit the relay")
 
 // Severity says whether a Problem stops the relay.
 type Severity int

@@ -13,7 +13,8 @@ import (
 
 // ErrTableNotFound means the outbox table does not exist, or the user has no
 // privilege on it (information_schema hides tables a user cannot access).
-var ErrTableNotFound = errors.New("outbox table not found")
+// It is a configuration error (outbox.ErrConfig): retrying does not help.
+var ErrTableNotFound = outbox.NewConfigError("outbox table not found")
 
 // Table describes an existing outbox table as information_schema shows it.
 type Table struct {

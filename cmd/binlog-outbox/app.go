@@ -139,20 +139,15 @@ func setUsageErrorHandler(cmds []*cli.Command) {
 	}
 }
 
-// reportError prints err and its hint to w and returns the exit code: 0 for
-// nil, 2 for usage and configuration errors, 1 for everything else.
+// reportError prints err and, on a line of its own, its hint to w and returns
+// the exit code: 0 for nil, 2 for usage and configuration errors, 1 for
+// everything else.
 func reportError(w io.Writer, err error) int {
 	if err == nil {
 		return exitOK
 	}
-	msg := err.Error()
-	hint := outbox.HintOf(err)
-	if hint != "" {
-		// outbox.Error appends the hint to the message; print it on its own line.
-		msg = strings.Replace(msg, " (hint: "+hint+")", "", 1)
-	}
-	fmt.Fprintln(w, "error:", msg)
-	if hint != "" {
+	fmt.Fprintln(w, "error:", err)
+	if hint := outbox.HintOf(err); hint != "" {
 		fmt.Fprintln(w, "hint:", hint)
 	}
 	var ue usageError

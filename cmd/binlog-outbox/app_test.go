@@ -221,3 +221,25 @@ func TestReportError(t *testing.T) {
 		}
 	}
 }
+
+func TestTolerateOwnServerID(t *testing.T) {
+	inUse := preflight.Result{Name: preflight.NameServerID, Status: preflight.Fail, Detail: "--server-id 7 is taken",
+		Cause: preflight.CauseServerIDInUse, Modes: []preflight.Mode{preflight.ModeBinlog}}
+	own := preflight.Result{Name: preflight.NameServerID, Status: preflight.Fail, Detail: "--server-id 1 is the server's own server_id",
+		Modes: []preflight.Mode{preflight.ModeBinlog}}
+	tests := []struct {
+		name string
+		in   preflight.Result
+		want preflight.Status
+	}{
+		{"used by a replica", inUse, preflight.Warn},
+		{"the server's own id", own, preflight.Fail},
+	}
+	for _, tt := range tests {
+		rep := preflight.Report{Results: []preflight.Result{tt.in}}
+		tolerateOwnServerID(&rep)
+		if got := rep.Results[0].Status; got != tt.want {
+			t.Errorf("%s: status %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
@@ -174,7 +175,7 @@ func runRelay(c *cli.Context) error {
 		}
 	}
 	for _, w := range rep.Warned(preflight.Mode(mode)) {
-		log.Warn("preflight: "+w.Name, "detail", w.Detail, "fix", w.Fix)
+		log.Warn("preflight: "+w.Name, "detail", w.Detail, logging.KeyHint, w.Fix)
 	}
 
 	db, err := sql.Open("mysql", cfg.DSN())
@@ -213,7 +214,7 @@ func runRelay(c *cli.Context) error {
 // would make auto mode fall back to polling for a moment.
 func tolerateOwnServerID(rep *preflight.Report) {
 	for i, r := range rep.Results {
-		if r.Name == preflight.NameServerID && r.Status == preflight.Fail && strings.Contains(r.Detail, "used by a replica") {
+		if r.Status == preflight.Fail && r.Cause == preflight.CauseServerIDInUse {
 			rep.Results[i].Status = preflight.Warn
 			rep.Results[i].Detail += "; if this is the relay's own previous connection the server drops it shortly, otherwise the relay stops after a minute of refusals"
 		}
@@ -257,7 +258,7 @@ func chooseMode(log *slog.Logger, rep preflight.Report, mode, stored, modeKey st
 		return "", fmt.Errorf("auto mode: neither mode can run: %w", err)
 	}
 	log.Warn("auto mode: binlog mode unavailable, using poll mode",
-		"reason", failed[0].Name+": "+failed[0].Detail, "fix", failed[0].Fix,
+		"reason", failed[0].Name+": "+failed[0].Detail, logging.KeyHint, failed[0].Fix,
 		"how", "meet the binlog requirements (`binlog-outbox check --mode binlog` lists them), then switch as docs/switching-modes.md describes for exactly-once binlog mode")
 	return modePoll, nil
 }

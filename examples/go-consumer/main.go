@@ -252,7 +252,7 @@ func (c *Consumer) deliver(ctx context.Context, m redis.XMessage, claimed bool) 
 	switch {
 	case err != nil:
 		st.Failed++
-		c.log.Warn("processing failed; the entry stays pending and is retried after min-idle", "entry_id", m.ID, "message_id", ev.MessageID, "err", err)
+		c.log.Warn("processing failed; the entry stays pending and is retried after min-idle", "entry_id", m.ID, "message_id", ev.MessageID, "error", err)
 		return st, nil
 	case dup:
 		st.Duplicates++
@@ -347,7 +347,7 @@ func (c *Consumer) Run(ctx context.Context, drain bool) (Stats, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			c.log.Error("step failed; retrying", "err", err, "backoff", backoff)
+			c.log.Error("step failed; retrying", "error", err, "backoff", backoff)
 			select {
 			case <-ctx.Done():
 			case <-time.After(backoff):

@@ -25,6 +25,16 @@ const (
 	FormatJSON = "json"
 )
 
+// Attribute keys every component logs with, so that one query over the logs
+// finds every error and every operator hint.
+const (
+	// KeyError is the key of an error value.
+	KeyError = "error"
+	// KeyHint is the key of an operator hint (outbox.HintOf): logged as its
+	// own attribute, since outbox.Error's text leaves it out.
+	KeyHint = "hint"
+)
+
 // Defaults for --log-format and --log-level.
 const (
 	DefaultFormat = FormatText
