@@ -197,6 +197,9 @@ func TestReader_EventCacheBoundedByBytes(t *testing.T) {
 	if high > budget {
 		t.Errorf("%d bytes of events read ahead, want at most the budget of %d", high, budget)
 	}
+	if s := r.Stats(); s.Sessions != 1 {
+		t.Errorf("%d sessions, want 1: the watchdog closed the connection while the reader was busy", s.Sessions)
+	}
 	if high < budget/2 {
 		t.Errorf("only %d bytes of events read ahead: the reader was not behind, the test proves nothing", high)
 	}

@@ -358,6 +358,9 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	if err != nil {
 		cancel()
 		wg.Wait()
+		if wd.fired.Load() {
+			err = fmt.Errorf("%w: nothing received within %s", errDeadConnection, r.cfg.ReadTimeout)
+		}
 		return false, r.streamError(fmt.Errorf("start binlog dump at %s: %w", r.positionString(start), err))
 	}
 	wg.Add(1)
