@@ -601,7 +601,7 @@ func TestFixture_EventTypes(t *testing.T) {
 func TestReader_SyncerDecodesAsFixtures(t *testing.T) {
 	for _, flavor := range []string{position.FlavorMySQL, position.FlavorMariaDB} {
 		r := &Reader{cfg: Config{Flavor: flavor, Database: "app", Table: "outbox", ServerID: 1001}, log: testLogger(t)}
-		got, want := r.syncerConfig(), decodeConfig(flavor, "app", "outbox")
+		got, want := r.syncerConfig(nil, nil), decodeConfig(flavor, "app", "outbox")
 		type decoding struct {
 			Flavor                                         string
 			RawMode, ParseTime, UseDecimal, TrailingZero   bool

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-
-	"github.com/go-mysql-org/go-mysql/replication"
 )
 
 // errHandOff tells the reader loop that the flusher became idle while a
@@ -171,27 +169,27 @@ func (f *flusher) drain(ctx context.Context, b *batch) error {
 // nextEvent reads the next binlog event. When waiting is set (a batch waits
 // for a busy flusher), it returns errHandOff as soon as the flusher is idle,
 // instead of holding the batch back until the next event arrives.
-func (f *flusher) nextEvent(ctx context.Context, s *replication.BinlogStreamer, waiting bool) (*replication.BinlogEvent, error) {
+func (f *flusher) nextEvent(ctx context.Context, q *eventQueue, waiting bool) (queued, error) {
 	if !waiting {
-		return s.GetEvent(ctx)
+		return q.next(ctx)
 	}
 	f.mu.Lock()
 	if f.failure != nil {
 		f.mu.Unlock()
-		return nil, f.failure
+		return queued{}, f.failure
 	}
 	if f.sent == f.done {
 		f.mu.Unlock()
-		return nil, errHandOff
+		return queued{}, errHandOff
 	}
 	if f.wake == nil {
 		f.wakeCtx, f.wake = context.WithCancel(ctx)
 	}
 	wctx := f.wakeCtx
 	f.mu.Unlock()
-	ev, err := s.GetEvent(wctx)
+	ev, err := q.next(wctx)
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
-		return nil, errHandOff
+		return queued{}, errHandOff
 	}
 	return ev, err
 }

@@ -140,7 +140,7 @@ func (r *Reader) tableColumns(ctx context.Context) ([]Column, error) {
 // DDL naming the outbox table, or nil. It decodes no rows: a catch-up reads
 // its range twice, the second time at the speed of the network.
 func (r *Reader) scanForDDL(ctx context.Context, start point, endFile string, endPos uint32) (*ddlEvent, error) {
-	cfg := r.syncerConfig()
+	cfg := r.syncerConfig(nil, nil)
 	cfg.RowsEventDecodeFunc = func(*replication.RowsEvent, []byte) error { return nil }
 	// In GTID mode only a heartbeat may say where the stream is once it
 	// reached the end; the scan is not the hot path, a read deadline is fine.

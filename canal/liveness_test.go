@@ -2,9 +2,8 @@ package canal
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
+	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
@@ -13,90 +12,12 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
-// freezingProxy forwards TCP connections to a server and can stop forwarding
-// on the open ones without closing them: a silently dead peer, as a broken
-// NAT or a pulled cable leaves it.
-type freezingProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	frozen chan struct{} // closed: existing connections stall
-	conns  int
-}
-
-func newFreezingProxy(t *testing.T, target string) *freezingProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezingProxy{ln: ln, target: target, frozen: make(chan struct{})}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c)
-		}
-	}()
-	return p
-}
-
-func (p *freezingProxy) serve(c net.Conn) {
-	defer c.Close()
-	s, err := net.Dial("tcp", p.target)
-	if err != nil {
-		return
-	}
-	defer s.Close()
-	p.mu.Lock()
-	frozen := p.frozen
-	p.conns++
-	p.mu.Unlock()
-	pipe := func(dst, src net.Conn) {
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			select {
-			case <-frozen:
-				// Swallow everything from now on, keep the socket open.
-				_, _ = io.Copy(io.Discard, src)
-				return
-			default:
-			}
-			if n > 0 {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	done := make(chan struct{}, 2)
-	go func() { pipe(s, c); done <- struct{}{} }()
-	go func() { pipe(c, s); done <- struct{}{} }()
-	<-done
-}
-
-// freeze stalls the open connections; new ones work.
-func (p *freezingProxy) freeze() {
-	p.mu.Lock()
-	close(p.frozen)
-	p.frozen = make(chan struct{})
-	p.mu.Unlock()
-}
-
-func (p *freezingProxy) port() uint16 { return uint16(p.ln.Addr().(*net.TCPAddr).Port) }
-
 func TestReader_NoticesSilentlyDeadConnection(t *testing.T) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
-	proxy := newFreezingProxy(t, env.MariaDB.Addr())
+	proxy := testsvc.StartProxy(t, env.MariaDB.Addr())
 	r, _ := newReader(t, env, func(c *Config) {
-		c.Host, c.Port = "127.0.0.1", proxy.port()
+		c.Host, c.Port = proxy.Host(), uint16(proxy.Port())
 		c.HeartbeatPeriod = 200 * time.Millisecond
 		c.ReadTimeout = 600 * time.Millisecond
 		c.MaxBackoff = 100 * time.Millisecond
@@ -107,16 +28,61 @@ func TestReader_NoticesSilentlyDeadConnection(t *testing.T) {
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
 	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	sessions := r.Stats().Sessions
-	proxy.freeze()
+	// Stalled, the connection carries no byte, not even a heartbeat: the
+	// reader must notice and reconnect; the new connection works once the
+	// link is back.
+	proxy.Stall()
+	relaytest.WaitFor(t, 30*time.Second, "the reader to notice the dead connection", func() bool {
+		return r.Stats().Sessions > sessions
+	})
+	proxy.Resume()
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
 	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	if got := r.Stats().Sessions; got <= sessions {
-		t.Errorf("sessions %d after the freeze, was %d: the dead connection was not noticed", got, sessions)
-	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
+// TestReader_LargeRowOverSlowLink: a row that takes several ReadTimeouts to
+// arrive is progress, not a dead connection. Counting events, the watchdog
+// closed the connection in the middle of the row, the reader read it again
+// from the start after the reconnect, and nothing after it was ever
+// delivered.
+func TestReader_LargeRowOverSlowLink(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	proxy := testsvc.StartProxy(t, env.MariaDB.Addr())
+	r, _ := newReader(t, env, func(c *Config) {
+		c.Host, c.Port = proxy.Host(), uint16(proxy.Port())
+		c.HeartbeatPeriod = 250 * time.Millisecond
+		c.ReadTimeout = 750 * time.Millisecond
+		c.MaxBackoff = 100 * time.Millisecond
+	})
+	stop := startReader(r)
+	defer func() { _ = stop() }()
+	waitStarted(t, r)
+	// 1.5 MiB at 512 KiB/s: three seconds, four times ReadTimeout.
+	proxy.Throttle(512 << 10)
+	insertLargeRow(t, env, "large", 3<<19)
+	insertLargeRow(t, env, "after", 10)
+	relaytest.WaitFor(t, 20*time.Second, "the large row and the one after it", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") == 2
+	})
+	if s := r.Stats(); s.Sessions != 1 {
+		t.Errorf("%d sessions, want 1: the watchdog closed a connection that was busy with a large row", s.Sessions)
+	}
+}
+
+// insertLargeRow commits one outbox row whose payload is about size bytes.
+// The payload is built by the server, so that the statement text in the
+// binlog (MariaDB's annotate event) stays small.
+func insertLargeRow(t testing.TB, env *relaytest.Env, messageID string, size int) {
+	t.Helper()
+	if _, err := env.DB.Exec("INSERT INTO `"+env.Table+"` (message_id, aggregate_type, aggregate_id, event_type, payload) "+
+		"VALUES (?, 'large', ?, 'large.created', CONCAT('{\"pad\":\"', REPEAT('x', ?), '\"}'))", messageID, messageID, size); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestReader_GTIDMode starts from a GTID set, so the stored position
@@ -189,5 +155,52 @@ func TestReader_PositionFollowsOtherTraffic(t *testing.T) {
 	})
 	if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != 0 {
 		t.Fatalf("%d entries from another table's rows", n)
+	}
+}
+
+// TestReader_EventCacheBoundedByBytes: catching up large rows while Redis is
+// slow, the events read ahead of the reader stay within EventCacheBytes.
+// go-mysql's channel bounds only their count: 256 events of 4 MiB rows were a
+// gigabyte.
+func TestReader_EventCacheBoundedByBytes(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	r, _ := newReader(t, env, nil)
+	stop := startReader(r)
+	waitStarted(t, r)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	const rows, rowSize, budget = 16, 512 << 10, 2 << 20
+	for i := range rows {
+		insertLargeRow(t, env, fmt.Sprintf("large-%d", i), rowSize)
+	}
+	// Appends at 4 MiB/s: the binlog arrives faster than the reader gets rid
+	// of it, so what is read ahead piles up to the budget.
+	proxy := testsvc.StartProxy(t, env.Redis.Addr())
+	proxy.ThrottleBoth(4 << 20)
+	u, err := url.Parse(env.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = proxy.Addr()
+	slow := *env
+	slow.RedisURL = u.String()
+	r, _ = newReader(t, &slow, func(c *Config) { c.EventCacheBytes = budget })
+	stop = startReader(r)
+	defer func() { _ = stop() }()
+	relaytest.WaitFor(t, 20*time.Second, "the large rows", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:") == rows
+	})
+	high := r.Stats().EventBytesHigh
+	t.Logf("at most %d bytes of events read ahead (budget %d)", high, budget)
+	if high > budget {
+		t.Errorf("%d bytes of events read ahead, want at most the budget of %d", high, budget)
+	}
+	if s := r.Stats(); s.Sessions != 1 {
+		t.Errorf("%d sessions, want 1: the watchdog closed the connection while the reader was busy", s.Sessions)
+	}
+	if high < budget/2 {
+		t.Errorf("only %d bytes of events read ahead: the reader was not behind, the test proves nothing", high)
 	}
 }

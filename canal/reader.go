@@ -15,7 +15,11 @@
 //     reader starts over from the position stored in Redis.
 //   - Bounded memory: a transaction larger than MaxTxBytes is read to its end
 //     without keeping its rows, then read again and appended in chunks, each
-//     chunk recording how many rows of the transaction are done.
+//     chunk recording how many rows of the transaction are done; the events
+//     read ahead of the reader are bounded by bytes (EventCacheBytes), not
+//     only by count.
+//   - Never stuck: a connection that receives nothing for ReadTimeout is
+//     closed and rebuilt; a slow one that still receives bytes is left alone.
 package canal
 
 import (
@@ -49,6 +53,7 @@ const (
 	DefaultServerID        = 1001
 	DefaultHeartbeatPeriod = 5 * time.Second
 	DefaultEventCacheCount = 256
+	DefaultEventCacheBytes = 8 << 20
 	DefaultMaxBatchEvents  = 2000
 	DefaultMaxBatchBytes   = 1 << 20
 	DefaultMaxTxBytes      = 4 << 20
@@ -104,9 +109,15 @@ type Config struct {
 	// dead connection.
 	HeartbeatPeriod time.Duration
 	ReadTimeout     time.Duration
-	// EventCacheCount is how many decoded events go-mysql buffers (default
-	// 256). Its default of 10240 costs tens of megabytes with large rows.
+	// EventCacheCount and EventCacheBytes bound the events read ahead of the
+	// reader: at most 256 events and 8 MiB by default (raw event size; one
+	// event larger than EventCacheBytes still passes, alone). A count alone
+	// does not bound memory: 256 events of 4 MiB rows are a gigabyte. 8 MiB
+	// keeps eight 1 MiB batches ready while Redis works, and the relay's live
+	// data near its 20 MiB soft memory limit; more costs its size in memory
+	// whenever the relay catches up on large rows, and gains little.
 	EventCacheCount int
+	EventCacheBytes int
 	// MaxBatchEvents and MaxBatchBytes bound one append (defaults 2000 events,
 	// 1 MiB: larger batches gain little once a round trip carries a thousand
 	// entries, and two of them live at once). A batch is sent as soon as the previous one is done, so under a
@@ -143,6 +154,9 @@ func (c *Config) setDefaults() {
 	if c.EventCacheCount == 0 {
 		c.EventCacheCount = DefaultEventCacheCount
 	}
+	if c.EventCacheBytes == 0 {
+		c.EventCacheBytes = DefaultEventCacheBytes
+	}
 	if c.MaxBatchEvents == 0 {
 		c.MaxBatchEvents = DefaultMaxBatchEvents
 	}
@@ -177,6 +191,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: canal: Database and Table are required", outbox.ErrConfig)
 	case c.HeartbeatPeriod < 0 || c.ReadTimeout < c.HeartbeatPeriod:
 		return fmt.Errorf("%w: canal: ReadTimeout %s must be at least HeartbeatPeriod %s", outbox.ErrConfig, c.ReadTimeout, c.HeartbeatPeriod)
+	case c.EventCacheCount < 0 || c.EventCacheBytes < 0:
+		return fmt.Errorf("%w: canal: EventCacheCount %d and EventCacheBytes %d must not be negative", outbox.ErrConfig, c.EventCacheCount, c.EventCacheBytes)
 	}
 	return nil
 }
@@ -200,6 +216,9 @@ type Reader struct {
 	// reads: the binlog had rows without column names.
 	needLayout bool
 
+	// eventBytesHigh is the high-water mark of the event queue's bytes.
+	eventBytesHigh atomic.Int64
+
 	mu         sync.Mutex
 	stats      Stats
 	serverID   uint32
@@ -213,7 +232,10 @@ type Stats struct {
 	Batches      uint64
 	Sessions     uint64
 	StatementDML uint64 // outbox INSERTs seen as statements (lost to the relay)
-	Position     string
+	// EventBytesHigh is the most bytes of binlog events that were read
+	// ahead of the reader at once (bounded by Config.EventCacheBytes).
+	EventBytesHigh uint64
+	Position       string
 	// LastAppend is when the last batch was appended; LastCommit the commit
 	// time (from the binlog) of the newest transaction in it.
 	LastAppend time.Time
@@ -246,7 +268,9 @@ func New(db *sql.DB, sink outbox.Sink, cfg Config, logger *slog.Logger) (*Reader
 func (r *Reader) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.stats
+	s := r.stats
+	s.EventBytesHigh = uint64(r.eventBytesHigh.Load())
+	return s
 }
 
 // Run relays until ctx is cancelled (it then returns nil) or an error that a
@@ -330,17 +354,23 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 		}
 	}
 
-	syncer := replication.NewBinlogSyncer(r.syncerConfig())
+	lk := &link{}
+	q := newEventQueue(r.cfg.EventCacheCount, int64(r.cfg.EventCacheBytes), &r.eventBytesHigh)
+	syncer := replication.NewBinlogSyncer(r.syncerConfig(lk, q))
 	defer syncer.Close()
+	// Before syncer.Close: go-mysql's reading goroutine may wait for room.
+	defer q.close()
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wd := &watchdog{}
+	wd := &watchdog{bytes: &lk.bytes}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		wd.watch(sctx, r.cfg.ReadTimeout, func() {
-			r.log.Warn("no binlog event nor heartbeat for too long; closing the connection", "read_timeout", r.cfg.ReadTimeout)
+			r.log.Warn("nothing received on the binlog connection for too long; closing it", "read_timeout", r.cfg.ReadTimeout)
+			lk.kill()
+			q.close()
 			syncer.Close()
 		})
 	}()
@@ -355,8 +385,16 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	if err != nil {
 		cancel()
 		wg.Wait()
+		if wd.fired.Load() {
+			err = fmt.Errorf("%w: nothing received within %s", errDeadConnection, r.cfg.ReadTimeout)
+		}
 		return false, r.streamError(fmt.Errorf("start binlog dump at %s: %w", r.positionString(start), err))
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		q.watch(sctx, streamer)
+	}()
 	// While sessions keep failing, the failure lines say enough.
 	level := slog.LevelInfo
 	if r.retry.Failing() {
@@ -401,12 +439,12 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	lastFlush := time.Now()
 	for {
 		wd.waiting.Store(true)
-		ev, err := f.nextEvent(sctx, streamer, len(m.pending.events) > 0)
+		ev, err := f.nextEvent(sctx, q, len(m.pending.events) > 0)
 		wd.waiting.Store(false)
 		wd.seen.Add(1)
 		if err != nil {
 			if wd.fired.Load() {
-				err = fmt.Errorf("%w: no event nor heartbeat within %s", errDeadConnection, r.cfg.ReadTimeout)
+				err = fmt.Errorf("%w: nothing received within %s", errDeadConnection, r.cfg.ReadTimeout)
 			}
 			if ferr := f.err(); ferr != nil {
 				return progressed, r.appendError(ferr)
@@ -423,7 +461,10 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 			}
 			return progressed, r.streamError(fmt.Errorf("read binlog event: %w", err))
 		}
-		if err := m.handle(sctx, ev); err != nil {
+		err = m.handle(sctx, ev.ev)
+		// Handled: the rows the batch keeps are copies.
+		q.release(ev.size)
+		if err != nil {
 			var restart *errChunkRestart
 			var layoutRestart *errLayoutRestart
 			if errors.As(err, &restart) || errors.As(err, &layoutRestart) {
@@ -579,7 +620,10 @@ func (r *Reader) recordBatch(b *batch, pos string) {
 	}
 }
 
-func (r *Reader) syncerConfig() replication.BinlogSyncerConfig {
+// syncerConfig configures go-mysql for one session: lk dials (and counts the
+// bytes the watchdog sees), q receives the events, bounded by bytes. Without
+// them (the layout proof's scan) go-mysql dials and queues as it does.
+func (r *Reader) syncerConfig(lk *link, q *eventQueue) replication.BinlogSyncerConfig {
 	cfg := decodeConfig(r.cfg.Flavor, r.cfg.Database, r.cfg.Table)
 	cfg.ServerID = r.cfg.ServerID
 	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.TLSConfig = r.cfg.Host, r.cfg.Port, r.cfg.User, r.cfg.Password, r.cfg.TLSConfig
@@ -590,6 +634,14 @@ func (r *Reader) syncerConfig() replication.BinlogSyncerConfig {
 	cfg.ReadTimeout = 0
 	cfg.DisableRetrySync = true // recovery restarts from the stored position
 	cfg.EventCacheCount = r.cfg.EventCacheCount
+	if lk != nil {
+		cfg.Dialer = lk.dial
+	}
+	if q != nil {
+		// Events go to q, bounded by bytes, not to go-mysql's channel.
+		cfg.SynchronousEventHandler = q
+		cfg.EventCacheCount = 1
+	}
 	cfg.Logger = slog.New(warnOnly{r.log.Handler()}).With("component", "go-mysql")
 	cfg.Localhost = "binlog-outbox"
 	// The reader may pause while Redis is slow; the server must not give up
@@ -672,41 +724,3 @@ func (h warnOnly) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 // WithGroup implements slog.Handler.
 func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }
-
-// errDeadConnection reports a binlog connection the watchdog closed.
-var errDeadConnection = errors.New("binlog connection silent")
-
-// watchdog notices a binlog connection that went silent: the server sends a
-// heartbeat every HeartbeatPeriod when it has nothing else, so a reader that
-// waits a whole ReadTimeout without an event is talking to a dead peer (a
-// broken NAT, a pulled cable). Counting events instead of arming a deadline
-// per packet keeps the check off the hot path.
-type watchdog struct {
-	seen    atomic.Uint64 // events (or errors) the reader got
-	waiting atomic.Bool   // the reader waits for the server
-	fired   atomic.Bool
-}
-
-// watch calls kill once the reader waited a full period without an event.
-func (w *watchdog) watch(ctx context.Context, period time.Duration, kill func()) {
-	t := time.NewTicker(period / 2)
-	defer t.Stop()
-	last, since := w.seen.Load(), time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n := w.seen.Load()
-		if n != last || !w.waiting.Load() {
-			last, since = n, time.Now()
-			continue
-		}
-		if time.Since(since) >= period {
-			w.fired.Store(true)
-			kill()
-			return
-		}
-	}
-}

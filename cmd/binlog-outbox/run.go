@@ -112,6 +112,12 @@ func runCommand() *cli.Command {
 			EnvVars: []string{"BINLOG_OUTBOX_MAX_TX_BYTES"},
 			Value:   canal.DefaultMaxTxBytes,
 		},
+		&cli.IntFlag{
+			Name:    "event-cache-bytes",
+			Usage:   "binlog mode: most bytes of binlog events read ahead of the relay (one larger event still passes, alone)",
+			EnvVars: []string{"BINLOG_OUTBOX_EVENT_CACHE_BYTES"},
+			Value:   canal.DefaultEventCacheBytes,
+		},
 	}
 	flags = append(flags, streamFlags()...)
 	flags = append(flags, pollFlags()...)
@@ -136,9 +142,10 @@ func runRelay(c *cli.Context) error {
 		return err
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		// The relay's live data is bounded (--max-tx-bytes, the batches);
-		// a soft limit keeps the garbage collector from letting the heap
-		// double past it. GOMEMLIMIT overrides it.
+		// The relay's live data is bounded (--event-cache-bytes,
+		// --max-tx-bytes, the batches); a soft limit keeps the garbage
+		// collector from letting the heap double past it. GOMEMLIMIT
+		// overrides it.
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	log := cfg.Logger
@@ -344,6 +351,7 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 		rcfg.HeartbeatPeriod = c.Duration("heartbeat")
 		rcfg.MaxBatchEvents = c.Int("max-batch-events")
 		rcfg.MaxTxBytes = c.Int("max-tx-bytes")
+		rcfg.EventCacheBytes = c.Int("event-cache-bytes")
 	}
 	return canal.New(db, sink, rcfg, cfg.Logger)
 }
