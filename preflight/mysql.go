@@ -22,6 +22,7 @@ const (
 	NameBinlogFormat      = "binlog_format"
 	NameBinlogRowImage    = "binlog_row_image"
 	NameBinlogRowMetadata = "binlog_row_metadata"
+	NameGTIDMode          = "gtid_mode"
 	NameReplicationSlave  = "replication slave privilege"
 	NameReplicationClient = "replication client privilege"
 	NameServerID          = "server id"
@@ -45,7 +46,7 @@ type requirement struct {
 var afterMySQL = []requirement{
 	{NameMySQLVersion, both},
 	{NameLogBin, binlogOnly}, {NameBinlogFormat, binlogOnly}, {NameBinlogRowImage, binlogOnly},
-	{NameBinlogRowMetadata, binlogOnly},
+	{NameBinlogRowMetadata, binlogOnly}, {NameGTIDMode, binlogOnly},
 	{NameReplicationSlave, binlogOnly}, {NameReplicationClient, binlogOnly}, {NameServerID, binlogOnly},
 	{NameSelect, both}, {NameTable, both}, {NameSkipLocked, pollOnly}, {NamePollWrite, pollOnly},
 }
@@ -103,11 +104,12 @@ func checkMySQL(ctx context.Context, cfg Config) (Server, []Result) {
 	}
 	results := []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s", srv, dsn.Addr, dsn.User), both), checkVersion(srv)}
 
-	vars, err := globalVariables(ctx, db, "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata")
+	vars, err := globalVariables(ctx, db, "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "gtid_mode")
 	if err != nil {
-		results = append(results, skipAll(afterMySQL[1:5], "not checked: "+scrub(err))...)
+		results = append(results, skipAll(afterMySQL[1:6], "not checked: "+scrub(err))...)
 	} else {
 		results = append(results, checkBinlogSettings(vars)...)
+		results = append(results, checkGTIDMode(srv, vars["gtid_mode"]))
 	}
 
 	var account string
@@ -169,6 +171,25 @@ func checkBinlogSettings(vars map[string]string) []Result {
 			"set binlog_row_metadata=FULL in my.cnf [mysqld] or SET GLOBAL binlog_row_metadata=FULL; until then do not reorder the table's columns while the relay is behind", binlogOnly))
 	}
 	return out
+}
+
+// checkGTIDMode warns of MySQL's gtid_mode OFF_PERMISSIVE and ON_PERMISSIVE,
+// the steps of a migration to GTIDs, when transactions with and without a
+// GTID mix. A relay resuming by GTID set (a position stored from
+// --start-from <gtid set>) stops at the first anonymous transaction: a GTID
+// position cannot locate it. File positions, the default, read both kinds.
+func checkGTIDMode(srv Server, mode string) Result {
+	switch {
+	case srv.MariaDB():
+		return pass(NameGTIDMode, "MariaDB gives every transaction a GTID", binlogOnly)
+	case strings.EqualFold(mode, "ON_PERMISSIVE"), strings.EqualFold(mode, "OFF_PERMISSIVE"):
+		return warn(NameGTIDMode, "gtid_mode is "+mode+": transactions with and without a GTID mix; a relay resuming by GTID set (--start-from <gtid set>) stops at the first one without, file positions (the default) read both",
+			"finish the migration (ENFORCE_GTID_CONSISTENCY=ON, then gtid_mode=ON) before relaying by GTID set, or keep the relay on file positions", binlogOnly)
+	case strings.EqualFold(mode, "ON"):
+		return pass(NameGTIDMode, "gtid_mode is ON: the relay can resume by file position or GTID set", binlogOnly)
+	default:
+		return pass(NameGTIDMode, "gtid_mode is "+orUnset(mode)+": the relay resumes by file position", binlogOnly)
+	}
 }
 
 func orUnset(v string) string {

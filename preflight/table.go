@@ -16,7 +16,7 @@ func checkTable(ctx context.Context, db *sql.DB, srv Server, database, acct stri
 	if database == "" {
 		return append([]Result{fail(NameSelect, "the MySQL DSN names no database",
 			"add the database that holds the outbox table to the DSN: user:password@tcp(host:3306)/app", both)},
-			skipAll(afterMySQL[9:], "not checked: no database")...)
+			skipAll(afterMySQL[10:], "not checked: no database")...)
 	}
 	qtable := schema.QuoteIdent(database) + "." + schema.QuoteIdent(cfg.Table)
 	name := database + "." + cfg.Table
