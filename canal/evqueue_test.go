@@ -10,7 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 )
 
-func rawEvent(size int) *replication.BinlogEvent {
+func sizedEvent(size int) *replication.BinlogEvent {
 	return &replication.BinlogEvent{RawData: make([]byte, size), Event: &replication.GenericEvent{}}
 }
 
@@ -45,11 +45,11 @@ func TestEventQueue_WaitsForRoomAndPassesLargeEventsAlone(t *testing.T) {
 	var high atomic.Int64
 	q := newEventQueue(16, 100, &high)
 	ctx := context.Background()
-	if err := q.HandleEvent(rawEvent(60)); err != nil {
+	if err := q.HandleEvent(sizedEvent(60)); err != nil {
 		t.Fatal(err)
 	}
 	// 60 + 60 > 100: waits until the reader releases the first.
-	done := handleAsync(q, rawEvent(60))
+	done := handleAsync(q, sizedEvent(60))
 	blocked(t, done)
 	first, err := q.next(ctx)
 	if err != nil || first.size != 60 {
@@ -62,7 +62,7 @@ func TestEventQueue_WaitsForRoomAndPassesLargeEventsAlone(t *testing.T) {
 	}
 	// An event larger than the whole budget waits for an empty queue, then
 	// passes alone.
-	done = handleAsync(q, rawEvent(250))
+	done = handleAsync(q, sizedEvent(250))
 	blocked(t, done)
 	second, _ := q.next(ctx)
 	q.release(second.size)
@@ -85,10 +85,10 @@ func TestEventQueue_WaitsForRoomAndPassesLargeEventsAlone(t *testing.T) {
 func TestEventQueue_CloseUnblocks(t *testing.T) {
 	var high atomic.Int64
 	q := newEventQueue(16, 100, &high)
-	if err := q.HandleEvent(rawEvent(100)); err != nil {
+	if err := q.HandleEvent(sizedEvent(100)); err != nil {
 		t.Fatal(err)
 	}
-	done := handleAsync(q, rawEvent(1))
+	done := handleAsync(q, sizedEvent(1))
 	blocked(t, done)
 	q.close()
 	if err := returned(t, done); !errors.Is(err, errQueueClosed) {
@@ -99,7 +99,7 @@ func TestEventQueue_CloseUnblocks(t *testing.T) {
 func TestEventQueue_EventsBeforeTheStreamsEnd(t *testing.T) {
 	var high atomic.Int64
 	q := newEventQueue(16, 100, &high)
-	if err := q.HandleEvent(rawEvent(10)); err != nil {
+	if err := q.HandleEvent(sizedEvent(10)); err != nil {
 		t.Fatal(err)
 	}
 	end := errors.New("connection reset")

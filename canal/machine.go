@@ -137,6 +137,8 @@ type machine struct {
 
 	// Counters for metrics and tests.
 	statementDML uint64
+
+	guard eventGuard // for the events the switch has no case for
 }
 
 // beginTx starts a transaction at the current boundary.
@@ -184,6 +186,9 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 		m.sawBegin = !e.IsStandalone()
 		m.lastGTID = gtidRef{mariadb: e.GTID, set: true}
 	case *replication.GTIDEvent:
+		if err := m.anonymousInGTIDMode(h); err != nil {
+			return err
+		}
 		m.beginTx()
 		m.lastGTID = gtidOf(h, e)
 	case *replication.GtidTaggedLogEvent:
@@ -204,6 +209,9 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 			}
 		}
 	default:
+		if err := m.unhandled(h, ev.Event); err != nil {
+			return err
+		}
 		if h.EventType != replication.XA_PREPARE_LOG_EVENT {
 			return nil
 		}
@@ -399,6 +407,9 @@ func truncate(s string, n int) string {
 }
 
 func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
+	if err := m.unknownRows(h, e); err != nil {
+		return err
+	}
 	if e.Table == nil || e.Type() != replication.EnumRowsEventTypeInsert ||
 		string(e.Table.Table) != m.table || string(e.Table.Schema) != m.database {
 		return nil

@@ -459,7 +459,11 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 				}
 				continue
 			}
-			return progressed, r.streamError(fmt.Errorf("read binlog event: %w", err))
+			err = r.streamError(fmt.Errorf("read binlog event: %w", err))
+			if errors.Is(err, outbox.ErrConfig) {
+				return progressed, r.stopAfterPending(sctx, f, m, err)
+			}
+			return progressed, err
 		}
 		err = m.handle(sctx, ev.ev)
 		// Handled: the rows the batch keeps are copies.
@@ -474,6 +478,9 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 					return progressed, r.appendError(err)
 				}
 				return progressed, err
+			}
+			if errors.Is(err, outbox.ErrConfig) {
+				return progressed, r.stopAfterPending(sctx, f, m, err)
 			}
 			if ferr := f.err(); ferr != nil {
 				return progressed, r.appendError(ferr)
@@ -492,6 +499,16 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 			}
 		}
 	}
+}
+
+// stopAfterPending appends the transactions read before one the relay cannot
+// relay, then returns the error that stops it: a fix that starts at the
+// stopping point (a file position) would otherwise skip them.
+func (r *Reader) stopAfterPending(ctx context.Context, f *flusher, m *machine, stop error) error {
+	if err := f.drain(ctx, m.pending); err != nil {
+		return r.appendError(err)
+	}
+	return stop
 }
 
 // offer hands the pending batch to the flusher when that is worth it: it has
@@ -563,6 +580,9 @@ func (r *Reader) streamError(err error) error {
 		// case needs a different fix than a purged binlog.
 		if containsFold(myErr.Message, "server_id") || containsFold(myErr.Message, "server_uuid") {
 			return r.clashError(err)
+		}
+		if hint, ok := anonymousRefusal(myErr.Message); ok {
+			return outbox.WithHint(fmt.Errorf("%w: %v", outbox.ErrConfig, err), "%s", hint)
 		}
 		return outbox.WithHint(fmt.Errorf("%w: %v", outbox.ErrPositionGone, err), "%s", recoveryHint)
 	case mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, mysql.ER_ACCESS_DENIED_ERROR, mysql.ER_DBACCESS_DENIED_ERROR:

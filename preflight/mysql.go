@@ -27,6 +27,7 @@ const (
 	NameBinlogRowMetadata = "binlog_row_metadata"
 	NameSyncBinlog        = "sync_binlog"
 	NameFlushLogAtCommit  = "innodb_flush_log_at_trx_commit"
+	NameGTIDMode          = "gtid_mode"
 	NameReplicationSlave  = "replication slave privilege"
 	NameReplicationClient = "replication client privilege"
 	NameServerID          = "server id"
@@ -50,7 +51,7 @@ type requirement struct {
 var afterMySQL = []requirement{
 	{NameMySQLVersion, both},
 	{NameLogBin, binlogOnly}, {NameBinlogFormat, binlogOnly}, {NameBinlogRowImage, binlogOnly},
-	{NameBinlogRowMetadata, binlogOnly}, {NameSyncBinlog, both}, {NameFlushLogAtCommit, both},
+	{NameBinlogRowMetadata, binlogOnly}, {NameSyncBinlog, both}, {NameFlushLogAtCommit, both}, {NameGTIDMode, binlogOnly},
 	{NameReplicationSlave, binlogOnly}, {NameReplicationClient, binlogOnly}, {NameServerID, binlogOnly},
 	{NameSelect, both}, {NameTable, both}, {NameSkipLocked, pollOnly}, {NamePollWrite, pollOnly},
 }
@@ -118,12 +119,13 @@ func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, *schema.Re
 	results := []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s", srv, dsn.Addr, dsn.User), both), checkVersion(srv)}
 
 	vars, err := mysqlserver.GlobalVariables(ctx, db, "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
-		"sync_binlog", "innodb_flush_log_at_trx_commit")
+		"sync_binlog", "innodb_flush_log_at_trx_commit", "gtid_mode")
 	if err != nil {
-		results = append(results, skipAll(requirementsFrom(NameLogBin, NameFlushLogAtCommit), "not checked: "+scrub(err))...)
+		results = append(results, skipAll(requirementsFrom(NameLogBin, NameGTIDMode), "not checked: "+scrub(err))...)
 	} else {
 		results = append(results, checkBinlogSettings(vars)...)
 		results = append(results, checkDurability(vars)...)
+		results = append(results, checkGTIDMode(srv, vars["gtid_mode"]))
 	}
 
 	var account string
@@ -231,6 +233,25 @@ func checkDurability(vars map[string]string) []Result {
 			"SET GLOBAL innodb_flush_log_at_trx_commit=1; and set innodb_flush_log_at_trx_commit=1 in my.cnf [mysqld] so that it survives a restart", both))
 	}
 	return out
+}
+
+// checkGTIDMode warns of MySQL's gtid_mode OFF_PERMISSIVE and ON_PERMISSIVE,
+// the steps of a migration to GTIDs, when transactions with and without a
+// GTID mix. A relay resuming by GTID set (a position stored from
+// --start-from <gtid set>) stops at the first anonymous transaction: a GTID
+// position cannot locate it. File positions, the default, read both kinds.
+func checkGTIDMode(srv mysqlserver.Server, mode string) Result {
+	switch {
+	case srv.MariaDB():
+		return pass(NameGTIDMode, "MariaDB gives every transaction a GTID", binlogOnly)
+	case strings.EqualFold(mode, "ON_PERMISSIVE"), strings.EqualFold(mode, "OFF_PERMISSIVE"):
+		return warn(NameGTIDMode, "gtid_mode is "+mode+": transactions with and without a GTID mix; a relay resuming by GTID set (--start-from <gtid set>) stops at the first one without, file positions (the default) read both",
+			"finish the migration (ENFORCE_GTID_CONSISTENCY=ON, then gtid_mode=ON) before relaying by GTID set, or keep the relay on file positions", binlogOnly)
+	case strings.EqualFold(mode, "ON"):
+		return pass(NameGTIDMode, "gtid_mode is ON: the relay can resume by file position or GTID set", binlogOnly)
+	default:
+		return pass(NameGTIDMode, "gtid_mode is "+orUnset(mode)+": the relay resumes by file position", binlogOnly)
+	}
 }
 
 func orUnset(v string) string {

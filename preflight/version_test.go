@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
@@ -26,6 +27,30 @@ func TestCheckVersion(t *testing.T) {
 		r := checkVersion(s)
 		if r.Status != tt.want || (r.Status != Pass && r.Fix == "") {
 			t.Errorf("checkVersion(%s) = %v (fix %q), want %v with a fix unless passing", tt.version, r.Status, r.Fix, tt.want)
+		}
+	}
+}
+
+func TestCheckGTIDMode(t *testing.T) {
+	mysql, mariadb := mysqlserver.Server{Flavor: mysqlserver.FlavorMySQL}, mysqlserver.Server{Flavor: mysqlserver.FlavorMariaDB}
+	tests := []struct {
+		srv  mysqlserver.Server
+		mode string
+		want Status
+	}{
+		{mysql, "ON", Pass},
+		{mysql, "OFF", Pass},
+		{mysql, "ON_PERMISSIVE", Warn},
+		{mysql, "off_permissive", Warn},
+		{mariadb, "", Pass},
+	}
+	for _, tt := range tests {
+		r := checkGTIDMode(tt.srv, tt.mode)
+		if r.Status != tt.want || r.Name != NameGTIDMode || !r.Needs(ModeBinlog) || r.Needs(ModePoll) {
+			t.Errorf("%s gtid_mode %q: got %s %s (modes %v), want %s for binlog mode only", tt.srv.Flavor, tt.mode, r.Status, r.Name, r.Modes, tt.want)
+		}
+		if r.Status == Warn && (r.Fix == "" || !strings.Contains(r.Detail, "GTID set")) {
+			t.Errorf("%s gtid_mode %q: warning %q without a fix or the GTID-mode cost", tt.srv.Flavor, tt.mode, r.Detail)
 		}
 	}
 }
