@@ -44,6 +44,12 @@ func pollFlags() []cli.Flag {
 			EnvVars: []string{"BINLOG_OUTBOX_MAX_PAYLOAD_BYTES"},
 			Value:   poller.DefaultMaxPayloadBytes,
 		},
+		&cli.DurationFlag{
+			Name:    "shutdown-grace",
+			Usage:   "poll mode: how long a stop lets the poll in flight finish its append and COMMIT; a poll cut short is appended again at the next start",
+			EnvVars: []string{"BINLOG_OUTBOX_SHUTDOWN_GRACE"},
+			Value:   poller.DefaultShutdownGrace,
+		},
 	}
 }
 
@@ -76,6 +82,7 @@ func runPoll(c *cli.Context, cfg config, db *sql.DB, client *redis.Client, table
 		DedupeWindow:     c.Duration("dedupe-window"),
 		MaxPayloadBytes:  c.Int("max-payload-bytes"),
 		PayloadJSON:      payloadJSON,
+		ShutdownGrace:    c.Duration("shutdown-grace"),
 	}, cfg.Logger)
 	if err != nil {
 		return err
