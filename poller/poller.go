@@ -3,13 +3,15 @@
 // transaction at READ COMMITTED:
 //
 //  1. SELECT ... WHERE sent_at IS NULL ORDER BY id LIMIT n FOR UPDATE SKIP
-//     LOCKED locks a batch that no other relay holds;
+//     LOCKED locks a batch that no other relay holds, reading each row's id,
+//     aggregate and sizes but no payload;
 //  2. a non-locking read lists the unsent rows below the batch's largest id
 //     that this relay does not hold (locked by other relays, or committed
 //     since step 1), and every row of an aggregate that such a row precedes
 //     is left for a later round, so an aggregate's events never overtake
 //     each other across relays;
-//  3. one Lua script appends the rest to their streams (and, with a dedupe
+//  3. the rows that fit MaxBatchBytes (an id-ordered prefix of the rest) are
+//     read whole, and one Lua script appends them to their streams (and, with a dedupe
 //     window, records their message ids in the same step), while
 //  4. UPDATE ... SET sent_at = NOW(6) (or DELETE) marks them; then COMMIT.
 //
@@ -102,8 +104,16 @@ type Config struct {
 	// aggregates. Measured with BenchmarkPoller_VsNaive on 2 cores:
 	// 200 rows 17k events/s, 500 19k, 1000 29k, 2000 29k.
 	BatchSize int
-	// MaxBatchBytes bounds the bytes of the events one round appends
-	// (default 16 MiB); rows beyond it wait for the next round.
+	// MaxBatchBytes bounds the payload and header bytes one round reads
+	// from the database and appends (default 16 MiB), and so the relay's
+	// memory: the lock reads only ids, aggregates and lengths, and the
+	// payloads are read for the id-ordered prefix of the batch that fits.
+	// One row larger than the budget goes alone; with OnSentMark an
+	// oversize payload (over MaxPayloadBytes) is never read, with
+	// OnSentDelete it is, since its dead letter carries it. The append
+	// builds the script's arguments from the events: count about twice
+	// the budget. Locked rows beyond it stay unsent and are taken by a
+	// later round, in id order.
 	MaxBatchBytes int
 	// PollInterval is the longest wait between rounds when the table has
 	// nothing to send (default 200ms). The wait starts at 5ms after the
@@ -192,7 +202,7 @@ func (c *Config) Validate() error {
 	case c.BatchSize < 1 || c.BatchSize > 100000:
 		return outbox.WithHint(fmt.Errorf("%w: poller: --batch-size %d is out of range", outbox.ErrConfig, c.BatchSize), "use 1 to 100000; 500 is a good start")
 	case c.MaxBatchBytes < 1:
-		return fmt.Errorf("%w: poller: MaxBatchBytes %d must be positive", outbox.ErrConfig, c.MaxBatchBytes)
+		return fmt.Errorf("%w: poller: --max-batch-bytes %d must be positive", outbox.ErrConfig, c.MaxBatchBytes)
 	case c.PollInterval < 0:
 		return fmt.Errorf("%w: poller: --poll-interval %s is negative", outbox.ErrConfig, c.PollInterval)
 	case c.OnSent != OnSentMark && c.OnSent != OnSentDelete:
@@ -246,6 +256,9 @@ type Poller struct {
 
 	// q is nil until prepare inspected the server and the table.
 	q *queries
+	// limit is the LIMIT of the next round's lock (see nextLimit); 0 is
+	// BatchSize.
+	limit int
 
 	mu    sync.Mutex
 	stats Stats
@@ -253,6 +266,9 @@ type Poller struct {
 	// afterPublish, when set (by tests), runs between the append and the
 	// marking UPDATE: the crash window of at-least-once delivery.
 	afterPublish func(ctx context.Context, tx *sql.Tx) error
+	// onFetch, when set (by tests), learns how many payload and header
+	// bytes each round read from the database.
+	onFetch func(bytes int)
 }
 
 // New returns a Poller. The Redis client must not retry commands on its own
@@ -357,8 +373,8 @@ func (p *Poller) Run(ctx context.Context) error {
 			errWait = min(max(2*errWait, firstErrorWait), p.cfg.MaxBackoff)
 			wait = errWait
 			p.log.Warn("poll round failed; retrying", "err", err, "hint", outbox.HintOf(err), "retry_in", wait)
-		case r.locked >= p.cfg.BatchSize && r.relayed > 0:
-			// A full batch: more is waiting.
+		case (r.full || r.capped) && r.relayed > 0:
+			// A full batch, or one cut at MaxBatchBytes: more is waiting.
 			errWait, idle = 0, 0
 		case r.deferred > 0:
 			errWait, idle = 0, 0
@@ -399,6 +415,29 @@ func (p *Poller) Step(ctx context.Context) (int, error) {
 // round is what one step did.
 type round struct {
 	locked, relayed, deferred int
+	// full: the batch reached its LIMIT; capped: MaxBatchBytes left
+	// locked rows for a later round.
+	full, capped bool
+}
+
+// nextLimit is the LIMIT of the next round's lock. The lock reads no
+// payload, but the server still reads every locked row whole to measure it;
+// when rows are large, a batch that MaxBatchBytes cuts after a few rows would
+// have the server read the rest of the BatchSize rows again every round (a
+// 200-row backlog of 512 KiB rows cut at 2 MiB: 100 MiB read per round for
+// 1.5 MiB relayed). So after a cut the limit shrinks to twice the rows that
+// fit, and it doubles back towards BatchSize after rounds that were not cut.
+func nextLimit(rows []row, ok []bool, capped bool, limit, batchSize int) int {
+	if !capped {
+		return min(2*limit, batchSize)
+	}
+	fit := 0
+	for i := range rows {
+		if ok[i] {
+			fit = i + 1
+		}
+	}
+	return min(max(2*fit, 1), batchSize)
 }
 
 func (p *Poller) step(ctx context.Context) (round, error) {
@@ -465,11 +504,16 @@ func (p *Poller) round(ctx context.Context) (round, error) {
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 
-	rows, err := p.lockBatch(ctx, tx)
+	limit := p.limit
+	if limit == 0 {
+		limit = p.cfg.BatchSize
+	}
+	rows, err := p.lockBatch(ctx, tx, limit)
 	if err != nil {
 		return r, err
 	}
 	r.locked = len(rows)
+	r.full = len(rows) >= limit
 	if len(rows) == 0 {
 		return r, tx.Commit()
 	}
@@ -477,7 +521,15 @@ func (p *Poller) round(ctx context.Context) (round, error) {
 	if err != nil {
 		return r, err
 	}
-	capBytes(rows, ok, p.cfg.MaxBatchBytes)
+	r.capped = capBytes(rows, ok, p.cfg.MaxBatchBytes)
+	p.limit = nextLimit(rows, ok, r.capped, limit, p.cfg.BatchSize)
+	read, err := p.fetch(ctx, tx, rows, ok)
+	if err != nil {
+		return r, err
+	}
+	if p.onFetch != nil {
+		p.onFetch(read)
+	}
 
 	events := make([]outbox.Event, 0, len(rows))
 	ids := make([]uint64, 0, len(rows))

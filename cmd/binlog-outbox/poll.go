@@ -27,6 +27,12 @@ func pollFlags() []cli.Flag {
 			EnvVars: []string{"BINLOG_OUTBOX_BATCH_SIZE"},
 			Value:   poller.DefaultBatchSize,
 		},
+		&cli.IntFlag{
+			Name:    "max-batch-bytes",
+			Usage:   "poll mode: most payload and header bytes one poll reads and appends, which bounds the memory (a single larger row goes alone)",
+			EnvVars: []string{"BINLOG_OUTBOX_MAX_BATCH_BYTES"},
+			Value:   poller.DefaultMaxBatchBytes,
+		},
 		&cli.StringFlag{
 			Name:    "on-sent",
 			Usage:   "poll mode: what happens to a relayed row: mark (set sent_at) or delete",
@@ -77,6 +83,7 @@ func runPoll(c *cli.Context, cfg config, db *sql.DB, client *redis.Client, table
 		Partitions:       c.Int("partitions"),
 		DeadLetterStream: c.String("dead-letter-stream"),
 		BatchSize:        c.Int("batch-size"),
+		MaxBatchBytes:    c.Int("max-batch-bytes"),
 		PollInterval:     c.Duration("poll-interval"),
 		OnSent:           strings.ToLower(c.String("on-sent")),
 		DedupeWindow:     c.Duration("dedupe-window"),
