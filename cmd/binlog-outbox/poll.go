@@ -33,12 +33,7 @@ func pollFlags() []cli.Flag {
 			EnvVars: []string{"BINLOG_OUTBOX_MAX_BATCH_BYTES"},
 			Value:   poller.DefaultMaxBatchBytes,
 		},
-		&cli.StringFlag{
-			Name:    "on-sent",
-			Usage:   "poll mode: what happens to a relayed row: mark (set sent_at) or delete",
-			EnvVars: []string{"BINLOG_OUTBOX_ON_SENT"},
-			Value:   poller.OnSentMark,
-		},
+		onSentFlag(),
 		&cli.DurationFlag{
 			Name:    "dedupe-window",
 			Usage:   "remember appended message ids this long and skip re-appends: effectively once in poll mode, and no duplicates while switching between the modes (docs/switching-modes.md); 0 is off",
@@ -56,6 +51,16 @@ func pollFlags() []cli.Flag {
 			EnvVars: []string{"BINLOG_OUTBOX_SHUTDOWN_GRACE"},
 			Value:   poller.DefaultShutdownGrace,
 		},
+	}
+}
+
+// onSentFlag is --on-sent, shared by poll mode and mark-appended.
+func onSentFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:    "on-sent",
+		Usage:   "poll mode: what happens to a relayed row: mark (set sent_at) or delete",
+		EnvVars: []string{"BINLOG_OUTBOX_ON_SENT"},
+		Value:   poller.OnSentMark,
 	}
 }
 
