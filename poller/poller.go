@@ -11,15 +11,17 @@
 //     is left for a later round, so an aggregate's events never overtake
 //     each other across relays;
 //  3. the rows that fit MaxBatchBytes (an id-ordered prefix of the rest) are
-//     read whole, and one Lua script appends them to their streams (and, with a dedupe
-//     window, records their message ids in the same step), while
+//     read whole, and one Lua script appends them to their streams (and,
+//     with a dedupe window, records their message ids in the same step),
+//     while
 //  4. UPDATE ... SET sent_at = NOW(6) (or DELETE) marks them; then COMMIT.
 //
 // Progress lives in the table, never in a high-water mark on id: a row with a
 // smaller id can commit after a larger one and would be skipped.
 //
 // Delivery is at least once: a crash between the append and the COMMIT leaves
-// the rows unsent and the next round appends them again. With
+// the rows unsent and the next round appends them again (a clean stop is no
+// crash: Run lets the round in flight commit). With
 // Config.DedupeWindow the script skips message ids it appended within the
 // window, which makes that re-append a no-op (effectively once).
 package poller
@@ -495,7 +497,8 @@ func (p *Poller) filter(ctx context.Context, tx *sql.Tx, rows []row) ([]bool, er
 	}
 }
 
-// round runs one transaction: lock, filter, append, mark, commit.
+// round runs one transaction: lock, filter, fetch what fits the byte budget,
+// append, mark, commit.
 func (p *Poller) round(ctx context.Context) (round, error) {
 	var r round
 	tx, err := p.db.BeginTx(ctx, &sql.TxOptions{Isolation: p.q.isolation})
