@@ -17,9 +17,15 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
-// markChunk is how many stream entries one SELECT and UPDATE of
-// mark-appended covers.
-const markChunk = 1000
+const (
+	// markChunk is how many rows one SELECT and UPDATE of mark-appended
+	// covers.
+	markChunk = 1000
+	// xrangePage is how many entries one XRANGE reads. Entries carry their
+	// payloads (up to --max-payload-bytes each), which XRANGE cannot leave
+	// out: a small page bounds the memory.
+	xrangePage = 256
+)
 
 func markAppendedCommand() *cli.Command {
 	flags := append(streamFlags(), onSentFlag(),
@@ -180,7 +186,7 @@ func (m *marker) stream(ctx context.Context, client *redis.Client, key string, s
 	pending := map[uint64]string{} // outbox_id -> message_id
 	start := "-"
 	for {
-		msgs, err := client.XRangeN(ctx, key, start, "+", 10*markChunk).Result()
+		msgs, err := client.XRangeN(ctx, key, start, "+", xrangePage).Result()
 		if err != nil {
 			return fmt.Errorf("mark-appended: XRANGE %s: %w", key, err)
 		}
@@ -208,7 +214,7 @@ func (m *marker) stream(ctx context.Context, client *redis.Client, key string, s
 				}
 			}
 		}
-		if len(msgs) < 10*markChunk {
+		if len(msgs) < xrangePage {
 			break
 		}
 		start = "(" + msgs[len(msgs)-1].ID
