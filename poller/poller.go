@@ -3,21 +3,25 @@
 // transaction at READ COMMITTED:
 //
 //  1. SELECT ... WHERE sent_at IS NULL ORDER BY id LIMIT n FOR UPDATE SKIP
-//     LOCKED locks a batch that no other relay holds;
+//     LOCKED locks a batch that no other relay holds, reading each row's id,
+//     aggregate and sizes but no payload;
 //  2. a non-locking read lists the unsent rows below the batch's largest id
 //     that this relay does not hold (locked by other relays, or committed
 //     since step 1), and every row of an aggregate that such a row precedes
 //     is left for a later round, so an aggregate's events never overtake
 //     each other across relays;
-//  3. one Lua script appends the rest to their streams (and, with a dedupe
-//     window, records their message ids in the same step), while
+//  3. the rows that fit MaxBatchBytes (an id-ordered prefix of the rest) are
+//     read whole, and one Lua script appends them to their streams (and,
+//     with a dedupe window, records their message ids in the same step),
+//     while
 //  4. UPDATE ... SET sent_at = NOW(6) (or DELETE) marks them; then COMMIT.
 //
 // Progress lives in the table, never in a high-water mark on id: a row with a
 // smaller id can commit after a larger one and would be skipped.
 //
 // Delivery is at least once: a crash between the append and the COMMIT leaves
-// the rows unsent and the next round appends them again. With
+// the rows unsent and the next round appends them again (a clean stop is no
+// crash: Run lets the round in flight commit). With
 // Config.DedupeWindow the script skips message ids it appended within the
 // window, which makes that re-append a no-op (effectively once).
 package poller
@@ -34,6 +38,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/retry"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -56,6 +61,7 @@ const (
 	DefaultMaxPayloadBytes = 1 << 20
 	DefaultMaxBatchBytes   = 16 << 20
 	DefaultMaxBackoff      = 30 * time.Second
+	DefaultShutdownGrace   = 5 * time.Second
 )
 
 // Back-off steps of Run between the adaptive extremes.
@@ -98,8 +104,16 @@ type Config struct {
 	// aggregates. Measured with BenchmarkPoller_VsNaive on 2 cores:
 	// 200 rows 17k events/s, 500 19k, 1000 29k, 2000 29k.
 	BatchSize int
-	// MaxBatchBytes bounds the bytes of the events one round appends
-	// (default 16 MiB); rows beyond it wait for the next round.
+	// MaxBatchBytes bounds the payload and header bytes one round reads
+	// from the database and appends (default 16 MiB), and so the relay's
+	// memory: the lock reads only ids, aggregates and lengths, and the
+	// payloads are read for the id-ordered prefix of the batch that fits.
+	// One row larger than the budget goes alone; with OnSentMark an
+	// oversize payload (over MaxPayloadBytes) is never read, with
+	// OnSentDelete it is, since its dead letter carries it. The append
+	// builds the script's arguments from the events: count about twice
+	// the budget. Locked rows beyond it stay unsent and are taken by a
+	// later round, in id order.
 	MaxBatchBytes int
 	// PollInterval is the longest wait between rounds when the table has
 	// nothing to send (default 200ms). The wait starts at 5ms after the
@@ -134,6 +148,14 @@ type Config struct {
 	PayloadJSON bool
 	// MaxBackoff caps the wait between retries after an error (default 30s).
 	MaxBackoff time.Duration
+	// ShutdownGrace is how long Run lets the round in flight finish after
+	// its context is cancelled (default 5s). A round cut between its append
+	// and its COMMIT rolls back, and its rows are appended again at the
+	// next start; the grace lets a clean stop commit instead. A round
+	// still running after it (a stalled server) is abandoned: at least
+	// once, like a crash. Keep it below the supervisor's stop timeout
+	// (Docker's 10s, systemd's TimeoutStopSec); 0 means the default.
+	ShutdownGrace time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -158,6 +180,9 @@ func (c *Config) setDefaults() {
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = DefaultMaxBackoff
 	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
 	if c.DeadLetterStream == "" {
 		c.DeadLetterStream = redisstream.DefaultDeadLetterStream
 	}
@@ -177,7 +202,7 @@ func (c *Config) Validate() error {
 	case c.BatchSize < 1 || c.BatchSize > 100000:
 		return outbox.WithHint(fmt.Errorf("%w: poller: --batch-size %d is out of range", outbox.ErrConfig, c.BatchSize), "use 1 to 100000; 500 is a good start")
 	case c.MaxBatchBytes < 1:
-		return fmt.Errorf("%w: poller: MaxBatchBytes %d must be positive", outbox.ErrConfig, c.MaxBatchBytes)
+		return fmt.Errorf("%w: poller: --max-batch-bytes %d must be positive", outbox.ErrConfig, c.MaxBatchBytes)
 	case c.PollInterval < 0:
 		return fmt.Errorf("%w: poller: --poll-interval %s is negative", outbox.ErrConfig, c.PollInterval)
 	case c.OnSent != OnSentMark && c.OnSent != OnSentDelete:
@@ -191,6 +216,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: poller: --max-payload-bytes %d must be positive", outbox.ErrConfig, c.MaxPayloadBytes)
 	case c.MaxBackoff <= 0:
 		return fmt.Errorf("%w: poller: MaxBackoff %s must be positive", outbox.ErrConfig, c.MaxBackoff)
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("%w: poller: --shutdown-grace %s is negative", outbox.ErrConfig, c.ShutdownGrace)
 	}
 	return nil
 }
@@ -228,6 +255,9 @@ type Poller struct {
 
 	// q is nil until prepare inspected the server and the table.
 	q *queries
+	// limit is the LIMIT of the next round's lock (see nextLimit); 0 is
+	// BatchSize.
+	limit int
 
 	mu    sync.Mutex
 	stats Stats
@@ -235,6 +265,9 @@ type Poller struct {
 	// afterPublish, when set (by tests), runs between the append and the
 	// marking UPDATE: the crash window of at-least-once delivery.
 	afterPublish func(ctx context.Context, tx *sql.Tx) error
+	// onFetch, when set (by tests), learns how many payload and header
+	// bytes each round read from the database.
+	onFetch func(bytes int)
 }
 
 // New returns a Poller. The Redis client must not retry commands on its own
@@ -280,17 +313,56 @@ func (p *Poller) Stats() Stats {
 // errors are logged, rate-limited, and retried with capped exponential
 // backoff; errors retrying cannot fix (retry.Final: an unfit table, a server
 // without SKIP LOCKED) are returned.
+//
+// The cancellation of ctx stops the loop, not the round in flight: the
+// rounds run on a context that is cancelled only ShutdownGrace after ctx.
+// Cancelling a round between its append and its COMMIT would roll the marks
+// back, and the next start would append the rows again (2,001 duplicates
+// over 10 clean stops under load, measured before this). No round starts
+// after the stop.
 func (p *Poller) Run(ctx context.Context) error {
 	p.log.Info("poll relay starting", "table", p.cfg.Table, "database", p.cfg.Database, "mapping", p.cfg.Mapping.String(),
 		"stream", p.cfg.Stream, "batch_size", p.cfg.BatchSize, "poll_interval", p.cfg.PollInterval,
-		"on_sent", p.cfg.OnSent, "dedupe_window", p.cfg.DedupeWindow, "max_payload_bytes", p.cfg.MaxPayloadBytes)
+		"on_sent", p.cfg.OnSent, "dedupe_window", p.cfg.DedupeWindow, "max_payload_bytes", p.cfg.MaxPayloadBytes,
+		"max_batch_bytes", p.cfg.MaxBatchBytes, "shutdown_grace", p.cfg.ShutdownGrace)
 	policy := retry.New(p.log, retry.Config{Message: "poll round failed; retrying", MaxWait: p.cfg.MaxBackoff})
+	work, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
+	go func() {
+		select {
+		case <-work.Done():
+			return
+		case <-ctx.Done():
+		}
+		t := time.NewTimer(p.cfg.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-work.Done():
+		case <-t.C:
+			abandon()
+		}
+	}()
+	stopped := func(err error) error {
+		switch {
+		case err != nil && work.Err() != nil:
+			p.log.Warn("poll relay stopped: the round in flight did not finish within the shutdown grace and was abandoned; its rows stay unsent and are appended again at the next start",
+				logging.KeyError, err, "shutdown_grace", p.cfg.ShutdownGrace,
+				logging.KeyHint, "raise --shutdown-grace, or run with --dedupe-window so that the re-append is skipped")
+		case err != nil:
+			p.log.Warn("poll relay stopped; the last round failed", logging.KeyError, err, logging.KeyHint, outbox.HintOf(err))
+		default:
+			p.log.Info("poll relay stopped")
+		}
+		return nil
+	}
 	idle := time.Duration(0)
 	for {
-		r, err := p.step(ctx)
 		if ctx.Err() != nil {
-			p.log.Info("poll relay stopped")
-			return nil
+			return stopped(nil)
+		}
+		r, err := p.step(work)
+		if ctx.Err() != nil {
+			return stopped(err)
 		}
 		if err == nil {
 			policy.Progressed()
@@ -302,8 +374,8 @@ func (p *Poller) Run(ctx context.Context) error {
 			if wait, final = policy.Failed(err); final != nil {
 				return final
 			}
-		case r.locked >= p.cfg.BatchSize && r.relayed > 0:
-			// A full batch: more is waiting.
+		case (r.full || r.capped) && r.relayed > 0:
+			// A full batch, or one cut at MaxBatchBytes: more is waiting.
 			idle = 0
 		case r.deferred > 0:
 			idle = 0
@@ -316,8 +388,7 @@ func (p *Poller) Run(ctx context.Context) error {
 			wait = idle
 		}
 		if wait > 0 && !retry.Sleep(ctx, wait) {
-			p.log.Info("poll relay stopped")
-			return nil
+			return stopped(nil)
 		}
 	}
 }
@@ -332,6 +403,29 @@ func (p *Poller) Step(ctx context.Context) (int, error) {
 // round is what one step did.
 type round struct {
 	locked, relayed, deferred int
+	// full: the batch reached its LIMIT; capped: MaxBatchBytes left
+	// locked rows for a later round.
+	full, capped bool
+}
+
+// nextLimit is the LIMIT of the next round's lock. The lock reads no
+// payload, but the server still reads every locked row whole to measure it;
+// when rows are large, a batch that MaxBatchBytes cuts after a few rows would
+// have the server read the rest of the BatchSize rows again every round (a
+// 200-row backlog of 512 KiB rows cut at 2 MiB: 100 MiB read per round for
+// 1.5 MiB relayed). So after a cut the limit shrinks to twice the rows that
+// fit, and it doubles back towards BatchSize after rounds that were not cut.
+func nextLimit(rows []row, ok []bool, capped bool, limit, batchSize int) int {
+	if !capped {
+		return min(2*limit, batchSize)
+	}
+	fit := 0
+	for i := range rows {
+		if ok[i] {
+			fit = i + 1
+		}
+	}
+	return min(max(2*fit, 1), batchSize)
 }
 
 func (p *Poller) step(ctx context.Context) (round, error) {
@@ -389,7 +483,8 @@ func (p *Poller) filter(ctx context.Context, tx *sql.Tx, rows []row) ([]bool, er
 	}
 }
 
-// round runs one transaction: lock, filter, append, mark, commit.
+// round runs one transaction: lock, filter, fetch what fits the byte budget,
+// append, mark, commit.
 func (p *Poller) round(ctx context.Context) (round, error) {
 	var r round
 	tx, err := p.db.BeginTx(ctx, &sql.TxOptions{Isolation: p.q.isolation})
@@ -398,11 +493,16 @@ func (p *Poller) round(ctx context.Context) (round, error) {
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 
-	rows, err := p.lockBatch(ctx, tx)
+	limit := p.limit
+	if limit == 0 {
+		limit = p.cfg.BatchSize
+	}
+	rows, err := p.lockBatch(ctx, tx, limit)
 	if err != nil {
 		return r, err
 	}
 	r.locked = len(rows)
+	r.full = len(rows) >= limit
 	if len(rows) == 0 {
 		return r, tx.Commit()
 	}
@@ -410,7 +510,15 @@ func (p *Poller) round(ctx context.Context) (round, error) {
 	if err != nil {
 		return r, err
 	}
-	capBytes(rows, ok, p.cfg.MaxBatchBytes)
+	r.capped = capBytes(rows, ok, p.cfg.MaxBatchBytes)
+	p.limit = nextLimit(rows, ok, r.capped, limit, p.cfg.BatchSize)
+	read, err := p.fetch(ctx, tx, rows, ok)
+	if err != nil {
+		return r, err
+	}
+	if p.onFetch != nil {
+		p.onFetch(read)
+	}
 
 	events := make([]outbox.Event, 0, len(rows))
 	ids := make([]uint64, 0, len(rows))

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -21,8 +22,14 @@ import (
 type queries struct {
 	// isolation of the round's transaction: READ COMMITTED, or REPEATABLE
 	// READ where the binlog is statement-based.
-	isolation   sql.IsolationLevel
-	lock        string // SELECT ... FOR UPDATE SKIP LOCKED, without LIMIT
+	isolation sql.IsolationLevel
+	// lock is SELECT ... FOR UPDATE SKIP LOCKED without LIMIT: it locks
+	// the batch and reads, per row, only what the ordering rule and the
+	// byte budget need (id, aggregate, lengths), never a payload.
+	lock string
+	// fetch reads the full rows of the part of the batch that fits the
+	// byte budget, without the id list.
+	fetch       string
 	unsentBelow string // the non-locking read, without the id bound
 	mark        string // UPDATE or DELETE, without the id list
 	id          string // the quoted id column
@@ -98,7 +105,14 @@ func buildQueries(cfg Config, tbl *schema.Table) *queries {
 	if q.hasAggregateType {
 		cols = append(cols, col(schema.ColAggregateType))
 	}
-	cols = append(cols, col(schema.ColAggregateID), col(schema.ColEventType), col(schema.ColPayload))
+	payload := col(schema.ColPayload)
+	if cfg.OnSent == OnSentMark {
+		// An oversize payload is left out of its dead letter (the row
+		// keeps it), so it is not read either: a round reads at most
+		// MaxPayloadBytes of a payload however large the row is.
+		payload = "CASE WHEN LENGTH(" + payload + ") > " + strconv.Itoa(cfg.MaxPayloadBytes) + " THEN NULL ELSE " + payload + " END"
+	}
+	cols = append(cols, col(schema.ColAggregateID), col(schema.ColEventType), payload)
 	if q.hasHeaders {
 		cols = append(cols, col(schema.ColHeaders))
 	}
@@ -130,11 +144,23 @@ func buildQueries(cfg Config, tbl *schema.Table) *queries {
 		}
 		return ""
 	}
-	q.lock = "SELECT /* binlog-outbox */ " + strings.Join(cols, ", ") + " FROM " + table + where("") + " ORDER BY " + id
 	aggType := "''"
 	if q.hasAggregateType {
 		aggType = col(schema.ColAggregateType)
 	}
+	other := []string{"COALESCE(LENGTH(" + col(schema.ColEventType) + "), 0)"}
+	if q.hasMessageID {
+		other = append(other, "COALESCE(LENGTH("+col(schema.ColMessageID)+"), 0)")
+	}
+	if q.hasHeaders {
+		other = append(other, "COALESCE(LENGTH("+col(schema.ColHeaders)+"), 0)")
+	}
+	q.lock = "SELECT /* binlog-outbox */ " + id + ", " + aggType + ", " + col(schema.ColAggregateID) +
+		", LENGTH(" + col(schema.ColPayload) + "), " + strings.Join(other, " + ") +
+		" FROM " + table + where("") + " ORDER BY " + id
+	// FOR UPDATE on rows this transaction holds already: it waits for
+	// nothing and reads their current version at any isolation level.
+	q.fetch = "SELECT /* binlog-outbox */ " + strings.Join(cols, ", ") + " FROM " + table + " WHERE " + id + " IN ("
 	q.unsentBelow = "SELECT /* binlog-outbox */ " + id + ", " + aggType + ", " + col(schema.ColAggregateID) +
 		" FROM " + table + where(id+" < ")
 	if cfg.OnSent == OnSentDelete {
@@ -145,25 +171,91 @@ func buildQueries(cfg Config, tbl *schema.Table) *queries {
 	return q
 }
 
-// row is one locked row.
+// row is one locked row. lockBatch fills the id, the aggregate and the sizes;
+// fetch fills the rest of ev for the rows that go out this round.
 type row struct {
 	ev outbox.Event
 	// key identifies the aggregate: aggregate_type NUL aggregate_id.
-	key      string
+	key string
+	// payloadLen is LENGTH(payload), -1 for NULL.
+	payloadLen int64
+	// size is about what the event holds in memory once fetched: the
+	// payload fetch reads, the other columns, a fixed overhead.
 	size     int
 	oversize bool
 }
 
-// lockBatch locks and reads the next batch of unsent rows no other relay
-// holds, in id order.
-func (p *Poller) lockBatch(ctx context.Context, tx *sql.Tx) ([]row, error) {
-	q := p.q.lock + " LIMIT " + strconv.Itoa(p.cfg.BatchSize) + " FOR UPDATE SKIP LOCKED"
+// lockBatch locks the next batch of unsent rows no other relay holds, in id
+// order, and reads their ids, aggregates and sizes only. The payloads are
+// read by fetch for the rows that fit MaxBatchBytes: reading them here would
+// hold up to BatchSize payloads of MaxPayloadBytes (1000 x 1 MiB by default)
+// before the byte budget could cut the batch.
+func (p *Poller) lockBatch(ctx context.Context, tx *sql.Tx, limit int) ([]row, error) {
+	q := p.q.lock + " LIMIT " + strconv.Itoa(limit) + " FOR UPDATE SKIP LOCKED"
 	rs, err := tx.QueryContext(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("poll: lock batch: %w", err)
 	}
 	defer rs.Close()
 	var out []row
+	for rs.Next() {
+		var (
+			r            row
+			aggType, agg sql.NullString
+			payloadLen   sql.NullInt64
+			other        int64
+		)
+		if err := rs.Scan(&r.ev.OutboxID, &aggType, &agg, &payloadLen, &other); err != nil {
+			return nil, fmt.Errorf("poll: lock batch: %w", err)
+		}
+		r.ev.AggregateType, r.ev.AggregateID = aggType.String, agg.String
+		r.key = r.ev.AggregateType + "\x00" + r.ev.AggregateID
+		r.payloadLen = -1
+		read := int64(0)
+		if payloadLen.Valid {
+			r.payloadLen = payloadLen.Int64
+			if r.payloadLen <= int64(p.cfg.MaxPayloadBytes) || p.cfg.OnSent == OnSentDelete {
+				read = r.payloadLen
+			}
+		}
+		r.size = int(min(rowOverhead+read+other+int64(len(r.ev.AggregateType)+len(r.ev.AggregateID)), math.MaxInt32))
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("poll: lock batch: %w", err)
+	}
+	return out, nil
+}
+
+// rowOverhead is the fixed part of a row's size estimate: field names, the
+// entry's own fields, the dead-letter reason.
+const rowOverhead = 256
+
+// fetch reads the full rows of the batch whose ok is set and decodes their
+// events. It returns the payload and header bytes it read.
+func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (int, error) {
+	var b strings.Builder
+	b.WriteString(p.q.fetch)
+	want := make(map[uint64]int, len(rows))
+	for i := range rows {
+		if !ok[i] {
+			continue
+		}
+		if len(want) > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(rows[i].ev.OutboxID, 10))
+		want[rows[i].ev.OutboxID] = i
+	}
+	if len(want) == 0 {
+		return 0, nil
+	}
+	b.WriteString(") FOR UPDATE")
+	rs, err := tx.QueryContext(ctx, b.String())
+	if err != nil {
+		return 0, fmt.Errorf("poll: read batch: %w", err)
+	}
+	defer rs.Close()
 	var (
 		id                                uint64
 		messageID, aggType, aggID, evType sql.NullString
@@ -183,24 +275,40 @@ func (p *Poller) lockBatch(ctx context.Context, tx *sql.Tx) ([]row, error) {
 	}
 	dest = append(dest, &occurred)
 	now := time.Now().UTC()
+	read, got := 0, 0
 	for rs.Next() {
-		headers = nil
+		// Scan into fresh slices: the events keep them.
+		payload, headers = nil, nil
 		if err := rs.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("poll: lock batch: %w", err)
+			return read, fmt.Errorf("poll: read batch: %w", err)
 		}
-		out = append(out, p.decode(id, messageID, aggType, aggID, evType, payload, headers, occurred, now))
+		i, found := want[id]
+		if !found {
+			return read, fmt.Errorf("poll: read batch: row %d was not asked for", id)
+		}
+		read += len(payload) + len(headers)
+		got++
+		rows[i].ev, rows[i].oversize = p.decode(id, messageID, aggType, aggID, evType, payload, rows[i].payloadLen, headers, occurred, now)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("poll: lock batch: %w", err)
+		return read, fmt.Errorf("poll: read batch: %w", err)
 	}
-	return out, nil
+	// The rows are locked by this transaction: each must be there.
+	if got != len(want) {
+		return read, fmt.Errorf("poll: read batch: %d of %d locked rows read", got, len(want))
+	}
+	return read, nil
 }
 
 // decode builds the event of a row. Problems with the content make the event
 // a dead letter with the reason, as in binlog mode, instead of failing the
 // round: a bad row must neither block the ones behind it nor vanish.
-func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullString, payload, headers []byte, occurred any, now time.Time) row {
-	e := outbox.Event{OutboxID: id, AggregateType: aggType.String, AggregateID: aggID.String, EventType: evType.String,
+//
+// payloadLen is the payload's length as lockBatch read it (-1 for NULL): with
+// OnSentMark an oversize payload is not fetched at all.
+func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullString, payload []byte, payloadLen int64,
+	headers []byte, occurred any, now time.Time) (e outbox.Event, oversize bool) {
+	e = outbox.Event{OutboxID: id, AggregateType: aggType.String, AggregateID: aggID.String, EventType: evType.String,
 		Payload: payload, Headers: headers}
 	var problems []string
 	if p.q.hasMessageID {
@@ -220,13 +328,12 @@ func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullStr
 	if !evType.Valid {
 		problems = append(problems, "event_type is NULL")
 	}
-	oversize := false
 	switch {
-	case payload == nil:
+	case payloadLen < 0:
 		problems = append(problems, "payload is NULL")
-	case len(payload) > p.cfg.MaxPayloadBytes:
+	case payloadLen > int64(p.cfg.MaxPayloadBytes):
 		oversize = true
-		problems = append(problems, fmt.Sprintf("payload has %d bytes, more than the limit of %d (--max-payload-bytes)", len(payload), p.cfg.MaxPayloadBytes))
+		problems = append(problems, fmt.Sprintf("payload has %d bytes, more than the limit of %d (--max-payload-bytes)", payloadLen, p.cfg.MaxPayloadBytes))
 		if p.cfg.OnSent == OnSentMark {
 			// The row keeps the payload; the dead-letter stream need not.
 			e.Payload = nil
@@ -244,12 +351,7 @@ func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullStr
 	if len(problems) > 0 {
 		e.Invalid = strings.Join(problems, "; ")
 	}
-	return row{
-		ev:       e,
-		key:      e.AggregateType + "\x00" + e.AggregateID,
-		size:     128 + len(e.Payload) + len(e.Headers) + len(e.MessageID) + len(e.AggregateType) + len(e.AggregateID) + len(e.EventType) + len(e.Invalid),
-		oversize: oversize,
-	}
+	return e, oversize
 }
 
 // toTime reads occurred_at: a time.Time (DSN with parseTime=true, location
@@ -371,9 +473,11 @@ func publishable(locked []row, unsent []foreign) []bool {
 }
 
 // capBytes clears ok for every row after the publishable rows reach max
-// bytes, keeping at least one. Cutting the id-ordered batch at one point keeps
-// each aggregate's published rows a prefix of its rows.
-func capBytes(rows []row, ok []bool, max int) {
+// bytes, keeping at least one, and reports whether it cleared any. Cutting
+// the id-ordered batch at one point keeps each aggregate's published rows a
+// prefix of its rows; the rows cut stay locked and unsent until the COMMIT,
+// and a later round (this relay's or another's) takes them in id order.
+func capBytes(rows []row, ok []bool, max int) bool {
 	total := 0
 	for i := range rows {
 		if !ok[i] {
@@ -383,10 +487,11 @@ func capBytes(rows []row, ok []bool, max int) {
 			for j := i; j < len(ok); j++ {
 				ok[j] = false
 			}
-			return
+			return true
 		}
 		total += rows[i].size
 	}
+	return false
 }
 
 // markSent marks or deletes the relayed rows.

@@ -43,9 +43,36 @@ func TestCapBytes(t *testing.T) {
 		t.Errorf("capBytes(250) = %v, want %v", ok, want)
 	}
 	ok = []bool{true, true}
-	capBytes(rows[:2], ok, 10)
+	if !capBytes(rows[:2], ok, 10) {
+		t.Errorf("capBytes(10) reports no cut")
+	}
 	if want := []bool{true, false}; !slices.Equal(ok, want) {
 		t.Errorf("capBytes(10) = %v, want %v (the first row always goes)", ok, want)
+	}
+	ok = []bool{true, true}
+	if capBytes(rows[:2], ok, 1000) || !slices.Equal(ok, []bool{true, true}) {
+		t.Errorf("capBytes(1000) = %v, want no cut", ok)
+	}
+}
+
+func TestNextLimit(t *testing.T) {
+	rows := []row{rowOf(1, "a"), rowOf(2, "b"), rowOf(3, "a"), rowOf(4, "c")}
+	tests := []struct {
+		name        string
+		ok          []bool
+		capped      bool
+		limit, want int
+	}{
+		{"not cut: doubles", []bool{true, true, true, true}, false, 4, 8},
+		{"not cut: up to the batch size", []bool{true, true, true, true}, false, 800, 1000},
+		{"cut after two rows: twice that", []bool{true, true, false, false}, true, 1000, 4},
+		{"cut after a deferred row", []bool{false, true, true, false}, true, 1000, 6},
+		{"cut after one row", []bool{true, false, false, false}, true, 1000, 2},
+	}
+	for _, tt := range tests {
+		if got := nextLimit(rows, tt.ok, tt.capped, tt.limit, 1000); got != tt.want {
+			t.Errorf("%s: nextLimit() = %d, want %d", tt.name, got, tt.want)
+		}
 	}
 }
 

@@ -106,6 +106,25 @@ func (t *Template) Uses(placeholder string) bool {
 // String returns the template source.
 func (t *Template) String() string { return t.src }
 
+// Glob returns a SCAN MATCH pattern that matches every key the template
+// renders (and possibly others: a placeholder matches any text).
+func (t *Template) Glob() string {
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.placeholder != "" {
+			b.WriteByte('*')
+			continue
+		}
+		for _, r := range p.literal {
+			if strings.ContainsRune(`*?[]\`, r) {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 // Render returns the stream key of e.
 func (t *Template) Render(e *outbox.Event) string {
 	if len(t.parts) == 1 && t.parts[0].placeholder == "" {

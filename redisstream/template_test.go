@@ -104,3 +104,21 @@ func FuzzParseTemplate(f *testing.F) {
 		}
 	})
 }
+
+func TestTemplate_Glob(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{"outbox:{aggregate_type}", "outbox:*"},
+		{"outbox", "outbox"},
+		{"app[1]:{event_type}:{partition}", `app\[1\]:*:*`},
+		{"a*b?{aggregate_id}", `a\*b\?*`},
+	}
+	for _, tt := range tests {
+		tmpl, err := ParseTemplate(tt.src, 1, true)
+		if err != nil {
+			t.Fatalf("ParseTemplate(%q): %v", tt.src, err)
+		}
+		if got := tmpl.Glob(); got != tt.want {
+			t.Errorf("Glob() of %q = %q, want %q", tt.src, got, tt.want)
+		}
+	}
+}

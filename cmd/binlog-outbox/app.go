@@ -64,6 +64,7 @@ func NewApp() *cli.App {
 			runCommand(),
 			checkCommand(),
 			positionCommand(),
+			markAppendedCommand(),
 			schemaCommand(),
 			versionCommand(),
 			benchCommand(),

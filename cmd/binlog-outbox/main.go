@@ -18,8 +18,10 @@ func main() {
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		// The first signal stops cleanly: the relay abandons the batch in
-		// flight, whose position is not stored, so nothing is lost. An
+		// The first signal stops cleanly. Binlog mode abandons the batch in
+		// flight, whose position is not stored, so nothing is lost or
+		// repeated; poll mode finishes the round in flight (within
+		// --shutdown-grace), whose marks would otherwise roll back. An
 		// operator who signals again wants out now.
 		sig := <-signals
 		fmt.Fprintf(os.Stderr, "received %s, stopping (signal again to exit at once)\n", sig)

@@ -28,12 +28,13 @@ func pollFlags() []cli.Flag {
 			EnvVars: []string{"BINLOG_OUTBOX_BATCH_SIZE"},
 			Value:   poller.DefaultBatchSize,
 		},
-		&cli.StringFlag{
-			Name:    "on-sent",
-			Usage:   "poll mode: what happens to a relayed row: mark (set sent_at) or delete",
-			EnvVars: []string{"BINLOG_OUTBOX_ON_SENT"},
-			Value:   poller.OnSentMark,
+		&cli.IntFlag{
+			Name:    "max-batch-bytes",
+			Usage:   "poll mode: most payload and header bytes one poll reads and appends, which bounds the memory (a single larger row goes alone)",
+			EnvVars: []string{"BINLOG_OUTBOX_MAX_BATCH_BYTES"},
+			Value:   poller.DefaultMaxBatchBytes,
 		},
+		onSentFlag(),
 		&cli.DurationFlag{
 			Name:    "dedupe-window",
 			Usage:   "remember appended message ids this long and skip re-appends: effectively once in poll mode, and no duplicates while switching between the modes (docs/switching-modes.md); 0 is off",
@@ -45,6 +46,22 @@ func pollFlags() []cli.Flag {
 			EnvVars: []string{"BINLOG_OUTBOX_MAX_PAYLOAD_BYTES"},
 			Value:   poller.DefaultMaxPayloadBytes,
 		},
+		&cli.DurationFlag{
+			Name:    "shutdown-grace",
+			Usage:   "poll mode: how long a stop lets the poll in flight finish its append and COMMIT; a poll cut short is appended again at the next start",
+			EnvVars: []string{"BINLOG_OUTBOX_SHUTDOWN_GRACE"},
+			Value:   poller.DefaultShutdownGrace,
+		},
+	}
+}
+
+// onSentFlag is --on-sent, shared by poll mode and mark-appended.
+func onSentFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:    "on-sent",
+		Usage:   "poll mode: what happens to a relayed row: mark (set sent_at) or delete",
+		EnvVars: []string{"BINLOG_OUTBOX_ON_SENT"},
+		Value:   poller.OnSentMark,
 	}
 }
 
@@ -73,11 +90,13 @@ func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, cli
 		Partitions:       c.Int("partitions"),
 		DeadLetterStream: c.String("dead-letter-stream"),
 		BatchSize:        c.Int("batch-size"),
+		MaxBatchBytes:    c.Int("max-batch-bytes"),
 		PollInterval:     c.Duration("poll-interval"),
 		OnSent:           strings.ToLower(c.String("on-sent")),
 		DedupeWindow:     c.Duration("dedupe-window"),
 		MaxPayloadBytes:  c.Int("max-payload-bytes"),
 		PayloadJSON:      payloadJSON,
+		ShutdownGrace:    c.Duration("shutdown-grace"),
 	}, cfg.Logger)
 	if err != nil {
 		return err

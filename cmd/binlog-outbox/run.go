@@ -238,7 +238,11 @@ func tolerateOwnServerID(rep *preflight.Report) {
 func chooseMode(log *slog.Logger, rep preflight.Report, mode, stored, modeKey string) (string, error) {
 	switch mode {
 	case modeBinlog, modePoll:
-		if stored != "" && stored != mode {
+		switch {
+		case stored == modeBinlog && mode == modePoll:
+			log.Warn("switching modes: poll mode appends again every row binlog mode appended and nobody marked; run `binlog-outbox mark-appended` first (docs/switching-modes.md)",
+				"from", stored, "to", mode)
+		case stored != "" && stored != mode:
 			log.Warn("switching modes: follow docs/switching-modes.md to lose and repeat nothing", "from", stored, "to", mode)
 		}
 		return mode, rep.Err(preflight.Mode(mode))
