@@ -108,3 +108,26 @@ func TestKeysFor(t *testing.T) {
 		}
 	}
 }
+
+func TestModeStore(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	ctx := context.Background()
+	c, err := NewClient(r.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := NewModeStore(c, KeysFor("app", "outbox", "").Mode)
+	if got, err := s.Load(ctx); err != nil || got != "" {
+		t.Fatalf("Load() on an empty Redis = %q, %v; want \"\", nil", got, err)
+	}
+	if err := s.Save(ctx, "poll"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Load(ctx); err != nil || got != "poll" {
+		t.Fatalf("Load() = %q, %v; want poll", got, err)
+	}
+	if got := c.Get(ctx, "binlog-outbox:mode:app.outbox").Val(); got != "poll" {
+		t.Errorf("stored under the mode key: %q, want poll", got)
+	}
+}

@@ -1,5 +1,12 @@
 package redisstream
 
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+)
+
 // Keys names every Redis key the relay writes for one outbox table, besides
 // the streams. Everything that builds one of these names asks Keys, so a
 // position written by one command is found by the next.
@@ -36,3 +43,35 @@ func KeysFor(database, table, positionKey string) Keys {
 	}
 	return k
 }
+
+// ModeStore keeps the mode a table is relayed in (binlog or poll) under
+// Keys.Mode, so that auto mode never switches by itself.
+type ModeStore struct {
+	client redis.UniversalClient
+	key    string
+}
+
+// NewModeStore returns the store of the mode kept under key.
+func NewModeStore(client redis.UniversalClient, key string) *ModeStore {
+	return &ModeStore{client: client, key: key}
+}
+
+// Load returns the stored mode, or "" when none is stored.
+func (s *ModeStore) Load(ctx context.Context) (string, error) {
+	v, err := s.client.Get(ctx, s.key).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", classify(err)
+	}
+	return v, nil
+}
+
+// Save stores mode.
+func (s *ModeStore) Save(ctx context.Context, mode string) error {
+	return classify(s.client.Set(ctx, s.key, mode, 0).Err())
+}
+
+// Key returns the key the mode is kept under.
+func (s *ModeStore) Key() string { return s.key }

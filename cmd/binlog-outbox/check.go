@@ -9,11 +9,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 )
-
-// modeAuto accepts whichever mode can run.
-const modeAuto = "auto"
 
 func checkCommand() *cli.Command {
 	return &cli.Command{
@@ -22,7 +20,7 @@ func checkCommand() *cli.Command {
 		Description: "Prints one line per requirement (PASS, WARN, FAIL or SKIP) and, for each problem, how to fix it.\n" +
 			"Exits non-zero when a requirement of --mode fails; with --mode auto, only when neither mode can run.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "mode", Value: modeAuto, Usage: "mode to check for: binlog, poll or auto"},
+			&cli.StringFlag{Name: "mode", Value: mode.Auto, Usage: "mode to check for: binlog, poll or auto"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up on unreachable servers after this long"},
 		},
 		Action: runCheck,
@@ -30,9 +28,9 @@ func checkCommand() *cli.Command {
 }
 
 func runCheck(c *cli.Context) error {
-	mode := strings.ToLower(c.String("mode"))
-	if mode != modeAuto && mode != string(preflight.ModeBinlog) && mode != string(preflight.ModePoll) {
-		return usageError{fmt.Errorf("--mode %q: want binlog, poll or auto", c.String("mode"))}
+	requested, err := mode.Parse(c.String("mode"))
+	if err != nil {
+		return usageError{err}
 	}
 	cfg, err := loadConfig(c)
 	if err != nil {
@@ -50,20 +48,20 @@ func runCheck(c *cli.Context) error {
 	})
 	printReport(c.App.Writer, rep)
 
-	if mode == modeAuto {
+	if requested == mode.Auto {
 		usable := rep.Usable()
 		if len(usable) == 0 {
 			return fmt.Errorf("%w: neither binlog nor poll mode can run", preflight.ErrRequirements)
 		}
 		return nil
 	}
-	if failed := rep.Failed(preflight.Mode(mode)); len(failed) > 0 {
+	if failed := rep.Failed(preflight.Mode(requested)); len(failed) > 0 {
 		names := make([]string, len(failed))
 		for i, f := range failed {
 			names[i] = f.Name
 		}
 		// The fixes are printed above; the error only sums up.
-		return fmt.Errorf("%w for %s mode: %s", preflight.ErrRequirements, mode, strings.Join(names, ", "))
+		return fmt.Errorf("%w for %s mode: %s", preflight.ErrRequirements, requested, strings.Join(names, ", "))
 	}
 	return nil
 }

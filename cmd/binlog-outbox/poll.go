@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/metrics"
+	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -67,8 +68,8 @@ func onSentFlag() cli.Flag {
 
 // pollOnSent is the --on-sent choice when poll mode may run, for the
 // preflight's privilege check.
-func pollOnSent(c *cli.Context, mode string) string {
-	if mode == modeBinlog {
+func pollOnSent(c *cli.Context, m string) string {
+	if m == mode.Binlog {
 		return ""
 	}
 	return strings.ToLower(c.String("on-sent"))

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
@@ -21,6 +19,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
+	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
@@ -30,12 +29,6 @@ import (
 
 // defaultMemoryLimit is the relay's soft memory limit (GOMEMLIMIT overrides).
 const defaultMemoryLimit = 20 << 20
-
-// Modes of `run`.
-const (
-	modeBinlog = string(preflight.ModeBinlog)
-	modePoll   = string(preflight.ModePoll)
-)
 
 // streamFlags are the flags of `run` that shape the streams; `position`
 // shares the ones that name the position key.
@@ -85,7 +78,7 @@ func runCommand() *cli.Command {
 			Name:    "mode",
 			Usage:   "binlog (tail the binary log), poll (SELECT ... FOR UPDATE SKIP LOCKED) or auto (binlog when its requirements are met)",
 			EnvVars: []string{"BINLOG_OUTBOX_MODE"},
-			Value:   modeAuto,
+			Value:   mode.Auto,
 		},
 		positionKeyFlag(),
 		startFromFlag(),
@@ -133,9 +126,9 @@ func runCommand() *cli.Command {
 }
 
 func runRelay(c *cli.Context) error {
-	mode := strings.ToLower(c.String("mode"))
-	if mode != modeAuto && mode != modeBinlog && mode != modePoll {
-		return usageError{fmt.Errorf("--mode %q: want binlog, poll or auto", c.String("mode"))}
+	requested, err := mode.Parse(c.String("mode"))
+	if err != nil {
+		return usageError{err}
 	}
 	cfg, err := loadConfig(c)
 	if err != nil {
@@ -149,12 +142,12 @@ func runRelay(c *cli.Context) error {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	log := cfg.Logger
-	log.Info("binlog-outbox starting", "version", versionString(), "config", cfg, "mode", mode)
+	log.Info("binlog-outbox starting", "version", versionString(), "config", cfg, "mode", requested)
 
 	checkCtx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	rep := preflight.Run(checkCtx, preflight.Config{
 		MySQLDSN: cfg.DSN(), RedisURL: cfg.RedisURL, Table: cfg.Table, Mapping: cfg.Mapping, Declared: cfg.Declared,
-		ServerID: cfg.ServerID, OnSent: pollOnSent(c, mode),
+		ServerID: cfg.ServerID, OnSent: pollOnSent(c, requested),
 	})
 	cancel()
 	if c.Context.Err() != nil {
@@ -167,21 +160,12 @@ func runRelay(c *cli.Context) error {
 		return err
 	}
 	defer client.Close()
-	modeKey := redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode
-	stored, err := client.Get(c.Context, modeKey).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("read the mode this table ran in (%s): %w", modeKey, err)
-	}
-	mode, err = chooseMode(log, rep, mode, stored, modeKey)
+	store := redisstream.NewModeStore(client, redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode)
+	relayMode, err := mode.Resolve(c.Context, log, rep, requested, store)
 	if err != nil {
 		return err
 	}
-	if mode != stored {
-		if err := client.Set(c.Context, modeKey, mode, 0).Err(); err != nil {
-			return fmt.Errorf("store the mode (%s): %w", modeKey, err)
-		}
-	}
-	for _, w := range rep.Warned(preflight.Mode(mode)) {
+	for _, w := range rep.Warned(preflight.Mode(relayMode)) {
 		log.Warn("preflight: "+w.Name, "detail", w.Detail, logging.KeyHint, w.Fix)
 	}
 
@@ -207,7 +191,7 @@ func runRelay(c *cli.Context) error {
 			"note", "an optional column added later is used after a restart; binlog mode stops when it first sees one")
 	}
 
-	if mode == modePoll {
+	if relayMode == mode.Poll {
 		return runPoll(c, cfg, rep.Server, db, client, res.Table)
 	}
 	return runBinlog(c, cfg, rep.Server, db, client, res.Absent)
@@ -226,52 +210,6 @@ func tolerateOwnServerID(rep *preflight.Report) {
 			rep.Results[i].Detail += "; if this is the relay's own previous connection the server drops it shortly, otherwise the relay stops after a minute of refusals"
 		}
 	}
-}
-
-// chooseMode applies --mode to the preflight report and to the mode the
-// table ran in before (stored in Redis). Auto mode prefers binlog mode on a
-// first start and says in one line why it falls back to polling; after that
-// it stays with the mode it chose. Changing modes silently would lose or
-// repeat events: poll mode would re-append every row binlog mode left
-// unmarked, binlog mode starting "now" would skip rows not yet polled. A
-// switch is deliberate: --mode and docs/switching-modes.md.
-func chooseMode(log *slog.Logger, rep preflight.Report, mode, stored, modeKey string) (string, error) {
-	switch mode {
-	case modeBinlog, modePoll:
-		switch {
-		case stored == modeBinlog && mode == modePoll:
-			log.Warn("switching modes: poll mode appends again every row binlog mode appended and nobody marked; run `binlog-outbox mark-appended` first (docs/switching-modes.md)",
-				"from", stored, "to", mode)
-		case stored != "" && stored != mode:
-			log.Warn("switching modes: follow docs/switching-modes.md to lose and repeat nothing", "from", stored, "to", mode)
-		}
-		return mode, rep.Err(preflight.Mode(mode))
-	}
-	switch stored {
-	case modeBinlog:
-		if err := rep.Err(preflight.ModeBinlog); err != nil {
-			return "", outbox.WithHint(fmt.Errorf("auto mode: this table is relayed in binlog mode (%s), and binlog mode cannot run: %w", modeKey, err),
-				"%s; auto mode never falls back to polling once binlog mode ran (polling would append again every row binlog mode appended); to switch for good follow docs/switching-modes.md", outbox.HintOf(err))
-		}
-		return modeBinlog, nil
-	case modePoll:
-		if len(rep.Failed(preflight.ModeBinlog)) == 0 {
-			log.Info("auto mode: binlog mode is available; this table is relayed in poll mode, switch deliberately (docs/switching-modes.md)")
-		}
-		return modePoll, rep.Err(preflight.ModePoll)
-	}
-	failed := rep.Failed(preflight.ModeBinlog)
-	if len(failed) == 0 {
-		log.Info("auto mode: binlog requirements met, using binlog mode")
-		return modeBinlog, nil
-	}
-	if err := rep.Err(preflight.ModePoll); err != nil {
-		return "", fmt.Errorf("auto mode: neither mode can run: %w", err)
-	}
-	log.Warn("auto mode: binlog mode unavailable, using poll mode",
-		"reason", failed[0].Name+": "+failed[0].Detail, logging.KeyHint, failed[0].Fix,
-		"how", "meet the binlog requirements (`binlog-outbox check --mode binlog` lists them), then switch as docs/switching-modes.md describes for exactly-once binlog mode")
-	return modePoll, nil
 }
 
 func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, absent []string) error {

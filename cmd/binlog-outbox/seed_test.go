@@ -9,6 +9,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/mode"
 )
 
 // The outbox tables of the Laravel articles this project grew from, which the
@@ -102,12 +103,12 @@ func TestCheck_SeedTables(t *testing.T) {
 
 func TestRun_SeedTables(t *testing.T) {
 	for _, tt := range seedTables {
-		for _, mode := range []string{modeBinlog, modePoll} {
-			t.Run(tt.name+"/"+mode, func(t *testing.T) {
+		for _, m := range []string{mode.Binlog, mode.Poll} {
+			t.Run(tt.name+"/"+m, func(t *testing.T) {
 				env := newSeedEnv(t, tt)
 				ctx := context.Background()
-				p := startRelay(t, env, append([]string{"--mode", mode}, tt.args...)...)
-				if mode == modeBinlog {
+				p := startRelay(t, env, append([]string{"--mode", m}, tt.args...)...)
+				if m == mode.Binlog {
 					waitStoredPosition(t, env, "binlog-outbox:position:"+env.Database+"."+tt.table)
 				}
 				const n = 5

@@ -1,0 +1,112 @@
+package mode
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/preflight"
+)
+
+// report returns a preflight report in which the named modes fail.
+func report(failing ...preflight.Mode) preflight.Report {
+	var rep preflight.Report
+	for _, m := range failing {
+		rep.Results = append(rep.Results, preflight.Result{
+			Name: "req-" + string(m), Status: preflight.Fail, Detail: "missing", Fix: "fix " + string(m),
+			Modes: []preflight.Mode{m},
+		})
+	}
+	return rep
+}
+
+func TestChoose(t *testing.T) {
+	binlogDown := report(preflight.ModeBinlog)
+	pollDown := report(preflight.ModePoll)
+	bothDown := report(preflight.ModeBinlog, preflight.ModePoll)
+	tests := []struct {
+		name              string
+		rep               preflight.Report
+		requested, stored string
+		want              string
+		wantErr           bool
+	}{
+		{"auto, first start, binlog usable", report(), Auto, "", Binlog, false},
+		{"auto, first start, binlog unusable falls back to poll", binlogDown, Auto, "", Poll, false},
+		{"auto, first start, neither", bothDown, Auto, "", "", true},
+		{"auto sticks to binlog", pollDown, Auto, Binlog, Binlog, false},
+		{"auto never falls back once binlog ran", binlogDown, Auto, Binlog, "", true},
+		{"auto sticks to poll even when binlog is usable", report(), Auto, Poll, Poll, false},
+		{"auto sticks to poll, poll unusable", pollDown, Auto, Poll, "", true},
+		{"explicit binlog over a stored poll", report(), Binlog, Poll, Binlog, false},
+		{"explicit poll over a stored binlog", report(), Poll, Binlog, Poll, false},
+		{"explicit binlog, unusable", binlogDown, Binlog, "", "", true},
+		{"explicit poll, unusable", pollDown, Poll, "", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Choose(slog.New(slog.DiscardHandler), tt.rep, tt.requested, tt.stored, "binlog-outbox:mode:app.outbox")
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Choose() error = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil {
+				if !errors.Is(err, preflight.ErrRequirements) || outbox.HintOf(err) == "" {
+					t.Errorf("Choose() error = %v, want requirements not met with a hint", err)
+				}
+				return
+			}
+			if got != tt.want {
+				t.Errorf("Choose() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParse(t *testing.T) {
+	for in, want := range map[string]string{"auto": Auto, "BINLOG": Binlog, "Poll": Poll} {
+		if got, err := Parse(in); err != nil || got != want {
+			t.Errorf("Parse(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := Parse("tail"); !errors.Is(err, outbox.ErrConfig) {
+		t.Errorf("Parse(tail) error = %v, want a configuration error", err)
+	}
+}
+
+// memStore is a Store in memory.
+type memStore struct {
+	mode  string
+	saves int
+	err   error
+}
+
+func (s *memStore) Load(context.Context) (string, error) { return s.mode, s.err }
+func (s *memStore) Save(_ context.Context, m string) error {
+	s.mode = m
+	s.saves++
+	return nil
+}
+func (s *memStore) Key() string { return "k" }
+
+func TestResolve(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	s := &memStore{}
+	// A first start chooses and records; later starts keep it, even when
+	// the choice would now be another one.
+	if got, err := Resolve(ctx, log, report(preflight.ModeBinlog), Auto, s); err != nil || got != Poll || s.mode != Poll || s.saves != 1 {
+		t.Fatalf("first Resolve() = %q, %v (stored %q, %d saves); want poll, stored once", got, err, s.mode, s.saves)
+	}
+	if got, err := Resolve(ctx, log, report(), Auto, s); err != nil || got != Poll || s.saves != 1 {
+		t.Fatalf("second Resolve() = %q, %v (%d saves); want poll without another save", got, err, s.saves)
+	}
+	if got, err := Resolve(ctx, log, report(), Binlog, s); err != nil || got != Binlog || s.mode != Binlog {
+		t.Fatalf("explicit Resolve() = %q, %v (stored %q); want binlog, stored", got, err, s.mode)
+	}
+	s.err = errors.New("redis down")
+	if _, err := Resolve(ctx, log, report(), Auto, s); err == nil {
+		t.Fatal("Resolve() with an unreadable store succeeded")
+	}
+}
