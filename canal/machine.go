@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // batch is what the reader hands to the flusher: the events of complete
@@ -87,12 +88,13 @@ type flushFunc func(ctx context.Context) error
 // the committed outbox INSERTs into batches. It runs on the reader's
 // goroutine only.
 type machine struct {
-	database, table string
-	dec             *rowDecoder
-	log             *slog.Logger
-	maxTxBytes      int
-	maxBatchEvents  int
-	maxBatchBytes   int
+	// name is the outbox table as the server names it in the binlog.
+	name           schema.Name
+	dec            *rowDecoder
+	log            *slog.Logger
+	maxTxBytes     int
+	maxBatchEvents int
+	maxBatchBytes  int
 
 	file     string
 	boundary point // after the last complete transaction: where to resume
@@ -461,7 +463,7 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 		if db == "" {
 			db = string(e.Schema)
 		}
-		if table != m.table || db != m.database {
+		if !m.name.Matches(db, table) {
 			return
 		}
 		m.statementDML++
@@ -470,7 +472,7 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 			"hint", "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, then re-insert the lost events")
 		return
 	}
-	if bytes.Contains(q, []byte(m.table)) {
+	if m.mentionsTable(q) {
 		for _, ddl := range []string{"ALTER", "RENAME", "DROP", "TRUNCATE", "CREATE"} {
 			if hasPrefixFold(q, ddl) {
 				m.log.Info("DDL that may concern the outbox table", "file", m.file, "pos", h.LogPos, "query", truncate(string(q), 300))
@@ -478,6 +480,15 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 			}
 		}
 	}
+}
+
+// mentionsTable reports whether q contains the outbox table's name, in any
+// letter case where the server compares names so.
+func (m *machine) mentionsTable(q []byte) bool {
+	if m.name.LowerCaseTableNames == 0 {
+		return bytes.Contains(q, []byte(m.name.Table))
+	}
+	return containsFold(string(q), m.name.Table)
 }
 
 // insertTarget parses the target table of INSERT, REPLACE and LOAD DATA.
@@ -533,7 +544,7 @@ func truncate(s string, n int) string {
 
 func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
 	if e.Table == nil || e.Type() != replication.EnumRowsEventTypeInsert ||
-		string(e.Table.Table) != m.table || string(e.Table.Schema) != m.database {
+		!m.name.Matches(string(e.Table.Schema), string(e.Table.Table)) {
 		return nil
 	}
 	if !m.inTx {

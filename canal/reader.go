@@ -71,10 +71,14 @@ type Config struct {
 	// must differ from the server's and every other replica's id.
 	ServerID uint32
 
-	// Database and Table name the outbox table; only INSERTs into exactly it
-	// become events.
+	// Database and Table name the outbox table as the server stores them
+	// (schema.ResolveName); only INSERTs into it become events.
 	Database string
 	Table    string
+	// LowerCaseTableNames is the server's lower_case_table_names: with 1 or
+	// 2 binlog events name tables in any letter case the server accepts
+	// for Database and Table (see schema.Name).
+	LowerCaseTableNames int
 	// Mapping maps logical to physical column names.
 	Mapping schema.Mapping
 	// Columns is the table as it is at start-up. It is only used to map rows
@@ -152,6 +156,11 @@ func (c *Config) setDefaults() {
 	if c.Mapping == nil {
 		c.Mapping = schema.DefaultMapping()
 	}
+}
+
+// name is the outbox table's name as the server compares it.
+func (c *Config) name() schema.Name {
+	return schema.Name{Database: c.Database, Table: c.Table, LowerCaseTableNames: c.LowerCaseTableNames}
 }
 
 // Validate reports the first invalid field.
@@ -345,7 +354,7 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	}()
 
 	m := &machine{
-		database: r.cfg.Database, table: r.cfg.Table,
+		name:       r.cfg.name(),
 		dec:        newRowDecoder(r.cfg.Mapping, r.cfg.Columns),
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,
@@ -575,7 +584,7 @@ func (r *Reader) syncerConfig() replication.BinlogSyncerConfig {
 			return err
 		},
 	}
-	db, table := r.cfg.Database, r.cfg.Table
+	name := r.cfg.name()
 	cfg.RowsEventDecodeFunc = func(ev *replication.RowsEvent, data []byte) error {
 		pos, err := ev.DecodeHeader(data)
 		if err != nil {
@@ -583,7 +592,7 @@ func (r *Reader) syncerConfig() replication.BinlogSyncerConfig {
 		}
 		// Rows of other tables are never decoded: on a busy server they are
 		// most of the binlog.
-		if ev.Table == nil || string(ev.Table.Table) != table || string(ev.Table.Schema) != db {
+		if ev.Table == nil || !name.Matches(string(ev.Table.Schema), string(ev.Table.Table)) {
 			return nil
 		}
 		return ev.DecodeData(pos, data)

@@ -18,8 +18,9 @@ func checkTable(ctx context.Context, db *sql.DB, srv Server, database, acct stri
 			"add the database that holds the outbox table to the DSN: user:password@tcp(host:3306)/app", both)},
 			skipAll(afterMySQL[9:], "not checked: no database")...)
 	}
+	given := database + "." + cfg.Table
 	qtable := schema.QuoteIdent(database) + "." + schema.QuoteIdent(cfg.Table)
-	name := database + "." + cfg.Table
+	name := given
 	var out []Result
 
 	// A user without SELECT on the table is worse than an error in some
@@ -45,8 +46,26 @@ func checkTable(ctx context.Context, db *sql.DB, srv Server, database, acct stri
 		// information_schema hides tables the user has no privilege on, so
 		// the validator would wrongly report the table missing.
 		out = append(out, skip(NameTable, "not checked: no SELECT privilege on "+name, both))
+	} else if n, err := schema.ResolveName(ctx, db, database, cfg.Table); err != nil {
+		// The relay would compare the binlog with a name that matches no
+		// table and skip every row: run refuses to start, so check fails.
+		fix := outbox.HintOf(err)
+		if fix == "" {
+			fix = "make sure the relay user can read information_schema for " + name
+		}
+		out = append(out, fail(NameTable, "cannot resolve "+name+": "+err.Error(), fix, both))
 	} else {
-		out = append(out, validateTable(ctx, db, database, cfg))
+		// From here on the names the server uses, as run uses them.
+		qtable = schema.QuoteIdent(n.Database) + "." + schema.QuoteIdent(n.Table)
+		name = n.String()
+		res := validateTable(ctx, db, n, cfg)
+		switch {
+		case name != given:
+			res.Detail += fmt.Sprintf("; %s is %s on this server (%s), and the relay uses that name, also in its Redis keys", given, name, n.Folding())
+		case n.LowerCaseTableNames != 0:
+			res.Detail += " (" + n.Folding() + ")"
+		}
+		out = append(out, res)
 	}
 
 	out = append(out, checkSkipLocked(ctx, db, srv, qtable, readable, acct))
@@ -56,9 +75,9 @@ func checkTable(ctx context.Context, db *sql.DB, srv Server, database, acct stri
 
 // validateTable runs the schema package's validator: its error-level problems
 // fail, its warnings warn.
-func validateTable(ctx context.Context, db *sql.DB, database string, cfg Config) Result {
-	name := database + "." + cfg.Table
-	t, problems, err := schema.Validate(ctx, db, database, cfg.Table, cfg.Mapping)
+func validateTable(ctx context.Context, db *sql.DB, n schema.Name, cfg Config) Result {
+	name := n.String()
+	t, problems, err := schema.Validate(ctx, db, n.Database, n.Table, cfg.Mapping)
 	if err != nil {
 		fix := outbox.HintOf(err)
 		if fix == "" {

@@ -153,6 +153,17 @@ func runRelay(c *cli.Context) error {
 	}
 	tolerateOwnServerID(&rep)
 
+	db, err := sql.Open("mysql", cfg.DSN())
+	if err != nil {
+		return fmt.Errorf("open mysql: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(4)
+	// Before any key is built from the names: they must be the server's.
+	if err := resolveTable(c.Context, &cfg, db); err != nil {
+		return err
+	}
+
 	client, err := redisstream.NewClient(cfg.RedisURL)
 	if err != nil {
 		return err
@@ -176,12 +187,6 @@ func runRelay(c *cli.Context) error {
 		log.Warn("preflight: "+w.Name, "detail", w.Detail, "fix", w.Fix)
 	}
 
-	db, err := sql.Open("mysql", cfg.DSN())
-	if err != nil {
-		return fmt.Errorf("open mysql: %w", err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(4)
 	table, problems, err := schema.Validate(c.Context, db, cfg.Database, cfg.Table, cfg.Mapping)
 	if err != nil {
 		return fmt.Errorf("inspect the outbox table: %w", err)
@@ -258,6 +263,9 @@ func runBinlog(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, cli
 	if err != nil {
 		return err
 	}
+	if err := checkOldPositionKey(c, cfg, client); err != nil {
+		return err
+	}
 	sink, err := newSink(c, cfg, client)
 	if err != nil {
 		return err
@@ -301,6 +309,30 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisst
 	})
 }
 
+// checkOldPositionKey stops binlog mode when a position is stored under the
+// table's name as configured while the server stores it in another letter
+// case. Earlier versions of the relay compared the binlog with the
+// configured name on such servers, skipped the table's rows and stored a
+// position past them; starting afresh under the server's name would hide
+// that gap.
+func checkOldPositionKey(c *cli.Context, cfg config, client redis.UniversalClient) error {
+	if c.String("position-key") != "" || cfg.Given == "" {
+		return nil
+	}
+	old, key := "binlog-outbox:position:"+cfg.Given, positionKey(c, cfg)
+	n, err := client.Exists(c.Context, old).Result()
+	if err != nil {
+		return fmt.Errorf("look for a position stored under %s: %w", old, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	return outbox.WithHint(fmt.Errorf("%w: a position is stored under %s, but the server names the table %s (lower_case_table_names=%d), and the relay now keeps it at %s",
+		outbox.ErrConfig, old, cfg.Database+"."+cfg.Table, cfg.LowerCaseTableNames, key),
+		"a relay that ran with %s compared the binlog with that name and skipped the table's rows; re-read from where it started, or accept the gap and republish rows it missed with --mode poll, then delete %s (redis-cli DEL %s) and set the position with `binlog-outbox position set`",
+		old, old, old)
+}
+
 func positionKey(c *cli.Context, cfg config) string {
 	if k := c.String("position-key"); k != "" {
 		return k
@@ -327,7 +359,7 @@ func newReader(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, sin
 	rcfg := canal.Config{
 		Host: host, Port: uint16(port), User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
 		Flavor: srv.Flavor, ServerID: cfg.ServerID,
-		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Columns: cols,
+		Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames, Mapping: cfg.Mapping, Columns: cols,
 		Start: start, PositionKey: positionKey(c, cfg),
 	}
 	if c.Command.Name == "run" {
