@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +47,20 @@ func TestRun_LowerCaseTableNames(t *testing.T) {
 	}
 	if p.exited() {
 		t.Fatalf("relay exited:\n%s", p.out.String())
+	}
+
+	// A position under the name as written is what an earlier version,
+	// which skipped the rows, left behind: no silent second position.
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("relay exit %d after SIGTERM", code)
+	}
+	if err := env.RDB.Set(ctx, old, "{}", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p = startRelay(t, &upper, "--mode", "binlog", "--table", "Outbox")
+	if code := p.wait(t, 60*time.Second); code == 0 || !strings.Contains(p.out.String(), old) {
+		t.Errorf("relay with a position stored under %s: exit %d, want a failure naming it:\n%s", old, code, p.out.String())
 	}
 }
 
