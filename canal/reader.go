@@ -71,14 +71,13 @@ type Config struct {
 	// must differ from the server's and every other replica's id.
 	ServerID uint32
 
-	// Database and Table name the outbox table as the server stores them
-	// (schema.ResolveName); only INSERTs into it become events.
+	// Database and Table name the outbox table; only INSERTs into it
+	// become events. The reader resolves them once to the names the server
+	// uses (schema.ResolveName: with lower_case_table_names 1 or 2 the
+	// binlog may name it in another letter case) and stops on a name that
+	// matches no table.
 	Database string
 	Table    string
-	// LowerCaseTableNames is the server's lower_case_table_names: with 1 or
-	// 2 binlog events name tables in any letter case the server accepts
-	// for Database and Table (see schema.Name).
-	LowerCaseTableNames int
 	// Mapping maps logical to physical column names.
 	Mapping schema.Mapping
 	// Columns is the table as it is at start-up. It is only used to map rows
@@ -158,11 +157,6 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// name is the outbox table's name as the server compares it.
-func (c *Config) name() schema.Name {
-	return schema.Name{Database: c.Database, Table: c.Table, LowerCaseTableNames: c.LowerCaseTableNames}
-}
-
 // Validate reports the first invalid field.
 func (c *Config) Validate() error {
 	switch {
@@ -190,6 +184,9 @@ type Reader struct {
 
 	// chunkNext makes the next session read its first transaction in chunks.
 	chunkNext bool
+	// name is the table as the server names it, once resolveName ran.
+	name     schema.Name
+	resolved bool
 
 	mu         sync.Mutex
 	stats      Stats
@@ -297,6 +294,9 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	r.stats.Sessions++
 	r.mu.Unlock()
 
+	if err := r.resolveName(ctx); err != nil {
+		return false, err
+	}
 	start, prev, err := r.resolveStart(ctx)
 	if err != nil {
 		return false, err
@@ -354,7 +354,7 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	}()
 
 	m := &machine{
-		name:       r.cfg.name(),
+		name:       r.name,
 		dec:        newRowDecoder(r.cfg.Mapping, r.cfg.Columns),
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,
@@ -426,6 +426,24 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 			}
 		}
 	}
+}
+
+// resolveName replaces the configured names with the server's for them,
+// once: compared with the binlog, a name the server folds differently, or
+// one of no table, would skip every row while the position moves on.
+func (r *Reader) resolveName(ctx context.Context) error {
+	if r.resolved {
+		return nil
+	}
+	n, err := schema.ResolveName(ctx, r.db, r.cfg.Database, r.cfg.Table)
+	if errors.Is(err, schema.ErrTableNotFound) {
+		return fmt.Errorf("%w: %w", outbox.ErrConfig, err)
+	}
+	if err != nil {
+		return err
+	}
+	r.name, r.resolved = n, true
+	return nil
 }
 
 // offer hands the pending batch to the flusher when that is worth it: it has
@@ -584,7 +602,7 @@ func (r *Reader) syncerConfig() replication.BinlogSyncerConfig {
 			return err
 		},
 	}
-	name := r.cfg.name()
+	name := r.name
 	cfg.RowsEventDecodeFunc = func(ev *replication.RowsEvent, data []byte) error {
 		pos, err := ev.DecodeHeader(data)
 		if err != nil {

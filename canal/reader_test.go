@@ -156,3 +156,16 @@ func TestReader_FencedBySecondRelay(t *testing.T) {
 	}
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 }
+
+// A reader configured with a name that matches no table (names are
+// case-sensitive with lower_case_table_names=0) stops at once rather than
+// skip every row.
+func TestReader_TableNameMatchingNoTableStops(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	r, _ := newReader(t, env, func(c *Config) { c.Table = "Outbox" })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.Run(ctx); !errors.Is(err, outbox.ErrConfig) || !errors.Is(err, schema.ErrTableNotFound) {
+		t.Fatalf("Run with table Outbox: got %v, want ErrConfig and ErrTableNotFound", err)
+	}
+}

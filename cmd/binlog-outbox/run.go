@@ -359,7 +359,7 @@ func newReader(c *cli.Context, cfg config, srv preflight.Server, db *sql.DB, sin
 	rcfg := canal.Config{
 		Host: host, Port: uint16(port), User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
 		Flavor: srv.Flavor, ServerID: cfg.ServerID,
-		Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames, Mapping: cfg.Mapping, Columns: cols,
+		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Columns: cols,
 		Start: start, PositionKey: positionKey(c, cfg),
 	}
 	if c.Command.Name == "run" {
