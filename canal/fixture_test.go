@@ -137,7 +137,7 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 	t.Helper()
 	start := point{file: file, pos: 4}
 	h := newHarness(t, func(m *machine) {
-		m.database, m.table = ft.database, ft.table
+		m.name = schema.Name{Database: ft.database, Table: ft.table}
 		m.dec = newRowDecoder(ft.schemaMapping(), ft.columns, nil)
 		m.file, m.boundary = file, start
 		if tweak != nil {
@@ -166,7 +166,7 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 		gs = &gtidStandIn{}
 	}
 	ctx := context.Background()
-	p := newFixtureParser(decodeConfig(position.FlavorMySQL, ft.database, ft.table))
+	p := newFixtureParser(decodeConfig(position.FlavorMySQL, schema.Name{Database: ft.database, Table: ft.table}))
 	err := p.ParseFile(filepath.Join(fixtureDir, file), 0, func(ev *replication.BinlogEvent) error {
 		count(ev)
 		if gs != nil {
@@ -601,7 +601,7 @@ func TestFixture_EventTypes(t *testing.T) {
 func TestReader_SyncerDecodesAsFixtures(t *testing.T) {
 	for _, flavor := range []string{position.FlavorMySQL, position.FlavorMariaDB} {
 		r := &Reader{cfg: Config{Flavor: flavor, Database: "app", Table: "outbox", ServerID: 1001}, log: testLogger(t)}
-		got, want := r.syncerConfig(nil, nil), decodeConfig(flavor, "app", "outbox")
+		got, want := r.syncerConfig(nil, nil), decodeConfig(flavor, schema.Name{Database: "app", Table: "outbox"})
 		type decoding struct {
 			Flavor                                         string
 			RawMode, ParseTime, UseDecimal, TrailingZero   bool

@@ -77,7 +77,7 @@ func (r *Reader) proveLayout(ctx context.Context, start point) (layoutProof, err
 		// No layout to prove, and no reason the next session would find
 		// one: say so rather than restart for ever.
 		return layoutProof{}, outbox.WithHint(fmt.Errorf("%w: the binlog has rows of %s.%s without column names, and information_schema shows the relay no columns of that table",
-			outbox.ErrConfig, r.cfg.Database, r.cfg.Table),
+			outbox.ErrConfig, r.name.Database, r.name.Table),
 			"grant the relay's user SELECT on the table (information_schema hides tables a user cannot read), or set binlog_row_metadata=FULL so that rows carry their column names")
 	}
 	// The end of the binlog only now, after the layout: see the proof.
@@ -116,22 +116,22 @@ func columnNames(cols []Column) string {
 func (r *Reader) tableColumns(ctx context.Context) ([]Column, error) {
 	rows, err := r.db.QueryContext(ctx, `SELECT /* binlog-outbox */ COLUMN_NAME, DATA_TYPE
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?
-		ORDER BY ORDINAL_POSITION`, r.cfg.Database, r.cfg.Table)
+		ORDER BY ORDINAL_POSITION`, r.name.Database, r.name.Table)
 	if err != nil {
-		return nil, fmt.Errorf("read the columns of %s.%s: %w", r.cfg.Database, r.cfg.Table, err)
+		return nil, fmt.Errorf("read the columns of %s.%s: %w", r.name.Database, r.name.Table, err)
 	}
 	defer rows.Close()
 	var cols []Column
 	for rows.Next() {
 		var c Column
 		if err := rows.Scan(&c.Name, &c.DataType); err != nil {
-			return nil, fmt.Errorf("read the columns of %s.%s: %w", r.cfg.Database, r.cfg.Table, err)
+			return nil, fmt.Errorf("read the columns of %s.%s: %w", r.name.Database, r.name.Table, err)
 		}
 		c.DataType = strings.ToLower(c.DataType)
 		cols = append(cols, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the columns of %s.%s: %w", r.cfg.Database, r.cfg.Table, err)
+		return nil, fmt.Errorf("read the columns of %s.%s: %w", r.name.Database, r.name.Table, err)
 	}
 	return cols, nil
 }
@@ -177,7 +177,7 @@ func (r *Reader) scanForDDL(ctx context.Context, start point, endFile string, en
 				file = e.Filename
 			}
 		case *replication.QueryEvent:
-			if isDDLOn(e.Schema, e.Query, r.cfg.Database, r.cfg.Table) {
+			if isDDLOn(e.Schema, e.Query, r.name.Database, r.name.Table) {
 				d := &ddlEvent{file: file, start: h.LogPos, end: h.LogPos, gset: e.GSet, query: string(stripComments(e.Query)), when: h.Timestamp}
 				if h.LogPos >= h.EventSize {
 					d.start = h.LogPos - h.EventSize
@@ -337,8 +337,4 @@ func skipQuoted(q []byte, i int, quote byte, backslash bool) int {
 		}
 	}
 	return len(q)
-}
-
-func isIdentByte(c byte) bool {
-	return c == '_' || c == '$' || c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
 }

@@ -14,6 +14,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // batch is what the reader hands to the flusher: the events of complete
@@ -103,12 +104,13 @@ type flushFunc func(ctx context.Context) error
 // the committed outbox INSERTs into batches. It runs on the reader's
 // goroutine only.
 type machine struct {
-	database, table string
-	dec             *rowDecoder
-	log             *slog.Logger
-	maxTxBytes      int
-	maxBatchEvents  int
-	maxBatchBytes   int
+	// name is the outbox table as the server names it in the binlog.
+	name           schema.Name
+	dec            *rowDecoder
+	log            *slog.Logger
+	maxTxBytes     int
+	maxBatchEvents int
+	maxBatchBytes  int
 
 	file     string
 	boundary point // after the last complete transaction: where to resume
@@ -116,11 +118,15 @@ type machine struct {
 
 	inTx       bool
 	sawBegin   bool
-	savepoints map[string]int // rows buffered at each savepoint
-	txStart    point
-	rows       []outbox.Event
-	txBytes    int
-	overflow   bool
+	savepoints []savepoint // in the order they were set
+	// xa is the xid of the XA transaction in progress (XA START seen), and
+	// xaEnded says XA END followed.
+	xa       string
+	xaEnded  bool
+	txStart  point
+	rows     []outbox.Event
+	txBytes  int
+	overflow bool
 
 	// Chunked delivery of the first transaction of a session: skip the rows
 	// appended before, hand out the rest in batches as they come.
@@ -141,9 +147,22 @@ type machine struct {
 	guard eventGuard // for the events the switch has no case for
 }
 
+// savepoint is a savepoint of the transaction: its name as given, and how
+// many rows were buffered when it was set.
+type savepoint struct {
+	name string
+	rows int
+}
+
 // beginTx starts a transaction at the current boundary.
-func (m *machine) beginTx() {
+func (m *machine) beginTx() error {
 	if m.inTx && (len(m.rows) > 0 || m.overflow) {
+		if m.xa != "" {
+			// An XA transaction that ended in a way the machine does not
+			// know: its rows may have committed. Dropping them would move
+			// the position past them.
+			return m.xaError(fmt.Sprintf("XA transaction %s with %d outbox rows ended without a commit, prepare or rollback the relay recognises", m.xa, len(m.rows)))
+		}
 		// A transaction without its end: the stream was cut and resumed.
 		// Its rows come again whole.
 		m.log.Warn("discarding a partial transaction", "rows", len(m.rows))
@@ -151,6 +170,7 @@ func (m *machine) beginTx() {
 	m.resetTx()
 	m.inTx = true
 	m.txStart = m.boundary
+	return nil
 }
 
 func (m *machine) resetTx() {
@@ -160,7 +180,8 @@ func (m *machine) resetTx() {
 	m.overflow = false
 	m.inTx = false
 	m.sawBegin = false
-	clear(m.savepoints)
+	m.savepoints = m.savepoints[:0]
+	m.xa, m.xaEnded = "", false
 }
 
 // handle processes one binlog event.
@@ -182,17 +203,23 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 			m.setBoundary(p)
 		}
 	case *replication.MariadbGTIDEvent:
-		m.beginTx()
+		if err := m.beginTx(); err != nil {
+			return err
+		}
 		m.sawBegin = !e.IsStandalone()
 		m.lastGTID = gtidRef{mariadb: e.GTID, set: true}
 	case *replication.GTIDEvent:
 		if err := m.anonymousInGTIDMode(h); err != nil {
 			return err
 		}
-		m.beginTx()
+		if err := m.beginTx(); err != nil {
+			return err
+		}
 		m.lastGTID = gtidOf(h, e)
 	case *replication.GtidTaggedLogEvent:
-		m.beginTx()
+		if err := m.beginTx(); err != nil {
+			return err
+		}
 		m.lastGTID = gtidOf(h, &e.GTIDEvent)
 	case *replication.QueryEvent:
 		return m.query(ctx, h, e)
@@ -215,50 +242,69 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 		if h.EventType != replication.XA_PREPARE_LOG_EVENT {
 			return nil
 		}
-		// The rows of an XA transaction come before XA PREPARE; XA COMMIT
-		// arrives later as a query without them. Relaying at PREPARE could
-		// publish a transaction that is rolled back; relaying at COMMIT is
-		// impossible. Say so loudly rather than guess.
-		m.log.Error("XA transaction in the binlog: outbox rows written in XA transactions are not relayed",
-			"file", m.file, "pos", h.LogPos, "rows", len(m.rows),
-			logging.KeyHint, "write outbox rows in ordinary transactions, or relay them with --mode poll")
-		m.resetTx()
+		m.xaPrepared(h)
 	}
 	return nil
 }
 
+// xaPrepared ends a two-phase XA transaction at its XA PREPARE. Its rows
+// come before XA PREPARE; XA COMMIT arrives later as a query without them.
+// Relaying at PREPARE could publish a transaction that is rolled back;
+// relaying at COMMIT is impossible. Say so loudly rather than guess.
+func (m *machine) xaPrepared(h *replication.EventHeader) {
+	m.log.Error("two-phase XA transaction in the binlog: outbox rows written in XA transactions that are prepared (XA PREPARE) are not relayed",
+		"file", m.file, "pos", h.LogPos, "xid", m.xa, "rows", len(m.rows),
+		"hint", "write outbox rows in ordinary transactions or commit XA transactions with XA COMMIT ... ONE PHASE, or relay them with --mode poll")
+	m.resetTx()
+}
+
+// xaError stops the relay at an XA statement it cannot place: guessing
+// could publish rows that were rolled back, or skip rows that committed.
+func (m *machine) xaError(what string) error {
+	return outbox.WithHint(fmt.Errorf("%w: %s (binlog %s)", outbox.ErrConfig, what, m.file),
+		"write outbox rows in ordinary transactions, or in XA transactions committed with XA COMMIT ... ONE PHASE; or relay this table with --mode poll (docs/switching-modes.md)")
+}
+
 func (m *machine) query(ctx context.Context, h *replication.EventHeader, e *replication.QueryEvent) error {
 	q := stripComments(e.Query)
+	if hasPrefixFold(q, "XA") {
+		if handled, err := m.xaQuery(ctx, h, e, q); handled {
+			return err
+		}
+	}
+	// Savepoint statements first: ROLLBACK /* c */ TO sp must not read as
+	// a ROLLBACK of the whole transaction.
+	switch op, name := parseSavepoint(q); op {
+	case setSavepoint:
+		// A name set again moves: the server deletes the old savepoint.
+		m.dropSavepoint(name)
+		m.savepoints = append(m.savepoints, savepoint{name: name, rows: len(m.rows)})
+		return nil
+	case releaseSavepoint:
+		// The server releases the savepoint and every one set after it.
+		if i := m.findSavepoint(name); i >= 0 {
+			m.savepoints = m.savepoints[:i]
+		}
+		return nil
+	case rollbackToSavepoint:
+		return m.rollbackTo(h, name)
+	}
 	switch {
-	case hasPrefixFold(q, "XA START"), hasPrefixFold(q, "XA BEGIN"):
-		m.beginTx()
-		m.sawBegin = true
-		return nil
-	case hasPrefixFold(q, "XA END"):
-		return nil
 	case hasPrefixFold(q, "BEGIN"), hasPrefixFold(q, "START TRANSACTION"):
 		// A BEGIN inside an open transaction means the stream was resumed
 		// mid-transaction on a server without GTID events: start afresh.
-		m.beginTx()
+		if err := m.beginTx(); err != nil {
+			return err
+		}
 		m.sawBegin = true
 		return nil
 	case hasPrefixFold(q, "COMMIT"):
 		return m.commit(ctx, h, e.GSet)
-	case hasPrefixFold(q, "ROLLBACK TO"), hasPrefixFold(q, "ROLLBACK WORK TO"):
-		return m.rollbackTo(q)
-	case hasPrefixFold(q, "ROLLBACK"), hasPrefixFold(q, "XA ROLLBACK"):
+	case hasPrefixFold(q, "ROLLBACK"):
 		// Rows of a rolled-back transaction reach the binlog only when it
 		// also touched a non-transactional table. They never happened.
 		m.resetTx()
 		m.setBoundary(point{file: m.file, pos: h.LogPos, gset: e.GSet, lastGTID: m.lastGTID})
-		return nil
-	case hasPrefixFold(q, "SAVEPOINT"):
-		if m.savepoints == nil {
-			m.savepoints = map[string]int{}
-		}
-		m.savepoints[lastIdent(q)] = len(m.rows)
-		return nil
-	case hasPrefixFold(q, "RELEASE SAVEPOINT"):
 		return nil
 	}
 	m.inspectStatement(h, e, q)
@@ -270,21 +316,122 @@ func (m *machine) query(ctx context.Context, h *replication.EventHeader, e *repl
 	return nil
 }
 
+// xaQuery follows the XA statements of the binlog. MySQL logs a one-phase
+// XA transaction as XA START xid, its rows, XA END xid and XA COMMIT xid ONE
+// PHASE (no XA PREPARE, no XID event); a two-phase one as XA START, rows,
+// XA END, an XA PREPARE event, and later XA COMMIT xid or XA ROLLBACK xid
+// in a group of their own. MariaDB logs a one-phase XA transaction as an
+// ordinary one. handled is false for statements that are not XA ones.
+func (m *machine) xaQuery(ctx context.Context, h *replication.EventHeader, e *replication.QueryEvent, q []byte) (handled bool, err error) {
+	w := words(q, 2)
+	if len(w) < 2 || !w[0].is("XA") {
+		return false, nil
+	}
+	verb := strings.ToUpper(w[1].text)
+	xid, onePhase := xidOf(q)
+	switch verb {
+	case "START", "BEGIN":
+		if err := m.beginTx(); err != nil {
+			return true, err
+		}
+		m.sawBegin = true
+		m.xa = xid
+		return true, nil
+	case "END":
+		if m.xa == "" || xid != m.xa {
+			return true, m.unknownXA(h, q)
+		}
+		m.xaEnded = true
+		return true, nil
+	case "PREPARE":
+		if m.xa == "" || xid != m.xa {
+			return true, m.unknownXA(h, q)
+		}
+		m.xaPrepared(h)
+		return true, nil
+	case "COMMIT":
+		if onePhase {
+			if m.xa == "" || !m.xaEnded || xid != m.xa {
+				return true, m.unknownXA(h, q)
+			}
+			return true, m.commit(ctx, h, e.GSet)
+		}
+		// The second phase of a transaction prepared before: its rows
+		// were reported at XA PREPARE. It is a group of its own.
+		if len(m.rows) > 0 || m.overflow || m.xa != "" {
+			return true, m.unknownXA(h, q)
+		}
+		m.resetTx()
+		m.setBoundary(point{file: m.file, pos: h.LogPos, gset: e.GSet, lastGTID: m.lastGTID})
+		return true, nil
+	case "ROLLBACK":
+		m.resetTx()
+		m.setBoundary(point{file: m.file, pos: h.LogPos, gset: e.GSet, lastGTID: m.lastGTID})
+		return true, nil
+	}
+	return true, m.unknownXA(h, q)
+}
+
+// unknownXA reports an XA statement where the machine did not expect it.
+// Without outbox rows at stake it is logged at error level and read past;
+// with rows it stops the relay, since they may have committed.
+func (m *machine) unknownXA(h *replication.EventHeader, q []byte) error {
+	if len(m.rows) == 0 && !m.overflow {
+		m.log.Error("XA statement the relay does not recognise at this place; no outbox rows are affected",
+			"file", m.file, "pos", h.LogPos, "query", truncate(string(q), 300), "xid", m.xa)
+		return nil
+	}
+	return m.xaError(fmt.Sprintf("XA statement %q at %d, in a transaction with %d outbox rows (XA START %s), has a shape the relay does not recognise",
+		truncate(string(q), 200), h.LogPos, len(m.rows), orNone(m.xa)))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "not seen"
+	}
+	return s
+}
+
+// xidOf returns the xid of an XA statement as written after the verb,
+// white space and letter case of keywords aside, and whether the
+// statement ends with ONE PHASE.
+func xidOf(q []byte) (xid string, onePhase bool) {
+	w := words(q, 64)
+	if len(w) < 2 {
+		return "", false
+	}
+	w = w[2:]
+	if n := len(w); n >= 2 && w[n-2].is("ONE") && w[n-1].is("PHASE") {
+		w, onePhase = w[:n-2], true
+	}
+	var b strings.Builder
+	for _, x := range w {
+		b.WriteString(x.text)
+	}
+	return b.String(), onePhase
+}
+
 // rollbackTo undoes the rows after a savepoint. The binlog carries ROLLBACK
 // TO only when a non-transactional table changed after the savepoint; the
 // transaction goes on and may commit, so this is no boundary.
-func (m *machine) rollbackTo(q []byte) error {
-	name := lastIdent(q)
+func (m *machine) rollbackTo(h *replication.EventHeader, name string) error {
 	if m.overflow || m.chunked {
 		// Chunks already appended cannot be taken back.
 		return outbox.WithHint(fmt.Errorf("%w: a transaction larger than --max-tx-bytes rolls back to savepoint %s after changing a non-transactional table; its chunks cannot be taken back", outbox.ErrConfig, name),
 			"raise --max-tx-bytes above the size of that transaction, or keep non-transactional tables out of transactions that write the outbox")
 	}
-	n, ok := m.savepoints[name]
-	if !ok {
-		m.log.Warn("ROLLBACK TO an unknown savepoint; keeping the transaction's rows", "savepoint", name, "file", m.file)
-		return nil
+	i := m.findSavepoint(name)
+	if i < 0 {
+		// Keeping the rows could publish rows that were rolled back;
+		// dropping them could lose committed ones. Neither is safe.
+		return outbox.WithHint(fmt.Errorf("%w: ROLLBACK TO savepoint %q at %s:%d names no savepoint the relay saw in the transaction (it has %d outbox rows)",
+			outbox.ErrConfig, name, m.file, h.LogPos, len(m.rows)),
+			"the relay could not read the transaction's SAVEPOINT statements; report it with the statements of that transaction (mysqlbinlog --start-position %d %s); meanwhile keep non-transactional tables out of transactions that write the outbox (the binlog carries ROLLBACK TO only then), or relay this table with --mode poll",
+			m.txStart.pos, m.file)
 	}
+	n := m.savepoints[i].rows
+	// The savepoint stays; the ones set after it are gone, as on the server.
+	m.savepoints = m.savepoints[:i+1]
 	clear(m.rows[n:])
 	m.rows = m.rows[:n]
 	m.txBytes = 0
@@ -294,13 +441,21 @@ func (m *machine) rollbackTo(q []byte) error {
 	return nil
 }
 
-// lastIdent returns the last word of a statement, unquoted: the savepoint name.
-func lastIdent(q []byte) string {
-	f := bytes.Fields(q)
-	if len(f) == 0 {
-		return ""
+// findSavepoint returns the index of the savepoint name, or -1.
+func (m *machine) findSavepoint(name string) int {
+	for i := len(m.savepoints) - 1; i >= 0; i-- {
+		if sameSavepoint(m.savepoints[i].name, name) {
+			return i
+		}
 	}
-	return strings.Trim(string(f[len(f)-1]), "`;")
+	return -1
+}
+
+// dropSavepoint forgets the savepoint name, keeping the others.
+func (m *machine) dropSavepoint(name string) {
+	if i := m.findSavepoint(name); i >= 0 {
+		m.savepoints = append(m.savepoints[:i], m.savepoints[i+1:]...)
+	}
 }
 
 // stripComments drops white space and the comments ORMs and query tags put
@@ -337,7 +492,7 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 		if db == "" {
 			db = string(e.Schema)
 		}
-		if table != m.table || db != m.database {
+		if !m.name.Matches(db, table) {
 			return
 		}
 		m.statementDML++
@@ -346,13 +501,22 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 			logging.KeyHint, "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, then re-insert the lost events")
 		return
 	}
-	if isDDLOn(e.Schema, q, m.database, m.table) {
+	if isDDLOn(e.Schema, q, m.name.Database, m.name.Table) {
 		// The layout for rows without names is proven up to here at most.
 		m.log.Info("DDL on the outbox table; rows without column names after it need its layout proven again",
 			"file", m.file, "pos", h.LogPos, "query", truncate(string(q), 300))
 		m.dec.forget()
 		m.ddlAhead = nil
 	}
+}
+
+// mentionsTable reports whether q contains the outbox table's name, in any
+// letter case where the server compares names so.
+func (m *machine) mentionsTable(q []byte) bool {
+	if m.name.LowerCaseTableNames == 0 {
+		return bytes.Contains(q, []byte(m.name.Table))
+	}
+	return containsFold(string(q), m.name.Table)
 }
 
 // insertTarget parses the target table of INSERT, REPLACE and LOAD DATA.
@@ -411,11 +575,13 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		return err
 	}
 	if e.Table == nil || e.Type() != replication.EnumRowsEventTypeInsert ||
-		string(e.Table.Table) != m.table || string(e.Table.Schema) != m.database {
+		!m.name.Matches(string(e.Table.Schema), string(e.Table.Table)) {
 		return nil
 	}
 	if !m.inTx {
-		m.beginTx()
+		if err := m.beginTx(); err != nil {
+			return err
+		}
 	}
 	l, err := m.dec.layoutFor(e.Table)
 	if errors.Is(err, errNoLayout) {

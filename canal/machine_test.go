@@ -189,7 +189,7 @@ func newHarness(t testing.TB, tweak func(*machine)) *harness {
 	start := point{file: testFile, pos: 4}
 	h := &harness{spare: &batch{}}
 	h.m = &machine{
-		database: "app", table: "outbox",
+		name:       schema.Name{Database: "app", Table: "outbox"},
 		dec:        newRowDecoder(schema.DefaultMapping(), tableColumns(), nil),
 		log:        testLogger(t),
 		maxTxBytes: 1 << 20, maxBatchEvents: 1000, maxBatchBytes: 1 << 20,

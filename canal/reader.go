@@ -82,8 +82,11 @@ type Config struct {
 	// must differ from the server's and every other replica's id.
 	ServerID uint32
 
-	// Database and Table name the outbox table; only INSERTs into exactly it
-	// become events.
+	// Database and Table name the outbox table; only INSERTs into it
+	// become events. The reader resolves them once to the names the server
+	// uses (schema.ResolveName: with lower_case_table_names 1 or 2 the
+	// binlog may name it in another letter case) and stops on a name that
+	// matches no table.
 	Database string
 	Table    string
 	// Mapping maps logical to physical column names. Rows without column
@@ -218,6 +221,9 @@ type Reader struct {
 
 	// eventBytesHigh is the high-water mark of the event queue's bytes.
 	eventBytesHigh atomic.Int64
+	// name is the table as the server names it, once resolveName ran.
+	name     schema.Name
+	resolved bool
 
 	mu         sync.Mutex
 	stats      Stats
@@ -332,6 +338,9 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	r.stats.Sessions++
 	r.mu.Unlock()
 
+	if err := r.resolveName(ctx); err != nil {
+		return false, err
+	}
 	start, prev, err := r.resolveStart(ctx)
 	if err != nil {
 		return false, err
@@ -415,7 +424,7 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	}()
 
 	m := &machine{
-		database: r.cfg.Database, table: r.cfg.Table,
+		name:       r.name,
 		dec:        newRowDecoder(r.cfg.Mapping, proof.columns, r.cfg.Absent),
 		ddlAhead:   proof.ddlAhead,
 		log:        r.log,
@@ -509,6 +518,24 @@ func (r *Reader) stopAfterPending(ctx context.Context, f *flusher, m *machine, s
 		return r.appendError(err)
 	}
 	return stop
+}
+
+// resolveName replaces the configured names with the server's for them,
+// once: compared with the binlog, a name the server folds differently, or
+// one of no table, would skip every row while the position moves on.
+func (r *Reader) resolveName(ctx context.Context) error {
+	if r.resolved {
+		return nil
+	}
+	n, err := schema.ResolveName(ctx, r.db, r.cfg.Database, r.cfg.Table)
+	if errors.Is(err, schema.ErrTableNotFound) {
+		return fmt.Errorf("%w: %w", outbox.ErrConfig, err)
+	}
+	if err != nil {
+		return err
+	}
+	r.name, r.resolved = n, true
+	return nil
 }
 
 // offer hands the pending batch to the flusher when that is worth it: it has
@@ -644,7 +671,7 @@ func (r *Reader) recordBatch(b *batch, pos string) {
 // bytes the watchdog sees), q receives the events, bounded by bytes. Without
 // them (the layout proof's scan) go-mysql dials and queues as it does.
 func (r *Reader) syncerConfig(lk *link, q *eventQueue) replication.BinlogSyncerConfig {
-	cfg := decodeConfig(r.cfg.Flavor, r.cfg.Database, r.cfg.Table)
+	cfg := decodeConfig(r.cfg.Flavor, r.name)
 	cfg.ServerID = r.cfg.ServerID
 	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.TLSConfig = r.cfg.Host, r.cfg.Port, r.cfg.User, r.cfg.Password, r.cfg.TLSConfig
 	cfg.HeartbeatPeriod = r.cfg.HeartbeatPeriod
@@ -678,7 +705,7 @@ func (r *Reader) syncerConfig(lk *link, q *eventQueue) replication.BinlogSyncerC
 // which rows are decoded at all. The tests that replay binlog files recorded
 // by real MySQL servers build their parser from it, so what they check is
 // what the live reader decodes.
-func decodeConfig(flavor, db, table string) replication.BinlogSyncerConfig {
+func decodeConfig(flavor string, name schema.Name) replication.BinlogSyncerConfig {
 	cfg := replication.BinlogSyncerConfig{
 		Flavor:                  flavor,
 		TimestampStringLocation: time.UTC,
@@ -695,7 +722,7 @@ func decodeConfig(flavor, db, table string) replication.BinlogSyncerConfig {
 		}
 		// Rows of other tables are never decoded: on a busy server they are
 		// most of the binlog.
-		if ev.Table == nil || string(ev.Table.Table) != table || string(ev.Table.Schema) != db {
+		if ev.Table == nil || !name.Matches(string(ev.Table.Schema), string(ev.Table.Table)) {
 			return nil
 		}
 		return ev.DecodeData(pos, data)

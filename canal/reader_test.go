@@ -15,6 +15,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 func TestMain(m *testing.M) { testsvc.Main(m) }
@@ -152,4 +153,17 @@ func TestReader_FencedBySecondRelay(t *testing.T) {
 		t.Fatalf("surviving relay: %v", err)
 	}
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
+// A reader configured with a name that matches no table (names are
+// case-sensitive with lower_case_table_names=0) stops at once rather than
+// skip every row.
+func TestReader_TableNameMatchingNoTableStops(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	r, _ := newReader(t, env, func(c *Config) { c.Table = "Outbox" })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.Run(ctx); !errors.Is(err, outbox.ErrConfig) || !errors.Is(err, schema.ErrTableNotFound) {
+		t.Fatalf("Run with table Outbox: got %v, want ErrConfig and ErrTableNotFound", err)
+	}
 }

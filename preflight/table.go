@@ -19,8 +19,9 @@ func checkTable(ctx context.Context, db *sql.DB, srv mysqlserver.Server, databas
 			"add the database that holds the outbox table to the DSN: user:password@tcp(host:3306)/app", both)},
 			skipAll(requirementsFrom(NameTable, NamePollWrite), "not checked: no database")...)
 	}
+	given := database + "." + cfg.Table
 	qtable := schema.QuoteIdent(database) + "." + schema.QuoteIdent(cfg.Table)
-	name := database + "." + cfg.Table
+	name := given
 	var out []Result
 
 	// A user without SELECT on the table is worse than an error in some
@@ -47,9 +48,26 @@ func checkTable(ctx context.Context, db *sql.DB, srv mysqlserver.Server, databas
 		// information_schema hides tables the user has no privilege on, so
 		// the validator would wrongly report the table missing.
 		out = append(out, skip(NameTable, "not checked: no SELECT privilege on "+name, both))
+	} else if n, err := schema.ResolveName(ctx, db, database, cfg.Table); err != nil {
+		// The relay would compare the binlog with a name that matches no
+		// table and skip every row: run refuses to start, so check fails.
+		fix := outbox.HintOf(err)
+		if fix == "" {
+			fix = "make sure the relay user can read information_schema for " + name
+		}
+		out = append(out, fail(NameTable, "cannot resolve "+name+": "+err.Error(), fix, both))
 	} else {
+		// From here on the names the server uses, as run uses them.
+		qtable = schema.QuoteIdent(n.Database) + "." + schema.QuoteIdent(n.Table)
+		name = n.String()
 		var r Result
-		res, r = validateTable(ctx, db, database, cfg)
+		res, r = validateTable(ctx, db, n, cfg)
+		switch {
+		case name != given:
+			r.Detail += fmt.Sprintf("; %s is %s on this server (%s), and the relay uses that name, also in its Redis keys", given, name, n.Folding())
+		case n.LowerCaseTableNames != 0:
+			r.Detail += " (" + n.Folding() + ")"
+		}
 		out = append(out, r)
 		if res != nil {
 			// Poll mode's privileges are those of the resolved columns:
@@ -68,9 +86,9 @@ func checkTable(ctx context.Context, db *sql.DB, srv mysqlserver.Server, databas
 // The detail says which fields the entries lack because the table has no
 // such optional column. The resolution is nil when the table could not be
 // inspected or does not exist.
-func validateTable(ctx context.Context, db *sql.DB, database string, cfg Config) (*schema.Resolution, Result) {
-	name := database + "." + cfg.Table
-	res, err := schema.Resolve(ctx, db, database, cfg.Table, cfg.Mapping, cfg.Declared)
+func validateTable(ctx context.Context, db *sql.DB, n schema.Name, cfg Config) (*schema.Resolution, Result) {
+	name := n.String()
+	res, err := schema.Resolve(ctx, db, n.Database, n.Table, cfg.Mapping, cfg.Declared)
 	if err != nil {
 		fix := outbox.HintOf(err)
 		if fix == "" {

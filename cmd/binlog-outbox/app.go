@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -224,8 +225,15 @@ type config struct {
 	Database string
 	// RedisURL is the Redis URL as given; log it only through RedactURL.
 	RedisURL string
-	// Table is the outbox table's name.
+	// Table is the outbox table's name. Commands that connect replace
+	// Database and Table with the names the server uses (resolveTable).
 	Table string
+	// LowerCaseTableNames is the server's lower_case_table_names, set by
+	// resolveTable.
+	LowerCaseTableNames int
+	// Given is database.table as configured, when the server's names
+	// differ from it in letter case (set by resolveTable).
+	Given string
 	// Mapping maps logical to physical column names, as --column gives it;
 	// the relay resolves it against the table (schema.Resolve) before use.
 	Mapping schema.Mapping
@@ -289,6 +297,27 @@ func loadConfig(c *cli.Context) (config, error) {
 	cfg.Database = my.DBName
 	cfg.Logger.Debug("starting", "version", versionString(), "config", cfg)
 	return cfg, nil
+}
+
+// resolveTable replaces the configured database and table with the names
+// the server stores them under: the binlog carries those, and the Redis keys
+// embed them, so that `--table Outbox` and `--table outbox` on a server that
+// folds names are one table with one position. A name that matches no table
+// is an error: a relay comparing the binlog with it would skip every row.
+func resolveTable(ctx context.Context, cfg *config, db *sql.DB) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	n, err := schema.ResolveName(ctx, db, cfg.Database, cfg.Table)
+	if err != nil {
+		return fmt.Errorf("outbox table: %w", err)
+	}
+	if given := cfg.Database + "." + cfg.Table; given != n.String() {
+		cfg.Given = given
+		cfg.Logger.Info("using the outbox table's name as the server stores it", "given", given, "table", n.String(),
+			"lower_case_table_names", n.LowerCaseTableNames)
+	}
+	cfg.Database, cfg.Table, cfg.LowerCaseTableNames = n.Database, n.Table, n.LowerCaseTableNames
+	return nil
 }
 
 // loadTableConfig reads the global flags of a command that only needs the

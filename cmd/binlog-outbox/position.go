@@ -136,6 +136,19 @@ func positionSink(c *cli.Context) (config, *redisstream.Sink, func(), error) {
 	if err != nil {
 		return config{}, nil, nil, err
 	}
+	if c.String("position-key") == "" {
+		// The default key embeds the table's name as the server stores
+		// it, as run builds it.
+		db, err := sql.Open("mysql", cfg.DSN())
+		if err != nil {
+			return config{}, nil, nil, fmt.Errorf("open mysql: %w", err)
+		}
+		err = resolveTable(c.Context, &cfg, db)
+		db.Close()
+		if err != nil {
+			return config{}, nil, nil, err
+		}
+	}
 	client, err := redisstream.NewClient(cfg.RedisURL)
 	if err != nil {
 		return config{}, nil, nil, err

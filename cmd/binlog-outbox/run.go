@@ -155,6 +155,17 @@ func runRelay(c *cli.Context) error {
 	}
 	tolerateOwnServerID(&rep)
 
+	db, err := sql.Open("mysql", cfg.DSN())
+	if err != nil {
+		return fmt.Errorf("open mysql: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(4)
+	// Before any key is built from the names: they must be the server's.
+	if err := resolveTable(c.Context, &cfg, db); err != nil {
+		return err
+	}
+
 	client, err := redisstream.NewClient(cfg.RedisURL)
 	if err != nil {
 		return err
@@ -169,12 +180,6 @@ func runRelay(c *cli.Context) error {
 		log.Warn("preflight: "+w.Name, "detail", w.Detail, logging.KeyHint, w.Fix)
 	}
 
-	db, err := sql.Open("mysql", cfg.DSN())
-	if err != nil {
-		return fmt.Errorf("open mysql: %w", err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(4)
 	// The preflight resolved the mapping against the table once; both modes
 	// relay with that same mapping, so they fill the same fields.
 	res := rep.Table
@@ -215,6 +220,9 @@ func tolerateOwnServerID(rep *preflight.Report) {
 func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, absent []string) error {
 	start, err := position.ParseStart(c.String("start-from"))
 	if err != nil {
+		return err
+	}
+	if err := checkOldPositionKey(c, cfg, client); err != nil {
 		return err
 	}
 	sink, err := newSink(c, cfg, client)
@@ -267,6 +275,30 @@ func streamTemplate(c *cli.Context, cfg config) string {
 		return redisstream.DefaultStreamNoAggregateType
 	}
 	return c.String("stream")
+}
+
+// checkOldPositionKey stops binlog mode when a position is stored under the
+// table's name as configured while the server stores it in another letter
+// case. Earlier versions of the relay compared the binlog with the
+// configured name on such servers, skipped the table's rows and stored a
+// position past them; starting afresh under the server's name would hide
+// that gap.
+func checkOldPositionKey(c *cli.Context, cfg config, client redis.UniversalClient) error {
+	if c.String("position-key") != "" || cfg.Given == "" {
+		return nil
+	}
+	old, key := redisstream.KeyPrefix+"position:"+cfg.Given, positionKey(c, cfg)
+	n, err := client.Exists(c.Context, old).Result()
+	if err != nil {
+		return fmt.Errorf("look for a position stored under %s: %w", old, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	return outbox.WithHint(fmt.Errorf("%w: a position is stored under %s, but the server names the table %s (lower_case_table_names=%d), and the relay now keeps it at %s",
+		outbox.ErrConfig, old, cfg.Database+"."+cfg.Table, cfg.LowerCaseTableNames, key),
+		"a relay that ran with %s compared the binlog with that name and skipped the table's rows; re-read from where it started, or accept the gap and republish rows it missed with --mode poll, then delete %s (redis-cli DEL %s) and set the position with `binlog-outbox position set`",
+		old, old, old)
 }
 
 func positionKey(c *cli.Context, cfg config) string {
