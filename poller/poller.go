@@ -86,6 +86,10 @@ type Config struct {
 	// Server is the server as the caller inspected it; when its Flavor is
 	// empty the first round inspects it.
 	Server mysqlserver.Server
+	// TableInfo is the outbox table as the caller inspected and validated
+	// it (the preflight's schema.Resolution.Table); when nil the first
+	// round inspects and validates it.
+	TableInfo *schema.Table
 	// Mapping maps logical to physical column names (default
 	// schema.DefaultMapping). Absent message_id: the id in decimal is the
 	// message id; absent aggregate_type or headers: their entry fields are

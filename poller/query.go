@@ -52,15 +52,19 @@ func (p *Poller) prepare(ctx context.Context) (*queries, error) {
 	if err := srv.SkipLocked(); err != nil {
 		return nil, err
 	}
-	tbl, problems, err := schema.Validate(ctx, p.db, p.cfg.Database, p.cfg.Table, p.cfg.Mapping)
-	if err != nil {
-		return nil, fmt.Errorf("poll: %w", err)
-	}
-	if err := schema.ProblemsError(p.cfg.Table, problems); err != nil {
-		return nil, err
-	}
-	for _, pr := range problems {
-		p.log.Warn("outbox table", "problem", pr.Message)
+	tbl := p.cfg.TableInfo
+	if tbl == nil {
+		t, problems, err := schema.Validate(ctx, p.db, p.cfg.Database, p.cfg.Table, p.cfg.Mapping)
+		if err != nil {
+			return nil, fmt.Errorf("poll: %w", err)
+		}
+		if err := schema.ProblemsError(p.cfg.Table, problems); err != nil {
+			return nil, err
+		}
+		for _, pr := range problems {
+			p.log.Warn("outbox table", "problem", pr.Message)
+		}
+		tbl = t
 	}
 	q := buildQueries(p.cfg, tbl)
 	// READ COMMITTED cannot write a statement-based binlog (error 1665), and

@@ -86,6 +86,7 @@ func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, cli
 		Database:         cfg.Database,
 		Table:            cfg.Table,
 		Server:           srv,
+		TableInfo:        table,
 		Mapping:          cfg.Mapping,
 		Stream:           streamTemplate(c, cfg),
 		Partitions:       c.Int("partitions"),
