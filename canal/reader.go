@@ -89,6 +89,9 @@ type Config struct {
 	// matches no table.
 	Database string
 	Table    string
+	// Name, when its Table is set, is the table as the caller already
+	// resolved it (schema.ResolveName), and the reader does not ask again.
+	Name schema.Name
 	// Mapping maps logical to physical column names. Rows without column
 	// names (binlog_row_metadata is not FULL) are mapped by position with the
 	// columns the reader reads from information_schema when it can prove
@@ -525,6 +528,10 @@ func (r *Reader) stopAfterPending(ctx context.Context, f *flusher, m *machine, s
 // one of no table, would skip every row while the position moves on.
 func (r *Reader) resolveName(ctx context.Context) error {
 	if r.resolved {
+		return nil
+	}
+	if r.cfg.Name.Table != "" {
+		r.name, r.resolved = r.cfg.Name, true
 		return nil
 	}
 	n, err := schema.ResolveName(ctx, r.db, r.cfg.Database, r.cfg.Table)

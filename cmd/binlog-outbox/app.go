@@ -234,6 +234,8 @@ type config struct {
 	// Given is database.table as configured, when the server's names
 	// differ from it in letter case (set by resolveTable).
 	Given string
+	// Resolved says resolveTable ran: Database and Table are the server's.
+	Resolved bool
 	// Mapping maps logical to physical column names, as --column gives it;
 	// the relay resolves it against the table (schema.Resolve) before use.
 	Mapping schema.Mapping
@@ -316,7 +318,7 @@ func resolveTable(ctx context.Context, cfg *config, db *sql.DB) error {
 		cfg.Logger.Info("using the outbox table's name as the server stores it", "given", given, "table", n.String(),
 			"lower_case_table_names", n.LowerCaseTableNames)
 	}
-	cfg.Database, cfg.Table, cfg.LowerCaseTableNames = n.Database, n.Table, n.LowerCaseTableNames
+	cfg.Database, cfg.Table, cfg.LowerCaseTableNames, cfg.Resolved = n.Database, n.Table, n.LowerCaseTableNames, true
 	return nil
 }
 
