@@ -269,7 +269,13 @@ func (s *suite) deadLetters(t *testing.T) {
 	})
 	stopClean(t, stop)
 	dead := env.RDB.XRange(ctx, "outbox:dead-letter", "-", "+").Val()
-	if len(dead) != len(wantDead) {
+	ids := map[string]bool{}
+	for _, m := range dead {
+		ids[fmt.Sprint(m.Values["message_id"])] = true
+	}
+	// The known re-append below may double the dead letters as well.
+	dupesOK := notJSON && !(s.f.ExactlyOnce || s.f.AtLeastOnceWithDedupe)
+	if len(ids) != len(wantDead) || (len(dead) != len(wantDead) && !dupesOK) {
 		t.Errorf("dead-letter stream holds %d entries, want %d: %v", len(dead), len(wantDead), dead)
 	}
 	for _, m := range dead {
