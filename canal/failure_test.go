@@ -15,7 +15,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/position"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // faultySink wraps the real Redis sink and fails some appends, before or after
@@ -263,71 +262,6 @@ func TestReader_PurgedBinlogRefusesToStart(t *testing.T) {
 	}
 }
 
-func TestReader_ServerRestartsDuringLoad(t *testing.T) {
-	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
-	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
-	ctx := context.Background()
-	r, _ := newReader(t, env, func(c *Config) { c.MaxBackoff = 200 * time.Millisecond })
-	stop := startReader(r)
-	waitStarted(t, r)
-	rec := relaytest.NewProduced()
-	for round := 0; round < 3; round++ {
-		pctx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			relaytest.Produce(pctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 3, Transactions: 1000, Pause: time.Millisecond}, rec)
-		}()
-		time.Sleep(300 * time.Millisecond)
-		srv.Kill(t)
-		cancel()
-		wg.Wait()
-		srv.Restart(t)
-	}
-	// Commits whose reply was lost in the kill may or may not have happened.
-	relaytest.Reconcile(t, env.DB, env.Table, rec)
-	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if len(rec.Committed) < 50 {
-		t.Fatalf("only %d events committed; the test proves little", len(rec.Committed))
-	}
-	t.Logf("%d events, %d sessions", len(rec.Committed), r.Stats().Sessions)
-	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
-}
-
-func TestReader_RedisRestartsFromAOF(t *testing.T) {
-	rs := testsvc.StartRedis(t, testsvc.RedisOptions{})
-	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), rs)
-	ctx := context.Background()
-	r, _ := newReader(t, env, func(c *Config) { c.MaxBackoff = 200 * time.Millisecond })
-	stop := startReader(r)
-	waitStarted(t, r)
-	rec := relaytest.NewProduced()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 3, Transactions: 150, Pause: 2 * time.Millisecond}, rec)
-	}()
-	for i := 0; i < 3; i++ {
-		time.Sleep(150 * time.Millisecond)
-		rs.Kill(t)
-		time.Sleep(100 * time.Millisecond)
-		rs.Restart(t)
-	}
-	wg.Wait()
-	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
-}
-
 // TestReader_RedisOutOfMemoryLosesNothing holds Redis at maxmemory
 // (noeviction) for 8 seconds under a relay retrying every 100ms: nothing is
 // appended, the position stays, the log holds a bounded number of ERROR lines
@@ -433,63 +367,4 @@ func TestReader_ServerIDClashIsAClearError(t *testing.T) {
 	if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), "--server-id") {
 		t.Fatalf("clash error %v (hint %q), want ErrConfig with a --server-id hint", err, outbox.HintOf(err))
 	}
-}
-
-// TestReader_PayloadBytesPassThrough: a BLOB or TEXT payload reaches the
-// stream byte for byte, and so does MariaDB's JSON (a LONGTEXT): odd spacing,
-// key order and number formatting included.
-func TestReader_PayloadBytesPassThrough(t *testing.T) {
-	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
-	ctx := context.Background()
-	r, _ := newReader(t, env, nil)
-	stop := startReader(r)
-	waitStarted(t, r)
-	payloads := map[string][]byte{}
-	if flavorOf(t, env.DB) == position.FlavorMariaDB {
-		payloads["json-odd"] = []byte(`{ "b" : 1.0,   "a":[1,2,  3], "é":"\u00e9" }`)
-	}
-	env.MariaDB.Exec(t, "ALTER TABLE `"+env.Database+"`.outbox ADD COLUMN raw LONGBLOB NULL")
-	binary := []byte("\x00\xff\xfe{not json}\n\t\"é\r\n")
-	payloads["json-plain"] = []byte(`{"k":"v"}`)
-	for id, p := range payloads {
-		if _, err := env.DB.Exec("INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload) VALUES (?, 'raw', ?, 'raw', ?)", id, id, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A BLOB payload: map payload to the raw column for a second reader.
-	if _, err := env.DB.Exec("INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload, raw) VALUES ('bin', 'raw', 'bin', 'raw', '{}', ?)", binary); err != nil {
-		t.Fatal(err)
-	}
-	relaytest.WaitFor(t, 30*time.Second, "delivery", func() bool {
-		return env.RDB.XLen(ctx, "outbox:raw").Val() >= int64(len(payloads)+1)
-	})
-	for _, m := range env.RDB.XRange(ctx, "outbox:raw", "-", "+").Val() {
-		id := m.Values["message_id"].(string)
-		if want, ok := payloads[id]; ok && m.Values["payload"] != string(want) {
-			t.Errorf("payload of %s: got %q, want %q byte for byte", id, m.Values["payload"], want)
-		}
-	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	// The same binlog read with payload mapped to the BLOB column.
-	env.RDB.FlushDB(ctx)
-	r2, _ := newReader(t, env, func(c *Config) {
-		c.Mapping = schema.DefaultMapping()
-		c.Mapping[schema.ColPayload] = "raw"
-		c.Start = position.Start{Kind: position.StartEarliest}
-	})
-	stop2 := startReader(r2)
-	t.Cleanup(func() { _ = stop2() })
-	relaytest.WaitFor(t, 30*time.Second, "the BLOB payload", func() bool {
-		for _, m := range env.RDB.XRange(ctx, "outbox:raw", "-", "+").Val() {
-			if m.Values["message_id"] == "bin" {
-				if m.Values["payload"] != string(binary) {
-					t.Fatalf("BLOB payload: got %q, want %q", m.Values["payload"], binary)
-				}
-				return true
-			}
-		}
-		return false
-	})
 }

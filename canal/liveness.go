@@ -26,6 +26,20 @@ type link struct {
 	mu    sync.Mutex
 	conns []net.Conn
 	dead  bool
+	// closeTimeout, once set (closing), bounds every connection dialed
+	// from then on.
+	closeTimeout time.Duration
+}
+
+// closing bounds the connections dialed from now on to timeout, handshake
+// and all. go-mysql's Close dials one to KILL the dump thread, and neither
+// its handshake nor the KILL has a deadline: when the session ends for
+// another reason (Redis failed) while the MySQL link is silently dead, that
+// handshake would wait forever, and the reader, and its shutdown, with it.
+func (l *link) closing(timeout time.Duration) {
+	l.mu.Lock()
+	l.closeTimeout = timeout
+	l.mu.Unlock()
 }
 
 // dial is the session's replication.BinlogSyncerConfig.Dialer.
@@ -41,6 +55,12 @@ func (l *link) dial(ctx context.Context, network, addr string) (net.Conn, error)
 	c, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
+	}
+	if l.closeTimeout > 0 {
+		if err := c.SetDeadline(time.Now().Add(l.closeTimeout)); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	l.conns = append(l.conns, c)
 	return &countingConn{Conn: c, n: &l.bytes}, nil

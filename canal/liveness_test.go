@@ -12,68 +12,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
-func TestReader_NoticesSilentlyDeadConnection(t *testing.T) {
-	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
-	ctx := context.Background()
-	proxy := testsvc.StartProxy(t, env.MariaDB.Addr())
-	r, _ := newReader(t, env, func(c *Config) {
-		c.Host, c.Port = proxy.Host(), uint16(proxy.Port())
-		c.HeartbeatPeriod = 200 * time.Millisecond
-		c.ReadTimeout = 600 * time.Millisecond
-		c.MaxBackoff = 100 * time.Millisecond
-	})
-	stop := startReader(r)
-	waitStarted(t, r)
-	rec := relaytest.NewProduced()
-	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	sessions := r.Stats().Sessions
-	// Stalled, the connection carries no byte, not even a heartbeat: the
-	// reader must notice and reconnect; the new connection works once the
-	// link is back.
-	proxy.Stall()
-	relaytest.WaitFor(t, 30*time.Second, "the reader to notice the dead connection", func() bool {
-		return r.Stats().Sessions > sessions
-	})
-	proxy.Resume()
-	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
-}
-
-// TestReader_LargeRowOverSlowLink: a row that takes several ReadTimeouts to
-// arrive is progress, not a dead connection. Counting events, the watchdog
-// closed the connection in the middle of the row, the reader read it again
-// from the start after the reconnect, and nothing after it was ever
-// delivered.
-func TestReader_LargeRowOverSlowLink(t *testing.T) {
-	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
-	ctx := context.Background()
-	proxy := testsvc.StartProxy(t, env.MariaDB.Addr())
-	r, _ := newReader(t, env, func(c *Config) {
-		c.Host, c.Port = proxy.Host(), uint16(proxy.Port())
-		c.HeartbeatPeriod = 250 * time.Millisecond
-		c.ReadTimeout = 750 * time.Millisecond
-		c.MaxBackoff = 100 * time.Millisecond
-	})
-	stop := startReader(r)
-	defer func() { _ = stop() }()
-	waitStarted(t, r)
-	// 1.5 MiB at 512 KiB/s: three seconds, four times ReadTimeout.
-	proxy.Throttle(512 << 10)
-	insertLargeRow(t, env, "large", 3<<19)
-	insertLargeRow(t, env, "after", 10)
-	relaytest.WaitFor(t, 20*time.Second, "the large row and the one after it", func() bool {
-		return relaytest.CountEntries(ctx, env.RDB, "outbox:") == 2
-	})
-	if s := r.Stats(); s.Sessions != 1 {
-		t.Errorf("%d sessions, want 1: the watchdog closed a connection that was busy with a large row", s.Sessions)
-	}
-}
-
 // insertLargeRow commits one outbox row whose payload is about size bytes.
 // The payload is built by the server, so that the statement text in the
 // binlog (MariaDB's annotate event) stays small.

@@ -369,7 +369,12 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	lk := &link{}
 	q := newEventQueue(r.cfg.EventCacheCount, int64(r.cfg.EventCacheBytes), &r.eventBytesHigh)
 	syncer := replication.NewBinlogSyncer(r.syncerConfig(lk, q))
-	defer syncer.Close()
+	defer func() {
+		// The KILL connection Close dials gets ReadTimeout: what a live
+		// link answers well within.
+		lk.closing(r.cfg.ReadTimeout)
+		syncer.Close()
+	}()
 	// Before syncer.Close: go-mysql's reading goroutine may wait for room.
 	defer q.close()
 	sctx, cancel := context.WithCancel(ctx)

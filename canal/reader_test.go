@@ -58,8 +58,9 @@ func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), log
 	if err != nil {
 		t.Fatal(err)
 	}
+	host, port := env.MySQLHostPort(t)
 	cfg := Config{
-		Host: env.MariaDB.Host(), Port: uint16(env.MariaDB.Port()), User: env.MariaDB.User(), Password: env.MariaDB.Password(),
+		Host: host, Port: port, User: env.MariaDB.User(), Password: env.MariaDB.Password(),
 		Flavor: flavorOf(t, env.DB), Database: env.Database, Table: env.Table, PositionKey: key,
 		// Every reader of a test binary on the shared server needs its own id.
 		ServerID:        uint32(2000 + serverIDs.next()),
@@ -69,7 +70,7 @@ func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), log
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	r, err := New(env.DB, sink, cfg, logger)
+	r, err := New(env.RelayDB(t), sink, cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +99,11 @@ func startReader(r *Reader) (stop func() error) {
 
 func TestReader_Conformance(t *testing.T) {
 	relaytest.RunSuite(t, func(t *testing.T, env *relaytest.Env) func() error {
-		r, _ := newReader(t, env, nil)
+		r, _ := newReader(t, env, func(c *Config) { c.MaxBackoff = 100 * time.Millisecond })
 		stop := startReader(r)
 		waitStarted(t, r)
 		return stop
-	}, relaytest.Guarantees{ExactlyOnce: true})
+	}, relaytest.Features{ExactlyOnce: true, PerAggregateOrder: true, PromptStopOnDeadMySQLLink: true})
 }
 
 // waitStarted waits until the reader stored its start position, so that rows

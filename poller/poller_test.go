@@ -48,7 +48,7 @@ func newPoller(t testing.TB, env *relaytest.Env, tweak func(*Config)) *Poller {
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	p, err := New(env.DB, client, cfg, testLogger(t))
+	p, err := New(env.RelayDB(t), client, cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,21 +67,25 @@ func start(p *Poller) (stop func() error) {
 }
 
 func TestPoller_Conformance(t *testing.T) {
-	t.Run("AtLeastOnce", func(t *testing.T) {
-		relaytest.RunSuite(t, func(t *testing.T, env *relaytest.Env) func() error {
-			return start(newPoller(t, env, nil))
-		}, relaytest.Guarantees{ExactlyOnce: false})
-	})
-	t.Run("DedupeWindow", func(t *testing.T) {
-		relaytest.RunSuite(t, func(t *testing.T, env *relaytest.Env) func() error {
-			return start(newPoller(t, env, func(c *Config) { c.DedupeWindow = time.Hour }))
-		}, relaytest.Guarantees{ExactlyOnce: true})
-	})
-	t.Run("DeleteMode", func(t *testing.T) {
-		relaytest.RunSuite(t, func(t *testing.T, env *relaytest.Env) func() error {
-			return start(newPoller(t, env, func(c *Config) { c.OnSent = OnSentDelete }))
-		}, relaytest.Guarantees{ExactlyOnce: false})
-	})
+	features := relaytest.Features{PerAggregateOrder: true, DeadLettersInvalidJSON: true}
+	dedupe := features
+	dedupe.AtLeastOnceWithDedupe = true
+	for _, tt := range []struct {
+		name     string
+		tweak    func(*Config)
+		features relaytest.Features
+	}{
+		{"AtLeastOnce", nil, features},
+		{"DedupeWindow", func(c *Config) { c.DedupeWindow = time.Hour }, dedupe},
+		{"DeleteMode", func(c *Config) { c.OnSent = OnSentDelete }, features},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			relaytest.RunSuite(t, func(t *testing.T, env *relaytest.Env) func() error {
+				return start(newPoller(t, env, tt.tweak))
+			}, tt.features)
+		})
+	}
 }
 
 // backlogRows is the size of the concurrency test's backlog: 100,000 by

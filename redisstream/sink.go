@@ -343,7 +343,9 @@ func classify(err error) error {
 }
 
 // NewClient opens a client for a redis:// or rediss:// URL with the settings
-// the relay needs: no automatic retries (see New) and bounded timeouts.
+// the relay needs: no automatic retries (see New) and bounded timeouts: 5s to
+// connect and 30s per command unless the URL says otherwise
+// (?dial_timeout=1s&read_timeout=2s&write_timeout=2s).
 func NewClient(url string) (*redis.Client, error) {
 	o, err := redis.ParseURL(url)
 	if err != nil {
@@ -356,8 +358,14 @@ func NewClient(url string) (*redis.Client, error) {
 	}
 	// A batch script on a slow disk with appendfsync always can take a while;
 	// a short read timeout would turn a slow success into an uncertain error.
-	o.ReadTimeout = 30 * time.Second
-	o.WriteTimeout = 30 * time.Second
+	// An operator who wants a silently dead Redis noticed sooner (or the
+	// fault suite, which stalls the link) sets it in the URL.
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = 30 * time.Second
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
 	o.ContextTimeoutEnabled = true
 	return redis.NewClient(o), nil
 }

@@ -202,6 +202,26 @@ func TestNewClient_RedactsPassword(t *testing.T) {
 	}
 }
 
+func TestNewClient_Timeouts(t *testing.T) {
+	for _, tt := range []struct {
+		url         string
+		read, write time.Duration
+	}{
+		{"redis://127.0.0.1:6379/0", 30 * time.Second, 30 * time.Second},
+		{"redis://127.0.0.1:6379/0?read_timeout=2s&write_timeout=1s", 2 * time.Second, time.Second},
+	} {
+		c, err := NewClient(tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := c.Options()
+		if o.ReadTimeout != tt.read || o.WriteTimeout != tt.write {
+			t.Errorf("NewClient(%q): read %s, write %s; want %s, %s", tt.url, o.ReadTimeout, o.WriteTimeout, tt.read, tt.write)
+		}
+		c.Close()
+	}
+}
+
 func mustAtoi(t *testing.T, s string) int {
 	t.Helper()
 	n, err := strconv.Atoi(s)

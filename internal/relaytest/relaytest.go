@@ -11,12 +11,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
@@ -25,14 +28,19 @@ import (
 
 // Env is one test's private world: a database with an outbox table and an
 // empty Redis database.
+//
+// MySQLAddr and RedisURL are what the relay under test dials: the servers,
+// or a fault proxy in front of them (the suite's network cases swap them).
+// DB and RDB, the test's own, always reach the servers directly.
 type Env struct {
-	MariaDB  *testsvc.MariaDB
-	Redis    *testsvc.Redis
-	Database string
-	Table    string
-	DB       *sql.DB
-	RedisURL string
-	RDB      *redis.Client
+	MariaDB   *testsvc.MariaDB
+	Redis     *testsvc.Redis
+	Database  string
+	Table     string
+	DB        *sql.DB
+	MySQLAddr string
+	RedisURL  string
+	RDB       *redis.Client
 }
 
 // NewEnv creates the outbox table (default mapping) in a fresh database on
@@ -46,9 +54,45 @@ func NewEnv(t testing.TB, srv *testsvc.MariaDB, rs *testsvc.Redis) *Env {
 	if err := schema.Apply(context.Background(), e.DB, e.Table, schema.DefaultMapping()); err != nil {
 		t.Fatalf("create outbox table: %v", err)
 	}
+	e.MySQLAddr = srv.Addr()
 	e.RedisURL = rs.NewDB(t)
 	e.RDB = rs.Client(t, e.RedisURL)
 	return e
+}
+
+// RelayDB returns the connection pool the relay under test uses: env.DB when
+// it dials the server itself, else a pool through MySQLAddr, closed at the
+// end of the test.
+func (e *Env) RelayDB(t testing.TB) *sql.DB {
+	t.Helper()
+	if e.MySQLAddr == e.MariaDB.Addr() {
+		return e.DB
+	}
+	cfg, err := mysql.ParseDSN(e.MariaDB.DSN(e.Database))
+	if err != nil {
+		t.Fatalf("parse DSN: %v", err)
+	}
+	cfg.Addr = e.MySQLAddr
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatalf("open MariaDB through %s: %v", e.MySQLAddr, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// MySQLHostPort splits MySQLAddr for configs that take them apart.
+func (e *Env) MySQLHostPort(t testing.TB) (string, uint16) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(e.MySQLAddr)
+	if err != nil {
+		t.Fatalf("MySQLAddr %q: %v", e.MySQLAddr, err)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		t.Fatalf("MySQLAddr %q: %v", e.MySQLAddr, err)
+	}
+	return host, uint16(n)
 }
 
 // Produced records what producers committed and rolled back.
@@ -56,6 +100,10 @@ type Produced struct {
 	mu         sync.Mutex
 	Committed  map[string]Sent // by message_id
 	RolledBack map[string]bool
+	// Unknown holds the events of transactions whose COMMIT failed (the
+	// server was killed): committed or not, the table knows; Check accepts
+	// them present (once, in order) or absent. Reconcile settles them.
+	Unknown map[string]Sent
 }
 
 // Sent is one committed event as the producer wrote it.
@@ -66,7 +114,7 @@ type Sent struct {
 
 // NewProduced returns an empty record.
 func NewProduced() *Produced {
-	return &Produced{Committed: map[string]Sent{}, RolledBack: map[string]bool{}}
+	return &Produced{Committed: map[string]Sent{}, RolledBack: map[string]bool{}, Unknown: map[string]Sent{}}
 }
 
 var idCounter struct {
@@ -178,6 +226,11 @@ func produceTx(ctx context.Context, db *sql.DB, table string, p string, rng *ran
 		return nil
 	}
 	if err := tx.Commit(); err != nil {
+		rec.mu.Lock()
+		for id, s := range rows {
+			rec.Unknown[id] = s
+		}
+		rec.mu.Unlock()
 		return err
 	}
 	rec.mu.Lock()
@@ -209,6 +262,7 @@ func Reconcile(t testing.TB, db *sql.DB, table string, rec *Produced) {
 	}
 	rec.mu.Lock()
 	rec.Committed = committed
+	rec.Unknown = map[string]Sent{}
 	rec.mu.Unlock()
 }
 
@@ -257,6 +311,11 @@ func ReadAll(ctx context.Context, t testing.TB, rdb *redis.Client, prefix string
 type CheckOptions struct {
 	// ExactlyOnce: no committed event appears twice.
 	ExactlyOnce bool
+	// AnyOrder leaves out the per-aggregate order check.
+	AnyOrder bool
+	// Skip lists message ids a case checks itself (dead letters, raw
+	// payloads): their entries, wherever they are, are not problems.
+	Skip map[string]bool
 	// Prefix of the stream keys (default "outbox:").
 	Prefix string
 }
@@ -282,6 +341,9 @@ func Check(ctx context.Context, t testing.TB, rdb *redis.Client, rec *Produced, 
 	}
 	for _, e := range entries {
 		id, _ := e.Values["message_id"].(string)
+		if o.Skip[id] {
+			continue
+		}
 		if e.Stream == "outbox:dead-letter" {
 			report("dead letter %v", e.Values)
 			continue
@@ -292,6 +354,9 @@ func Check(ctx context.Context, t testing.TB, rdb *redis.Client, rec *Produced, 
 			continue
 		}
 		s, ok := rec.Committed[id]
+		if !ok {
+			s, ok = rec.Unknown[id]
+		}
 		if !ok {
 			report("unknown event %s in %s: %v", id, e.Stream, e.Values)
 			continue
@@ -322,11 +387,16 @@ func Check(ctx context.Context, t testing.TB, rdb *redis.Client, rec *Produced, 
 			}
 		}
 		key := s.AggregateType + "/" + s.AggregateID
-		if seen[id] == 1 {
+		if seen[id] == 1 && !o.AnyOrder {
 			if s.Seq <= lastSeq[key] {
 				report("aggregate %s: seq %d after %d (order broken)", key, s.Seq, lastSeq[key])
 			}
 			lastSeq[key] = s.Seq
+		}
+	}
+	for id := range rec.Unknown {
+		if n := seen[id]; n > 1 && o.ExactlyOnce {
+			report("event %s of a transaction whose COMMIT failed appended %d times", id, n)
 		}
 	}
 	for id := range rec.Committed {

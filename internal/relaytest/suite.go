@@ -2,76 +2,220 @@ package relaytest
 
 import (
 	"context"
+	"net/url"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 )
 
-// StartFunc starts a relay for env in the background. The returned stop
-// function shuts it down cleanly and returns what the relay returned.
+// StartFunc starts a relay for env in the background: it must dial MySQL at
+// env.MySQLAddr (env.RelayDB for its connection pool) and Redis at
+// env.RedisURL, which the fault cases point at proxies, and use timeouts no
+// longer than the suite's (a binlog heartbeat of at most 250ms, ReadTimeout 3
+// heartbeats; the Redis timeouts come in the URL). The returned stop function
+// shuts it down and returns what the relay returned.
 type StartFunc func(t *testing.T, env *Env) (stop func() error)
 
-// Guarantees parameterise the suite by what a mode promises.
-type Guarantees struct {
+// Features say what a relay mode promises; every case whose outcome depends
+// on a promise is gated by the feature that makes it.
+type Features struct {
+	// ExactlyOnce: no committed event is ever appended twice, whatever
+	// fails (binlog mode: the position is committed with the entries).
 	ExactlyOnce bool
+	// AtLeastOnceWithDedupe: a re-append after a lost reply or a crash is
+	// skipped by a dedupe window (poll mode with --dedupe-window), so no
+	// case sees a duplicate either. Without this or ExactlyOnce, duplicates
+	// are allowed after a fault that makes an append's outcome uncertain,
+	// and only then.
+	AtLeastOnceWithDedupe bool
+	// PerAggregateOrder: the events of one aggregate reach its stream in
+	// commit order.
+	PerAggregateOrder bool
+	// DeadLettersInvalidJSON: a payload that is not JSON in a column
+	// declared JSON (MariaDB's JSON is a LONGTEXT whose CHECK can be
+	// skipped) goes to the dead-letter stream; without it the payload is
+	// relayed as it is.
+	DeadLettersInvalidJSON bool
+	// PromptStopOnDeadMySQLLink: a relay whose MySQL link went silent and
+	// whose Redis failed still stops at once. Poll mode lacks it: the
+	// ROLLBACK after a failed round has no deadline (database/sql passes
+	// no context to it) and waits on the dead link.
+	PromptStopOnDeadMySQLLink bool
 }
 
-// RunSuite runs the conformance suite against a relay mode.
-func RunSuite(t *testing.T, start StartFunc, g Guarantees) {
-	check := CheckOptions{ExactlyOnce: g.ExactlyOnce}
-	newEnv := func(t *testing.T) *Env {
-		return NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
-	}
+// Timeouts of the relays under test and the faults that outlast them.
+const (
+	// RedisTimeout is the relay's Redis read and write timeout, set in the
+	// URL the suite hands to StartFunc.
+	RedisTimeout = time.Second
+	// FaultStall is how long a stall lasts: longer than every timeout the
+	// relays under test use, so that they give up on the link.
+	FaultStall = 3 * time.Second
+	// deliveryTimeout bounds the wait for a case's events.
+	deliveryTimeout = 60 * time.Second
+)
 
-	t.Run("ConcurrentProducersWithRollbacks", func(t *testing.T) {
-		env := newEnv(t)
-		ctx := context.Background()
-		stop := start(t, env)
-		rec := NewProduced()
-		Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 6, Transactions: 60}, rec)
-		WaitDelivered(t, env, rec, 60*time.Second)
-		if err := stop(); err != nil {
+// RunSuite runs the conformance suite against a relay mode.
+func RunSuite(t *testing.T, start StartFunc, f Features) {
+	s := &suite{start: start, f: f}
+	for _, c := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"ConcurrentProducersWithRollbacks", s.concurrentProducers},
+		{"ResumeAfterRestart", s.resumeAfterRestart},
+		{"StopIsPromptAndClean", s.stopIsPrompt},
+		{"DeadLetters", s.deadLetters},
+		{"PayloadBytesPassThrough", s.payloadPassThrough},
+		{"MySQLRestartUnderLoad", s.mysqlRestart},
+		{"RedisRestartFromAOF", s.redisRestart},
+		{"RedisOutOfMemory", s.redisOutOfMemory},
+		{"MySQLStall", s.mysqlStall},
+		{"RedisStall", s.redisStall},
+		{"RedisLostReply", s.redisLostReply},
+		{"MySQLCut", s.mysqlCut},
+		{"RedisCut", s.redisCut},
+		{"MySQLThrottledLargeRow", s.throttledLargeRow},
+		{"StopWhileMySQLStalledAfterRedisFailed", s.stopWhileStalled},
+	} {
+		if c.name == "StopWhileMySQLStalledAfterRedisFailed" && !f.PromptStopOnDeadMySQLLink {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			// Every case has its own database, Redis database and
+			// proxies, and those that kill a server their own server.
+			t.Parallel()
+			c.run(t)
+		})
+	}
+}
+
+type suite struct {
+	start StartFunc
+	f     Features
+}
+
+// check verifies the streams; faulty says whether the case made an append's
+// outcome uncertain (a lost reply, a crash), the only excuse for a duplicate.
+func (s *suite) check(t *testing.T, env *Env, rec *Produced, faulty bool, skip map[string]bool) {
+	t.Helper()
+	exact := s.f.ExactlyOnce || s.f.AtLeastOnceWithDedupe || !faulty
+	Check(context.Background(), t, env.RDB, rec, CheckOptions{ExactlyOnce: exact, AnyOrder: !s.f.PerAggregateOrder, Skip: skip})
+}
+
+// envOptions say which servers a case needs for itself and where proxies
+// go.
+type envOptions struct {
+	privateMySQL, privateRedis bool
+	mysqlProxy, redisProxy     bool
+}
+
+// faultEnv is an Env with the proxies a case put in front of the servers.
+type faultEnv struct {
+	*Env
+	MySQLProxy, RedisProxy *testsvc.Proxy
+}
+
+func newSuiteEnv(t *testing.T, o envOptions) *faultEnv {
+	t.Helper()
+	var my *testsvc.MariaDB
+	if o.privateMySQL {
+		my = testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
+	} else {
+		my = testsvc.SharedMariaDB(t)
+	}
+	var rs *testsvc.Redis
+	if o.privateRedis {
+		rs = testsvc.StartRedis(t, testsvc.RedisOptions{})
+	} else {
+		rs = testsvc.SharedRedis(t)
+	}
+	e := &faultEnv{Env: NewEnv(t, my, rs)}
+	if o.mysqlProxy {
+		e.MySQLProxy = testsvc.StartProxy(t, my.Addr())
+		e.MySQLAddr = e.MySQLProxy.Addr()
+	}
+	u, err := url.Parse(e.RedisURL)
+	if err != nil {
+		t.Fatalf("parse Redis URL: %v", err)
+	}
+	if o.redisProxy {
+		e.RedisProxy = testsvc.StartProxy(t, rs.Addr())
+		u.Host = e.RedisProxy.Addr()
+	}
+	q := u.Query()
+	q.Set("read_timeout", RedisTimeout.String())
+	q.Set("write_timeout", RedisTimeout.String())
+	q.Set("dial_timeout", RedisTimeout.String())
+	u.RawQuery = q.Encode()
+	e.RedisURL = u.String()
+	return e
+}
+
+// startRelay starts the relay and stops it when the test ends, unless the
+// case stopped it itself.
+func (s *suite) startRelay(t *testing.T, env *faultEnv) (stop func() error) {
+	t.Helper()
+	stopRelay := s.start(t, env.Env)
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { err = stopRelay() })
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// stopClean stops the relay and fails the test if it returned an error.
+func stopClean(t *testing.T, stop func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- stop() }()
+	select {
+	case err := <-done:
+		if err != nil {
 			t.Fatalf("relay returned %v after a clean stop", err)
 		}
-		Check(ctx, t, env.RDB, rec, check)
-	})
+	case <-time.After(15 * time.Second):
+		t.Fatal("relay did not stop within 15s")
+	}
+}
 
-	t.Run("ResumeAfterRestart", func(t *testing.T) {
-		env := newEnv(t)
-		ctx := context.Background()
-		rec := NewProduced()
-		stop := start(t, env)
-		Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 3, Transactions: 30}, rec)
-		WaitDelivered(t, env, rec, 60*time.Second)
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
-		// Written while no relay runs: the next one must pick them up.
-		Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 3, Transactions: 30}, rec)
-		stop = start(t, env)
-		WaitDelivered(t, env, rec, 60*time.Second)
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
-		Check(ctx, t, env.RDB, rec, check)
-	})
+func (s *suite) concurrentProducers(t *testing.T) {
+	env := newSuiteEnv(t, envOptions{})
+	ctx := context.Background()
+	stop := s.startRelay(t, env)
+	rec := NewProduced()
+	Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 6, Transactions: 40}, rec)
+	WaitDelivered(t, env.Env, rec, deliveryTimeout)
+	stopClean(t, stop)
+	s.check(t, env.Env, rec, false, nil)
+}
 
-	t.Run("StopIsPromptAndClean", func(t *testing.T) {
-		env := newEnv(t)
-		stop := start(t, env)
-		time.Sleep(200 * time.Millisecond)
-		done := make(chan error, 1)
-		go func() { done <- stop() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("stop returned %v, want nil", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("relay did not stop within 10s")
-		}
-	})
+func (s *suite) resumeAfterRestart(t *testing.T) {
+	env := newSuiteEnv(t, envOptions{})
+	ctx := context.Background()
+	rec := NewProduced()
+	stop := s.startRelay(t, env)
+	Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 3, Transactions: 20}, rec)
+	WaitDelivered(t, env.Env, rec, deliveryTimeout)
+	stopClean(t, stop)
+	// Written while no relay runs: the next one must pick them up.
+	Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 3, Transactions: 20}, rec)
+	stop = s.startRelay(t, env)
+	WaitDelivered(t, env.Env, rec, deliveryTimeout)
+	stopClean(t, stop)
+	s.check(t, env.Env, rec, false, nil)
+}
+
+func (s *suite) stopIsPrompt(t *testing.T) {
+	env := newSuiteEnv(t, envOptions{})
+	stop := s.startRelay(t, env)
+	time.Sleep(200 * time.Millisecond)
+	stopClean(t, stop)
 }
 
 // WaitDelivered waits until the streams hold at least as many entries as
