@@ -67,7 +67,7 @@ func start(p *Poller) (stop func() error) {
 }
 
 func TestPoller_Conformance(t *testing.T) {
-	features := relaytest.Features{PerAggregateOrder: true, DeadLettersInvalidJSON: true}
+	features := relaytest.Features{PerAggregateOrder: true, DeadLettersInvalidJSON: true, PromptStopOnDeadMySQLLink: true}
 	dedupe := features
 	dedupe.AtLeastOnceWithDedupe = true
 	for _, tt := range []struct {

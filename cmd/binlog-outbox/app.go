@@ -43,6 +43,9 @@ const (
 	defaultServerID = 1001
 	// defaultConnectTimeout bounds the MySQL TCP connect when the DSN sets none.
 	defaultConnectTimeout = 10 * time.Second
+	// defaultIOTimeout bounds one read or write on a MySQL connection of the
+	// SQL pool when the DSN sets none (readTimeout, writeTimeout).
+	defaultIOTimeout = 60 * time.Second
 )
 
 // Exit codes.
@@ -294,6 +297,17 @@ func loadConfig(c *cli.Context) (config, error) {
 	my.Loc = time.UTC
 	if my.Timeout == 0 {
 		my.Timeout = defaultConnectTimeout
+	}
+	// A link that dies without a reset (a broken NAT, a pulled cable) would
+	// otherwise hang a statement for ever: database/sql sends ROLLBACK
+	// without a context, so not even a stop gets through. The default
+	// outlasts innodb_lock_wait_timeout (50s); the DSN's own readTimeout
+	// and writeTimeout win.
+	if my.ReadTimeout == 0 {
+		my.ReadTimeout = defaultIOTimeout
+	}
+	if my.WriteTimeout == 0 {
+		my.WriteTimeout = defaultIOTimeout
 	}
 	cfg.MySQL = my
 	cfg.Database = my.DBName

@@ -73,6 +73,9 @@ func (e *Env) RelayDB(t testing.TB) *sql.DB {
 		t.Fatalf("parse DSN: %v", err)
 	}
 	cfg.Addr = e.MySQLAddr
+	// Short I/O timeouts, as the relay sets long ones (its DSN default):
+	// a stalled link fails a statement, and its ROLLBACK, within seconds.
+	cfg.ReadTimeout, cfg.WriteTimeout = 2*time.Second, 2*time.Second
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		t.Fatalf("open MariaDB through %s: %v", e.MySQLAddr, err)

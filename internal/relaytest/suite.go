@@ -39,9 +39,10 @@ type Features struct {
 	// relayed as it is.
 	DeadLettersInvalidJSON bool
 	// PromptStopOnDeadMySQLLink: a relay whose MySQL link went silent and
-	// whose Redis failed still stops at once. Poll mode lacks it: the
-	// ROLLBACK after a failed round has no deadline (database/sql passes
-	// no context to it) and waits on the dead link.
+	// whose Redis failed still stops within seconds. Poll mode has it only
+	// through the I/O timeouts of its DSN (the relay's default is 60s, the
+	// suite's 2s): the ROLLBACK after a failed round gets no context from
+	// database/sql and waits on the dead link until they strike.
 	PromptStopOnDeadMySQLLink bool
 }
 
