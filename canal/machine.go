@@ -342,14 +342,14 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 		}
 		m.statementDML++
 		m.log.Error("an INSERT into the outbox table was logged as a statement, not as rows: its events cannot be relayed",
-			"file", m.file, "pos", h.LogPos, "schema", string(e.Schema), "query", truncate(string(q), 300),
+			"file", m.file, "pos", h.LogPos, "schema", string(e.Schema), "query", logging.Truncate(string(q), 300),
 			logging.KeyHint, "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, then re-insert the lost events")
 		return
 	}
 	if isDDLOn(e.Schema, q, m.database, m.table) {
 		// The layout for rows without names is proven up to here at most.
 		m.log.Info("DDL on the outbox table; rows without column names after it need its layout proven again",
-			"file", m.file, "pos", h.LogPos, "query", truncate(string(q), 300))
+			"file", m.file, "pos", h.LogPos, "query", logging.Truncate(string(q), 300))
 		m.dec.forget()
 		m.ddlAhead = nil
 	}
@@ -397,13 +397,6 @@ func insertTarget(q []byte) (db, table string, ok bool) {
 
 func hasPrefixFold(b []byte, prefix string) bool {
 	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
