@@ -289,7 +289,7 @@ func (m *machine) rollbackTo(q []byte) error {
 	m.rows = m.rows[:n]
 	m.txBytes = 0
 	for i := range m.rows {
-		m.txBytes += eventSize(&m.rows[i])
+		m.txBytes += m.rows[i].Size()
 	}
 	return nil
 }
@@ -432,7 +432,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 			}
 			ev := decodeRow(l, row, skipped, h.Timestamp)
 			m.pending.events = append(m.pending.events, ev)
-			m.pending.bytes += eventSize(&ev)
+			m.pending.bytes += ev.Size()
 			m.done++
 			// The batch must be appendable at any moment (the flusher may
 			// take it when idle), so its position follows every row.
@@ -451,7 +451,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		}
 		ev := decodeRow(l, row, skipped, h.Timestamp)
 		m.rows = append(m.rows, ev)
-		m.txBytes += eventSize(&ev)
+		m.txBytes += ev.Size()
 		if m.txBytes > m.maxTxBytes {
 			// Holding the whole transaction would take unbounded memory.
 			// Drop what it has; at its commit it is read again in chunks.
@@ -481,7 +481,7 @@ func (m *machine) commit(_ context.Context, h *replication.EventHeader, gset mys
 		}
 	}
 	m.pending.events = append(m.pending.events, m.rows...)
-	m.pending.bytes += m.txBytes // the sum of eventSize over m.rows, kept as rows came
+	m.pending.bytes += m.txBytes // the sum of Size over m.rows, kept as rows came
 	m.resetTx()
 	m.setBoundary(point{file: m.file, pos: h.LogPos, gset: gset, lastGTID: m.lastGTID, commitTS: h.Timestamp})
 	return nil
@@ -494,9 +494,4 @@ func (m *machine) setBoundary(p point) {
 	m.boundary = p
 	m.pending.at = p
 	m.pending.dirty = true
-}
-
-// eventSize estimates the memory and request size of an event.
-func eventSize(e *outbox.Event) int {
-	return 128 + len(e.Payload) + len(e.Headers) + len(e.MessageID) + len(e.AggregateType) + len(e.AggregateID) + len(e.EventType) + len(e.Invalid)
 }

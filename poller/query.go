@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -179,8 +178,8 @@ type row struct {
 	key string
 	// payloadLen is LENGTH(payload), -1 for NULL.
 	payloadLen int64
-	// size is about what the event holds in memory once fetched: the
-	// payload fetch reads, the other columns, a fixed overhead.
+	// size is about what the event holds in memory once fetched
+	// (outbox.EventSize): the payload fetch reads, the other columns.
 	size     int
 	oversize bool
 }
@@ -218,7 +217,9 @@ func (p *Poller) lockBatch(ctx context.Context, tx *sql.Tx, limit int) ([]row, e
 				read = r.payloadLen
 			}
 		}
-		r.size = int(min(rowOverhead+read+other+int64(len(r.ev.AggregateType)+len(r.ev.AggregateID)), math.MaxInt32))
+		// The dead-letter reason is not known before the fetch: reasonReserve
+		// stands for it.
+		r.size = outbox.EventSize(read + other + int64(len(r.ev.AggregateType)+len(r.ev.AggregateID)) + reasonReserve)
 		out = append(out, r)
 	}
 	if err := rs.Err(); err != nil {
@@ -227,9 +228,9 @@ func (p *Poller) lockBatch(ctx context.Context, tx *sql.Tx, limit int) ([]row, e
 	return out, nil
 }
 
-// rowOverhead is the fixed part of a row's size estimate: field names, the
-// entry's own fields, the dead-letter reason.
-const rowOverhead = 256
+// reasonReserve is what a locked row's size estimate counts for the
+// dead-letter reason (Event.Invalid) the fetch may give it.
+const reasonReserve = 128
 
 // fetch reads the full rows of the batch whose ok is set and decodes their
 // events. It returns the payload and header bytes it read.
