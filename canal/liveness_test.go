@@ -25,8 +25,7 @@ func TestReader_NoticesSilentlyDeadConnection(t *testing.T) {
 	stop := startReader(r)
 	waitStarted(t, r)
 	rec := relaytest.NewProduced()
-	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	produceDelivered(ctx, t, env, rec, 10)
 	sessions := r.Stats().Sessions
 	// Stalled, the connection carries no byte, not even a heartbeat: the
 	// reader must notice and reconnect; the new connection works once the
@@ -36,12 +35,8 @@ func TestReader_NoticesSilentlyDeadConnection(t *testing.T) {
 		return r.Stats().Sessions > sessions
 	})
 	proxy.Resume()
-	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+	produceDelivered(ctx, t, env, rec, 10)
+	stopChecked(ctx, t, env, rec, stop)
 }
 
 // TestReader_LargeRowOverSlowLink: a row that takes several ReadTimeouts to
@@ -109,8 +104,7 @@ func TestReader_GTIDMode(t *testing.T) {
 	r, sink := newReader(t, env, func(c *Config) { c.Start = start })
 	stop := startReader(r)
 	waitStarted(t, r)
-	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	produceDelivered(ctx, t, env, rec, 20)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -165,9 +159,7 @@ func TestReader_PositionFollowsOtherTraffic(t *testing.T) {
 func TestReader_EventCacheBoundedByBytes(t *testing.T) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
-	r, _ := newReader(t, env, nil)
-	stop := startReader(r)
-	waitStarted(t, r)
+	r, _, stop := startedReader(t, env, nil)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
