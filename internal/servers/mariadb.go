@@ -24,7 +24,7 @@ type MariaDB struct {
 	dir  string
 	args []string
 	port int
-	proc *process
+	handle
 }
 
 // StartMariaDB installs a data directory in dir (which must exist) and starts
@@ -83,14 +83,10 @@ func (m *MariaDB) Start(ctx context.Context) error {
 		"--bind-address=127.0.0.1",
 		"--log-error=" + m.LogPath(),
 	}, m.args...)
-	p, err := startProcess(m.bin, args, filepath.Join(m.dir, "stdout.log"))
-	if err != nil {
-		return err
-	}
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", m.Addr()
 	dsn := cfg.FormatDSN()
-	if err := waitReady(ctx, p, mariadbReadyTimeout, m.LogPath(), func(ctx context.Context) error {
+	if err := m.run(ctx, m.bin, args, filepath.Join(m.dir, "stdout.log"), m.LogPath(), mariadbReadyTimeout, func(ctx context.Context) error {
 		db, err := sql.Open("mysql", dsn)
 		if err != nil {
 			return err
@@ -100,25 +96,8 @@ func (m *MariaDB) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("mariadb: %w", err)
 	}
-	m.proc = p
 	return nil
 }
-
-// Kill sends SIGKILL and waits for the process to be gone.
-func (m *MariaDB) Kill() {
-	m.proc.kill()
-	m.proc = nil
-}
-
-// Stop shuts the server down (SIGTERM, SIGKILL after timeout). It leaves the
-// directory to the caller.
-func (m *MariaDB) Stop(timeout time.Duration) {
-	m.proc.stop(timeout)
-	m.proc = nil
-}
-
-// Running reports whether the server was started and not killed or stopped.
-func (m *MariaDB) Running() bool { return m.proc != nil }
 
 // Port returns the server's TCP port on 127.0.0.1.
 func (m *MariaDB) Port() int { return m.port }

@@ -19,7 +19,7 @@ type Redis struct {
 	dir  string
 	args []string
 	port int
-	proc *process
+	handle
 }
 
 // StartRedis starts redis-server on a free loopback port with its AOF and
@@ -48,11 +48,7 @@ func (r *Redis) Start(ctx context.Context) error {
 		"--daemonize", "no",
 		"--protected-mode", "no",
 	}, r.args...)
-	p, err := startProcess(r.bin, args, filepath.Join(r.dir, "stdout.log"))
-	if err != nil {
-		return err
-	}
-	if err := waitReady(ctx, p, redisReadyTimeout, r.LogPath(), func(ctx context.Context) error {
+	if err := r.run(ctx, r.bin, args, filepath.Join(r.dir, "stdout.log"), r.LogPath(), redisReadyTimeout, func(ctx context.Context) error {
 		// A bare probe, not redisstream.ClientOptions: redisstream's tests
 		// start their servers through this package. One attempt per poll.
 		c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: time.Second, ContextTimeoutEnabled: true})
@@ -67,25 +63,8 @@ func (r *Redis) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	r.proc = p
 	return nil
 }
-
-// Kill sends SIGKILL and waits for the process to be gone.
-func (r *Redis) Kill() {
-	r.proc.kill()
-	r.proc = nil
-}
-
-// Stop shuts the server down (SIGTERM, SIGKILL after timeout). It leaves the
-// directory to the caller.
-func (r *Redis) Stop(timeout time.Duration) {
-	r.proc.stop(timeout)
-	r.proc = nil
-}
-
-// Running reports whether the server was started and not killed or stopped.
-func (r *Redis) Running() bool { return r.proc != nil }
 
 // Addr returns 127.0.0.1:port.
 func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }

@@ -127,6 +127,40 @@ func (p *process) stop(timeout time.Duration) {
 	}
 }
 
+// handle is the running process of a server, which MariaDB and Redis embed.
+type handle struct {
+	proc *process
+}
+
+// run starts bin and waits until ready succeeds (see waitReady).
+func (h *handle) run(ctx context.Context, bin string, args []string, outPath, logPath string, timeout time.Duration, ready func(ctx context.Context) error) error {
+	p, err := startProcess(bin, args, outPath)
+	if err != nil {
+		return err
+	}
+	if err := waitReady(ctx, p, timeout, logPath, ready); err != nil {
+		return err
+	}
+	h.proc = p
+	return nil
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (h *handle) Kill() {
+	h.proc.kill()
+	h.proc = nil
+}
+
+// Stop shuts the server down (SIGTERM, SIGKILL after timeout). It leaves the
+// directory to the caller.
+func (h *handle) Stop(timeout time.Duration) {
+	h.proc.stop(timeout)
+	h.proc = nil
+}
+
+// Running reports whether the server was started and not killed or stopped.
+func (h *handle) Running() bool { return h.proc != nil }
+
 // waitReady polls ready until it returns nil, the process exits, ctx ends or
 // timeout passes, and kills the process unless it became ready. Its errors
 // carry the tail of the server log; a server that exited because its port
