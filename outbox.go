@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -40,6 +41,27 @@ type Event struct {
 	// row goes to the dead-letter stream with the reason instead of blocking
 	// the relay or vanishing.
 	Invalid string
+}
+
+// eventOverhead is the fixed part of an event's size: the Event struct, the
+// field names of its stream entry, the request framing.
+const eventOverhead = 128
+
+// Size estimates the bytes e holds in memory and takes in the request that
+// appends it. The read-ahead, batch and transaction limits of both modes are
+// counted with it, so that --max-batch-bytes means the same in each.
+func (e *Event) Size() int {
+	return EventSize(int64(len(e.Payload) + len(e.Headers) + len(e.MessageID) + len(e.AggregateType) +
+		len(e.AggregateID) + len(e.EventType) + len(e.Invalid)))
+}
+
+// EventSize is Size for an event whose variable-length fields (payload,
+// headers, ids, types, the Invalid reason) hold fieldBytes in all, for a
+// reader that knows the lengths before it holds the values: the poller sizes
+// the rows it locked before it fetches their payloads. It saturates at
+// math.MaxInt32 rather than overflow on a corrupt length.
+func EventSize(fieldBytes int64) int {
+	return int(min(eventOverhead+fieldBytes, math.MaxInt32))
 }
 
 // Error is an error an operator has to act on. Hint says how.

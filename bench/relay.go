@@ -13,34 +13,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 )
 
 // child is the relay running as its own process, so that its memory and CPU
 // are its own and not the harness's.
 type child struct {
 	cmd    *exec.Cmd
-	out    *lockedBuffer
+	out    *logging.Buffer
 	exited chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 1<<20 {
-		return len(p), nil
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startChild runs `bin args...` with the user's BINLOG_OUTBOX_* variables
@@ -53,7 +35,7 @@ func startChild(bin string, args []string, env []string) (*child, error) {
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	c := &child{cmd: cmd, out: &lockedBuffer{}, exited: make(chan struct{})}
+	c := &child{cmd: cmd, out: &logging.Buffer{Max: 1 << 20}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start relay %s: %w", bin, err)

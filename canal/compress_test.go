@@ -23,9 +23,7 @@ func TestReader_MariaDBCompressedBinlog(t *testing.T) {
 	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: []string{"--log-bin-compress=ON", "--log-bin-compress-min-len=10"}})
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()
-	r, _ := newReader(t, env, nil)
-	stop := startReader(r)
-	waitStarted(t, r)
+	r, _, stop := startedReader(t, env, nil)
 
 	want := map[string]string{} // message_id -> payload
 	type execer interface {

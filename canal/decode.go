@@ -3,7 +3,6 @@ package canal
 import (
 	"bytes"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -222,145 +222,43 @@ func compatible(binlogType byte, dataType string) bool {
 	return binlogClass(binlogType) == dataTypeClass(dataType)
 }
 
-// decodeRow turns one binlog row into an Event. Values are copied: strings
-// from the decoder alias the event's packet buffer, and an Event outlives it.
-// Problems with the row's content do not fail the decoding: they mark the
-// Event invalid, and it goes to the dead-letter stream with the reason.
+// decodeRow turns one binlog row into an Event, by the rules of package
+// eventrow. Values are copied: strings from the decoder alias the event's
+// packet buffer, and an Event outlives it. Problems with the row's content do
+// not fail the decoding: they mark the Event invalid, and it goes to the
+// dead-letter stream with the reason.
 func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Event {
-	var e outbox.Event
-	var problems []string
 	if len(row) != l.columnCount {
-		e.Invalid = fmt.Sprintf("row has %d values, the table map %d columns", len(row), l.columnCount)
-		return e
+		return outbox.Event{Invalid: fmt.Sprintf("row has %d values, the table map %d columns", len(row), l.columnCount)}
 	}
 	for _, i := range skipped {
 		if i == l.id || i == l.messageID || i == l.aggregateType || i == l.aggregateID || i == l.eventType || i == l.payload || i == l.headers || i == l.occurredAt {
-			e.Invalid = fmt.Sprintf("column %d is missing from the row image: the writing session used binlog_row_image=MINIMAL or NOBLOB; set binlog_row_image=FULL", i+1)
-			return e
+			return outbox.Event{Invalid: fmt.Sprintf("column %d is missing from the row image: the writing session used binlog_row_image=MINIMAL or NOBLOB; set binlog_row_image=FULL", i+1)}
 		}
 	}
-	id, ok := toUint64(row[l.id])
+	var b eventrow.Builder
+	id, ok := eventrow.ToUint64(row[l.id])
 	if !ok {
-		problems = append(problems, fmt.Sprintf("id %v is not an unsigned integer", row[l.id]))
+		b.Problem(fmt.Sprintf("id %v is not an unsigned integer", row[l.id]))
 	}
-	e.OutboxID = id
+	b.ID(id)
 	if l.messageID >= 0 {
-		if e.MessageID, ok = toString(row[l.messageID]); !ok || e.MessageID == "" {
-			problems = append(problems, "message_id is NULL or empty")
-		}
+		b.MessageID(eventrow.ToString(row[l.messageID]))
 	} else {
-		e.MessageID = strconv.FormatUint(id, 10)
+		b.MessageIDFromID()
 	}
 	if l.aggregateType >= 0 {
-		if e.AggregateType, ok = toString(row[l.aggregateType]); !ok {
-			problems = append(problems, "aggregate_type is NULL")
-		}
+		b.AggregateType(eventrow.ToString(row[l.aggregateType]))
 	}
-	if e.AggregateID, ok = toString(row[l.aggregateID]); !ok {
-		problems = append(problems, "aggregate_id is NULL")
-	}
-	if e.EventType, ok = toString(row[l.eventType]); !ok {
-		problems = append(problems, "event_type is NULL")
-	}
-	if e.Payload, ok = toBytes(row[l.payload]); !ok {
-		problems = append(problems, "payload is NULL")
-	}
+	b.AggregateID(eventrow.ToString(row[l.aggregateID]))
+	b.EventType(eventrow.ToString(row[l.eventType]))
+	b.Payload(eventrow.ToBytes(row[l.payload]))
 	if l.headers >= 0 {
-		e.Headers, _ = toBytes(row[l.headers])
+		h, _ := eventrow.ToBytes(row[l.headers])
+		b.Headers(h)
 	}
-	if t, ok := toTime(row[l.occurredAt]); ok {
-		e.OccurredAt = t
-	} else {
-		// A NULL or zero occurred_at is no reason to hold an event back: the
-		// binlog timestamp of the transaction is the closest truth there is.
-		e.OccurredAt = time.Unix(int64(commitTime), 0).UTC()
-	}
-	if len(problems) > 0 {
-		e.Invalid = strings.Join(problems, "; ")
-	}
-	return e
-}
-
-func toUint64(v any) (uint64, bool) {
-	switch x := v.(type) {
-	case int8:
-		return uint64(uint8(x)), true
-	case int16:
-		return uint64(uint16(x)), true
-	case int32:
-		return uint64(uint32(x)), true
-	case int64:
-		// MariaDB sends BIGINT UNSIGNED as int64 when the table map has no
-		// signedness: reinterpreting the bits is the right conversion.
-		return uint64(x), true
-	case uint8:
-		return uint64(x), true
-	case uint16:
-		return uint64(x), true
-	case uint32:
-		return uint64(x), true
-	case uint64:
-		return x, true
-	case int:
-		return uint64(x), true
-	case string:
-		n, err := strconv.ParseUint(x, 10, 64)
-		return n, err == nil
-	case []byte:
-		n, err := strconv.ParseUint(string(x), 10, 64)
-		return n, err == nil
-	}
-	return 0, false
-}
-
-func toString(v any) (string, bool) {
-	switch x := v.(type) {
-	case nil:
-		return "", false
-	case string:
-		return strings.Clone(x), true
-	case []byte:
-		return string(x), true
-	case int64:
-		return strconv.FormatInt(x, 10), true
-	case int32:
-		return strconv.FormatInt(int64(x), 10), true
-	case uint64:
-		return strconv.FormatUint(x, 10), true
-	}
-	return fmt.Sprint(v), true
-}
-
-func toBytes(v any) ([]byte, bool) {
-	switch x := v.(type) {
-	case nil:
-		return nil, false
-	case []byte:
-		return bytes.Clone(x), true
-	case string:
-		return []byte(x), true
-	}
-	s, ok := toString(v)
-	return []byte(s), ok
-}
-
-// toTime reads DATETIME and TIMESTAMP values. The syncer renders both as
-// strings in UTC (TimestampStringLocation is UTC); DATETIME has no zone and is
-// taken as UTC, which is what a producer writing UTC_TIMESTAMP(6) or
-// CURRENT_TIMESTAMP(6) on a UTC server stores.
-func toTime(v any) (time.Time, bool) {
-	switch x := v.(type) {
-	case time.Time:
-		return x.UTC(), !x.IsZero()
-	case string:
-		if strings.HasPrefix(x, "0000-00-00") {
-			return time.Time{}, false
-		}
-		t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", x, time.UTC)
-		if err != nil {
-			return time.Time{}, false
-		}
-		return t, true
-	}
-	return time.Time{}, false
+	// The binlog timestamp of the transaction stands in for a NULL or zero
+	// occurred_at.
+	b.OccurredAt(row[l.occurredAt], time.Unix(int64(commitTime), 0).UTC())
+	return b.Event()
 }

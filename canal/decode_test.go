@@ -14,6 +14,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -545,7 +546,7 @@ func FuzzDecodeRow(f *testing.F) {
 		} else if e.MessageID == "" {
 			t.Errorf("valid event with an empty MessageID")
 		}
-		if id, ok := toUint64(row[lay.id]); !ok || id != e.OutboxID {
+		if id, ok := eventrow.ToUint64(row[lay.id]); !ok || id != e.OutboxID {
 			t.Errorf("OutboxID: got %d from %#v", e.OutboxID, row[lay.id])
 		}
 	})

@@ -152,14 +152,11 @@ func TestReader_AlterTableMidStream(t *testing.T) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
-	r, _ := newReader(t, env, nil)
-	stop := startReader(r)
-	waitStarted(t, r)
+	_, _, stop := startedReader(t, env, nil)
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
 	// While running: a column appears in front of the payload.
 	env.MariaDB.Exec(t, "ALTER TABLE `"+env.Database+"`.outbox ADD COLUMN tenant VARCHAR(20) NOT NULL DEFAULT 't1' AFTER event_type")
-	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	produceDelivered(ctx, t, env, rec, 10)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -168,13 +165,7 @@ func TestReader_AlterTableMidStream(t *testing.T) {
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
 	env.MariaDB.Exec(t, "ALTER TABLE `"+env.Database+"`.outbox DROP COLUMN tenant, ADD COLUMN region CHAR(2) NULL FIRST, MODIFY aggregate_id VARCHAR(300) NOT NULL")
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
-	r2, _ := newReader(t, env, nil)
-	stop = startReader(r2)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+	resumeChecked(ctx, t, env, rec)
 }
 
 func TestReader_StatementFormatInsertIsReported(t *testing.T) {
@@ -211,9 +202,7 @@ func TestReader_PurgedBinlogRefusesToStart(t *testing.T) {
 	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()
-	r, _ := newReader(t, env, nil)
-	stop := startReader(r)
-	waitStarted(t, r)
+	_, _, stop := startedReader(t, env, nil)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -303,10 +292,7 @@ func TestReader_RedisOutOfMemoryLosesNothing(t *testing.T) {
 	// Memory freed: everything arrives, once, and the log says so.
 	env.RDB.ConfigSet(ctx, "maxmemory", "0")
 	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+	stopChecked(ctx, t, env, rec, stop)
 	if !strings.Contains(logs.String(), `"msg":"recovered"`) {
 		t.Errorf("no line says the reader recovered:\n%s", logs.String())
 	}
@@ -315,9 +301,7 @@ func TestReader_RedisOutOfMemoryLosesNothing(t *testing.T) {
 func TestReader_PositionOfAnotherServerRefused(t *testing.T) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
-	r, sink := newReader(t, env, nil)
-	stop := startReader(r)
-	waitStarted(t, r)
+	_, sink, stop := startedReader(t, env, nil)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

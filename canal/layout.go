@@ -35,6 +35,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 )
 
 // errNoLayout is the decoder's answer for a row without column names while no
@@ -95,7 +96,7 @@ func (r *Reader) proveLayout(ctx context.Context, start point) (layoutProof, err
 	}
 	if ddl != nil {
 		r.log.Warn("DDL on the outbox table ahead: rows without column names before it cannot be mapped",
-			"ddl_at", fmt.Sprintf("%s:%d", ddl.file, ddl.start), "query", truncate(ddl.query, 300))
+			"ddl_at", fmt.Sprintf("%s:%d", ddl.file, ddl.start), "query", logging.Truncate(ddl.query, 300))
 		return layoutProof{ddlAhead: ddl}, nil
 	}
 	r.log.Info("column layout proven for rows without column names",
@@ -215,7 +216,7 @@ func (m *machine) unknownLayoutError(tm *replication.TableMapEvent) error {
 	}
 	return outbox.WithHint(fmt.Errorf("%w: rows of %s.%s without column names at %s:%d were written before `%s` at %s:%d (%s), "+
 		"and the column order they were written with is unknown: binlog_row_metadata is not FULL and the table changed while the relay was behind",
-		outbox.ErrConfig, tm.Schema, tm.Table, m.txStart.file, m.txStart.pos, truncate(d.query, 200), d.file, d.start,
+		outbox.ErrConfig, tm.Schema, tm.Table, m.txStart.file, m.txStart.pos, logging.Truncate(d.query, 200), d.file, d.start,
 		time.Unix(int64(d.when), 0).UTC().Format(time.RFC3339)),
 		"1) set binlog_row_metadata=FULL (SET GLOBAL binlog_row_metadata=FULL and in my.cnf [mysqld]) so that rows carry their column names and this never recurs; "+
 			"2) `binlog-outbox position set --start-from %s` to resume right after that DDL; "+

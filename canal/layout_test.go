@@ -39,26 +39,16 @@ func TestReader_NamelessRowsAcrossAlterWhileRunning(t *testing.T) {
 	env := namelessEnv(t)
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
-	r, _ := newReader(t, env, nil)
-	stop := startReader(r)
-	waitStarted(t, r)
-	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	_, _, stop := startedReader(t, env, nil)
+	produceDelivered(ctx, t, env, rec, 10)
 	alterOutbox(t, env, swapColumns)
-	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	produceDelivered(ctx, t, env, rec, 10)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	// A restart resumes after the ALTER with the new layout.
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 5}, rec)
-	r2, _ := newReader(t, env, nil)
-	stop = startReader(r2)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+	resumeChecked(ctx, t, env, rec)
 }
 
 // Rows written while the relay is stopped, before an ALTER it cannot see past:

@@ -47,8 +47,7 @@ func TestReader_GTIDMode(t *testing.T) {
 	r, sink := newReader(t, env, func(c *Config) { c.Start = start })
 	stop := startReader(r)
 	waitStarted(t, r)
-	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	produceDelivered(ctx, t, env, rec, 20)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -103,9 +102,7 @@ func TestReader_PositionFollowsOtherTraffic(t *testing.T) {
 func TestReader_EventCacheBoundedByBytes(t *testing.T) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
-	r, _ := newReader(t, env, nil)
-	stop := startReader(r)
-	waitStarted(t, r)
+	r, _, stop := startedReader(t, env, nil)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -378,11 +378,11 @@ func (m *machine) xaQuery(ctx context.Context, h *replication.EventHeader, e *re
 func (m *machine) unknownXA(h *replication.EventHeader, q []byte) error {
 	if len(m.rows) == 0 && !m.overflow {
 		m.log.Error("XA statement the relay does not recognise at this place; no outbox rows are affected",
-			"file", m.file, "pos", h.LogPos, "query", truncate(string(q), 300), "xid", m.xa)
+			"file", m.file, "pos", h.LogPos, "query", logging.Truncate(string(q), 300), "xid", m.xa)
 		return nil
 	}
 	return m.xaError(fmt.Sprintf("XA statement %q at %d, in a transaction with %d outbox rows (XA START %s), has a shape the relay does not recognise",
-		truncate(string(q), 200), h.LogPos, len(m.rows), orNone(m.xa)))
+		logging.Truncate(string(q), 200), h.LogPos, len(m.rows), orNone(m.xa)))
 }
 
 func orNone(s string) string {
@@ -436,7 +436,7 @@ func (m *machine) rollbackTo(h *replication.EventHeader, name string) error {
 	m.rows = m.rows[:n]
 	m.txBytes = 0
 	for i := range m.rows {
-		m.txBytes += eventSize(&m.rows[i])
+		m.txBytes += m.rows[i].Size()
 	}
 	return nil
 }
@@ -497,14 +497,14 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 		}
 		m.statementDML++
 		m.log.Error("an INSERT into the outbox table was logged as a statement, not as rows: its events cannot be relayed",
-			"file", m.file, "pos", h.LogPos, "schema", string(e.Schema), "query", truncate(string(q), 300),
+			"file", m.file, "pos", h.LogPos, "schema", string(e.Schema), "query", logging.Truncate(string(q), 300),
 			logging.KeyHint, "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, then re-insert the lost events")
 		return
 	}
 	if isDDLOn(e.Schema, q, m.name.Database, m.name.Table) {
 		// The layout for rows without names is proven up to here at most.
 		m.log.Info("DDL on the outbox table; rows without column names after it need its layout proven again",
-			"file", m.file, "pos", h.LogPos, "query", truncate(string(q), 300))
+			"file", m.file, "pos", h.LogPos, "query", logging.Truncate(string(q), 300))
 		m.dec.forget()
 		m.ddlAhead = nil
 	}
@@ -563,13 +563,6 @@ func hasPrefixFold(b []byte, prefix string) bool {
 	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
-
 func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
 	if err := m.unknownRows(h, e); err != nil {
 		return err
@@ -605,7 +598,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 			}
 			ev := decodeRow(l, row, skipped, h.Timestamp)
 			m.pending.events = append(m.pending.events, ev)
-			m.pending.bytes += eventSize(&ev)
+			m.pending.bytes += ev.Size()
 			m.done++
 			// The batch must be appendable at any moment (the flusher may
 			// take it when idle), so its position follows every row.
@@ -624,7 +617,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		}
 		ev := decodeRow(l, row, skipped, h.Timestamp)
 		m.rows = append(m.rows, ev)
-		m.txBytes += eventSize(&ev)
+		m.txBytes += ev.Size()
 		if m.txBytes > m.maxTxBytes {
 			// Holding the whole transaction would take unbounded memory.
 			// Drop what it has; at its commit it is read again in chunks.
@@ -654,7 +647,7 @@ func (m *machine) commit(_ context.Context, h *replication.EventHeader, gset mys
 		}
 	}
 	m.pending.events = append(m.pending.events, m.rows...)
-	m.pending.bytes += m.txBytes // the sum of eventSize over m.rows, kept as rows came
+	m.pending.bytes += m.txBytes // the sum of Size over m.rows, kept as rows came
 	m.resetTx()
 	m.setBoundary(point{file: m.file, pos: h.LogPos, gset: gset, lastGTID: m.lastGTID, commitTS: h.Timestamp})
 	return nil
@@ -667,9 +660,4 @@ func (m *machine) setBoundary(p point) {
 	m.boundary = p
 	m.pending.at = p
 	m.pending.dirty = true
-}
-
-// eventSize estimates the memory and request size of an event.
-func eventSize(e *outbox.Event) int {
-	return 128 + len(e.Payload) + len(e.Headers) + len(e.MessageID) + len(e.AggregateType) + len(e.AggregateID) + len(e.EventType) + len(e.Invalid)
 }

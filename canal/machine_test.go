@@ -532,7 +532,7 @@ func TestMachine_Sequences(t *testing.T) {
 			}
 			var bytes int
 			for i := range m.pending.events {
-				bytes += eventSize(&m.pending.events[i])
+				bytes += m.pending.events[i].Size()
 			}
 			if m.pending.bytes != bytes {
 				t.Errorf("pending bytes: got %d, want %d", m.pending.bytes, bytes)

@@ -97,11 +97,48 @@ func startReader(r *Reader) (stop func() error) {
 	}
 }
 
+// startedReader starts a reader (newReader with tweak) and waits until it
+// stored its start position; stop ends it.
+func startedReader(t testing.TB, env *relaytest.Env, tweak func(*Config)) (*Reader, *redisstream.Sink, func() error) {
+	t.Helper()
+	r, sink := newReader(t, env, tweak)
+	stop := startReader(r)
+	waitStarted(t, r)
+	return r, sink, stop
+}
+
+// resumeChecked starts a new reader where the last one stopped, waits until
+// it delivered every event rec holds, stops it and checks the streams with
+// stopChecked.
+func resumeChecked(ctx context.Context, t testing.TB, env *relaytest.Env, rec *relaytest.Produced) {
+	t.Helper()
+	r, _ := newReader(t, env, nil)
+	stop := startReader(r)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stopChecked(ctx, t, env, rec, stop)
+}
+
+// produceDelivered commits transactions of two producers into the outbox
+// and waits until the reader delivered every event rec holds.
+func produceDelivered(ctx context.Context, t testing.TB, env *relaytest.Env, rec *relaytest.Produced, transactions int) {
+	t.Helper()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: transactions}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+}
+
+// stopChecked stops the reader, which must stop without error, and checks
+// that the streams hold each committed event of rec exactly once.
+func stopChecked(ctx context.Context, t testing.TB, env *relaytest.Env, rec *relaytest.Produced, stop func() error) {
+	t.Helper()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
 func TestReader_Conformance(t *testing.T) {
 	relaytest.RunSuite(t, func(t *testing.T, env *relaytest.Env) func() error {
-		r, _ := newReader(t, env, func(c *Config) { c.MaxBackoff = 100 * time.Millisecond })
-		stop := startReader(r)
-		waitStarted(t, r)
+		_, _, stop := startedReader(t, env, func(c *Config) { c.MaxBackoff = 100 * time.Millisecond })
 		return stop
 	}, relaytest.Features{ExactlyOnce: true, PerAggregateOrder: true, PromptStopOnDeadMySQLLink: true})
 }

@@ -5,12 +5,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -192,8 +192,8 @@ type row struct {
 	key string
 	// payloadLen is LENGTH(payload), -1 for NULL.
 	payloadLen int64
-	// size is about what the event holds in memory once fetched: the
-	// payload fetch reads, the other columns, a fixed overhead.
+	// size is about what the event holds in memory once fetched
+	// (outbox.EventSize): the payload fetch reads, the other columns.
 	size     int
 	oversize bool
 }
@@ -231,7 +231,9 @@ func (p *Poller) lockBatch(ctx context.Context, tx *sql.Tx, limit int) ([]row, e
 				read = r.payloadLen
 			}
 		}
-		r.size = int(min(rowOverhead+read+other+int64(len(r.ev.AggregateType)+len(r.ev.AggregateID)), math.MaxInt32))
+		// The dead-letter reason is not known before the fetch: reasonReserve
+		// stands for it.
+		r.size = outbox.EventSize(read + other + int64(len(r.ev.AggregateType)+len(r.ev.AggregateID)) + reasonReserve)
 		out = append(out, r)
 	}
 	if err := rs.Err(); err != nil {
@@ -240,9 +242,9 @@ func (p *Poller) lockBatch(ctx context.Context, tx *sql.Tx, limit int) ([]row, e
 	return out, nil
 }
 
-// rowOverhead is the fixed part of a row's size estimate: field names, the
-// entry's own fields, the dead-letter reason.
-const rowOverhead = 256
+// reasonReserve is what a locked row's size estimate counts for the
+// dead-letter reason (Event.Invalid) the fetch may give it.
+const reasonReserve = 128
 
 // fetch reads the full rows of the batch whose ok is set and decodes their
 // events. It returns the payload and header bytes it read.
@@ -313,98 +315,46 @@ func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (
 	return read, nil
 }
 
-// decode builds the event of a row. Problems with the content make the event
-// a dead letter with the reason, as in binlog mode, instead of failing the
-// round: a bad row must neither block the ones behind it nor vanish.
+// decode builds the event of a row, by the rules of package eventrow.
+// Problems with the content make the event a dead letter with the reason, as
+// in binlog mode, instead of failing the round: a bad row must neither block
+// the ones behind it nor vanish.
 //
 // payloadLen is the payload's length as lockBatch read it (-1 for NULL): with
 // OnSentMark an oversize payload is not fetched at all.
 func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullString, payload []byte, payloadLen int64,
 	headers []byte, occurred any, now time.Time) (e outbox.Event, oversize bool) {
-	e = outbox.Event{OutboxID: id, AggregateType: aggType.String, AggregateID: aggID.String, EventType: evType.String,
-		Payload: payload, Headers: headers}
-	var problems []string
+	var b eventrow.Builder
+	b.ID(id)
 	if p.q.hasMessageID {
-		e.MessageID = messageID.String
-		if e.MessageID == "" {
-			problems = append(problems, "message_id is NULL or empty")
-		}
+		b.MessageID(messageID.String, messageID.Valid)
 	} else {
-		e.MessageID = strconv.FormatUint(id, 10)
+		b.MessageIDFromID()
 	}
-	if p.q.hasAggregateType && !aggType.Valid {
-		problems = append(problems, "aggregate_type is NULL")
+	if p.q.hasAggregateType {
+		b.AggregateType(aggType.String, aggType.Valid)
 	}
-	if !aggID.Valid {
-		problems = append(problems, "aggregate_id is NULL")
-	}
-	if !evType.Valid {
-		problems = append(problems, "event_type is NULL")
-	}
+	b.AggregateID(aggID.String, aggID.Valid)
+	b.EventType(evType.String, evType.Valid)
+	b.Payload(payload, payloadLen >= 0)
+	b.Headers(headers)
 	switch {
 	case payloadLen < 0:
-		problems = append(problems, "payload is NULL")
 	case payloadLen > int64(p.cfg.MaxPayloadBytes):
 		oversize = true
-		problems = append(problems, fmt.Sprintf("payload has %d bytes, more than the limit of %d (--max-payload-bytes)", payloadLen, p.cfg.MaxPayloadBytes))
+		reason := fmt.Sprintf("payload has %d bytes, more than the limit of %d (--max-payload-bytes)", payloadLen, p.cfg.MaxPayloadBytes)
 		if p.cfg.OnSent == OnSentMark {
 			// The row keeps the payload; the dead-letter stream need not.
-			e.Payload = nil
-			problems[len(problems)-1] += "; the payload is left out here and kept in the table row"
+			b.Payload(nil, true)
+			reason += "; the payload is left out here and kept in the table row"
 		}
+		b.Problem(reason)
 	case p.q.payloadJSON && !json.Valid(payload):
-		problems = append(problems, "payload is not valid JSON")
+		b.Problem("payload is not valid JSON")
 	}
-	if t, ok := toTime(occurred); ok {
-		e.OccurredAt = t
-	} else {
-		// As binlog mode uses the commit time: the closest truth at hand.
-		e.OccurredAt = now
-	}
-	if len(problems) > 0 {
-		e.Invalid = strings.Join(problems, "; ")
-	}
-	return e, oversize
-}
-
-// toTime reads occurred_at: a time.Time (DSN with parseTime=true, location
-// UTC), the text of a DATETIME, or the UNIX_TIMESTAMP of a TIMESTAMP. A
-// DATETIME has no zone and is taken as UTC, as in binlog mode.
-func toTime(v any) (time.Time, bool) {
-	switch x := v.(type) {
-	case time.Time:
-		return x.UTC(), !x.IsZero()
-	case []byte:
-		return parseTime(string(x))
-	case string:
-		return parseTime(x)
-	case int64:
-		return time.Unix(x, 0).UTC(), x > 0
-	case float64:
-		return time.UnixMicro(int64(x*1e6 + 0.5)).UTC(), x > 0
-	}
-	return time.Time{}, false
-}
-
-func parseTime(s string) (time.Time, bool) {
-	if s == "" || strings.HasPrefix(s, "0000-00-00") {
-		return time.Time{}, false
-	}
-	if t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", s, time.UTC); err == nil {
-		return t, true
-	}
-	// UNIX_TIMESTAMP(col): seconds with up to six decimals.
-	if sec, frac, _ := strings.Cut(s, "."); sec != "" {
-		n, err := strconv.ParseInt(sec, 10, 64)
-		if err == nil && n > 0 {
-			frac = (frac + "000000")[:6]
-			us, err := strconv.ParseInt(frac, 10, 64)
-			if err == nil {
-				return time.Unix(n, us*1000).UTC(), true
-			}
-		}
-	}
-	return time.Time{}, false
+	// As binlog mode uses the commit time: the closest truth at hand.
+	b.OccurredAt(occurred, now)
+	return b.Event(), oversize
 }
 
 // foreign is an unsent row below the batch's largest id.

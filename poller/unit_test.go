@@ -105,18 +105,3 @@ func TestConfig_Validate(t *testing.T) {
 		}
 	}
 }
-
-func TestToTime(t *testing.T) {
-	want := time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC)
-	for _, v := range []any{want, []byte("2026-11-29 10:00:00.123456"), []byte("1795946400.123456")} {
-		got, ok := toTime(v)
-		if !ok || !got.Equal(want) {
-			t.Errorf("toTime(%v) = %v, %v; want %v", v, got, ok, want)
-		}
-	}
-	for _, v := range []any{nil, []byte("0000-00-00 00:00:00"), []byte("")} {
-		if _, ok := toTime(v); ok {
-			t.Errorf("toTime(%v) ok, want not ok", v)
-		}
-	}
-}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 )
 
 // Flavors of server a position can belong to.
@@ -92,7 +93,7 @@ func Decode(data []byte) (Binlog, error) {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		return Binlog{}, fmt.Errorf("decode position %q: %w", truncate(string(data), 200), err)
+		return Binlog{}, fmt.Errorf("decode position %q: %w", logging.Truncate(string(data), 200), err)
 	}
 	if err := b.Validate(); err != nil {
 		return Binlog{}, err
@@ -162,7 +163,7 @@ func ParseStart(s string) (Start, error) {
 	if isGTIDSet(s) {
 		return Start{Kind: StartGTID, GTIDSet: s}, nil
 	}
-	return Start{}, outbox.WithHint(fmt.Errorf("%w: --start-from %q is not a position", outbox.ErrConfig, truncate(s, 100)), "%s", startFromMsg)
+	return Start{}, outbox.WithHint(fmt.Errorf("%w: --start-from %q is not a position", outbox.ErrConfig, logging.Truncate(s, 100)), "%s", startFromMsg)
 }
 
 func isGTIDSet(s string) bool {
@@ -185,11 +186,4 @@ func isGTIDSet(s string) bool {
 		flavor = f
 	}
 	return true
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

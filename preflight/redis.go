@@ -10,7 +10,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
+
+// redisTimeout bounds each command of the checks: INFO and CONFIG GET answer
+// at once on a healthy server, and a check must report, not hang.
+const redisTimeout = 3 * time.Second
 
 // afterRedis lists the requirements checked once Redis answers.
 var afterRedis = []requirement{{NameRedisEviction, both}, {NameRedisPersistence, both}}
@@ -29,11 +34,7 @@ func checkRedis(ctx context.Context, rawURL string) []Result {
 	}
 	scrub := func(err error) string { return safeError(err, opts.Password) }
 	// One attempt: the check reports, the relay's own client retries.
-	opts.MaxRetries = -1
-	if opts.DialTimeout == 0 {
-		opts.DialTimeout = 5 * time.Second
-	}
-	c := redis.NewClient(opts)
+	c := redis.NewClient(redisstream.ClientOptions(opts, redisTimeout))
 	defer c.Close()
 
 	info, err := c.Info(ctx).Result()

@@ -342,32 +342,51 @@ func classify(err error) error {
 	return err
 }
 
+// DefaultTimeout is the read and write timeout of the relay's Redis client.
+// A batch script on a slow disk with appendfsync always can take a while; a
+// short read timeout would turn a slow success into an uncertain error.
+const DefaultTimeout = 30 * time.Second
+
+// defaultDialTimeout applies when the URL sets no dial_timeout.
+const defaultDialTimeout = 5 * time.Second
+
 // NewClient opens a client for a redis:// or rediss:// URL with the settings
-// the relay needs: no automatic retries (see New) and bounded timeouts: 5s to
-// connect and 30s per command unless the URL says otherwise
-// (?dial_timeout=1s&read_timeout=2s&write_timeout=2s).
+// the relay needs (ClientOptions with DefaultTimeout): no automatic retries
+// (see New) and bounded timeouts, 5s to connect and 30s per command unless
+// the URL says otherwise (?dial_timeout=1s&read_timeout=2s&write_timeout=2s).
 func NewClient(url string) (*redis.Client, error) {
 	o, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, outbox.WithHint(fmt.Errorf("%w: parse --redis-url: %v", outbox.ErrConfig, redactErr(err, url)),
 			"use redis://[user:password@]host:port/db, or rediss:// for TLS")
 	}
+	return redis.NewClient(ClientOptions(o, DefaultTimeout)), nil
+}
+
+// ClientOptions sets on o (parsed from a URL or built by hand) what every
+// Redis client of binlog-outbox uses, and returns it: no automatic retries
+// (see New: a retried script whose reply was lost appends twice, and a
+// check should report the one failure it saw), a dial timeout of 5s unless o
+// has one, read and write timeouts of timeout, and context deadlines honoured
+// on the socket as well. A caller that must answer fast (a preflight check)
+// passes a shorter timeout than DefaultTimeout.
+func ClientOptions(o *redis.Options, timeout time.Duration) *redis.Options {
 	o.MaxRetries = -1
 	if o.DialTimeout == 0 {
-		o.DialTimeout = 5 * time.Second
+		o.DialTimeout = defaultDialTimeout
 	}
 	// A batch script on a slow disk with appendfsync always can take a while;
 	// a short read timeout would turn a slow success into an uncertain error.
 	// An operator who wants a silently dead Redis noticed sooner (or the
 	// fault suite, which stalls the link) sets it in the URL.
 	if o.ReadTimeout == 0 {
-		o.ReadTimeout = 30 * time.Second
+		o.ReadTimeout = timeout
 	}
 	if o.WriteTimeout == 0 {
-		o.WriteTimeout = 30 * time.Second
+		o.WriteTimeout = timeout
 	}
 	o.ContextTimeoutEnabled = true
-	return redis.NewClient(o), nil
+	return o
 }
 
 // redactErr keeps a URL's password out of an error message.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 )
@@ -21,7 +22,7 @@ func TestRun_HintOnce(t *testing.T) {
 	rs := testsvc.StartRedis(t, testsvc.RedisOptions{})
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), rs)
 	ctx := context.Background()
-	out := &syncBuffer{}
+	out := &logging.Buffer{}
 	app := NewApp()
 	app.Writer, app.ErrWriter = out, out
 	runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)

@@ -45,22 +45,22 @@ func TestRun_LowerCaseTableNames(t *testing.T) {
 	if env.RDB.Exists(ctx, old).Val() != 0 {
 		t.Errorf("a second position key %s exists beside %s", old, posKey(env))
 	}
-	if p.exited() {
-		t.Fatalf("relay exited:\n%s", p.out.String())
+	if p.Exited() {
+		t.Fatalf("relay exited:\n%s", p.Out.String())
 	}
 
 	// A position under the name as written is what an earlier version,
 	// which skipped the rows, left behind: no silent second position.
-	p.signal(t, syscall.SIGTERM)
-	if code := p.wait(t, 30*time.Second); code != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("relay exit %d after SIGTERM", code)
 	}
 	if err := env.RDB.Set(ctx, old, "{}", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	p = startRelay(t, &upper, "--mode", "binlog", "--table", "Outbox")
-	if code := p.wait(t, 60*time.Second); code == 0 || !strings.Contains(p.out.String(), old) {
-		t.Errorf("relay with a position stored under %s: exit %d, want a failure naming it:\n%s", old, code, p.out.String())
+	if code := p.Wait(t, 60*time.Second); code == 0 || !strings.Contains(p.Out.String(), old) {
+		t.Errorf("relay with a position stored under %s: exit %d, want a failure naming it:\n%s", old, code, p.Out.String())
 	}
 }
 
@@ -74,10 +74,10 @@ func TestRun_CaseSensitiveTableNameMissing(t *testing.T) {
 		t.Errorf("check with --table Outbox: exit %d, want a failure naming --table outbox:\n%s%s", code, out, errOut)
 	}
 	p := startRelay(t, env, "--mode", "binlog", "--table", "Outbox")
-	if code := p.wait(t, 60*time.Second); code == 0 {
+	if code := p.Wait(t, 60*time.Second); code == 0 {
 		t.Fatal("relay started with a table name that matches no table")
 	}
-	if out := p.out.String(); !strings.Contains(out, "does not exist") || !strings.Contains(out, "--table outbox") {
+	if out := p.Out.String(); !strings.Contains(out, "does not exist") || !strings.Contains(out, "--table outbox") {
 		t.Errorf("relay output does not explain the case-sensitive name:\n%s", out)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"hash/crc32"
@@ -54,28 +53,8 @@ func binary(t testing.TB) string {
 
 // relayProc is the relay running as a separate process.
 type relayProc struct {
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	done   chan struct{}
-	err    error
+	*relaytest.Process
 	peakKB atomic.Int64
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startRelay(t testing.TB, env *relaytest.Env, args ...string) *relayProc {
@@ -84,33 +63,17 @@ func startRelay(t testing.TB, env *relaytest.Env, args ...string) *relayProc {
 		// A fixed id per test, as in production: a restarted relay meets
 		// its own previous connection still registered on the server.
 		"--server-id", strconv.Itoa(3000 + int(crc32.ChecksumIEEE([]byte(env.Database))%1000000)), "run"}, args...)
-	cmd := exec.Command(binary(t), full...)
-	p := &relayProc{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
+	p := &relayProc{Process: relaytest.StartProcess(t, binary(t), full...)}
 	go p.watchMemory()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("relay output:\n%s", tailLines(p.out.String(), 40))
-		}
-	})
 	return p
 }
 
 // watchMemory records the process's peak resident set (VmHWM).
 func (p *relayProc) watchMemory() {
-	path := fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)
+	path := fmt.Sprintf("/proc/%d/status", p.Cmd.Process.Pid)
 	for {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -129,43 +92,6 @@ func (p *relayProc) watchMemory() {
 		}
 		f.Close()
 	}
-}
-
-func (p *relayProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *relayProc) signal(t testing.TB, sig syscall.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (p *relayProc) wait(t testing.TB, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		t.Fatalf("relay did not exit within %s", timeout)
-	}
-	if p.cmd.ProcessState == nil {
-		return -1
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-func tailLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func waitStoredPosition(t testing.TB, env *relaytest.Env, key string) {
@@ -195,16 +121,16 @@ func TestRun_KilledRepeatedlyDuringLoadExactlyOnce(t *testing.T) {
 	kills := 0
 	for i := 0; i < 6; i++ {
 		time.Sleep(time.Duration(150+i*37) * time.Millisecond)
-		p.signal(t, syscall.SIGKILL)
-		p.wait(t, 10*time.Second)
+		p.Signal(t, syscall.SIGKILL)
+		p.Wait(t, 10*time.Second)
 		kills++
 		p = startRelay(t, env, "--mode", "binlog")
 	}
 	wg.Wait()
 	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	p.signal(t, syscall.SIGTERM)
-	if code := p.wait(t, 15*time.Second); code != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("relay exit code after SIGTERM = %d, want 0", code)
 	}
 	n := relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
@@ -215,12 +141,12 @@ func TestRun_SecondSignalExitsAtOnce(t *testing.T) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	p := startRelay(t, env, "--mode", "binlog")
 	waitStoredPosition(t, env, posKey(env))
-	p.signal(t, syscall.SIGTERM)
-	if code := p.wait(t, 15*time.Second); code != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("exit code after one SIGTERM = %d, want 0", code)
 	}
-	if !strings.Contains(p.out.String(), "stopping") {
-		t.Errorf("no word of the shutdown in the output:\n%s", p.out.String())
+	if !strings.Contains(p.Out.String(), "stopping") {
+		t.Errorf("no word of the shutdown in the output:\n%s", p.Out.String())
 	}
 }
 
@@ -240,10 +166,10 @@ func TestRun_RefusesWrongServerSettings(t *testing.T) {
 			srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: tt.args})
 			env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 			p := startRelay(t, env, "--mode", "binlog")
-			if code := p.wait(t, 60*time.Second); code == 0 {
+			if code := p.Wait(t, 60*time.Second); code == 0 {
 				t.Fatalf("relay started against a server with %v", tt.args)
 			}
-			if out := p.out.String(); !strings.Contains(out, tt.wantOut) || !strings.Contains(out, "hint") {
+			if out := p.Out.String(); !strings.Contains(out, tt.wantOut) || !strings.Contains(out, "hint") {
 				t.Errorf("output does not explain the fix (%q):\n%s", tt.wantOut, out)
 			}
 		})
@@ -347,7 +273,7 @@ func TestRun_MillionRowTransaction(t *testing.T) {
 		if n != lastLen {
 			lastLen, lastProgress = n, time.Now()
 		}
-		if time.Since(lastProgress) > 60*time.Second || p.exited() {
+		if time.Since(lastProgress) > 60*time.Second || p.Exited() {
 			for _, k := range env.RDB.Keys(ctx, "*").Val() {
 				t.Logf("key %s type %s xlen %d", k, env.RDB.Type(ctx, k).Val(), env.RDB.XLen(ctx, k).Val())
 			}
@@ -366,8 +292,8 @@ func TestRun_MillionRowTransaction(t *testing.T) {
 	if first[0].Values["message_id"] != fmt.Sprintf("M%025d", 0) || last[0].Values["message_id"] != fmt.Sprintf("M%025d", rows-1) {
 		t.Fatalf("first/last entries %v / %v out of order", first[0].Values["message_id"], last[0].Values["message_id"])
 	}
-	p.signal(t, syscall.SIGTERM)
-	p.wait(t, 15*time.Second)
+	p.Signal(t, syscall.SIGTERM)
+	p.Wait(t, 15*time.Second)
 	t.Logf("relay: %d rows in one transaction delivered %s after the insert began; peak RSS %.1f MB", rows, elapsed.Round(time.Millisecond), float64(p.peakKB.Load())/1024)
 	fmt.Printf("1M-row transaction: rows=%d peak_rss_mb=%.1f\n", rows, float64(p.peakKB.Load())/1024)
 	if p.peakKB.Load() > 48*1024 {
@@ -383,11 +309,11 @@ func TestRun_AutoFallsBackToPollAndSaysWhy(t *testing.T) {
 	rec := relaytest.NewProduced()
 	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 3, Transactions: 20}, rec)
 	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	p.signal(t, syscall.SIGTERM)
-	if code := p.wait(t, 15*time.Second); code != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
-	out := p.out.String()
+	out := p.Out.String()
 	if !strings.Contains(out, "using poll mode") || !strings.Contains(out, "binlog_format") {
 		t.Errorf("no log line saying why auto mode polls:\n%s", out)
 	}
@@ -431,8 +357,8 @@ func TestRun_SwitchPollToBinlog(t *testing.T) {
 	// 3. Start the binlog relay with the pollers' window, then stop them.
 	binlog := startRelay(t, env, "--mode", "binlog", "--dedupe-window", "1h")
 	time.Sleep(700 * time.Millisecond)
-	poll.signal(t, syscall.SIGTERM)
-	if code := poll.wait(t, 15*time.Second); code != 0 {
+	poll.Signal(t, syscall.SIGTERM)
+	if code := poll.Wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("poller exit code %d", code)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -441,8 +367,8 @@ func TestRun_SwitchPollToBinlog(t *testing.T) {
 	relaytest.Reconcile(t, env.DB, env.Table, rec)
 	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	binlog.signal(t, syscall.SIGTERM)
-	binlog.wait(t, 15*time.Second)
+	binlog.Signal(t, syscall.SIGTERM)
+	binlog.Wait(t, 15*time.Second)
 	n := relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 	t.Logf("%d committed events, %d entries", len(rec.Committed), n)
 }
@@ -465,8 +391,8 @@ func TestRun_SwitchBinlogToPoll(t *testing.T) {
 	}()
 	time.Sleep(500 * time.Millisecond)
 	// 1. Restart the binlog relay with the dedupe window.
-	binlog.signal(t, syscall.SIGTERM)
-	binlog.wait(t, 15*time.Second)
+	binlog.Signal(t, syscall.SIGTERM)
+	binlog.Wait(t, 15*time.Second)
 	binlog = startRelay(t, env, "--mode", "binlog", "--dedupe-window", "1h")
 	time.Sleep(500 * time.Millisecond)
 	// 2. Mark what it appended before, which left no dedupe keys.
@@ -477,8 +403,8 @@ func TestRun_SwitchBinlogToPoll(t *testing.T) {
 	// 3. Start the pollers with the same window, then stop the binlog relay.
 	poll := startRelay(t, env, "--mode", "poll", "--dedupe-window", "1h")
 	time.Sleep(700 * time.Millisecond)
-	binlog.signal(t, syscall.SIGTERM)
-	if code := binlog.wait(t, 15*time.Second); code != 0 {
+	binlog.Signal(t, syscall.SIGTERM)
+	if code := binlog.Wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("binlog relay exit code %d", code)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -490,8 +416,8 @@ func TestRun_SwitchBinlogToPoll(t *testing.T) {
 		_ = env.DB.QueryRow("SELECT COUNT(*) FROM outbox WHERE sent_at IS NULL").Scan(&unsent)
 		return unsent == 0 && relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
 	})
-	poll.signal(t, syscall.SIGTERM)
-	poll.wait(t, 15*time.Second)
+	poll.Signal(t, syscall.SIGTERM)
+	poll.Wait(t, 15*time.Second)
 	n := relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 	t.Logf("%d committed events, %d entries", len(rec.Committed), n)
 }
@@ -521,8 +447,8 @@ func TestRun_ServesMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	p.signal(t, syscall.SIGTERM)
-	p.wait(t, 15*time.Second)
+	p.Signal(t, syscall.SIGTERM)
+	p.Wait(t, 15*time.Second)
 }
 
 // TestRun_AutoModeIsSticky: once a table was relayed in binlog mode, auto mode
@@ -533,17 +459,17 @@ func TestRun_AutoModeIsSticky(t *testing.T) {
 	ctx := context.Background()
 	p := startRelay(t, env)
 	waitStoredPosition(t, env, posKey(env))
-	p.signal(t, syscall.SIGTERM)
-	p.wait(t, 15*time.Second)
+	p.Signal(t, syscall.SIGTERM)
+	p.Wait(t, 15*time.Second)
 	if got := env.RDB.Get(ctx, "binlog-outbox:mode:"+env.Database+".outbox").Val(); got != "binlog" {
 		t.Fatalf("stored mode %q, want binlog", got)
 	}
 	srv.Exec(t, "SET GLOBAL binlog_format = 'STATEMENT'")
 	p = startRelay(t, env)
-	if code := p.wait(t, 60*time.Second); code == 0 {
+	if code := p.Wait(t, 60*time.Second); code == 0 {
 		t.Fatal("auto mode started although binlog mode ran before and cannot run now")
 	}
-	if out := p.out.String(); !strings.Contains(out, "never falls back") || !strings.Contains(out, "binlog_format") {
+	if out := p.Out.String(); !strings.Contains(out, "never falls back") || !strings.Contains(out, "binlog_format") {
 		t.Errorf("output does not explain the refusal:\n%s", out)
 	}
 }

@@ -125,10 +125,10 @@ func TestRun_SeedTables(t *testing.T) {
 					t.Fatal(err)
 				}
 				relaytest.WaitFor(t, 30*time.Second, "the entries", func() bool {
-					return env.RDB.XLen(ctx, tt.stream).Val() >= n || p.exited()
+					return env.RDB.XLen(ctx, tt.stream).Val() >= n || p.Exited()
 				})
-				if p.exited() {
-					t.Fatalf("relay exited:\n%s", p.out.String())
+				if p.Exited() {
+					t.Fatalf("relay exited:\n%s", p.Out.String())
 				}
 				msgs, err := env.RDB.XRange(ctx, tt.stream, "-", "+").Result()
 				if err != nil || len(msgs) != n {
@@ -150,8 +150,8 @@ func TestRun_SeedTables(t *testing.T) {
 						t.Errorf("entry %d: message_id %v, want the row id %v", i, m.Values["message_id"], m.Values["outbox_id"])
 					}
 				}
-				if out := p.out.String(); !strings.Contains(out, "outbox table has no column for") {
-					t.Errorf("the start-up log does not say which columns the table lacks:\n%s", tailLines(out, 20))
+				if out := p.Out.String(); !strings.Contains(out, "outbox table has no column for") {
+					t.Errorf("the start-up log does not say which columns the table lacks:\n%s", relaytest.TailLines(out, 20))
 				}
 			})
 		}

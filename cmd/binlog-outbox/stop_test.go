@@ -24,10 +24,10 @@ func waitPolling(t testing.TB, p *relayProc) {
 func waitLog(t testing.TB, p *relayProc, msg string) {
 	t.Helper()
 	relaytest.WaitFor(t, 30*time.Second, "the relay to log "+msg, func() bool {
-		return strings.Contains(p.out.String(), msg) || p.exited()
+		return strings.Contains(p.Out.String(), msg) || p.Exited()
 	})
-	if p.exited() {
-		t.Fatalf("the relay exited at its start:\n%s", tailLines(p.out.String(), 20))
+	if p.Exited() {
+		t.Fatalf("the relay exited at its start:\n%s", relaytest.TailLines(p.Out.String(), 20))
 	}
 }
 
@@ -65,8 +65,8 @@ func TestRun_CleanStopsUnderLoadExactlyOnce(t *testing.T) {
 			const stops = 10
 			for i := 0; i < stops; i++ {
 				time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
-				p.signal(t, syscall.SIGTERM)
-				if code := p.wait(t, 15*time.Second); code != 0 {
+				p.Signal(t, syscall.SIGTERM)
+				if code := p.Wait(t, 15*time.Second); code != 0 {
 					t.Fatalf("stop %d: exit code %d after SIGTERM, want 0", i+1, code)
 				}
 				p = startRelay(t, env, tt.args...)
@@ -79,8 +79,8 @@ func TestRun_CleanStopsUnderLoadExactlyOnce(t *testing.T) {
 				relaytest.WaitFor(t, 30*time.Second, "every row marked", func() bool { return countUnsentRows(env) == 0 })
 			}
 			time.Sleep(200 * time.Millisecond)
-			p.signal(t, syscall.SIGTERM)
-			if code := p.wait(t, 15*time.Second); code != 0 {
+			p.Signal(t, syscall.SIGTERM)
+			if code := p.Wait(t, 15*time.Second); code != 0 {
 				t.Fatalf("exit code %d after the last SIGTERM, want 0", code)
 			}
 			n := relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})

@@ -79,8 +79,8 @@ func finishInPollMode(t *testing.T, env *relaytest.Env, rec *relaytest.Produced,
 		return countUnsentRows(env) == 0 && relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
 	})
 	time.Sleep(200 * time.Millisecond)
-	poll.signal(t, syscall.SIGTERM)
-	if code := poll.wait(t, 15*time.Second); code != 0 {
+	poll.Signal(t, syscall.SIGTERM)
+	if code := poll.Wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("poll relay exit code %d", code)
 	}
 	n := 0
@@ -105,8 +105,8 @@ func TestRun_SwitchBinlogToPollOutOfIDOrder(t *testing.T) {
 		rec := relaytest.NewProduced()
 		binlog, b := appendedOutOfIDOrder(t, env, rec)
 		// The old procedure: window on, then X from the newest entries.
-		binlog.signal(t, syscall.SIGTERM)
-		binlog.wait(t, 15*time.Second)
+		binlog.Signal(t, syscall.SIGTERM)
+		binlog.Wait(t, 15*time.Second)
 		binlog = startRelay(t, env, "--mode", "binlog", "--dedupe-window", "1h")
 		newest := env.RDB.XRevRangeN(ctx, "outbox:order", "+", "-", 1).Val()
 		x, _ := strconv.ParseUint(fmt.Sprint(newest[0].Values["outbox_id"]), 10, 64)
@@ -116,8 +116,8 @@ func TestRun_SwitchBinlogToPollOutOfIDOrder(t *testing.T) {
 		poll := startRelay(t, env, "--mode", "poll", "--dedupe-window", "1h")
 		waitPolling(t, poll)
 		time.Sleep(300 * time.Millisecond)
-		binlog.signal(t, syscall.SIGTERM)
-		binlog.wait(t, 15*time.Second)
+		binlog.Signal(t, syscall.SIGTERM)
+		binlog.Wait(t, 15*time.Second)
 		if n := finishInPollMode(t, env, rec, poll, b); n != 2 {
 			t.Errorf("with X = %d from the newest entry, B is in the stream %d times; the old rule appended it twice before", x, n)
 		}
@@ -128,8 +128,8 @@ func TestRun_SwitchBinlogToPollOutOfIDOrder(t *testing.T) {
 		rec := relaytest.NewProduced()
 		binlog, b := appendedOutOfIDOrder(t, env, rec)
 		// Stop, mark, start: no window needed.
-		binlog.signal(t, syscall.SIGTERM)
-		if code := binlog.wait(t, 15*time.Second); code != 0 {
+		binlog.Signal(t, syscall.SIGTERM)
+		if code := binlog.Wait(t, 15*time.Second); code != 0 {
 			t.Fatalf("binlog relay exit code %d", code)
 		}
 		global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
@@ -163,8 +163,8 @@ func TestRun_SwitchBinlogToPollStopMarkStart(t *testing.T) {
 		relaytest.Produce(pctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 3, Transactions: 100000, Pause: 2 * time.Millisecond}, rec)
 	}()
 	time.Sleep(700 * time.Millisecond)
-	binlog.signal(t, syscall.SIGTERM)
-	if code := binlog.wait(t, 15*time.Second); code != 0 {
+	binlog.Signal(t, syscall.SIGTERM)
+	if code := binlog.Wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("binlog relay exit code %d", code)
 	}
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
@@ -179,8 +179,8 @@ func TestRun_SwitchBinlogToPollStopMarkStart(t *testing.T) {
 		return countUnsentRows(env) == 0 && relaytest.CountEntries(ctx, env.RDB, "outbox:") >= len(rec.Committed)
 	})
 	time.Sleep(200 * time.Millisecond)
-	poll.signal(t, syscall.SIGTERM)
-	poll.wait(t, 15*time.Second)
+	poll.Signal(t, syscall.SIGTERM)
+	poll.Wait(t, 15*time.Second)
 	n := relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 	t.Logf("%d committed events, %d entries", len(rec.Committed), n)
 }

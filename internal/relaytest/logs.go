@@ -1,37 +1,22 @@
 package relaytest
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 )
 
 // Logs collects a component's log lines as JSON, for tests that count or
 // inspect them. It is safe for concurrent use.
 type Logs struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write implements io.Writer.
-func (l *Logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
+	logging.Buffer
 }
 
 // Logger returns a logger that writes to l at debug level.
 func (l *Logs) Logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// String returns every line written so far.
-func (l *Logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Lines returns the lines at level ("ERROR", "WARN", "INFO", "DEBUG"), each

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/servers"
 )
 
 // DefaultMariaDBArgs are the server settings the relay needs; a test passes
@@ -48,12 +48,8 @@ type MariaDBOptions struct {
 type MariaDB struct {
 	external *mysql.Config // set in external mode
 
-	bin     string
-	dir     string
-	args    []string
-	port    int
-	logPath string
-	proc    *process
+	dir string // the private server's directory, removed at shutdown
+	srv *servers.MariaDB
 }
 
 var dbCounter atomic.Int64
@@ -100,93 +96,16 @@ func startMariaDB(opts MariaDBOptions, allowExternal bool) (*MariaDB, error) {
 		}
 		return &MariaDB{external: cfg}, nil
 	}
-	bin, err := lookBinary("mariadbd")
-	if err != nil {
-		return nil, err
-	}
-	installDB, err := lookBinary("mariadb-install-db")
-	if err != nil {
-		return nil, err
-	}
 	dir, err := tempDir("bo-mariadb-")
 	if err != nil {
 		return nil, err
 	}
-	m := &MariaDB{bin: bin, dir: dir, logPath: filepath.Join(dir, "server.log")}
-	// A private tmpdir: servers starting in parallel on a shared /tmp delete
-	// each other's temporary tables at start-up.
-	if err := os.MkdirAll(m.tmpDir(), 0o755); err != nil {
+	srv, err := servers.StartMariaDB(context.Background(), dir, append(append([]string{}, DefaultMariaDBArgs...), opts.Args...))
+	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	install := exec.Command(installDB, "--no-defaults", "--datadir="+m.dataDir(), "--tmpdir="+m.tmpDir(),
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--user="+currentUser())
-	if out, err := install.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
-	}
-	for attempt := 0; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		m.port = port
-		m.args = append(append([]string{}, DefaultMariaDBArgs...), opts.Args...)
-		err = m.start()
-		if err == nil {
-			return m, nil
-		}
-		if attempt == 2 || !strings.Contains(err.Error(), "Address already in use") {
-			return nil, err
-		}
-	}
-}
-
-func currentUser() string {
-	if os.Geteuid() == 0 {
-		return "root"
-	}
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	return strconv.Itoa(os.Geteuid())
-}
-
-func (m *MariaDB) dataDir() string { return filepath.Join(m.dir, "data") }
-
-func (m *MariaDB) tmpDir() string { return filepath.Join(m.dir, "tmp") }
-
-func (m *MariaDB) start() error {
-	args := append([]string{
-		"--no-defaults",
-		"--user=" + currentUser(),
-		"--datadir=" + m.dataDir(),
-		"--tmpdir=" + m.tmpDir(),
-		"--socket=" + filepath.Join(m.dir, "mysqld.sock"),
-		"--pid-file=" + filepath.Join(m.dir, "mysqld.pid"),
-		"--port=" + strconv.Itoa(m.port),
-		"--bind-address=127.0.0.1",
-		"--log-error=" + m.logPath,
-	}, m.args...)
-	p, err := startProcess(m.bin, args, filepath.Join(m.dir, "stdout.log"))
-	if err != nil {
-		return err
-	}
-	m.proc = p
-	err = waitFor(60*time.Second, func() error {
-		db, err := sql.Open("mysql", m.DSN(""))
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		return db.PingContext(ctx)
-	}, p.exited, m.logPath)
-	if err != nil {
-		p.kill()
-		m.proc = nil
-		return err
-	}
-	return nil
+	return &MariaDB{dir: dir, srv: srv}, nil
 }
 
 // External reports whether the server is an external one the tests cannot
@@ -212,7 +131,7 @@ func (m *MariaDB) Port() int {
 		}
 		return p
 	}
-	return m.port
+	return m.srv.Port()
 }
 
 // Addr returns host:port.
@@ -260,7 +179,7 @@ func (m *MariaDB) DataDir() string {
 	if m.external != nil {
 		return ""
 	}
-	return m.dataDir()
+	return m.srv.DataDir()
 }
 
 // LogPath returns the private server's error log ("" when external).
@@ -268,7 +187,7 @@ func (m *MariaDB) LogPath() string {
 	if m.external != nil {
 		return ""
 	}
-	return m.logPath
+	return m.srv.LogPath()
 }
 
 // Open opens an administrative connection pool, closed at the end of the test.
@@ -327,8 +246,7 @@ func (m *MariaDB) Kill(t testing.TB) {
 	if m.external != nil {
 		skipExternal(t, "kill the MySQL server", EnvMySQLDSN)
 	}
-	m.proc.kill()
-	m.proc = nil
+	m.srv.Kill()
 }
 
 // Restart kills the server if it runs and starts it again.
@@ -337,11 +255,8 @@ func (m *MariaDB) Restart(t testing.TB) {
 	if m.external != nil {
 		skipExternal(t, "restart the MySQL server", EnvMySQLDSN)
 	}
-	if m.proc != nil {
-		m.proc.kill()
-		m.proc = nil
-	}
-	if err := m.start(); err != nil {
+	m.srv.Kill()
+	if err := m.srv.Start(context.Background()); err != nil {
 		t.Fatalf("restart MariaDB: %v", err)
 	}
 }
@@ -359,8 +274,7 @@ func (m *MariaDB) shutdown() {
 	if m.external != nil {
 		return
 	}
-	m.proc.stop(20 * time.Second)
-	m.proc = nil
+	m.srv.Stop(20 * time.Second)
 	_ = os.RemoveAll(m.dir)
 }
 

@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/servers"
 )
 
 // redisDatabases is how many logical databases a private Redis has, so that
@@ -39,13 +39,8 @@ type RedisOptions struct {
 type Redis struct {
 	external *redis.Options
 
-	bin     string
-	dir     string
-	args    []string
-	port    int
-	logPath string
-	proc    *process
-	nextDB  atomic.Int64
+	srv    *servers.Redis
+	nextDB atomic.Int64
 }
 
 // SharedRedis returns the test binary's shared Redis, starting it on first use.
@@ -89,63 +84,16 @@ func startRedis(opts RedisOptions, allowExternal bool) (*Redis, error) {
 		}
 		return &Redis{external: o}, nil
 	}
-	bin, err := lookBinary("redis-server")
-	if err != nil {
-		return nil, err
-	}
 	dir, err := tempDir("bo-redis-")
 	if err != nil {
 		return nil, err
 	}
-	r := &Redis{bin: bin, dir: dir, logPath: filepath.Join(dir, "redis.log")}
-	r.args = append(append([]string{}, DefaultRedisArgs...), opts.Args...)
-	for attempt := 0; ; attempt++ {
-		if r.port, err = freePort(); err != nil {
-			return nil, err
-		}
-		err = r.start()
-		if err == nil {
-			return r, nil
-		}
-		if attempt == 2 || !strings.Contains(err.Error(), "in use") {
-			return nil, err
-		}
-	}
-}
-
-func (r *Redis) start() error {
-	args := append([]string{
-		"--port", strconv.Itoa(r.port),
-		"--bind", "127.0.0.1",
-		"--dir", r.dir,
-		"--logfile", r.logPath,
-		"--daemonize", "no",
-		"--protected-mode", "no",
-	}, r.args...)
-	p, err := startProcess(r.bin, args, filepath.Join(r.dir, "stdout.log"))
+	srv, err := servers.StartRedis(context.Background(), dir, append(append([]string{}, DefaultRedisArgs...), opts.Args...))
 	if err != nil {
-		return err
+		_ = os.RemoveAll(dir)
+		return nil, err
 	}
-	r.proc = p
-	err = waitFor(30*time.Second, func() error {
-		c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: time.Second})
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		// PING answers while the AOF still loads; a write proves readiness.
-		// An OOM reply also proves it: the data set is loaded and full.
-		err := c.Set(ctx, "testsvc:ready", "1", 0).Err()
-		if err != nil && strings.HasPrefix(err.Error(), "OOM") {
-			return nil
-		}
-		return err
-	}, p.exited, r.logPath)
-	if err != nil {
-		p.kill()
-		r.proc = nil
-		return err
-	}
-	return nil
+	return &Redis{srv: srv}, nil
 }
 
 // External reports whether the server is external.
@@ -156,7 +104,7 @@ func (r *Redis) Addr() string {
 	if r.external != nil {
 		return r.external.Addr
 	}
-	return "127.0.0.1:" + strconv.Itoa(r.port)
+	return r.srv.Addr()
 }
 
 // URL returns a redis:// URL for logical database db.
@@ -207,8 +155,7 @@ func (r *Redis) Kill(t testing.TB) {
 	if r.external != nil {
 		skipExternal(t, "kill Redis", EnvRedisURL)
 	}
-	r.proc.kill()
-	r.proc = nil
+	r.srv.Kill()
 }
 
 // Restart kills the server if it runs and starts it again from its AOF.
@@ -217,11 +164,8 @@ func (r *Redis) Restart(t testing.TB) {
 	if r.external != nil {
 		skipExternal(t, "restart Redis", EnvRedisURL)
 	}
-	if r.proc != nil {
-		r.proc.kill()
-		r.proc = nil
-	}
-	if err := r.start(); err != nil {
+	r.srv.Kill()
+	if err := r.srv.Start(context.Background()); err != nil {
 		t.Fatalf("restart Redis: %v", err)
 	}
 }
@@ -235,13 +179,17 @@ func (r *Redis) RequirePrivate(t testing.TB, what string) {
 }
 
 // Dir returns the private server's directory (AOF and log), "" when external.
-func (r *Redis) Dir() string { return r.dir }
+func (r *Redis) Dir() string {
+	if r.external != nil {
+		return ""
+	}
+	return r.srv.Dir()
+}
 
 func (r *Redis) shutdown() {
 	if r.external != nil {
 		return
 	}
-	r.proc.stop(10 * time.Second)
-	r.proc = nil
-	_ = os.RemoveAll(r.dir)
+	r.srv.Stop(10 * time.Second)
+	_ = os.RemoveAll(r.srv.Dir())
 }

@@ -4,7 +4,6 @@
 package exampletest
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -119,9 +118,7 @@ func Build(t testing.TB, pkg string) string {
 
 // Relay is the relay running as a process.
 type Relay struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
+	*relaytest.Process
 }
 
 // StartRelay starts `binlog-outbox run --mode binlog` against the env and
@@ -131,28 +128,13 @@ func StartRelay(t testing.TB, e *Env, args ...string) *Relay {
 	t.Helper()
 	full := append([]string{"--mysql-dsn", e.DSN, "--redis-url", e.RedisURL, "--log-format", "json",
 		"--server-id", strconv.Itoa(5000 + int(time.Now().UnixNano()%1000000)), "run", "--mode", "binlog"}, args...)
-	r := &Relay{cmd: exec.Command(Build(t, "./cmd/binlog-outbox"), full...), out: &syncBuffer{}, done: make(chan struct{})}
-	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = r.cmd.Wait()
-		close(r.done)
-	}()
-	t.Cleanup(func() {
-		_ = r.cmd.Process.Kill()
-		<-r.done
-		if t.Failed() {
-			t.Logf("relay output:\n%s", r.out.String())
-		}
-	})
+	r := &Relay{relaytest.StartProcess(t, Build(t, "./cmd/binlog-outbox"), full...)}
 	rdb := e.Redis.Client(t, e.RedisURL)
 	key := redisstream.KeysFor(e.Database, "outbox", "").Position
 	relaytest.WaitFor(t, 30*time.Second, "the relay's start position", func() bool {
 		select {
-		case <-r.done:
-			t.Fatalf("relay exited:\n%s", r.out.String())
+		case <-r.Done():
+			t.Fatalf("relay exited:\n%s", r.Out.String())
 		default:
 		}
 		return rdb.Exists(context.Background(), key).Val() == 1
@@ -246,21 +228,4 @@ func CheckExactlyOnce(t testing.TB, processed map[string]string, p Produced) {
 	if len(problems) > 0 {
 		t.Errorf("inbox does not match the producer:\n  %s", strings.Join(problems, "\n  "))
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

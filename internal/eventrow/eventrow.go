@@ -1,0 +1,222 @@
+// Package eventrow holds the rules by which both relay modes turn a row of the
+// outbox table into an outbox.Event: which NULLs make the row a dead letter
+// and with what reason, the message ID of a table without a message_id
+// column, the fallback for an occurred_at that is NULL or zero, and how the
+// values MySQL sends (binlog row images, text-protocol results) convert.
+//
+// The binlog reader (package canal) and the poller read rows differently,
+// but a consumer must not be able to tell which mode relayed an event: the
+// rules live here once, and each mode only feeds its values in.
+package eventrow
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
+
+// Builder collects the fields of one row's Event and the problems that make
+// it a dead letter. The zero value is ready; call the setters in column
+// order (id first) so that the reasons read in that order, then Event.
+//
+// It holds no more than the Event and, only when a row has problems, their
+// list: the binlog reader builds one per row on its hot path.
+type Builder struct {
+	e        outbox.Event
+	problems []string
+}
+
+// ID sets the outbox id.
+func (b *Builder) ID(id uint64) { b.e.OutboxID = id }
+
+// MessageID sets the message_id column's value; ok false means NULL. A NULL
+// or empty message ID cannot deduplicate anything: the row is a dead letter.
+func (b *Builder) MessageID(s string, ok bool) {
+	b.e.MessageID = s
+	if !ok || s == "" {
+		b.Problem("message_id is NULL or empty")
+	}
+}
+
+// MessageIDFromID is MessageID for a table without a message_id column: the
+// id in decimal, unique per row as consumers' deduplication needs. Call it
+// after ID.
+func (b *Builder) MessageIDFromID() { b.e.MessageID = strconv.FormatUint(b.e.OutboxID, 10) }
+
+// AggregateType sets the aggregate_type column's value; ok false means NULL.
+// Leave it unset for a table without the column.
+func (b *Builder) AggregateType(s string, ok bool) {
+	b.e.AggregateType = s
+	if !ok {
+		b.Problem("aggregate_type is NULL")
+	}
+}
+
+// AggregateID sets the aggregate_id column's value; ok false means NULL.
+func (b *Builder) AggregateID(s string, ok bool) {
+	b.e.AggregateID = s
+	if !ok {
+		b.Problem("aggregate_id is NULL")
+	}
+}
+
+// EventType sets the event_type column's value; ok false means NULL.
+func (b *Builder) EventType(s string, ok bool) {
+	b.e.EventType = s
+	if !ok {
+		b.Problem("event_type is NULL")
+	}
+}
+
+// Payload sets the payload; ok false means NULL. A present empty payload is
+// not NULL and stays non-nil.
+func (b *Builder) Payload(p []byte, ok bool) {
+	b.e.Payload = p
+	if !ok {
+		b.Problem("payload is NULL")
+	}
+}
+
+// Headers sets the headers; nil means NULL or no column, which is no problem.
+func (b *Builder) Headers(h []byte) { b.e.Headers = h }
+
+// OccurredAt sets occurred_at from a value ToTime reads. A NULL or zero
+// occurred_at is no reason to hold an event back: fallback (the commit time
+// of the row's transaction, or the time the row was read) is the closest
+// truth there is.
+func (b *Builder) OccurredAt(v any, fallback time.Time) {
+	if t, ok := ToTime(v); ok {
+		b.e.OccurredAt = t
+	} else {
+		b.e.OccurredAt = fallback
+	}
+}
+
+// Problem records why the row cannot be delivered as an event.
+func (b *Builder) Problem(reason string) { b.problems = append(b.problems, reason) }
+
+// Event returns the event, marked Invalid with every problem recorded.
+func (b *Builder) Event() outbox.Event {
+	e := b.e
+	if len(b.problems) > 0 {
+		e.Invalid = strings.Join(b.problems, "; ")
+	}
+	return e
+}
+
+// ToUint64 reads an id. Signed integers are reinterpreted as unsigned:
+// MariaDB sends BIGINT UNSIGNED as int64 (and INT UNSIGNED as int32) when the
+// table map has no signedness, and the bits are the value.
+func ToUint64(v any) (uint64, bool) {
+	switch x := v.(type) {
+	case int8:
+		return uint64(uint8(x)), true
+	case int16:
+		return uint64(uint16(x)), true
+	case int32:
+		return uint64(uint32(x)), true
+	case int64:
+		return uint64(x), true
+	case uint8:
+		return uint64(x), true
+	case uint16:
+		return uint64(x), true
+	case uint32:
+		return uint64(x), true
+	case uint64:
+		return x, true
+	case int:
+		return uint64(x), true
+	case string:
+		n, err := strconv.ParseUint(x, 10, 64)
+		return n, err == nil
+	case []byte:
+		n, err := strconv.ParseUint(string(x), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// ToString reads a text column; ok is false for NULL. The result is a copy:
+// the binlog decoder's strings alias the event's packet buffer, which the
+// syncer reuses, and an Event outlives it.
+func ToString(v any) (string, bool) {
+	switch x := v.(type) {
+	case nil:
+		return "", false
+	case string:
+		return strings.Clone(x), true
+	case []byte:
+		return string(x), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true
+	case uint64:
+		return strconv.FormatUint(x, 10), true
+	}
+	return fmt.Sprint(v), true
+}
+
+// ToBytes reads a payload or headers column; ok is false for NULL. The result
+// is a copy, as with ToString.
+func ToBytes(v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case nil:
+		return nil, false
+	case []byte:
+		return bytes.Clone(x), true
+	case string:
+		return []byte(x), true
+	}
+	s, ok := ToString(v)
+	return []byte(s), ok
+}
+
+// ToTime reads occurred_at, in UTC; ok is false for NULL, a zero date and
+// what it cannot read. It takes a time.Time (a DSN with parseTime=true), the
+// text of a DATETIME or TIMESTAMP (the binlog syncer renders TIMESTAMPs in
+// UTC), or a UNIX_TIMESTAMP() as integer, float or text (the poller reads a
+// TIMESTAMP that way, as its value does not depend on the session time
+// zone). A DATETIME has no zone and is taken as UTC, which is what a producer
+// writing UTC_TIMESTAMP(6), or CURRENT_TIMESTAMP(6) on a UTC server, stores.
+func ToTime(v any) (time.Time, bool) {
+	switch x := v.(type) {
+	case time.Time:
+		return x.UTC(), !x.IsZero()
+	case []byte:
+		return parseTime(string(x))
+	case string:
+		return parseTime(x)
+	case int64:
+		return time.Unix(x, 0).UTC(), x > 0
+	case float64:
+		return time.UnixMicro(int64(x*1e6 + 0.5)).UTC(), x > 0
+	}
+	return time.Time{}, false
+}
+
+func parseTime(s string) (time.Time, bool) {
+	if s == "" || strings.HasPrefix(s, "0000-00-00") {
+		return time.Time{}, false
+	}
+	if t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", s, time.UTC); err == nil {
+		return t, true
+	}
+	// UNIX_TIMESTAMP(col): seconds with up to six decimals.
+	if sec, frac, _ := strings.Cut(s, "."); sec != "" {
+		n, err := strconv.ParseInt(sec, 10, 64)
+		if err == nil && n > 0 {
+			frac = (frac + "000000")[:6]
+			us, err := strconv.ParseInt(frac, 10, 64)
+			if err == nil {
+				return time.Unix(n, us*1000).UTC(), true
+			}
+		}
+	}
+	return time.Time{}, false
+}
