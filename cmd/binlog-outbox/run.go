@@ -55,6 +55,15 @@ func streamFlags() []cli.Flag {
 	}
 }
 
+// ensureGroupFlag is --ensure-group of run.
+func ensureGroupFlag() cli.Flag {
+	return &cli.StringSliceFlag{
+		Name:    "ensure-group",
+		Usage:   "consumer group every stream has from its first entry: created with the stream (at id 0), before any entry is appended to it; repeatable, comma-separated in the environment variable",
+		EnvVars: []string{"BINLOG_OUTBOX_ENSURE_GROUP"},
+	}
+}
+
 func positionKeyFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:    "position-key",
@@ -113,6 +122,7 @@ func runCommand() *cli.Command {
 		},
 	}
 	flags = append(flags, streamFlags()...)
+	flags = append(flags, ensureGroupFlag())
 	flags = append(flags, pollFlags()...)
 	return &cli.Command{
 		Name:  "run",
@@ -265,7 +275,20 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisst
 			Window:    c.Duration("dedupe-window"),
 			KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
 		},
+		Groups: ensureGroups(c),
 	})
+}
+
+// ensureGroups returns the --ensure-group names; commands without the flag
+// have none.
+func ensureGroups(c *cli.Context) []string {
+	var out []string
+	for _, g := range c.StringSlice("ensure-group") {
+		if g = strings.TrimSpace(g); g != "" {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // streamTemplate returns --stream, or, when it is not set and the table has

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+)
+
+// TestRun_EnsureGroupSeesEveryEntry relays into fresh streams with two
+// --ensure-group names, in both modes: each stream has both groups, and
+// XREADGROUP of each group delivers every entry of the stream from the first.
+func TestRun_EnsureGroupSeesEveryEntry(t *testing.T) {
+	for _, m := range []string{"binlog", "poll"} {
+		t.Run(m, func(t *testing.T) {
+			env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+			ctx := context.Background()
+			rec := relaytest.NewProduced()
+			p := startRelay(t, env, "--mode", m, "--ensure-group", "a", "--ensure-group", "b")
+			if m == "binlog" {
+				waitStoredPosition(t, env, posKey(env))
+			}
+			relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
+			relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+			p.signal(t, syscall.SIGTERM)
+			if code := p.wait(t, 15*time.Second); code != 0 {
+				t.Fatalf("relay exit code %d, want 0", code)
+			}
+			relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+
+			byStream := map[string][]string{}
+			for _, e := range relaytest.ReadAll(ctx, t, env.RDB, "outbox:") {
+				byStream[e.Stream] = append(byStream[e.Stream], e.ID)
+			}
+			if len(byStream) < 2 {
+				t.Fatalf("entries in %d streams, want several", len(byStream))
+			}
+			for key, ids := range byStream {
+				for _, g := range []string{"a", "b"} {
+					res, err := env.RDB.XReadGroup(ctx, &redis.XReadGroupArgs{Group: g, Consumer: "c", Streams: []string{key, ">"}, Count: 100000, Block: -1}).Result()
+					if err != nil {
+						t.Fatalf("XREADGROUP %s %s: %v", key, g, err)
+					}
+					var got []string
+					for _, m := range res[0].Messages {
+						got = append(got, m.ID)
+					}
+					if len(got) != len(ids) || got[0] != ids[0] {
+						t.Errorf("group %s of %s delivered %d entries from %v, want %d from %s", g, key, len(got), got[:min(1, len(got))], len(ids), ids[0])
+					}
+				}
+			}
+		})
+	}
+}
