@@ -58,3 +58,44 @@ func TestRun_EnsureGroupSeesEveryEntry(t *testing.T) {
 		})
 	}
 }
+
+// TestRun_TrimAckedKeepsWhatAGroupNeeds runs the relay with --trim acked
+// while two groups consume at different paces: the entries both acknowledged
+// go, the ones group b has not read stay.
+func TestRun_TrimAckedKeepsWhatAGroupNeeds(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 40, RollbackRatio: -1,
+		AggregateTypes: []string{"order"}}, rec)
+	p := startRelay(t, env, "--mode", "poll", "--ensure-group", "a", "--ensure-group", "b", "--trim", "acked", "--trim-interval", "100ms")
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	const key = "outbox:order"
+	all := relaytest.ReadAll(ctx, t, env.RDB, key)
+	if len(all) < 10 {
+		t.Fatalf("%d entries, want at least 10", len(all))
+	}
+	consume := func(group string, n int) {
+		res, err := env.RDB.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "c", Streams: []string{key, ">"}, Count: int64(n), Block: -1}).Result()
+		if err != nil {
+			t.Fatalf("XREADGROUP %s: %v", group, err)
+		}
+		for _, m := range res[0].Messages {
+			env.RDB.XAck(ctx, key, group, m.ID)
+		}
+	}
+	consume("a", len(all))
+	half := len(all) / 2
+	consume("b", half)
+	relaytest.WaitFor(t, 10*time.Second, "the acknowledged entries trimmed", func() bool {
+		return env.RDB.XLen(ctx, key).Val() == int64(len(all)-half)
+	})
+	left := relaytest.ReadAll(ctx, t, env.RDB, key)
+	if left[0].ID != all[half].ID {
+		t.Fatalf("oldest entry left %s, want %s, the first group b has not read", left[0].ID, all[half].ID)
+	}
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("relay exit code %d, want 0", code)
+	}
+}

@@ -123,6 +123,7 @@ func runCommand() *cli.Command {
 	}
 	flags = append(flags, streamFlags()...)
 	flags = append(flags, ensureGroupFlag())
+	flags = append(flags, trimFlags()...)
 	flags = append(flags, pollFlags()...)
 	return &cli.Command{
 		Name:  "run",
@@ -206,6 +207,11 @@ func runRelay(c *cli.Context) error {
 			"note", "an optional column added later is used after a restart; binlog mode stops when it first sees one")
 	}
 
+	stopTrim, err := startTrimmer(c, cfg, client)
+	if err != nil {
+		return err
+	}
+	defer stopTrim()
 	if relayMode == mode.Poll {
 		return runPoll(c, cfg, rep.Server, db, client, res.Table)
 	}
