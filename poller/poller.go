@@ -101,6 +101,9 @@ type Config struct {
 	Stream           string
 	Partitions       int
 	DeadLetterStream string
+	// Groups are the consumer groups every stream gets before its first
+	// entry (see redisstream.Config.Groups).
+	Groups []string
 
 	// BatchSize is the most rows one round locks (default 1000). Larger
 	// batches amortise the round trips but hold row locks longer and, with
@@ -294,6 +297,7 @@ func New(db *sql.DB, client redis.UniversalClient, cfg Config, logger *slog.Logg
 		NoAggregateType:  !cfg.Mapping.Has(schema.ColAggregateType),
 		NoHeaders:        !cfg.Mapping.Has(schema.ColHeaders),
 		Dedupe:           redisstream.Dedupe{Window: cfg.DedupeWindow, KeyPrefix: cfg.DedupeKeyPrefix},
+		Groups:           cfg.Groups,
 	})
 	if err != nil {
 		return nil, err

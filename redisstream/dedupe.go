@@ -46,6 +46,7 @@ func (s *Sink) Publish(ctx context.Context, events []outbox.Event) (int, error) 
 	if len(res) != 3 {
 		return 0, fmt.Errorf("publish: unexpected script reply %v", res)
 	}
+	s.ran()
 	n, _ := res[2].(int64)
 	return int(n), nil
 }

@@ -63,6 +63,13 @@ type Config struct {
 	// from poll mode or hands over to it: the keys are what the two modes
 	// share. It costs one key per event for the window.
 	Dedupe Dedupe
+	// Groups are consumer groups every stream the template names has from
+	// its first entry (--ensure-group; none by default). The append script
+	// creates them, at id 0, on a stream it is about to create or that
+	// lacks one, before its first XADD there: no entry can exist in such a
+	// stream before the group does, whichever mode appends. The
+	// dead-letter stream gets none: its readers are operators.
+	Groups []string
 }
 
 func (c *Config) setDefaults() {
@@ -96,6 +103,13 @@ type Sink struct {
 	keys    []string
 	keyIdx  map[string]int
 	scratch [20]byte
+	// ensured holds the streams the script made sure have every group, so
+	// that later batches skip the check (XINFO GROUPS) for them. Streams
+	// enter it only after a script that ran for certain.
+	ensured map[string]bool
+	// batchNew lists the streams the script of the batch in flight
+	// checks the groups of.
+	batchNew []string
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -108,11 +122,25 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 	if cfg.Dedupe.Window < 0 {
 		return nil, fmt.Errorf("%w: redisstream: negative dedupe window %s", outbox.ErrConfig, cfg.Dedupe.Window)
 	}
+	// A name given twice would make the script create it twice, and fail
+	// half-way with BUSYGROUP.
+	groups := make([]string, 0, len(cfg.Groups))
+	seen := map[string]bool{}
+	for _, g := range cfg.Groups {
+		if g == "" {
+			return nil, outbox.WithHint(fmt.Errorf("%w: --ensure-group is empty", outbox.ErrConfig), "give the consumer group's name, e.g. --ensure-group billing")
+		}
+		if !seen[g] {
+			seen[g] = true
+			groups = append(groups, g)
+		}
+	}
+	cfg.Groups = groups
 	t, err := ParseTemplate(cfg.Stream, cfg.Partitions, !cfg.NoAggregateType)
 	if err != nil {
 		return nil, err
 	}
-	return &Sink{client: client, cfg: cfg, template: t, keyIdx: map[string]int{}}, nil
+	return &Sink{client: client, cfg: cfg, template: t, keyIdx: map[string]int{}, ensured: map[string]bool{}}, nil
 }
 
 // appendScript appends every entry and, in binlog mode, checks and replaces
@@ -123,13 +151,19 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 // strike half-way either.) Poll mode runs it without the position: the
 // database transaction that marks the rows is its position.
 //
+// Consumer groups (Config.Groups) are created before the first XADD, on the
+// streams flagged for it: a new stream is created with them (MKSTREAM), an
+// existing one gets those it lacks, from id 0.
+//
 // ARGV[1] "1" with the position, "0" without; ARGV[2] expected position (""
 // = none), ARGV[3] new position, ARGV[4] dedupe window in milliseconds,
-// ARGV[5] number of streams, then per entry: stream index into KEYS, dedupe
-// key index into KEYS (0: none), number of field/value arguments, the
-// arguments. KEYS: the position key (with the position only), the streams,
-// then the dedupe keys. It returns {1, "", appended} or, when the stored
-// position is not the expected one, {0, stored} without writing anything.
+// ARGV[5] number of streams S, ARGV[6] number of groups G, then the G group
+// names, then S flags ("1": make sure the stream has every group), then per
+// entry: stream index into KEYS, dedupe key index into KEYS (0: none), number
+// of field/value arguments, the arguments. KEYS: the position key (with the
+// position only), the streams, then the dedupe keys. It returns {1, "",
+// appended} or, when the stored position is not the expected one, {0,
+// stored} without writing anything.
 var appendScript = redis.NewScript(`
 local base = 0
 if ARGV[1] == '1' then
@@ -140,14 +174,38 @@ if ARGV[1] == '1' then
     return {0, cur}
   end
 end
-for i = base + 1, base + tonumber(ARGV[5]) do
-  local t = redis.call('TYPE', KEYS[i])['ok']
+local ns = tonumber(ARGV[5])
+local ng = tonumber(ARGV[6])
+local flags = 6 + ng
+local types = {}
+for s = 1, ns do
+  local t = redis.call('TYPE', KEYS[base + s])['ok']
   if t ~= 'stream' and t ~= 'none' then
-    return redis.error_reply('WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. t .. ', not a stream')
+    return redis.error_reply('WRONGTYPE key ' .. KEYS[base + s] .. ' holds a ' .. t .. ', not a stream')
+  end
+  types[s] = t
+end
+for s = 1, ns do
+  if ARGV[flags + s] == '1' then
+    local key = KEYS[base + s]
+    local have = {}
+    if types[s] == 'stream' then
+      for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+        for j = 1, #g, 2 do
+          if g[j] == 'name' then have[g[j + 1]] = true end
+        end
+      end
+    end
+    for j = 7, 6 + ng do
+      if not have[ARGV[j]] then
+        redis.call('XGROUP', 'CREATE', key, ARGV[j], '0', 'MKSTREAM')
+        have[ARGV[j]] = true
+      end
+    end
   end
 end
 local added = 0
-local i = 6
+local i = flags + ns + 1
 local n = #ARGV
 while i <= n do
   local k = tonumber(ARGV[i])
@@ -183,6 +241,7 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 			return fmt.Errorf("append %d events: %w (and reading the position back failed: %v)", len(events), classify(err), perr)
 		}
 		if string(stored) == string(next) {
+			s.ran()
 			return nil
 		}
 		if string(stored) == string(prev) {
@@ -192,6 +251,7 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 	}
 	if len(res) >= 2 {
 		if ok, _ := res[0].(int64); ok == 1 {
+			s.ran()
 			return nil
 		}
 		cur, _ := res[1].(string)
@@ -209,20 +269,31 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte) {
 	clear(s.keyIdx)
 	s.keys = s.keys[:0]
+	s.batchNew = s.batchNew[:0]
 	check := "0"
 	if withPosition {
 		s.keys = append(s.keys, s.cfg.PositionKey)
 		check = "1"
 	}
 	window := s.cfg.Dedupe.Window.Milliseconds()
-	s.args = append(s.args[:0], check, string(prev), string(next), window, 0)
 	// Streams first in KEYS: the script checks their types before writing,
 	// and each event's stream index is known before the dedupe keys come.
 	first := len(s.keys)
 	for i := range events {
 		s.streamIndex(&events[i])
 	}
-	s.args[4] = len(s.keys) - first
+	s.args = append(s.args[:0], check, string(prev), string(next), window, len(s.keys)-first, len(s.cfg.Groups))
+	for _, g := range s.cfg.Groups {
+		s.args = append(s.args, g)
+	}
+	for _, key := range s.keys[first:] {
+		flag := "0"
+		if len(s.cfg.Groups) > 0 && key != s.cfg.DeadLetterStream && !s.ensured[key] {
+			flag = "1"
+			s.batchNew = append(s.batchNew, key)
+		}
+		s.args = append(s.args, flag)
+	}
 	for i := range events {
 		e := &events[i]
 		dedupe := 0
@@ -234,6 +305,24 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 		s.args = append(s.args, s.streamIndex(e), dedupe, 0)
 		s.args = s.appendFields(s.args, e)
 		s.args[countAt] = len(s.args) - countAt - 1
+	}
+}
+
+// maxEnsured bounds Sink.ensured: a template naming a stream per aggregate
+// makes millions of streams, and forgetting one only costs a check.
+const maxEnsured = 100_000
+
+// ran records that the script of the last build ran: its streams have every
+// group now.
+func (s *Sink) ran() {
+	if len(s.batchNew) == 0 {
+		return
+	}
+	if len(s.ensured)+len(s.batchNew) > maxEnsured {
+		clear(s.ensured)
+	}
+	for _, key := range s.batchNew {
+		s.ensured[key] = true
 	}
 }
 
@@ -333,7 +422,7 @@ func classify(err error) error {
 	case "NOAUTH", "WRONGPASS":
 		return outbox.WithHint(err, "Redis refused the credentials; check the user and password in --redis-url")
 	case "NOPERM":
-		return outbox.WithHint(err, "the Redis user lacks a permission; it needs +evalsha +eval +get +set +xadd +type on the outbox keys")
+		return outbox.WithHint(err, "the Redis user lacks a permission; it needs +evalsha +eval +get +set +xadd +type on the outbox keys, and +xgroup +xinfo with --ensure-group")
 	case "WRONGTYPE":
 		return outbox.WithHint(err, "a key the relay appends to is not a stream; rename or delete it, or change --stream")
 	case "MISCONF":

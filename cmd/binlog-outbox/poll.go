@@ -91,6 +91,7 @@ func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, cli
 		Stream:           streamTemplate(c, cfg),
 		Partitions:       c.Int("partitions"),
 		DeadLetterStream: c.String("dead-letter-stream"),
+		Groups:           ensureGroups(c),
 		BatchSize:        c.Int("batch-size"),
 		MaxBatchBytes:    c.Int("max-batch-bytes"),
 		PollInterval:     c.Duration("poll-interval"),

@@ -55,6 +55,15 @@ func streamFlags() []cli.Flag {
 	}
 }
 
+// ensureGroupFlag is --ensure-group of run.
+func ensureGroupFlag() cli.Flag {
+	return &cli.StringSliceFlag{
+		Name:    "ensure-group",
+		Usage:   "consumer group every stream has from its first entry: created with the stream (at id 0), before any entry is appended to it; repeatable, comma-separated in the environment variable",
+		EnvVars: []string{"BINLOG_OUTBOX_ENSURE_GROUP"},
+	}
+}
+
 func positionKeyFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:    "position-key",
@@ -113,6 +122,8 @@ func runCommand() *cli.Command {
 		},
 	}
 	flags = append(flags, streamFlags()...)
+	flags = append(flags, ensureGroupFlag())
+	flags = append(flags, trimFlags()...)
 	flags = append(flags, pollFlags()...)
 	return &cli.Command{
 		Name:  "run",
@@ -196,6 +207,11 @@ func runRelay(c *cli.Context) error {
 			"note", "an optional column added later is used after a restart; binlog mode stops when it first sees one")
 	}
 
+	stopTrim, err := startTrimmer(c, cfg, client)
+	if err != nil {
+		return err
+	}
+	defer stopTrim()
 	if relayMode == mode.Poll {
 		return runPoll(c, cfg, rep.Server, db, client, res.Table)
 	}
@@ -265,7 +281,20 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisst
 			Window:    c.Duration("dedupe-window"),
 			KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
 		},
+		Groups: ensureGroups(c),
 	})
+}
+
+// ensureGroups returns the --ensure-group names; commands without the flag
+// have none.
+func ensureGroups(c *cli.Context) []string {
+	var out []string
+	for _, g := range c.StringSlice("ensure-group") {
+		if g = strings.TrimSpace(g); g != "" {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // streamTemplate returns --stream, or, when it is not set and the table has
