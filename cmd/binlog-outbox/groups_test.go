@@ -27,8 +27,8 @@ func TestRun_EnsureGroupSeesEveryEntry(t *testing.T) {
 			}
 			relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
 			relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-			p.signal(t, syscall.SIGTERM)
-			if code := p.wait(t, 15*time.Second); code != 0 {
+			p.Signal(t, syscall.SIGTERM)
+			if code := p.Wait(t, 15*time.Second); code != 0 {
 				t.Fatalf("relay exit code %d, want 0", code)
 			}
 			relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
@@ -94,8 +94,8 @@ func TestRun_TrimAckedKeepsWhatAGroupNeeds(t *testing.T) {
 	if left[0].ID != all[half].ID {
 		t.Fatalf("oldest entry left %s, want %s, the first group b has not read", left[0].ID, all[half].ID)
 	}
-	p.signal(t, syscall.SIGTERM)
-	if code := p.wait(t, 15*time.Second); code != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("relay exit code %d, want 0", code)
 	}
 }
