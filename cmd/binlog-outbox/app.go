@@ -66,6 +66,7 @@ func NewApp() *cli.App {
 			checkCommand(),
 			positionCommand(),
 			markAppendedCommand(),
+			verifyCommand(),
 			schemaCommand(),
 			versionCommand(),
 			benchCommand(),
