@@ -67,6 +67,7 @@ func NewApp() *cli.App {
 			positionCommand(),
 			markAppendedCommand(),
 			verifyCommand(),
+			statusCommand(),
 			schemaCommand(),
 			versionCommand(),
 			benchCommand(),
