@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,6 +79,7 @@ func TestVerify_FindsMissingDuplicatedForeign(t *testing.T) {
 	copyOf("outbox:dead-letter", phantom)
 
 	out, errOut, code = run(t, append(global, "verify")...)
+	t.Logf("verify:\n%s%s", out, errOut)
 	lostID, twiceID := field(lost, "outbox_id"), field(twice, "outbox_id")
 	for _, want := range []string{"missing:         1", "row id=" + lostID + " message_id=" + field(lost, "message_id") + " has no entry",
 		"duplicated:      1", "row id=" + twiceID, "has 2 entries", "foreign:         1", "outbox_id=9999999 message_id=phantom-message"} {
@@ -161,5 +163,24 @@ func TestVerify_WalksLargeTable(t *testing.T) {
 	if code != exitFailure || r.Missing != 1 || r.Matched != n-1 || len(r.Examples.Missing) != 1 ||
 		strconv.FormatUint(r.Examples.Missing[0].OutboxID, 10) != lost.Values["outbox_id"].(string) {
 		t.Fatalf("verify after XDEL of %v: exit %d, %+v; want that row missing", lost.Values["outbox_id"], code, r)
+	}
+}
+
+// TestVerifyStatus_NoPasswordInOutput runs both commands as a user with a
+// password and few grants: whatever fails, the password is not printed.
+func TestVerifyStatus_NoPasswordInOutput(t *testing.T) {
+	srv := testsvc.SharedMariaDB(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	user := fmt.Sprintf("vfy%d", time.Now().UnixNano()%1e6)
+	srv.Exec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw-secret-7'",
+		"GRANT SELECT ON `"+env.Database+"`.* TO '"+user+"'@'%'")
+	t.Cleanup(func() { srv.Exec(t, "DROP USER '"+user+"'@'%'") })
+	insertEvent(t, env.DB, relaytest.NewProduced(), "a", 1)
+	global := []string{"--mysql-dsn", srv.UserDSN(user, "pw-secret-7", env.Database), "--redis-url", env.RedisURL}
+	for _, args := range [][]string{{"verify"}, {"verify", "--json"}, {"status"}, {"status", "--json"}} {
+		out, errOut, code := run(t, append(global, args...)...)
+		if strings.Contains(out+errOut, "pw-secret-7") {
+			t.Errorf("%v (exit %d) prints the password:\n%s%s", args, code, out, errOut)
+		}
 	}
 }
