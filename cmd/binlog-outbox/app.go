@@ -69,6 +69,8 @@ func NewApp() *cli.App {
 			checkCommand(),
 			positionCommand(),
 			markAppendedCommand(),
+			verifyCommand(),
+			statusCommand(),
 			schemaCommand(),
 			versionCommand(),
 			benchCommand(),

@@ -130,11 +130,11 @@ func streamKeys(ctx context.Context, client *redis.Client, glob, deadLetter stri
 		seen[iter.Val()] = true
 	}
 	if err := iter.Err(); err != nil {
-		return nil, fmt.Errorf("mark-appended: scan streams %s: %w", glob, err)
+		return nil, fmt.Errorf("scan streams %s: %w", glob, err)
 	}
 	typ, err := client.Type(ctx, deadLetter).Result()
 	if err != nil {
-		return nil, fmt.Errorf("mark-appended: TYPE %s: %w", deadLetter, err)
+		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, err)
 	}
 	if typ == "stream" {
 		seen[deadLetter] = true
