@@ -258,7 +258,15 @@ func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Eve
 		b.Headers(h)
 	}
 	// The binlog timestamp of the transaction stands in for a NULL or zero
-	// occurred_at.
-	b.OccurredAt(row[l.occurredAt], time.Unix(int64(commitTime), 0).UTC())
+	// occurred_at. The syncer renders DATETIME and TIMESTAMP as text; a
+	// number in the column is no time (only poll mode reads TIMESTAMPs as
+	// UNIX_TIMESTAMP numbers).
+	occurred := row[l.occurredAt]
+	switch occurred.(type) {
+	case string, time.Time:
+	default:
+		occurred = nil
+	}
+	b.OccurredAt(occurred, time.Unix(int64(commitTime), 0).UTC())
 	return b.Event()
 }
