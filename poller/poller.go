@@ -21,9 +21,10 @@
 //
 // Delivery is at least once: a crash between the append and the COMMIT leaves
 // the rows unsent and the next round appends them again (a clean stop is no
-// crash: Run lets the round in flight commit). With
-// Config.DedupeWindow the script skips message ids it appended within the
-// window, which makes that re-append a no-op (effectively once).
+// crash: Run lets the round in flight commit). With a dedupe window on the
+// Publisher (redisstream.Config.Dedupe) the script skips message ids it
+// appended within the window, which makes that re-append a no-op
+// (effectively once).
 package poller
 
 import (
@@ -35,13 +36,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/retry"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -96,15 +94,6 @@ type Config struct {
 	// left out, as in binlog mode.
 	Mapping schema.Mapping
 
-	// Stream, Partitions and DeadLetterStream route entries exactly as in
-	// binlog mode (see redisstream.Config).
-	Stream           string
-	Partitions       int
-	DeadLetterStream string
-	// Groups are the consumer groups every stream gets before its first
-	// entry (see redisstream.Config.Groups).
-	Groups []string
-
 	// BatchSize is the most rows one round locks (default 1000). Larger
 	// batches amortise the round trips but hold row locks longer and, with
 	// several relays, make the others defer more rows of shared
@@ -131,17 +120,6 @@ type Config struct {
 	// OnSent is OnSentMark (default) or OnSentDelete. Mark needs the sent_at
 	// column.
 	OnSent string
-	// DedupeWindow, when positive, makes delivery effectively once: the
-	// message id of every appended event is remembered in Redis for this
-	// long (one key with an expiry per event, recorded by the same script
-	// as the XADD) and a re-append within the window is skipped. It must
-	// outlast the longest outage between an append and its COMMIT. 0 (the
-	// default) is at-least-once, without the keys' memory (about 100
-	// bytes per event in the window) and work.
-	DedupeWindow time.Duration
-	// DedupeKeyPrefix prefixes the dedupe keys (default
-	// "binlog-outbox:dedupe:<database>.<table>:").
-	DedupeKeyPrefix string
 	// MaxPayloadBytes is the largest payload relayed as an event (default 1
 	// MiB); a larger one goes to the dead-letter stream. With OnSentMark the
 	// dead-letter entry leaves the payload out (the row keeps it); with
@@ -190,12 +168,6 @@ func (c *Config) setDefaults() {
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
 	}
-	if c.DeadLetterStream == "" {
-		c.DeadLetterStream = redisstream.DefaultDeadLetterStream
-	}
-	if c.DedupeKeyPrefix == "" {
-		c.DedupeKeyPrefix = redisstream.KeysFor(c.Database, c.Table, "").DedupePrefix
-	}
 }
 
 // Validate reports the first invalid field.
@@ -217,8 +189,6 @@ func (c *Config) Validate() error {
 	case c.OnSent == OnSentMark && !c.Mapping.Has(schema.ColSentAt):
 		return outbox.WithHint(fmt.Errorf("%w: poller: --on-sent mark needs the sent_at column, which the mapping declares absent", outbox.ErrConfig),
 			"add a sent_at DATETIME(6) NULL column and map it with --column sent_at=<name>, or run with --on-sent delete")
-	case c.DedupeWindow < 0:
-		return fmt.Errorf("%w: poller: --dedupe-window %s is negative", outbox.ErrConfig, c.DedupeWindow)
 	case c.MaxPayloadBytes < 1:
 		return fmt.Errorf("%w: poller: --max-payload-bytes %d must be positive", outbox.ErrConfig, c.MaxPayloadBytes)
 	case c.MaxBackoff <= 0:
@@ -255,10 +225,10 @@ type Stats struct {
 // processes as needed; Step and Run must not be called concurrently on one
 // Poller.
 type Poller struct {
-	db   *sql.DB
-	sink *redisstream.Sink
-	cfg  Config
-	log  *slog.Logger
+	db  *sql.DB
+	pub Publisher
+	cfg Config
+	log *slog.Logger
 
 	// q is nil until prepare inspected the server and the table.
 	q *queries
@@ -277,12 +247,24 @@ type Poller struct {
 	onFetch func(bytes int)
 }
 
-// New returns a Poller. The Redis client must not retry commands on its own
-// (redisstream.NewClient sets MaxRetries -1): a retried script whose reply was
-// lost appends the batch twice, which the poller otherwise only does after a
-// crash. New does not talk to the servers; the first round checks the server
-// version and the table.
-func New(db *sql.DB, client redis.UniversalClient, cfg Config, logger *slog.Logger) (*Poller, error) {
+// Publisher appends a round's events to their streams, without a position:
+// poll mode keeps its progress in the table. redisstream.Sink implements it,
+// configured once by the caller for both modes (streams, dead letters, dedupe
+// window, consumer groups).
+type Publisher interface {
+	// Publish appends events in order, dead letters to the dead-letter
+	// stream, and returns how many it appended (with a dedupe window, the
+	// others were appended before). After an error the events may or may
+	// not be appended (a reply can be lost): the round rolls back and its
+	// rows are published again, so the client must not retry on its own
+	// (redisstream.NewClient sets MaxRetries -1), or a retry whose first
+	// reply was lost appends the batch twice.
+	Publish(ctx context.Context, events []outbox.Event) (int, error)
+}
+
+// New returns a Poller that appends through pub. New does not talk to the
+// servers; the first round checks the server version and the table.
+func New(db *sql.DB, pub Publisher, cfg Config, logger *slog.Logger) (*Poller, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -290,23 +272,11 @@ func New(db *sql.DB, client redis.UniversalClient, cfg Config, logger *slog.Logg
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	sink, err := redisstream.New(client, redisstream.Config{
-		Stream:           cfg.Stream,
-		Partitions:       cfg.Partitions,
-		DeadLetterStream: cfg.DeadLetterStream,
-		NoAggregateType:  !cfg.Mapping.Has(schema.ColAggregateType),
-		NoHeaders:        !cfg.Mapping.Has(schema.ColHeaders),
-		Dedupe:           redisstream.Dedupe{Window: cfg.DedupeWindow, KeyPrefix: cfg.DedupeKeyPrefix},
-		Groups:           cfg.Groups,
-	})
-	if err != nil {
-		return nil, err
-	}
 	return &Poller{
-		db:   db,
-		sink: sink,
-		cfg:  cfg,
-		log:  logger.With("component", "poller"),
+		db:  db,
+		pub: pub,
+		cfg: cfg,
+		log: logger.With("component", "poller"),
 	}, nil
 }
 
@@ -330,8 +300,8 @@ func (p *Poller) Stats() Stats {
 // after the stop.
 func (p *Poller) Run(ctx context.Context) error {
 	p.log.Info("poll relay starting", "table", p.cfg.Table, "database", p.cfg.Database, "mapping", p.cfg.Mapping.String(),
-		"stream", p.cfg.Stream, "batch_size", p.cfg.BatchSize, "poll_interval", p.cfg.PollInterval,
-		"on_sent", p.cfg.OnSent, "dedupe_window", p.cfg.DedupeWindow, "max_payload_bytes", p.cfg.MaxPayloadBytes,
+		"batch_size", p.cfg.BatchSize, "poll_interval", p.cfg.PollInterval,
+		"on_sent", p.cfg.OnSent, "max_payload_bytes", p.cfg.MaxPayloadBytes,
 		"max_batch_bytes", p.cfg.MaxBatchBytes, "shutdown_grace", p.cfg.ShutdownGrace)
 	policy := retry.New(p.log, retry.Config{Message: "poll round failed; retrying", MaxWait: p.cfg.MaxBackoff})
 	work, abandon := context.WithCancel(context.WithoutCancel(ctx))
@@ -544,7 +514,7 @@ func (p *Poller) round(ctx context.Context) (round, error) {
 				oversize++
 			}
 			p.log.Warn("row moved to the dead-letter stream", "id", rows[i].ev.OutboxID, "message_id", rows[i].ev.MessageID,
-				"reason", rows[i].ev.Invalid, "stream", p.cfg.DeadLetterStream)
+				"reason", rows[i].ev.Invalid)
 		}
 	}
 	appended := 0
@@ -557,7 +527,7 @@ func (p *Poller) round(ctx context.Context) (round, error) {
 		published := make(chan error, 1)
 		go func() {
 			var err error
-			appended, err = p.sink.Publish(ctx, events)
+			appended, err = p.pub.Publish(ctx, events)
 			published <- err
 		}()
 		markErr := p.markSent(ctx, tx, ids)

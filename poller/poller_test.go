@@ -39,20 +39,45 @@ func newEnv(t testing.TB) *relaytest.Env {
 // newPoller builds a poller for env with overrides applied to its config.
 func newPoller(t testing.TB, env *relaytest.Env, tweak func(*Config)) *Poller {
 	t.Helper()
-	client, err := redisstream.NewClient(env.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	return newPollerWindow(t, env, 0, tweak)
+}
+
+// newPollerWindow builds a poller for env whose publisher has the dedupe
+// window (0: none), as `run` builds it for the table.
+func newPollerWindow(t testing.TB, env *relaytest.Env, window time.Duration, tweak func(*Config)) *Poller {
+	t.Helper()
 	cfg := Config{Database: env.Database, Table: env.Table, MaxBackoff: 200 * time.Millisecond, PollInterval: 50 * time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	p, err := New(env.RelayDB(t), client, cfg, testLogger(t))
+	m := cfg.Mapping
+	if m == nil {
+		m = schema.DefaultMapping()
+	}
+	pub := newPublisher(t, env.RedisURL, redisstream.Config{
+		NoAggregateType: !m.Has(schema.ColAggregateType), NoHeaders: !m.Has(schema.ColHeaders),
+		Dedupe: redisstream.Dedupe{Window: window, KeyPrefix: redisstream.KeysFor(env.Database, env.Table, "").DedupePrefix},
+	})
+	p, err := New(env.RelayDB(t), pub, cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// newPublisher returns the Redis sink at url as a poll-mode publisher.
+func newPublisher(t testing.TB, url string, cfg redisstream.Config) *redisstream.Sink {
+	t.Helper()
+	client, err := redisstream.NewClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	sink, err := redisstream.New(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sink
 }
 
 // start runs p in the background; stop cancels it and returns Run's error.
@@ -72,17 +97,18 @@ func TestPoller_Conformance(t *testing.T) {
 	dedupe.AtLeastOnceWithDedupe = true
 	for _, tt := range []struct {
 		name     string
+		window   time.Duration
 		tweak    func(*Config)
 		features relaytest.Features
 	}{
-		{"AtLeastOnce", nil, features},
-		{"DedupeWindow", func(c *Config) { c.DedupeWindow = time.Hour }, dedupe},
-		{"DeleteMode", func(c *Config) { c.OnSent = OnSentDelete }, features},
+		{"AtLeastOnce", 0, nil, features},
+		{"DedupeWindow", time.Hour, nil, dedupe},
+		{"DeleteMode", 0, func(c *Config) { c.OnSent = OnSentDelete }, features},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			relaytest.RunSuite(t, func(t *testing.T, env *relaytest.Env) func() error {
-				return start(newPoller(t, env, tt.tweak))
+				return start(newPollerWindow(t, env, tt.window, tt.tweak))
 			}, tt.features)
 		})
 	}
@@ -153,7 +179,7 @@ func TestPoller_ConcurrentRelaysKeepAggregateOrder(t *testing.T) {
 	var pollers []*Poller
 	var stops []func() error
 	for i := 0; i < 3; i++ {
-		p := newPoller(t, env, func(c *Config) { c.DedupeWindow = time.Hour })
+		p := newPollerWindow(t, env, time.Hour, nil)
 		pollers = append(pollers, p)
 		stops = append(stops, start(p))
 	}
@@ -271,7 +297,7 @@ func TestPoller_CrashBetweenAppendAndCommit(t *testing.T) {
 			for i := 1; i <= 10; i++ {
 				insertRow(t, env.DB, env.Table, fmt.Sprintf("m%02d", i), "order", "a"+strconv.Itoa(i%3), `{"n":1}`)
 			}
-			p := newPoller(t, env, func(c *Config) { c.DedupeWindow = tt.window })
+			p := newPollerWindow(t, env, tt.window, nil)
 			p.afterPublish = func(ctx context.Context, tx *sql.Tx) error {
 				var conn int64
 				if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&conn); err != nil {
@@ -410,13 +436,12 @@ func TestPoller_MinimalTable(t *testing.T) {
 	rs := testsvc.SharedRedis(t)
 	url := rs.NewDB(t)
 	rdb := rs.Client(t, url)
-	client, _ := redisstream.NewClient(url)
-	defer client.Close()
-	_, err := New(db, client, Config{Table: "events", Mapping: m}, nil)
+	pub := newPublisher(t, url, redisstream.Config{Stream: "outbox:{event_type}", NoAggregateType: true, NoHeaders: true})
+	_, err := New(db, pub, Config{Table: "events", Mapping: m}, nil)
 	if !errors.Is(err, outbox.ErrConfig) {
 		t.Fatalf("New() with --on-sent mark and no sent_at = %v, want a config error", err)
 	}
-	p, err := New(db, client, Config{Table: "events", Mapping: m, OnSent: OnSentDelete, Stream: "outbox:{event_type}"}, testLogger(t))
+	p, err := New(db, pub, Config{Table: "events", Mapping: m, OnSent: OnSentDelete}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

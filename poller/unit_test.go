@@ -4,7 +4,6 @@ import (
 	"errors"
 	"slices"
 	"testing"
-	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -89,7 +88,6 @@ func TestConfig_Validate(t *testing.T) {
 		{"mark without sent_at", Config{Table: "outbox", Mapping: noSentAt}, false},
 		{"delete without sent_at", Config{Table: "outbox", Mapping: noSentAt, OnSent: OnSentDelete}, true},
 		{"unknown on-sent", Config{Table: "outbox", OnSent: "archive"}, false},
-		{"negative dedupe window", Config{Table: "outbox", DedupeWindow: -time.Second}, false},
 		{"batch too large", Config{Table: "outbox", BatchSize: 1 << 20}, false},
 		{"negative poll interval", Config{Table: "outbox", PollInterval: -1}, false},
 	}

@@ -82,24 +82,26 @@ func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, cli
 			payloadJSON = col.JSON
 		}
 	}
-	p, err := poller.New(db, client, poller.Config{
-		Database:         cfg.Database,
-		Table:            cfg.Table,
-		Server:           srv,
-		TableInfo:        table,
-		Mapping:          cfg.Mapping,
-		Stream:           streamTemplate(c, cfg),
-		Partitions:       c.Int("partitions"),
-		DeadLetterStream: c.String("dead-letter-stream"),
-		Groups:           ensureGroups(c),
-		BatchSize:        c.Int("batch-size"),
-		MaxBatchBytes:    c.Int("max-batch-bytes"),
-		PollInterval:     c.Duration("poll-interval"),
-		OnSent:           strings.ToLower(c.String("on-sent")),
-		DedupeWindow:     c.Duration("dedupe-window"),
-		MaxPayloadBytes:  c.Int("max-payload-bytes"),
-		PayloadJSON:      payloadJSON,
-		ShutdownGrace:    c.Duration("shutdown-grace"),
+	// The same sink as binlog mode's (streams, dead letters, dedupe keys,
+	// groups): entries a consumer cannot tell apart, and a switch between
+	// the modes that skips what the other one appended.
+	sink, err := newSink(c, cfg, client)
+	if err != nil {
+		return err
+	}
+	p, err := poller.New(db, sink, poller.Config{
+		Database:        cfg.Database,
+		Table:           cfg.Table,
+		Server:          srv,
+		TableInfo:       table,
+		Mapping:         cfg.Mapping,
+		BatchSize:       c.Int("batch-size"),
+		MaxBatchBytes:   c.Int("max-batch-bytes"),
+		PollInterval:    c.Duration("poll-interval"),
+		OnSent:          strings.ToLower(c.String("on-sent")),
+		MaxPayloadBytes: c.Int("max-payload-bytes"),
+		PayloadJSON:     payloadJSON,
+		ShutdownGrace:   c.Duration("shutdown-grace"),
 	}, cfg.Logger)
 	if err != nil {
 		return err
