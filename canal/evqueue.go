@@ -130,7 +130,11 @@ func (q *eventQueue) watch(ctx context.Context, s *replication.BinlogStreamer) {
 
 // next returns the next event, or the stream's error once the queued events
 // are taken.
-func (q *eventQueue) next(ctx context.Context) (queued, error) {
+func (q *eventQueue) next(ctx context.Context) (queued, error) { return q.nextOrWake(ctx, nil) }
+
+// nextOrWake is next that returns errHandOff once wake is closed (a nil wake
+// never is), unless an event is already queued.
+func (q *eventQueue) nextOrWake(ctx context.Context, wake <-chan struct{}) (queued, error) {
 	select {
 	case e := <-q.ch:
 		return e, nil
@@ -147,6 +151,8 @@ func (q *eventQueue) next(ctx context.Context) (queued, error) {
 		default:
 		}
 		return queued{}, err
+	case <-wake:
+		return queued{}, errHandOff
 	case <-ctx.Done():
 		return queued{}, ctx.Err()
 	}

@@ -135,7 +135,7 @@ func (r *replayed) events() []outbox.Event {
 // the syncer does after StartSyncGTID.
 func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak func(*machine)) (*replayed, error) {
 	t.Helper()
-	start := point{file: file, pos: 4}
+	start := position.Point{File: file, Pos: 4}
 	h := newHarness(t, func(m *machine) {
 		m.name = schema.Name{Database: ft.database, Table: ft.table}
 		m.dec = newRowDecoder(ft.schemaMapping(), ft.columns, nil)
@@ -230,14 +230,14 @@ func boundaries(r *replayed) []boundary {
 	var out []boundary
 	for _, b := range r.batches {
 		gset := ""
-		if b.at.gset != nil {
-			gset = b.at.gset.String()
+		if !b.at.GTIDSet.IsZero() {
+			gset = b.at.GTIDSet.String()
 		}
 		ids := []uint64{}
 		for _, e := range b.events {
 			ids = append(ids, e.OutboxID)
 		}
-		out = append(out, boundary{file: b.at.file, pos: b.at.pos, txRows: b.at.txRows, gset: gset, lastGTID: b.at.lastGTID.String(), ids: ids})
+		out = append(out, boundary{file: b.at.File, pos: b.at.Pos, txRows: b.at.TxRows, gset: gset, lastGTID: b.at.LastGTID.String(), ids: ids})
 	}
 	return out
 }
@@ -451,8 +451,8 @@ func TestFixture_CompressedChunks(t *testing.T) {
 	if !errors.As(err, &restart) {
 		t.Fatalf("err = %v, want a chunk restart", err)
 	}
-	if restart.start.file != file || restart.start.pos != 4 {
-		t.Fatalf("restart at %s:%d, want %s:4", restart.start.file, restart.start.pos, file)
+	if restart.start.File != file || restart.start.Pos != 4 {
+		t.Fatalf("restart at %s:%d, want %s:4", restart.start.File, restart.start.Pos, file)
 	}
 
 	for _, tc := range []struct {
@@ -474,7 +474,7 @@ func TestFixture_CompressedChunks(t *testing.T) {
 				// One event per batch: the chunk is handed over at its row,
 				// before the payload's XID, with the count it covers.
 				m.maxTxBytes, m.maxBatchEvents, m.chunked, m.skip = 1, 1, true, tc.skip
-				m.boundary.txRows = tc.skip
+				m.boundary.TxRows = tc.skip
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -524,15 +524,15 @@ func TestFixture_GTIDPositions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if resumed.gset == nil || !resumed.gset.Equal(last.gset) {
-				t.Errorf("resumed gtid set = %v, want %s", resumed.gset, last.gset)
+			if resumed.GTIDSet.IsZero() || !resumed.GTIDSet.Equal(last.GTIDSet) {
+				t.Errorf("resumed gtid set = %v, want %s", resumed.GTIDSet, last.GTIDSet)
 			}
 			from, err := r.resolveFrom(context.Background(), position.Start{Kind: position.StartGTID, GTIDSet: tt.wantSet})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if from.gset.String() != tt.wantSet {
-				t.Errorf("--start-from %s resolves to %s", tt.wantSet, from.gset)
+			if from.GTIDSet.String() != tt.wantSet {
+				t.Errorf("--start-from %s resolves to %s", tt.wantSet, from.GTIDSet)
 			}
 		})
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
 // errHandOff tells the reader loop that the flusher became idle while a
@@ -14,29 +17,38 @@ var errHandOff = errors.New("flusher idle")
 // next transactions while Redis works on the previous ones: the batches grow
 // with the load by themselves, and an idle relay appends every transaction
 // the moment it is read.
+//
+// It knows nothing of the Reader: it gets the sink, the position it last
+// stored, how to encode the next one (encode stamps it with the writer), what
+// to do once a batch is appended (done, on the flusher goroutine), and how to
+// stop the session when an append fails (abort).
 type flusher struct {
-	r     *Reader
-	prev  []byte // last position stored; only the flusher goroutine touches it
-	in    chan *batch
-	free  chan *batch
-	idle  chan struct{}
-	abort context.CancelFunc
+	sink   outbox.Sink
+	encode func(position.Point) []byte
+	done   func(*batch)
+	abort  context.CancelFunc
+	prev   []byte // last position stored; only the flusher goroutine touches it
+	in     chan *batch
+	free   chan *batch
+	idle   chan struct{}
 
-	// sent and done count batches handed over and finished: the flusher is
-	// busy while sent > done. Counters, unlike a flag, cannot be left stale
-	// when the flusher finishes a batch before its sender records the send.
+	// sent and finished count batches handed over and finished: the flusher
+	// is busy while sent > finished. Counters, unlike a flag, cannot be left
+	// stale when the flusher finishes a batch before its sender records the
+	// send.
 	mu       sync.Mutex
 	sent     uint64
-	done     uint64
+	finished uint64
 	failure  error
-	wakeCtx  context.Context
-	wake     context.CancelFunc
+	// wake, while the reader waits for an event with a batch the busy
+	// flusher could not take, is closed when the flusher finishes one.
+	wake     chan struct{}
 	appended uint64 // events; read after the flusher goroutine ended
 }
 
-func newFlusher(r *Reader, prev []byte, abort context.CancelFunc) *flusher {
+func newFlusher(sink outbox.Sink, prev []byte, encode func(position.Point) []byte, done func(*batch), abort context.CancelFunc) *flusher {
 	f := &flusher{
-		r: r, prev: prev, abort: abort,
+		sink: sink, encode: encode, done: done, abort: abort, prev: prev,
 		in:   make(chan *batch),
 		free: make(chan *batch, 2),
 		idle: make(chan struct{}, 1),
@@ -61,13 +73,13 @@ func (f *flusher) loop(ctx context.Context) {
 		b.reset()
 		f.free <- b
 		f.mu.Lock()
-		f.done++
+		f.finished++
 		if err != nil {
 			f.failure = err
 		}
 		if f.wake != nil {
-			f.wake()
-			f.wake, f.wakeCtx = nil, nil
+			close(f.wake)
+			f.wake = nil
 		}
 		f.mu.Unlock()
 		select {
@@ -84,13 +96,13 @@ func (f *flusher) loop(ctx context.Context) {
 }
 
 func (f *flusher) appendBatch(ctx context.Context, b *batch) error {
-	next := f.r.encode(b.at)
-	if err := f.r.sink.Append(ctx, b.events, f.prev, next); err != nil {
+	next := f.encode(b.at)
+	if err := f.sink.Append(ctx, b.events, f.prev, next); err != nil {
 		return err
 	}
 	f.prev = next
 	f.appended += uint64(len(b.events))
-	f.r.recordBatch(b, f.r.positionString(b.at))
+	f.done(b)
 	return nil
 }
 
@@ -150,7 +162,7 @@ func (f *flusher) drain(ctx context.Context, b *batch) error {
 	}
 	for {
 		f.mu.Lock()
-		busy, failure := f.sent > f.done, f.failure
+		busy, failure := f.sent > f.finished, f.failure
 		f.mu.Unlock()
 		if failure != nil {
 			return failure
@@ -178,18 +190,14 @@ func (f *flusher) nextEvent(ctx context.Context, q *eventQueue, waiting bool) (q
 		f.mu.Unlock()
 		return queued{}, f.failure
 	}
-	if f.sent == f.done {
+	if f.sent == f.finished {
 		f.mu.Unlock()
 		return queued{}, errHandOff
 	}
 	if f.wake == nil {
-		f.wakeCtx, f.wake = context.WithCancel(ctx)
+		f.wake = make(chan struct{})
 	}
-	wctx := f.wakeCtx
+	wake := f.wake
 	f.mu.Unlock()
-	ev, err := q.next(wctx)
-	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
-		return queued{}, errHandOff
-	}
-	return ev, err
+	return q.nextOrWake(ctx, wake)
 }

@@ -127,7 +127,7 @@ func (m *machine) unknownRows(h *replication.EventHeader, e *replication.RowsEve
 // position of this transaction's start, which is where the stored position
 // stands once the reader appended what came before.
 func (m *machine) anonymousInGTIDMode(h *replication.EventHeader) error {
-	if h.EventType != replication.ANONYMOUS_GTID_EVENT || m.boundary.gset == nil {
+	if h.EventType != replication.ANONYMOUS_GTID_EVENT || m.boundary.GTIDSet.IsZero() {
 		return nil
 	}
 	// The transaction starts where its first event does; the reader

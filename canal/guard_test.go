@@ -45,7 +45,7 @@ func rowsPostHeader(tableID uint64) []byte {
 func TestMachine_AnonymousTransactionInGTIDMode(t *testing.T) {
 	tm := outboxTableMap(true)
 	set := func(s string) mysql.GTIDSet { return mysqlSet(t, testSID.String()+":"+s) }
-	h := newHarness(t, func(m *machine) { m.boundary.gset = set("1-5") })
+	h := newHarness(t, func(m *machine) { m.boundary.GTIDSet = position.GTIDSetOf(set("1-5")) })
 	h.m.pending.at = h.m.boundary
 	err := h.feed(
 		ev(100, mysqlGTID(6)), ev(160, query("BEGIN")), ev(210, tm), ev(400, insert(t, tm, outboxRow(1, "a"))), ev(481, xid(set("1-6"))),
@@ -64,8 +64,8 @@ func TestMachine_AnonymousTransactionInGTIDMode(t *testing.T) {
 	if got := ids(h.m.pending.events); len(got) != 1 || got[0] != 1 {
 		t.Errorf("pending events %v, want [1]", got)
 	}
-	if at := h.m.pending.at; at.pos != 481 || at.gset.String() != testSID.String()+":1-6" || strings.Contains(at.gset.String(), anonymousUUID) {
-		t.Errorf("pending position %s:%d %s, want %s:481 %s:1-6", at.file, at.pos, at.gset, testFile, testSID)
+	if at := h.m.pending.at; at.Pos != 481 || at.GTIDSet.String() != testSID.String()+":1-6" || strings.Contains(at.GTIDSet.String(), anonymousUUID) {
+		t.Errorf("pending position %s:%d %s, want %s:481 %s:1-6", at.File, at.Pos, at.GTIDSet, testFile, testSID)
 	}
 	if len(h.m.rows) != 0 {
 		t.Errorf("%d rows of the anonymous transaction buffered", len(h.m.rows))
@@ -80,8 +80,8 @@ func TestMachine_AnonymousTransactionInFileMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ids(h.m.pending.events); len(got) != 1 || h.m.pending.at.pos != 481 || h.m.pending.at.gset != nil {
-		t.Errorf("pending %v at %d (gset %v), want [1] at 481 without a set", got, h.m.pending.at.pos, h.m.pending.at.gset)
+	if got := ids(h.m.pending.events); len(got) != 1 || h.m.pending.at.Pos != 481 || !h.m.pending.at.GTIDSet.IsZero() {
+		t.Errorf("pending %v at %d (gset %v), want [1] at 481 without a set", got, h.m.pending.at.Pos, h.m.pending.at.GTIDSet)
 	}
 }
 
@@ -91,7 +91,7 @@ func TestMachine_AnonymousTransactionInFileMode(t *testing.T) {
 func TestFixture_AnonymousTransactionInGTIDMode(t *testing.T) {
 	const file = "transaction_compression.000001"
 	res, err := replay(t, file, compressedInsert, true, func(m *machine) {
-		m.boundary.gset = mysqlSet(t, "357df524-4139-11ee-9979-b033ee13919e:1")
+		m.boundary.GTIDSet = position.GTIDSetOf(mysqlSet(t, "357df524-4139-11ee-9979-b033ee13919e:1"))
 	})
 	if !errors.Is(err, outbox.ErrConfig) {
 		t.Fatalf("replay error: got %v, want ErrConfig", err)
@@ -103,8 +103,8 @@ func TestFixture_AnonymousTransactionInGTIDMode(t *testing.T) {
 		t.Errorf("%d events relayed, want none", n)
 	}
 	for _, b := range res.batches {
-		if b.at.gset != nil && strings.Contains(b.at.gset.String(), anonymousUUID) {
-			t.Errorf("a batch's position holds the anonymous transaction: %s", b.at.gset)
+		if !b.at.GTIDSet.IsZero() && strings.Contains(b.at.GTIDSet.String(), anonymousUUID) {
+			t.Errorf("a batch's position holds the anonymous transaction: %s", b.at.GTIDSet)
 		}
 	}
 }

@@ -36,6 +36,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
 // errNoLayout is the decoder's answer for a row without column names while no
@@ -44,17 +45,17 @@ var errNoLayout = errors.New("no column layout proven for rows without column na
 
 // errLayoutRestart asks the reader to prove the table's column layout and
 // read again from the transaction that has the first row without names.
-type errLayoutRestart struct{ start point }
+type errLayoutRestart struct{ start position.Point }
 
 func (e *errLayoutRestart) Error() string {
-	return fmt.Sprintf("rows without column names at %s:%d; proving the table's column layout", e.start.file, e.start.pos)
+	return fmt.Sprintf("rows without column names at %s:%d; proving the table's column layout", e.start.File, e.start.Pos)
 }
 
 // ddlEvent is a DDL statement on the outbox table in the binlog.
 type ddlEvent struct {
 	file       string
 	start, end uint32 // the event's first byte and the position after it
-	gset       mysql.GTIDSet
+	gset       position.GTIDSet
 	query      string
 	when       uint32
 }
@@ -69,7 +70,7 @@ type layoutProof struct {
 
 // proveLayout proves the table's column layout for the rows from start on;
 // see the comment at the top of this file.
-func (r *Reader) proveLayout(ctx context.Context, start point) (layoutProof, error) {
+func (r *Reader) proveLayout(ctx context.Context, start position.Point) (layoutProof, error) {
 	cols, err := r.tableColumns(ctx)
 	if err != nil {
 		return layoutProof{}, err
@@ -86,7 +87,7 @@ func (r *Reader) proveLayout(ctx context.Context, start point) (layoutProof, err
 	if err != nil {
 		return layoutProof{}, err
 	}
-	if start.gset == nil && start.file == file && start.pos >= pos {
+	if start.GTIDSet.IsZero() && start.File == file && start.Pos >= pos {
 		return layoutProof{columns: cols}, nil
 	}
 	began := time.Now()
@@ -100,7 +101,7 @@ func (r *Reader) proveLayout(ctx context.Context, start point) (layoutProof, err
 		return layoutProof{ddlAhead: ddl}, nil
 	}
 	r.log.Info("column layout proven for rows without column names",
-		"columns", columnNames(cols), "from", r.positionString(start), "checked_to", fmt.Sprintf("%s:%d", file, pos), "took", time.Since(began).Round(time.Millisecond))
+		"columns", columnNames(cols), "from", start.String(), "checked_to", fmt.Sprintf("%s:%d", file, pos), "took", time.Since(began).Round(time.Millisecond))
 	return layoutProof{columns: cols}, nil
 }
 
@@ -140,7 +141,7 @@ func (r *Reader) tableColumns(ctx context.Context) ([]Column, error) {
 // scanForDDL reads the binlog from start to file:pos and returns the first
 // DDL naming the outbox table, or nil. It decodes no rows: a catch-up reads
 // its range twice, the second time at the speed of the network.
-func (r *Reader) scanForDDL(ctx context.Context, start point, endFile string, endPos uint32) (*ddlEvent, error) {
+func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile string, endPos uint32) (*ddlEvent, error) {
 	cfg := r.syncerConfig(nil, nil)
 	cfg.RowsEventDecodeFunc = func(*replication.RowsEvent, []byte) error { return nil }
 	// In GTID mode only a heartbeat may say where the stream is once it
@@ -151,19 +152,19 @@ func (r *Reader) scanForDDL(ctx context.Context, start point, endFile string, en
 	defer syncer.Close()
 	var streamer *replication.BinlogStreamer
 	var err error
-	if start.gset != nil {
-		streamer, err = syncer.StartSyncGTID(start.gset)
+	if !start.GTIDSet.IsZero() {
+		streamer, err = syncer.StartSyncGTID(start.GTIDSet.GoMySQL())
 	} else {
-		streamer, err = syncer.StartSync(mysql.Position{Name: start.file, Pos: start.pos})
+		streamer, err = syncer.StartSync(mysql.Position{Name: start.File, Pos: start.Pos})
 	}
 	if err != nil {
-		return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s: %w", r.positionString(start), err))
+		return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s: %w", start.String(), err))
 	}
-	file := start.file
+	file := start.File
 	for {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {
-			return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s to %s:%d: %w", r.positionString(start), endFile, endPos, err))
+			return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s to %s:%d: %w", start.String(), endFile, endPos, err))
 		}
 		h := ev.Header
 		switch e := ev.Event.(type) {
@@ -179,7 +180,7 @@ func (r *Reader) scanForDDL(ctx context.Context, start point, endFile string, en
 			}
 		case *replication.QueryEvent:
 			if isDDLOn(e.Schema, e.Query, r.name.Database, r.name.Table) {
-				d := &ddlEvent{file: file, start: h.LogPos, end: h.LogPos, gset: e.GSet, query: string(stripComments(e.Query)), when: h.Timestamp}
+				d := &ddlEvent{file: file, start: h.LogPos, end: h.LogPos, gset: position.GTIDSetOf(e.GSet), query: string(stripComments(e.Query)), when: h.Timestamp}
 				if h.LogPos >= h.EventSize {
 					d.start = h.LogPos - h.EventSize
 				}
@@ -211,18 +212,18 @@ func atOrPast(file string, pos uint32, endFile string, endPos uint32) bool {
 func (m *machine) unknownLayoutError(tm *replication.TableMapEvent) error {
 	d := m.ddlAhead
 	resume := fmt.Sprintf("%s:%d", d.file, d.end)
-	if d.gset != nil {
+	if !d.gset.IsZero() {
 		resume = d.gset.String()
 	}
 	return outbox.WithHint(fmt.Errorf("%w: rows of %s.%s without column names at %s:%d were written before `%s` at %s:%d (%s), "+
 		"and the column order they were written with is unknown: binlog_row_metadata is not FULL and the table changed while the relay was behind",
-		outbox.ErrConfig, tm.Schema, tm.Table, m.txStart.file, m.txStart.pos, logging.Truncate(d.query, 200), d.file, d.start,
+		outbox.ErrConfig, tm.Schema, tm.Table, m.txStart.File, m.txStart.Pos, logging.Truncate(d.query, 200), d.file, d.start,
 		time.Unix(int64(d.when), 0).UTC().Format(time.RFC3339)),
 		"1) set binlog_row_metadata=FULL (SET GLOBAL binlog_row_metadata=FULL and in my.cnf [mysqld]) so that rows carry their column names and this never recurs; "+
 			"2) `binlog-outbox position set --start-from %s` to resume right after that DDL; "+
 			"3) republish the outbox rows committed from %s:%d to %s:%d, which the relay skips: find their ids with "+
 			"`mysqlbinlog --base64-output=decode-rows -v --start-position=%d --stop-position=%d %s` and relay them with `binlog-outbox run --mode poll` (docs/switching-modes.md)",
-		resume, m.txStart.file, m.txStart.pos, d.file, d.end, m.txStart.pos, d.end, d.file)
+		resume, m.txStart.File, m.txStart.Pos, d.file, d.end, m.txStart.Pos, d.end, d.file)
 }
 
 // isDDLOn reports whether q, run with default schema def, is a DDL statement

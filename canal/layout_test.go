@@ -243,14 +243,14 @@ func TestMachine_DDLForgetsPositionalLayout(t *testing.T) {
 	if !errors.As(err, &restart) {
 		t.Fatalf("row after the DDL: got %v, want errLayoutRestart", err)
 	}
-	if restart.start.pos != 450 {
-		t.Errorf("restart at %d, want 450 (right after the DDL)", restart.start.pos)
+	if restart.start.Pos != 450 {
+		t.Errorf("restart at %d, want 450 (right after the DDL)", restart.start.Pos)
 	}
 	if got := ids(h.m.pending.events); len(got) != 1 || got[0] != 1 {
 		t.Errorf("pending events %v, want [1]: the row before the DDL", got)
 	}
-	if h.m.pending.at.pos != 450 {
-		t.Errorf("pending position %d, want 450", h.m.pending.at.pos)
+	if h.m.pending.at.Pos != 450 {
+		t.Errorf("pending position %d, want 450", h.m.pending.at.Pos)
 	}
 
 	// Another table's DDL changes nothing.

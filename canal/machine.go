@@ -10,10 +10,10 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-	"github.com/google/uuid"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -23,7 +23,7 @@ import (
 type batch struct {
 	events []outbox.Event
 	bytes  int
-	at     point
+	at     position.Point
 	// dirty: the position moved since the last hand-off.
 	dirty bool
 }
@@ -35,65 +35,23 @@ func (b *batch) reset() {
 	b.dirty = false
 }
 
-// point is a place in the binlog: where to resume, and how many outbox rows of
-// the transaction starting there were already appended.
-type point struct {
-	file     string
-	pos      uint32
-	gset     mysql.GTIDSet // GTID mode only
-	lastGTID gtidRef
-	txRows   uint64
-	// commitTS is the binlog timestamp of the transaction ending here (0:
-	// not a commit), for the lag metric.
-	commitTS uint32
-}
-
-// gtidRef is the GTID of the last transaction, kept raw: formatting it for
-// every transaction would cost more than the rest of the bookkeeping.
-type gtidRef struct {
-	mariadb mysql.MariadbGTID
-	sid     []byte
-	tag     mysql.Tag // MySQL 8.4+ tagged GTIDs
-	gno     int64
-	set     bool
-}
-
 // gtidOf refers to the GTID of a MySQL GTID event. An anonymous one
 // (gtid_mode OFF) has none: its zero uuid and number are no GTID an operator
 // could look up or start from.
-func gtidOf(h *replication.EventHeader, e *replication.GTIDEvent) gtidRef {
+func gtidOf(h *replication.EventHeader, e *replication.GTIDEvent) position.GTID {
 	if h.EventType == replication.ANONYMOUS_GTID_EVENT {
-		return gtidRef{}
+		return position.GTID{}
 	}
-	return gtidRef{sid: e.SID, tag: e.Tag, gno: e.GNO, set: true}
-}
-
-func (g gtidRef) String() string {
-	switch {
-	case !g.set:
-		return ""
-	case g.sid == nil:
-		return fmt.Sprintf("%d-%d-%d", g.mariadb.DomainID, g.mariadb.ServerID, g.mariadb.SequenceNumber)
-	default:
-		u, err := uuid.FromBytes(g.sid)
-		if err != nil {
-			return ""
-		}
-		if tag := g.tag.String(); tag != "" {
-			// The tag is part of the GTID: uuid:gno names another transaction.
-			return fmt.Sprintf("%s:%s:%d", u, tag, g.gno)
-		}
-		return fmt.Sprintf("%s:%d", u, g.gno)
-	}
+	return position.MySQLGTID(e.SID, e.Tag, e.GNO)
 }
 
 // errChunkRestart asks the reader to read a transaction again from its start,
 // appending it in chunks: it was too large to buffer, and it is only known to
 // have committed once its XID was seen.
-type errChunkRestart struct{ start point }
+type errChunkRestart struct{ start position.Point }
 
 func (e *errChunkRestart) Error() string {
-	return fmt.Sprintf("transaction at %s:%d too large to buffer; reading it again in chunks", e.start.file, e.start.pos)
+	return fmt.Sprintf("transaction at %s:%d too large to buffer; reading it again in chunks", e.start.File, e.start.Pos)
 }
 
 // flushFunc hands the pending batch to the flusher and waits until it was
@@ -113,8 +71,8 @@ type machine struct {
 	maxBatchBytes  int
 
 	file     string
-	boundary point // after the last complete transaction: where to resume
-	lastGTID gtidRef
+	boundary position.Point // after the last complete transaction: where to resume
+	lastGTID position.GTID
 
 	inTx       bool
 	sawBegin   bool
@@ -123,7 +81,7 @@ type machine struct {
 	// xaEnded says XA END followed.
 	xa       string
 	xaEnded  bool
-	txStart  point
+	txStart  position.Point
 	rows     []outbox.Event
 	txBytes  int
 	overflow bool
@@ -193,12 +151,12 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 		// The rotate a dump starts with names the start itself: no move,
 		// and moving would drop the boundary's count of rows already
 		// appended of a chunked transaction.
-		if !m.inTx && (m.file != m.boundary.file || uint32(e.Position) != m.boundary.pos) {
-			p := point{file: m.file, pos: uint32(e.Position), gset: m.boundary.gset, lastGTID: m.boundary.lastGTID}
+		if !m.inTx && (m.file != m.boundary.File || uint32(e.Position) != m.boundary.Pos) {
+			p := position.Point{File: m.file, Pos: uint32(e.Position), GTIDSet: m.boundary.GTIDSet, LastGTID: m.boundary.LastGTID}
 			if m.chunked {
 				// Still before the chunked transaction (GTID mode learns
 				// the file name only now): keep its count.
-				p.txRows = m.boundary.txRows
+				p.TxRows = m.boundary.TxRows
 			}
 			m.setBoundary(p)
 		}
@@ -207,7 +165,7 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 			return err
 		}
 		m.sawBegin = !e.IsStandalone()
-		m.lastGTID = gtidRef{mariadb: e.GTID, set: true}
+		m.lastGTID = position.MariaDBGTID(e.GTID)
 	case *replication.GTIDEvent:
 		if err := m.anonymousInGTIDMode(h); err != nil {
 			return err
@@ -304,14 +262,14 @@ func (m *machine) query(ctx context.Context, h *replication.EventHeader, e *repl
 		// Rows of a rolled-back transaction reach the binlog only when it
 		// also touched a non-transactional table. They never happened.
 		m.resetTx()
-		m.setBoundary(point{file: m.file, pos: h.LogPos, gset: e.GSet, lastGTID: m.lastGTID})
+		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: position.GTIDSetOf(e.GSet), LastGTID: m.lastGTID})
 		return nil
 	}
 	m.inspectStatement(h, e, q)
 	if !m.inTx || !m.sawBegin {
 		// A statement that is its own transaction (DDL): a boundary.
 		m.resetTx()
-		m.setBoundary(point{file: m.file, pos: h.LogPos, gset: e.GSet, lastGTID: m.lastGTID})
+		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: position.GTIDSetOf(e.GSet), LastGTID: m.lastGTID})
 	}
 	return nil
 }
@@ -362,11 +320,11 @@ func (m *machine) xaQuery(ctx context.Context, h *replication.EventHeader, e *re
 			return true, m.unknownXA(h, q)
 		}
 		m.resetTx()
-		m.setBoundary(point{file: m.file, pos: h.LogPos, gset: e.GSet, lastGTID: m.lastGTID})
+		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: position.GTIDSetOf(e.GSet), LastGTID: m.lastGTID})
 		return true, nil
 	case "ROLLBACK":
 		m.resetTx()
-		m.setBoundary(point{file: m.file, pos: h.LogPos, gset: e.GSet, lastGTID: m.lastGTID})
+		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: position.GTIDSetOf(e.GSet), LastGTID: m.lastGTID})
 		return true, nil
 	}
 	return true, m.unknownXA(h, q)
@@ -427,7 +385,7 @@ func (m *machine) rollbackTo(h *replication.EventHeader, name string) error {
 		return outbox.WithHint(fmt.Errorf("%w: ROLLBACK TO savepoint %q at %s:%d names no savepoint the relay saw in the transaction (it has %d outbox rows)",
 			outbox.ErrConfig, name, m.file, h.LogPos, len(m.rows)),
 			"the relay could not read the transaction's SAVEPOINT statements; report it with the statements of that transaction (mysqlbinlog --start-position %d %s); meanwhile keep non-transactional tables out of transactions that write the outbox (the binlog carries ROLLBACK TO only then), or relay this table with --mode poll",
-			m.txStart.pos, m.file)
+			m.txStart.Pos, m.file)
 	}
 	n := m.savepoints[i].rows
 	// The savepoint stays; the ones set after it are gone, as on the server.
@@ -603,7 +561,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 			// The batch must be appendable at any moment (the flusher may
 			// take it when idle), so its position follows every row.
 			m.pending.at = m.txStart
-			m.pending.at.txRows = m.done
+			m.pending.at.TxRows = m.done
 			m.pending.dirty = true
 			if len(m.pending.events) >= m.maxBatchEvents || m.pending.bytes >= m.maxBatchBytes {
 				if err := m.flush(ctx); err != nil {
@@ -649,13 +607,13 @@ func (m *machine) commit(_ context.Context, h *replication.EventHeader, gset mys
 	m.pending.events = append(m.pending.events, m.rows...)
 	m.pending.bytes += m.txBytes // the sum of Size over m.rows, kept as rows came
 	m.resetTx()
-	m.setBoundary(point{file: m.file, pos: h.LogPos, gset: gset, lastGTID: m.lastGTID, commitTS: h.Timestamp})
+	m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: position.GTIDSetOf(gset), LastGTID: m.lastGTID, CommitTS: h.Timestamp})
 	return nil
 }
 
-func (m *machine) setBoundary(p point) {
-	if p.gset == nil {
-		p.gset = m.boundary.gset
+func (m *machine) setBoundary(p position.Point) {
+	if p.GTIDSet.IsZero() {
+		p.GTIDSet = m.boundary.GTIDSet
 	}
 	m.boundary = p
 	m.pending.at = p

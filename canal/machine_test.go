@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -186,14 +187,14 @@ type harness struct {
 }
 
 func newHarness(t testing.TB, tweak func(*machine)) *harness {
-	start := point{file: testFile, pos: 4}
+	start := position.Point{File: testFile, Pos: 4}
 	h := &harness{spare: &batch{}}
 	h.m = &machine{
 		name:       schema.Name{Database: "app", Table: "outbox"},
 		dec:        newRowDecoder(schema.DefaultMapping(), tableColumns(), nil),
 		log:        testLogger(t),
 		maxTxBytes: 1 << 20, maxBatchEvents: 1000, maxBatchBytes: 1 << 20,
-		file: start.file, boundary: start, pending: &batch{},
+		file: start.File, boundary: start, pending: &batch{},
 	}
 	h.m.pending.at = start
 	h.m.flush = func(context.Context) error {
@@ -505,20 +506,20 @@ func TestMachine_Sequences(t *testing.T) {
 				w.file = testFile
 			}
 			at := m.pending.at
-			if at.file != w.file || at.pos != w.pos || at.txRows != 0 {
-				t.Errorf("pending position: got %s:%d (+%d rows), want %s:%d", at.file, at.pos, at.txRows, w.file, w.pos)
+			if at.File != w.file || at.Pos != w.pos || at.TxRows != 0 {
+				t.Errorf("pending position: got %s:%d (+%d rows), want %s:%d", at.File, at.Pos, at.TxRows, w.file, w.pos)
 			}
 			if !reflect.DeepEqual(at, m.boundary) {
 				t.Errorf("pending position %+v differs from the boundary %+v", at, m.boundary)
 			}
 			gotSet := ""
-			if at.gset != nil {
-				gotSet = at.gset.String()
+			if !at.GTIDSet.IsZero() {
+				gotSet = at.GTIDSet.String()
 			}
 			if gotSet != w.gset {
 				t.Errorf("pending gset: got %q, want %q", gotSet, w.gset)
 			}
-			if got := at.lastGTID.String(); got != w.lastGTID {
+			if got := at.LastGTID.String(); got != w.lastGTID {
 				t.Errorf("last GTID: got %q, want %q", got, w.lastGTID)
 			}
 			if m.inTx != w.inTx {
@@ -619,13 +620,13 @@ func TestMachine_Overflow(t *testing.T) {
 	if !errors.As(err, &restart) {
 		t.Fatalf("commit of a large transaction: got %v, want *errChunkRestart", err)
 	}
-	want := point{file: testFile, pos: 331, lastGTID: gtidRef{mariadb: mysql.MariadbGTID{ServerID: 1, SequenceNumber: 10}, set: true}}
-	if restart.start.file != want.file || restart.start.pos != want.pos || !reflect.DeepEqual(restart.start.lastGTID, want.lastGTID) {
+	want := position.Point{File: testFile, Pos: 331, LastGTID: position.MariaDBGTID(mysql.MariadbGTID{ServerID: 1, SequenceNumber: 10})}
+	if restart.start.File != want.File || restart.start.Pos != want.Pos || !reflect.DeepEqual(restart.start.LastGTID, want.LastGTID) {
 		t.Errorf("restart point: got %s:%d after %s, want %s:%d after %s",
-			restart.start.file, restart.start.pos, restart.start.lastGTID, want.file, want.pos, want.lastGTID)
+			restart.start.File, restart.start.Pos, restart.start.LastGTID, want.File, want.Pos, want.LastGTID)
 	}
-	if restart.start.gset == nil || restart.start.gset.String() != "0-1-10" {
-		t.Errorf("restart gset: got %v, want 0-1-10 (before the large transaction)", restart.start.gset)
+	if restart.start.GTIDSet.IsZero() || restart.start.GTIDSet.String() != "0-1-10" {
+		t.Errorf("restart gset: got %v, want 0-1-10 (before the large transaction)", restart.start.GTIDSet)
 	}
 	if !strings.Contains(err.Error(), testFile+":331") {
 		t.Errorf("error %q does not name the start", err)
@@ -634,8 +635,8 @@ func TestMachine_Overflow(t *testing.T) {
 	if got := ids(h.m.pending.events); !slices.Equal(got, []uint64{1}) {
 		t.Errorf("pending ids: got %v, want [1]", got)
 	}
-	if h.m.pending.at.pos != 331 {
-		t.Errorf("pending position: got %d, want 331", h.m.pending.at.pos)
+	if h.m.pending.at.Pos != 331 {
+		t.Errorf("pending position: got %d, want 331", h.m.pending.at.Pos)
 	}
 	if h.m.inTx || h.m.overflow {
 		t.Errorf("after the restart error: inTx %v, overflow %v; want both false", h.m.inTx, h.m.overflow)
@@ -661,7 +662,7 @@ func TestMachine_OverflowThenAbort(t *testing.T) {
 
 func TestMachine_Chunked(t *testing.T) {
 	tm := outboxTableMap(true)
-	start := point{file: testFile, pos: 4, gset: mariaSet(t, "0-1-9")}
+	start := position.Point{File: testFile, Pos: 4, GTIDSet: position.GTIDSetOf(mariaSet(t, "0-1-9"))}
 	h := newHarness(t, func(m *machine) {
 		m.boundary, m.pending.at = start, start
 		m.chunked, m.skip = true, 2
@@ -683,9 +684,9 @@ func TestMachine_Chunked(t *testing.T) {
 	if got := ids(f.events); !slices.Equal(got, []uint64{3, 4}) {
 		t.Errorf("first chunk: got ids %v, want [3 4] (rows 1 and 2 were appended before)", got)
 	}
-	if f.at.file != testFile || f.at.pos != 4 || f.at.txRows != 4 || f.at.gset.String() != "0-1-9" || !f.dirty {
+	if f.at.File != testFile || f.at.Pos != 4 || f.at.TxRows != 4 || f.at.GTIDSet.String() != "0-1-9" || !f.dirty {
 		t.Errorf("first chunk position: got %s:%d gset %v (+%d rows) dirty %v, want %s:4 gset 0-1-9 (+4 rows) dirty",
-			f.at.file, f.at.pos, f.at.gset, f.at.txRows, f.dirty, testFile)
+			f.at.File, f.at.Pos, f.at.GTIDSet, f.at.TxRows, f.dirty, testFile)
 	}
 	if got := ids(h.m.pending.events); !slices.Equal(got, []uint64{5}) {
 		t.Errorf("pending after the chunk: got %v, want [5]", got)
@@ -701,8 +702,8 @@ func TestMachine_Chunked(t *testing.T) {
 	if got := ids(h.m.pending.events); !slices.Equal(got, []uint64{5}) {
 		t.Errorf("pending after the commit: got %v, want [5]", got)
 	}
-	if at.pos != 431 || at.txRows != 0 || at.gset.String() != "0-1-10" {
-		t.Errorf("position after the commit: got %d (+%d rows) gset %v, want 431 (+0 rows) gset 0-1-10", at.pos, at.txRows, at.gset)
+	if at.Pos != 431 || at.TxRows != 0 || at.GTIDSet.String() != "0-1-10" {
+		t.Errorf("position after the commit: got %d (+%d rows) gset %v, want 431 (+0 rows) gset 0-1-10", at.Pos, at.TxRows, at.GTIDSet)
 	}
 
 	// The next transaction is buffered whole again.
@@ -723,8 +724,8 @@ func TestMachine_ChunkedSkipBeyondRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.m.pending.events) != 0 || h.m.chunked || h.m.pending.at.pos != 331 {
-		t.Errorf("got %d pending, chunked %v, position %d; want 0, false, 331", len(h.m.pending.events), h.m.chunked, h.m.pending.at.pos)
+	if len(h.m.pending.events) != 0 || h.m.chunked || h.m.pending.at.Pos != 331 {
+		t.Errorf("got %d pending, chunked %v, position %d; want 0, false, 331", len(h.m.pending.events), h.m.chunked, h.m.pending.at.Pos)
 	}
 }
 
@@ -759,8 +760,8 @@ func TestMachine_ChunkedPendingPositionCoversEvents(t *testing.T) {
 		t.Fatalf("got %d flushes and %d pending, want 1 and 1", len(h.flushed), len(h.m.pending.events))
 	}
 	at := h.m.pending.at
-	if at.file != testFile || at.pos != 4 || at.txRows != 3 {
-		t.Errorf("pending holds rows 1-3 of the transaction at %s:4, but its position is %q:%d (+%d rows)", testFile, at.file, at.pos, at.txRows)
+	if at.File != testFile || at.Pos != 4 || at.TxRows != 3 {
+		t.Errorf("pending holds rows 1-3 of the transaction at %s:4, but its position is %q:%d (+%d rows)", testFile, at.File, at.Pos, at.TxRows)
 	}
 }
 
@@ -784,8 +785,8 @@ func TestMachine_RollbackToSavepoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !h.m.inTx || h.m.pending.at.pos != 4 {
-		t.Errorf("after ROLLBACK TO: inTx %v, position %d; want still in the transaction, position 4", h.m.inTx, h.m.pending.at.pos)
+	if !h.m.inTx || h.m.pending.at.Pos != 4 {
+		t.Errorf("after ROLLBACK TO: inTx %v, position %d; want still in the transaction, position 4", h.m.inTx, h.m.pending.at.Pos)
 	}
 	if err := h.feed(ev(600, insert(t, tm, outboxRow(3, "after"))), ev(631, xid(in))); err != nil {
 		t.Fatal(err)
@@ -824,24 +825,6 @@ func TestMachine_StatementDML(t *testing.T) {
 				t.Errorf("statementDML for %q: got %d, want %d", tt.q, h.m.statementDML, tt.want)
 			}
 		})
-	}
-}
-
-func TestMachine_GTIDRefString(t *testing.T) {
-	sid, _ := testSID.MarshalBinary()
-	tests := []struct {
-		g    gtidRef
-		want string
-	}{
-		{gtidRef{}, ""},
-		{gtidRef{mariadb: mysql.MariadbGTID{DomainID: 1, ServerID: 2, SequenceNumber: 3}, set: true}, "1-2-3"},
-		{gtidRef{sid: sid, gno: 42, set: true}, testSID.String() + ":42"},
-		{gtidRef{sid: []byte{1, 2}, gno: 42, set: true}, ""},
-	}
-	for _, tt := range tests {
-		if got := tt.g.String(); got != tt.want {
-			t.Errorf("%+v: got %q, want %q", tt.g, got, tt.want)
-		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,12 +80,10 @@ func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), log
 
 var serverIDs = &counter{}
 
-type counter struct{ n uint32 }
+// counter is safe for the suite's parallel cases.
+type counter struct{ n atomic.Uint32 }
 
-func (c *counter) next() uint32 {
-	c.n++
-	return c.n
-}
+func (c *counter) next() uint32 { return c.n.Add(1) }
 
 // startReader runs r in the background; stop cancels it and returns Run's error.
 func startReader(r *Reader) (stop func() error) {

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
-
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
@@ -44,13 +42,13 @@ func (r *Reader) loadIdentity(ctx context.Context) error {
 
 // resolveStart decides where the session starts: at the stored position, or,
 // without one, where Config.Start says. prev is the stored position as is.
-func (r *Reader) resolveStart(ctx context.Context) (start point, prev []byte, err error) {
+func (r *Reader) resolveStart(ctx context.Context) (start position.Point, prev []byte, err error) {
 	if err := r.loadIdentity(ctx); err != nil {
-		return point{}, nil, err
+		return position.Point{}, nil, err
 	}
 	raw, err := r.sink.Position(ctx)
 	if err != nil {
-		return point{}, nil, err
+		return position.Point{}, nil, err
 	}
 	if raw != nil {
 		p, err := r.storedStart(ctx, raw)
@@ -74,62 +72,62 @@ func (r *Reader) StartPosition(ctx context.Context, s position.Start) ([]byte, e
 }
 
 // resolveFrom turns a --start-from choice into a point on this server.
-func (r *Reader) resolveFrom(ctx context.Context, s position.Start) (point, error) {
+func (r *Reader) resolveFrom(ctx context.Context, s position.Start) (position.Point, error) {
 	switch s.Kind {
 	case position.StartNow:
 		file, pos, err := r.currentPosition(ctx)
 		if err != nil {
-			return point{}, err
+			return position.Point{}, err
 		}
-		return point{file: file, pos: pos}, nil
+		return position.Point{File: file, Pos: pos}, nil
 	case position.StartEarliest:
 		logs, err := r.binaryLogs(ctx)
 		if err != nil {
-			return point{}, err
+			return position.Point{}, err
 		}
 		if len(logs) == 0 {
-			return point{}, outbox.WithHint(errors.New("the server lists no binary logs"), "enable the binlog: log_bin=ON")
+			return position.Point{}, outbox.WithHint(errors.New("the server lists no binary logs"), "enable the binlog: log_bin=ON")
 		}
-		return point{file: logs[0], pos: 4}, nil
+		return position.Point{File: logs[0], Pos: 4}, nil
 	case position.StartFilePos:
 		if err := r.checkFile(ctx, s.File); err != nil {
-			return point{}, err
+			return position.Point{}, err
 		}
-		return point{file: s.File, pos: s.Pos}, nil
+		return position.Point{File: s.File, Pos: s.Pos}, nil
 	case position.StartGTID:
-		set, err := mysql.ParseGTIDSet(r.cfg.Flavor, s.GTIDSet)
+		set, err := position.ParseGTIDSet(r.cfg.Flavor, s.GTIDSet)
 		if err != nil {
-			return point{}, outbox.WithHint(fmt.Errorf("%w: --start-from %q is not a %s GTID set: %v", outbox.ErrConfig, s.GTIDSet, r.cfg.Flavor, err),
+			return position.Point{}, outbox.WithHint(fmt.Errorf("%w: --start-from %q: %v", outbox.ErrConfig, s.GTIDSet, err),
 				"MySQL GTID sets look like 3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42, MariaDB ones like 0-1-42")
 		}
-		return point{gset: set}, nil
+		return position.Point{GTIDSet: set}, nil
 	}
-	return point{}, fmt.Errorf("%w: unknown start kind %d", outbox.ErrConfig, s.Kind)
+	return position.Point{}, fmt.Errorf("%w: unknown start kind %d", outbox.ErrConfig, s.Kind)
 }
 
-func (r *Reader) storedStart(ctx context.Context, raw []byte) (point, error) {
+func (r *Reader) storedStart(ctx context.Context, raw []byte) (position.Point, error) {
 	b, err := position.Decode(raw)
 	if err != nil {
-		return point{}, outbox.WithHint(fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err),
+		return position.Point{}, outbox.WithHint(fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err),
 			"inspect it with `binlog-outbox position show` and replace it with `binlog-outbox position set`")
 	}
 	if b.Flavor != r.cfg.Flavor {
-		return point{}, outbox.WithHint(fmt.Errorf("%w: the stored position belongs to a %s server, this is %s", outbox.ErrPositionGone, b.Flavor, r.cfg.Flavor), "%s", recoveryHint)
+		return position.Point{}, outbox.WithHint(fmt.Errorf("%w: the stored position belongs to a %s server, this is %s", outbox.ErrPositionGone, b.Flavor, r.cfg.Flavor), "%s", recoveryHint)
 	}
-	p := point{file: b.File, pos: b.Pos, txRows: b.TxRows}
+	p, err := b.Point()
+	if err != nil {
+		return position.Point{}, fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err)
+	}
 	if b.GTIDMode() {
-		if p.gset, err = mysql.ParseGTIDSet(r.cfg.Flavor, b.GTIDSet); err != nil {
-			return point{}, fmt.Errorf("%w: stored GTID set %q: %v", outbox.ErrConfig, b.GTIDSet, err)
-		}
 		return p, nil
 	}
 	id, uuid := r.identity()
 	if b.ServerID != id || (b.ServerUUID != "" && uuid != "" && b.ServerUUID != uuid) {
-		return point{}, outbox.WithHint(fmt.Errorf("%w: the stored position %s:%d belongs to server_id %d %s, connected to server_id %d %s; file positions are server-local",
+		return position.Point{}, outbox.WithHint(fmt.Errorf("%w: the stored position %s:%d belongs to server_id %d %s, connected to server_id %d %s; file positions are server-local",
 			outbox.ErrPositionGone, b.File, b.Pos, b.ServerID, b.ServerUUID, id, uuid), "%s", recoveryHint)
 	}
 	if err := r.checkFile(ctx, b.File); err != nil {
-		return point{}, err
+		return position.Point{}, err
 	}
 	return p, nil
 }

@@ -120,8 +120,8 @@ func TestMachine_RollbackToUnknownSavepointStops(t *testing.T) {
 			if !errors.Is(err, outbox.ErrConfig) || outbox.HintOf(err) == "" {
 				t.Fatalf("ROLLBACK TO an unknown savepoint: got %v, want ErrConfig with a hint", err)
 			}
-			if h.m.pending.at.pos != 4 || len(h.m.pending.events) != 0 {
-				t.Errorf("position moved to %d with %d events; want it kept before the transaction", h.m.pending.at.pos, len(h.m.pending.events))
+			if h.m.pending.at.Pos != 4 || len(h.m.pending.events) != 0 {
+				t.Errorf("position moved to %d with %d events; want it kept before the transaction", h.m.pending.at.Pos, len(h.m.pending.events))
 			}
 		})
 	}
@@ -234,8 +234,8 @@ func TestMachine_XA(t *testing.T) {
 			if got := ids(h.m.pending.events); !slices.Equal(got, tt.ids) {
 				t.Errorf("committed ids: got %v, want %v", got, tt.ids)
 			}
-			if h.m.pending.at.pos != tt.pos {
-				t.Errorf("position: got %d, want %d", h.m.pending.at.pos, tt.pos)
+			if h.m.pending.at.Pos != tt.pos {
+				t.Errorf("position: got %d, want %d", h.m.pending.at.Pos, tt.pos)
 			}
 		})
 	}

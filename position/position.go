@@ -67,14 +67,7 @@ func (b Binlog) GTIDMode() bool { return b.GTIDSet != "" }
 
 // String renders the position for logs and `position show`.
 func (b Binlog) String() string {
-	s := fmt.Sprintf("%s:%d", b.File, b.Pos)
-	if b.GTIDSet != "" {
-		s += " gtid_set=" + b.GTIDSet
-	}
-	if b.TxRows > 0 {
-		s += fmt.Sprintf(" (+%d rows of the next transaction)", b.TxRows)
-	}
-	return s
+	return format(b.File, b.Pos, b.GTIDSet, b.TxRows)
 }
 
 // Encode serialises the position as JSON: readable with redis-cli GET.

@@ -1,0 +1,138 @@
+package position
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+)
+
+// Point is a place in the binlog as the reader advances it: where to resume
+// (File and Pos, or GTIDSet in GTID mode), the GTID of the last transaction
+// read, and how many outbox rows of the transaction starting there were
+// already appended. It is what a Binlog is before it is stamped with its
+// writer and stored.
+type Point struct {
+	File    string
+	Pos     uint32
+	GTIDSet GTIDSet // GTID mode only
+	// LastGTID stays unformatted until the point is stored or shown.
+	LastGTID GTID
+	// TxRows counts the outbox rows of the transaction at the point already
+	// appended (chunked delivery of a huge transaction; see Binlog.TxRows).
+	TxRows uint64
+	// CommitTS is the binlog timestamp of the transaction ending here (0:
+	// not a commit), for the lag metric; it is not stored.
+	CommitTS uint32
+}
+
+// String renders the point for logs and metrics, as Binlog.String does.
+func (p Point) String() string { return format(p.File, p.Pos, p.GTIDSet.String(), p.TxRows) }
+
+// Binlog returns the point as the position a relay of flavor stores, without
+// the fields that say who wrote it and when (ServerID, ServerUUID, Writer,
+// Seq, UpdatedAt): the writer fills those.
+func (p Point) Binlog(flavor string) Binlog {
+	return Binlog{
+		Flavor: flavor, File: p.File, Pos: p.Pos, GTIDSet: p.GTIDSet.String(),
+		LastGTID: p.LastGTID.String(), TxRows: p.TxRows,
+	}
+}
+
+// Point returns the point to resume from, with the GTID set parsed in the
+// position's flavor. LastGTID stays empty: it names the transaction before
+// the point, which the reader does not need to resume.
+func (b Binlog) Point() (Point, error) {
+	p := Point{File: b.File, Pos: b.Pos, TxRows: b.TxRows}
+	if b.GTIDMode() {
+		set, err := ParseGTIDSet(b.Flavor, b.GTIDSet)
+		if err != nil {
+			return Point{}, fmt.Errorf("position: gtid_set %q: %w", logging.Truncate(b.GTIDSet, 100), err)
+		}
+		p.GTIDSet = set
+	}
+	return p, nil
+}
+
+// format is the one rendering of a position for people.
+func format(file string, pos uint32, gtidSet string, txRows uint64) string {
+	s := file + ":" + strconv.FormatUint(uint64(pos), 10)
+	if gtidSet != "" {
+		s += " gtid_set=" + gtidSet
+	}
+	if txRows > 0 {
+		s += " (+" + strconv.FormatUint(txRows, 10) + " rows of the next transaction)"
+	}
+	return s
+}
+
+// MismatchKind says what a stored position that is not the one a relay last
+// wrote means.
+type MismatchKind int
+
+// The kinds of mismatch.
+const (
+	// Fenced: another process wrote the position (or one the relay cannot
+	// read): two relays run for the same position key.
+	Fenced MismatchKind = iota + 1
+	// RolledBack: an older position of the relay's own: Redis lost
+	// acknowledged writes (a failover to a lagging replica, a restart
+	// without persistence), and the streams lost the same entries.
+	RolledBack
+	// Deleted: no position is stored any more (position reset, or the key
+	// deleted).
+	Deleted
+)
+
+// Mismatch is the decision about a stored position a relay's compare-and-set
+// did not expect.
+type Mismatch struct {
+	Kind MismatchKind
+	// By is the writer of the stored position; "" when unknown.
+	By string
+	// StoredSeq is the stored position's Seq, LastSeq the last one the
+	// relay wrote.
+	StoredSeq, LastSeq uint64
+}
+
+// Compare decides what the stored position (nil: none) means to the relay
+// identified by writer whose last write was sequence number lastSeq. Only
+// its own older write counts as a rollback: a position it cannot decode, or
+// one without a writer, is someone else's.
+func Compare(stored []byte, writer string, lastSeq uint64) Mismatch {
+	if stored == nil {
+		return Mismatch{Kind: Deleted, LastSeq: lastSeq}
+	}
+	b, err := Decode(stored)
+	if err != nil {
+		return Mismatch{Kind: Fenced, LastSeq: lastSeq}
+	}
+	m := Mismatch{Kind: Fenced, By: b.Writer, StoredSeq: b.Seq, LastSeq: lastSeq}
+	if b.Writer == writer && b.Seq < lastSeq {
+		m.Kind = RolledBack
+	}
+	return m
+}
+
+// Err is the relay's error for the mismatch: outbox.ErrFenced (deleted or
+// fenced: the relay stops) or outbox.ErrPositionRolledBack (it re-reads from
+// the stored position), with what the operator can do.
+func (m Mismatch) Err() error {
+	switch m.Kind {
+	case Deleted:
+		return outbox.WithHint(fmt.Errorf("%w: the position was deleted while the relay ran", outbox.ErrFenced),
+			"someone ran `binlog-outbox position reset` or deleted the key; restart the relay to start over deliberately")
+	case RolledBack:
+		return fmt.Errorf("%w: stored seq %d, last written %d", outbox.ErrPositionRolledBack, m.StoredSeq, m.LastSeq)
+	case Fenced:
+		who := m.By
+		if who == "" {
+			who = "another process"
+		}
+		return outbox.WithHint(fmt.Errorf("%w: it was written by %s", outbox.ErrFenced, who),
+			"two relays must not run for the same outbox table and position key; stop the other one, or give each its own --position-key; this relay stops so that no event is appended twice")
+	}
+	return errors.New("position: no mismatch")
+}
