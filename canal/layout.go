@@ -36,6 +36,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/sqlscan"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
@@ -286,10 +287,10 @@ func identTokens(q []byte) []token {
 			toks = append(toks, token{dot: true})
 			i++
 		case c == '\'':
-			i = skipQuoted(q, i, '\'', true)
+			i = sqlscan.QuoteEnd(q, i)
 			toks = append(toks, token{})
 		case c == '`' || c == '"':
-			end := skipQuoted(q, i, c, false)
+			end := sqlscan.QuoteEnd(q, i)
 			inner := q[i+1 : max(i+1, end-1)]
 			toks = append(toks, token{name: strings.ReplaceAll(string(inner), string([]byte{c, c}), string(c))})
 			i = end
@@ -319,24 +320,4 @@ func identTokens(q []byte) []token {
 		}
 	}
 	return toks
-}
-
-// skipQuoted returns the index after the quoted text starting at q[i]. A
-// doubled quote stays inside; backslash escapes only in string literals.
-func skipQuoted(q []byte, i int, quote byte, backslash bool) int {
-	for j := i + 1; j < len(q); j++ {
-		switch q[j] {
-		case '\\':
-			if backslash {
-				j++
-			}
-		case quote:
-			if j+1 < len(q) && q[j+1] == quote {
-				j++
-				continue
-			}
-			return j + 1
-		}
-	}
-	return len(q)
 }

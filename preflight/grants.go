@@ -2,6 +2,8 @@ package preflight
 
 import (
 	"strings"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/sqlscan"
 )
 
 // grant is one line of SHOW GRANTS that grants privileges (not a role, not a
@@ -109,37 +111,11 @@ var (
 	privReplicationClient = []string{"REPLICATION CLIENT", "BINLOG MONITOR", "SUPER"}
 )
 
-// scanTopLevel calls fn with the index of every byte of s that stands
-// outside quotes, backticks and parentheses, until fn returns false.
-func scanTopLevel(s string, fn func(i int) bool) {
-	depth := 0
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
-		case c == '`' || c == '\'' || c == '"':
-			quote = c
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case depth == 0:
-			if !fn(i) {
-				return
-			}
-		}
-	}
-}
-
 // indexKeyword returns the index of " KW " in s outside quotes, backticks and
 // parentheses, or -1. The index points at the leading space.
 func indexKeyword(s, kw string) int {
 	found := -1
-	scanTopLevel(s, func(i int) bool {
+	sqlscan.TopLevel(s, func(i int) bool {
 		end := i + 1 + len(kw)
 		if s[i] == ' ' && end < len(s) && s[end] == ' ' && strings.EqualFold(s[i+1:end], kw) {
 			found = i
@@ -155,7 +131,7 @@ func indexKeyword(s, kw string) int {
 func splitTopLevel(s string) []string {
 	var parts []string
 	start := 0
-	scanTopLevel(s, func(i int) bool {
+	sqlscan.TopLevel(s, func(i int) bool {
 		if s[i] == ',' {
 			parts = append(parts, s[start:i])
 			start = i + 1

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/sqlscan"
 )
 
 // ErrTableNotFound means the outbox table does not exist, or the user has no
@@ -276,25 +277,18 @@ func (t *Table) readJSONChecks(ctx context.Context, db *sql.DB) error {
 // the word CHECK inside them does not count.
 func checkClauses(ddl string) []string {
 	var clauses []string
-	var quote byte
 	for i := 0; i < len(ddl); i++ {
 		c := ddl[i]
 		switch {
-		case quote != 0:
-			if c == '\\' && quote == '\'' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '`' || c == '\'' || c == '"':
-			quote = c
+		case sqlscan.IsQuote(c):
+			i = sqlscan.QuoteEnd(ddl, i) - 1
 		case (i == 0 || !isIdentByte(ddl[i-1])) && len(ddl)-i > 5 && strings.EqualFold(ddl[i:i+5], "check"):
 			j := i + 5
 			for j < len(ddl) && ddl[j] == ' ' {
 				j++
 			}
 			if j < len(ddl) && ddl[j] == '(' {
-				if end := matchParen(ddl, j); end > 0 {
+				if end := sqlscan.MatchParen(ddl, j); end > 0 {
 					clauses = append(clauses, ddl[j+1:end])
 					i = end
 				}
@@ -302,34 +296,6 @@ func checkClauses(ddl string) []string {
 		}
 	}
 	return clauses
-}
-
-// matchParen returns the index of the parenthesis that closes the one at
-// open, or -1.
-func matchParen(s string, open int) int {
-	depth := 0
-	var quote byte
-	for i := open; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == '\\' && quote == '\'' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '`' || c == '\'' || c == '"':
-			quote = c
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return -1
 }
 
 func isIdentByte(c byte) bool {
