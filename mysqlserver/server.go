@@ -84,7 +84,7 @@ func Detect(ctx context.Context, db *sql.DB) (Server, error) {
 func Parse(version, serverID string) (Server, error) {
 	s := Server{Version: version}
 	var err error
-	s.Flavor, s.Major, s.Minor, s.Patch, err = parseVersion(version)
+	s.Flavor, s.Major, s.Minor, s.Patch, err = ParseVersion(version)
 	if err != nil {
 		return Server{}, err
 	}
@@ -96,11 +96,11 @@ func Parse(version, serverID string) (Server, error) {
 	return s, nil
 }
 
-// parseVersion parses @@version strings: "8.4.3", "8.0.36-0ubuntu0.22.04.1",
+// ParseVersion parses @@version strings: "8.4.3", "8.0.36-0ubuntu0.22.04.1",
 // "8.0.36-28" (Percona), "10.11.19-MariaDB-0+deb12u1-log", "11.4.2-MariaDB" and
 // "5.5.5-10.6.12-MariaDB-log" (MariaDB 10.x as some proxies and the
 // replication handshake report it; the real version follows the prefix).
-func parseVersion(v string) (flavor string, major, minor, patch int, err error) {
+func ParseVersion(v string) (flavor string, major, minor, patch int, err error) {
 	flavor = FlavorMySQL
 	rest := v
 	if strings.Contains(strings.ToLower(v), "mariadb") {

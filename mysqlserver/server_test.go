@@ -29,13 +29,13 @@ func TestParseVersion(t *testing.T) {
 		{"8.x.1", "", 0, 0, 0, true},
 	}
 	for _, tt := range tests {
-		flavor, major, minor, patch, err := parseVersion(tt.in)
+		flavor, major, minor, patch, err := ParseVersion(tt.in)
 		if (err != nil) != tt.wantErr {
-			t.Errorf("parseVersion(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
+			t.Errorf("ParseVersion(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
 			continue
 		}
 		if flavor != tt.flavor || major != tt.major || minor != tt.minor || patch != tt.patch {
-			t.Errorf("parseVersion(%q) = %s %d.%d.%d, want %s %d.%d.%d", tt.in, flavor, major, minor, patch, tt.flavor, tt.major, tt.minor, tt.patch)
+			t.Errorf("ParseVersion(%q) = %s %d.%d.%d, want %s %d.%d.%d", tt.in, flavor, major, minor, patch, tt.flavor, tt.major, tt.minor, tt.patch)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/sqlscan"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 )
 
 // ErrTableNotFound means the outbox table does not exist, or the user has no
@@ -106,7 +107,11 @@ func Inspect(ctx context.Context, db *sql.DB, database, table string) (*Table, e
 	if err := db.QueryRowContext(ctx, "SELECT /* binlog-outbox */ VERSION()").Scan(&version); err != nil {
 		return nil, fmt.Errorf("inspect table %s.%s: server version: %w", database, table, err)
 	}
-	t.MariaDB = strings.Contains(strings.ToLower(version), "mariadb")
+	flavor, _, _, _, err := mysqlserver.ParseVersion(version)
+	if err != nil {
+		return nil, fmt.Errorf("inspect table %s.%s: %w", database, table, err)
+	}
+	t.MariaDB = flavor == mysqlserver.FlavorMariaDB
 
 	var tableType string
 	var engine sql.NullString
