@@ -66,8 +66,15 @@ func (m *machine) genericEvent(h *replication.EventHeader, e *replication.Generi
 		return outbox.WithHint(fmt.Errorf("%w: binlog event %d (a compressed rows event of version 2) for %s.%s at %s:%d: the binlog library cannot decode it, and skipping it would lose outbox rows",
 			outbox.ErrConfig, et, m.name.Database, m.name.Table, m.file, h.LogPos),
 			"turn binlog compression off: SET GLOBAL log_bin_compress=OFF (and log_bin_compress=OFF in my.cnf), then point the relay at the first transaction written after it with `binlog-outbox position set --start-from <file>:<pos>` (SHOW BINLOG EVENTS shows where), and republish the rows written in between with `binlog-outbox run --mode poll`")
+	case et == replication.INCIDENT_EVENT:
+		// The server says it may have failed to log changes (LOST_EVENTS,
+		// e.g. a binlog cache write error): an outbox row may be missing
+		// from the binlog. A replica stops here too; so does the relay.
+		return outbox.WithHint(fmt.Errorf("%w: the binlog has an incident event at %s:%d: the server may have failed to write transactions to the binlog, outbox rows among them",
+			outbox.ErrConfig, m.file, h.LogPos),
+			"read the server's error log for the incident; to go on, point the relay past it with `binlog-outbox position set --start-from <file>:<pos>` (the next event), then compare the table with the streams with `binlog-outbox verify` and republish what is missing with --mode poll")
 	case knownEventType(et) || h.Flags&replication.LOG_EVENT_IGNORABLE_F != 0:
-		// A type without rows (old LOAD DATA statements, incidents, group
+		// A type without rows (old LOAD DATA statements, group
 		// replication's view changes, XA PREPARE), or one the server itself
 		// marks as safe to ignore for replicas that do not know it.
 		return nil

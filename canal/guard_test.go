@@ -171,7 +171,7 @@ func TestMachine_UndecodedRowsEvents(t *testing.T) {
 		{
 			name: "known events without rows",
 			events: []*replication.BinlogEvent{
-				rawEvent(50, replication.MARIADB_START_ENCRYPTION_EVENT, 0, nil), rawEvent(60, replication.INCIDENT_EVENT, 0, nil),
+				rawEvent(50, replication.MARIADB_START_ENCRYPTION_EVENT, 0, nil), rawEvent(60, replication.IGNORABLE_EVENT, 0, nil),
 				ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, "a"))), ev(331, xid(nil)),
 			},
 			pending: []uint64{1},
@@ -235,5 +235,15 @@ func TestReader_StreamErrorAnonymousTransaction(t *testing.T) {
 	err := r.streamError(&mysql.MyError{Code: mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG, Message: "Could not find first log file name in binary log index file"})
 	if !errors.Is(err, outbox.ErrPositionGone) {
 		t.Errorf("purged binlog: got %v, want ErrPositionGone", err)
+	}
+}
+
+// TestMachine_IncidentEventStops: an incident event says the server may have
+// lost binlog events; ignoring it would hide a possible loss.
+func TestMachine_IncidentEventStops(t *testing.T) {
+	h := newHarness(t, nil)
+	err := h.feed(rawEvent(120, replication.INCIDENT_EVENT, 0, []byte{1, 0, 0}))
+	if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), "incident") || outbox.HintOf(err) == "" {
+		t.Fatalf("incident event: got %v, want a configuration error about the incident with a hint", err)
 	}
 }
