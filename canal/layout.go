@@ -171,7 +171,7 @@ func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile s
 		switch e := ev.Event.(type) {
 		case *replication.RotateEvent:
 			file = string(e.NextLogName)
-			if atOrPast(file, uint32(e.Position), endFile, endPos) {
+			if position.FileAtOrPast(file, uint32(e.Position), endFile, endPos) {
 				return nil, nil
 			}
 			continue
@@ -188,24 +188,10 @@ func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile s
 				return d, nil
 			}
 		}
-		if h.LogPos > 0 && atOrPast(file, h.LogPos, endFile, endPos) {
+		if h.LogPos > 0 && position.FileAtOrPast(file, h.LogPos, endFile, endPos) {
 			return nil, nil
 		}
 	}
-}
-
-// atOrPast reports whether file:pos is at or after endFile:endPos. Binlog
-// file names share a base and grow a numeric suffix (mysql-bin.000009,
-// mysql-bin.000010, ... mysql-bin.1000000): longer is later, then
-// lexicographic.
-func atOrPast(file string, pos uint32, endFile string, endPos uint32) bool {
-	if file != endFile {
-		if len(file) != len(endFile) {
-			return len(file) > len(endFile)
-		}
-		return file > endFile
-	}
-	return pos >= endPos
 }
 
 // unknownLayoutError is the stop for rows without names before a DDL whose

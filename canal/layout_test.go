@@ -204,29 +204,6 @@ func TestIsDDLOn(t *testing.T) {
 	}
 }
 
-func TestAtOrPast(t *testing.T) {
-	tests := []struct {
-		file string
-		pos  uint32
-		want bool
-	}{
-		{"mysql-bin.000002", 100, false},
-		{"mysql-bin.000002", 500, true},
-		{"mysql-bin.000002", 900, true},
-		{"mysql-bin.000001", 900, false},
-		{"mysql-bin.000003", 4, true},
-		{"mysql-bin.1000000", 4, true},
-	}
-	for _, tt := range tests {
-		if got := atOrPast(tt.file, tt.pos, "mysql-bin.000002", 500); got != tt.want {
-			t.Errorf("atOrPast(%s:%d, mysql-bin.000002:500) = %v, want %v", tt.file, tt.pos, got, tt.want)
-		}
-	}
-	if atOrPast("mysql-bin.999999", 4, "mysql-bin.1000000", 4) {
-		t.Error("mysql-bin.999999 counted as after mysql-bin.1000000")
-	}
-}
-
 // A DDL on the outbox table ends the positional layout, cache included: the
 // next table map without names has the same count and types, and must not
 // reuse the layout from before the DDL.

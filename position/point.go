@@ -136,3 +136,17 @@ func (m Mismatch) Err() error {
 	}
 	return errors.New("position: no mismatch")
 }
+
+// FileAtOrPast reports whether file:pos is at or after endFile:endPos in
+// one server's binlog. Binlog file names share a base and grow a numeric
+// suffix (mysql-bin.000009, mysql-bin.000010, ... mysql-bin.1000000): longer
+// is later, then lexicographic.
+func FileAtOrPast(file string, pos uint32, endFile string, endPos uint32) bool {
+	if file != endFile {
+		if len(file) != len(endFile) {
+			return len(file) > len(endFile)
+		}
+		return file > endFile
+	}
+	return pos >= endPos
+}

@@ -238,3 +238,26 @@ func FuzzParseGTIDSet(f *testing.F) {
 		}
 	})
 }
+
+func TestFileAtOrPast(t *testing.T) {
+	tests := []struct {
+		file string
+		pos  uint32
+		want bool
+	}{
+		{"mysql-bin.000002", 100, false},
+		{"mysql-bin.000002", 500, true},
+		{"mysql-bin.000002", 900, true},
+		{"mysql-bin.000001", 900, false},
+		{"mysql-bin.000003", 4, true},
+		{"mysql-bin.1000000", 4, true},
+	}
+	for _, tt := range tests {
+		if got := FileAtOrPast(tt.file, tt.pos, "mysql-bin.000002", 500); got != tt.want {
+			t.Errorf("FileAtOrPast(%s:%d, mysql-bin.000002:500) = %v, want %v", tt.file, tt.pos, got, tt.want)
+		}
+	}
+	if FileAtOrPast("mysql-bin.999999", 4, "mysql-bin.1000000", 4) {
+		t.Error("mysql-bin.999999 counted as after mysql-bin.1000000")
+	}
+}

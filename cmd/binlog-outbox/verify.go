@@ -323,7 +323,7 @@ func waitPastSnapshot(ctx context.Context, db *sql.DB, sink *redisstream.Sink, w
 				// File offsets of another server say nothing here.
 				return false, nil
 			}
-			if binlogAtOrPast(b.File, b.Pos, file, pos) {
+			if position.FileAtOrPast(b.File, b.Pos, file, pos) {
 				return true, nil
 			}
 		}
@@ -336,20 +336,6 @@ func waitPastSnapshot(ctx context.Context, db *sql.DB, sink *redisstream.Sink, w
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// binlogAtOrPast reports whether file:pos is at or after endFile:endPos.
-// Binlog file names share a base and grow a numeric suffix
-// (mysql-bin.000009, mysql-bin.000010, ... mysql-bin.1000000): longer is
-// later, then lexicographic.
-func binlogAtOrPast(file string, pos uint32, endFile string, endPos uint32) bool {
-	if file != endFile {
-		if len(file) != len(endFile) {
-			return len(file) > len(endFile)
-		}
-		return file > endFile
-	}
-	return pos >= endPos
 }
 
 func printVerify(w io.Writer, r *verifyResult, asJSON bool) error {
