@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -31,6 +32,9 @@ const (
 	envLogFormat = "BINLOG_OUTBOX_LOG_FORMAT"
 	envLogLevel  = "BINLOG_OUTBOX_LOG_LEVEL"
 	envServerID  = "BINLOG_OUTBOX_SERVER_ID"
+
+	envMySQLPasswordFile = "BINLOG_OUTBOX_MYSQL_PASSWORD_FILE"
+	envRedisPasswordFile = "BINLOG_OUTBOX_REDIS_PASSWORD_FILE"
 )
 
 // Defaults of the global flags.
@@ -190,6 +194,16 @@ func globalFlags() []cli.Flag {
 			Value:   defaultRedisURL,
 		}, shown: fmt.Sprintf("%q", defaultRedisURL)},
 		&cli.StringFlag{
+			Name:    "mysql-password-file",
+			Usage:   "read the MySQL password from this file (a Docker or Kubernetes secret) instead of the DSN; one trailing newline is dropped",
+			EnvVars: []string{envMySQLPasswordFile},
+		},
+		&cli.StringFlag{
+			Name:    "redis-password-file",
+			Usage:   "read the Redis password from this file instead of --redis-url; one trailing newline is dropped",
+			EnvVars: []string{envRedisPasswordFile},
+		},
+		&cli.StringFlag{
 			Name:    "table",
 			Usage:   "name of the outbox table",
 			EnvVars: []string{envTable},
@@ -294,6 +308,15 @@ func loadConfig(c *cli.Context) (config, error) {
 		return config{}, outbox.WithHint(fmt.Errorf("%w: --mysql-dsn %s names no database", outbox.ErrConfig, logging.RedactDSN(dsn)),
 			"append the database that holds the outbox table, e.g. user:pass@tcp(127.0.0.1:3306)/app")
 	}
+	if path := globalString(c, "mysql-password-file"); path != "" {
+		if my.Passwd != "" {
+			return config{}, outbox.WithHint(fmt.Errorf("%w: --mysql-dsn has a password and --mysql-password-file is set", outbox.ErrConfig),
+				"keep the password in one place: drop it from the DSN (user@tcp(host:3306)/app) when it comes from the file")
+		}
+		if my.Passwd, err = readSecret(path, "--mysql-password-file"); err != nil {
+			return config{}, err
+		}
+	}
 	// The relay scans DATETIME columns into time.Time, in UTC.
 	my.ParseTime = true
 	my.Loc = time.UTC
@@ -373,6 +396,11 @@ func loadFlags(c *cli.Context) (config, error) {
 			"use a number from 1 to 4294967295 that no server or replica uses")
 	}
 	cfg.ServerID = uint32(id)
+	if path := globalString(c, "redis-password-file"); path != "" {
+		if cfg.RedisURL, err = withRedisPassword(cfg.RedisURL, path); err != nil {
+			return config{}, err
+		}
+	}
 	if _, err := redis.ParseURL(cfg.RedisURL); err != nil {
 		detail := err.Error()
 		if logging.URLPassword(cfg.RedisURL) != "" {
@@ -382,6 +410,44 @@ func loadFlags(c *cli.Context) (config, error) {
 			"write it as redis://[user:pass@]host:6379/0, or rediss:// for TLS; percent-encode special characters in the password")
 	}
 	return cfg, nil
+}
+
+// readSecret reads a password from a file (a mounted Docker or Kubernetes
+// secret), so that it never stands on a command line, in the environment or
+// in a process listing. One trailing newline, as editors and `echo` write
+// it, is not part of the password. Errors name the file, never its content.
+func readSecret(path, flag string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", outbox.WithHint(fmt.Errorf("%w: %s: %v", outbox.ErrConfig, flag, err),
+			"point %s at a readable file holding only the password", flag)
+	}
+	s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if s == "" {
+		return "", outbox.WithHint(fmt.Errorf("%w: %s: %s is empty", outbox.ErrConfig, flag, path),
+			"write the password into the file, or drop %s", flag)
+	}
+	return s, nil
+}
+
+// withRedisPassword puts the password from path into a redis:// URL that
+// has none, keeping its user name (an ACL user) if it has one.
+func withRedisPassword(rawURL, path string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "", outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse", outbox.ErrConfig, logging.RedactURL(rawURL)),
+			"write it as redis://[user@]host:6379/0, or rediss:// for TLS")
+	}
+	if _, has := u.User.Password(); has {
+		return "", outbox.WithHint(fmt.Errorf("%w: --redis-url has a password and --redis-password-file is set", outbox.ErrConfig),
+			"keep the password in one place: drop it from the URL (redis://[user@]host:6379/0) when it comes from the file")
+	}
+	pw, err := readSecret(path, "--redis-password-file")
+	if err != nil {
+		return "", err
+	}
+	u.User = url.UserPassword(u.User.Username(), pw)
+	return u.String(), nil
 }
 
 // redisLogger adapts go-redis's internal logging to slog at debug level.
