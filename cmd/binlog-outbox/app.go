@@ -195,7 +195,7 @@ func globalFlags() []cli.Flag {
 		}, shown: fmt.Sprintf("%q", defaultRedisURL)},
 		&cli.StringFlag{
 			Name:    "mysql-password-file",
-			Usage:   "read the MySQL password from this file (a Docker or Kubernetes secret) instead of the DSN; one trailing newline is dropped",
+			Usage:   "read the MySQL password from this file (as Docker and Kubernetes mount them) instead of the DSN; one trailing newline is dropped",
 			EnvVars: []string{envMySQLPasswordFile},
 		},
 		&cli.StringFlag{
