@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"crypto/x509"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -111,6 +112,9 @@ func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, *schema.Re
 		fix := "check host and port in --mysql-dsn, that the server runs and accepts TCP connections from this host"
 		if isMySQLError(err, 1045) {
 			fix = "check the user name and password in --mysql-dsn, and that the account exists for this client host"
+		}
+		if f := tlsFix(err); f != "" {
+			fix = f
 		}
 		return mysqlserver.Server{}, nil, append([]Result{fail(NameMySQL,
 			fmt.Sprintf("cannot connect to %s as %s: %s", dsn.Addr, dsn.User, scrub(err)), fix, both)},
@@ -456,4 +460,25 @@ func parseError(err error, secret string) string {
 		return "message withheld, as it may quote part of the password"
 	}
 	return err.Error()
+}
+
+// tlsFix says how to fix a failed TLS handshake with the MySQL server, or ""
+// when err is no TLS failure.
+func tlsFix(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &unknown):
+		return "the server's certificate is not signed by a CA the relay trusts: give the CA bundle that signed it with --mysql-tls-ca (managed services publish theirs: AWS RDS, Azure, Google Cloud SQL)"
+	case errors.As(err, &host):
+		return "the server's certificate is for another name (" + host.Error() + "): connect by a name the certificate carries, or set --mysql-tls-server-name to it"
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return "a certificate is expired or not yet valid (" + invalid.Error() + "): renew the server's certificate, or check this machine's clock"
+	case errors.As(err, &invalid):
+		return "the server's certificate is not valid for TLS (" + invalid.Error() + "): fix the server's certificate"
+	case errors.Is(err, mysql.ErrNoTLS):
+		return "the server does not offer TLS: configure ssl_cert and ssl_key on the server, or drop the --mysql-tls-* flags"
+	}
+	return ""
 }

@@ -181,7 +181,7 @@ type secretFlag struct {
 func (f secretFlag) GetDefaultText() string { return f.shown }
 
 func globalFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		secretFlag{StringFlag: &cli.StringFlag{
 			Name:    "mysql-dsn",
 			Usage:   "go-sql-driver DSN of the relay user, e.g. `user:pass@tcp(127.0.0.1:3306)/app`; its database holds the outbox table",
@@ -232,7 +232,7 @@ func globalFlags() []cli.Flag {
 			EnvVars: []string{envServerID},
 			Value:   defaultServerID,
 		},
-	}
+	}, mysqlTLSFlags()...)
 }
 
 // config is the configuration every command shares, from the global flags.
@@ -316,6 +316,9 @@ func loadConfig(c *cli.Context) (config, error) {
 		if my.Passwd, err = readSecret(path, "--mysql-password-file"); err != nil {
 			return config{}, err
 		}
+	}
+	if err := applyMySQLTLS(c, my); err != nil {
+		return config{}, err
 	}
 	// The relay scans DATETIME columns into time.Time, in UTC.
 	my.ParseTime = true
