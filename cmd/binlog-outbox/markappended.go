@@ -62,11 +62,20 @@ func markAppended(c *cli.Context) error {
 	if onSent != poller.OnSentMark && onSent != poller.OnSentDelete {
 		return usageError{fmt.Errorf("--on-sent %q: want mark or delete", c.String("on-sent"))}
 	}
+	ctx := c.Context
+	db, res, err := openTable(ctx, &cfg, "mark-appended")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
+		return err
+	}
 	if onSent == poller.OnSentMark && !cfg.Mapping.Has(schema.ColSentAt) {
-		return outbox.WithHint(fmt.Errorf("%w: --on-sent mark needs the sent_at column, which the mapping declares absent", outbox.ErrConfig),
+		return outbox.WithHint(fmt.Errorf("%w: --on-sent mark needs the sent_at column, which the table lacks", outbox.ErrConfig),
 			"run with --on-sent delete, as poll mode will")
 	}
-	tmpl, err := redisstream.ParseTemplate(c.String("stream"), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
+	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return err
 	}
@@ -75,19 +84,6 @@ func markAppended(c *cli.Context) error {
 		return err
 	}
 	defer client.Close()
-	db, err := sql.Open("mysql", cfg.DSN())
-	if err != nil {
-		return fmt.Errorf("open mysql: %w", err)
-	}
-	defer db.Close()
-	ctx := c.Context
-	_, problems, err := schema.Validate(ctx, db, cfg.Database, cfg.Table, cfg.Mapping)
-	if err != nil {
-		return fmt.Errorf("mark-appended: inspect the outbox table: %w", err)
-	}
-	if err := schema.ProblemsError(cfg.Table, problems); err != nil {
-		return err
-	}
 
 	keys, err := streamKeys(ctx, client, tmpl.Glob(), c.String("dead-letter-stream"))
 	if err != nil {
@@ -155,27 +151,15 @@ type marker struct {
 }
 
 func newMarker(db *sql.DB, cfg config, onSent string) *marker {
-	col := func(logical string) string {
-		name, _ := cfg.Mapping.Physical(logical)
-		return schema.QuoteIdent(name)
-	}
-	table := schema.QuoteIdent(cfg.Database) + "." + schema.QuoteIdent(cfg.Table)
-	id := col(schema.ColID)
-	messageID := "CAST(" + id + " AS CHAR)"
-	if cfg.Mapping.Has(schema.ColMessageID) {
-		messageID = col(schema.ColMessageID)
-	}
-	// Without sent_at (--on-sent delete) every row in the table is unsent.
-	unsent := "1"
-	if cfg.Mapping.Has(schema.ColSentAt) {
-		unsent = col(schema.ColSentAt) + " IS NULL"
-	}
+	q := columnsOf(cfg)
+	table, id, messageID, unsent := q.table, q.id, q.messageID, q.unsent
 	m := &marker{db: db}
 	m.selectQ = "SELECT /* binlog-outbox */ " + id + ", " + messageID + ", " + unsent + " FROM " + table + " WHERE " + id + " IN ("
 	if onSent == poller.OnSentDelete {
 		m.markQ = "DELETE /* binlog-outbox */ FROM " + table + " WHERE " + id + " IN ("
 	} else {
-		m.markQ = "UPDATE /* binlog-outbox */ " + table + " SET " + col(schema.ColSentAt) + " = NOW(6) WHERE " + id + " IN ("
+		sentAt, _ := cfg.Mapping.Physical(schema.ColSentAt)
+		m.markQ = "UPDATE /* binlog-outbox */ " + table + " SET " + schema.QuoteIdent(sentAt) + " = NOW(6) WHERE " + id + " IN ("
 	}
 	return m
 }

@@ -106,19 +106,11 @@ func runStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := sql.Open("mysql", cfg.DSN())
+	db, _, err := openTable(ctx, &cfg, "status")
 	if err != nil {
-		return fmt.Errorf("open mysql: %w", err)
-	}
-	defer db.Close()
-	if err := resolveTable(ctx, &cfg, db); err != nil {
 		return err
 	}
-	res, err := schema.Resolve(ctx, db, cfg.Database, cfg.Table, cfg.Mapping, cfg.Declared)
-	if err != nil {
-		return fmt.Errorf("status: inspect the outbox table: %w", err)
-	}
-	cfg.Mapping = res.Mapping
+	defer db.Close()
 	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return err

@@ -177,22 +177,14 @@ func runVerify(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := sql.Open("mysql", cfg.DSN())
+	db, res, err := openTable(ctx, &cfg, "verify")
 	if err != nil {
-		return fmt.Errorf("open mysql: %w", err)
-	}
-	defer db.Close()
-	if err := resolveTable(ctx, &cfg, db); err != nil {
 		return err
 	}
-	res, err := schema.Resolve(ctx, db, cfg.Database, cfg.Table, cfg.Mapping, cfg.Declared)
-	if err != nil {
-		return fmt.Errorf("verify: inspect the outbox table: %w", err)
-	}
+	defer db.Close()
 	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
 		return err
 	}
-	cfg.Mapping = res.Mapping
 	if !cfg.Mapping.Has(schema.ColSentAt) {
 		onSent = poller.OnSentDelete
 	}

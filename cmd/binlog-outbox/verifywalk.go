@@ -160,23 +160,12 @@ type verifyRow struct {
 }
 
 func (v *verifier) buildQueries(cfg config) {
-	col := func(logical string) string {
-		name, _ := cfg.Mapping.Physical(logical)
-		return schema.QuoteIdent(name)
-	}
-	table := schema.QuoteIdent(cfg.Database) + "." + schema.QuoteIdent(cfg.Table)
-	id := col(schema.ColID)
-	messageID := "CAST(" + id + " AS CHAR)"
-	if cfg.Mapping.Has(schema.ColMessageID) {
-		messageID = col(schema.ColMessageID)
-	}
-	unsent := "1"
-	if cfg.Mapping.Has(schema.ColSentAt) {
-		unsent = col(schema.ColSentAt) + " IS NULL"
-	}
+	q := columnsOf(cfg)
+	table, id, messageID, unsent := q.table, q.id, q.messageID, q.unsent
 	where := id + " > ?"
 	if !v.rng.Since.IsZero() {
-		where += " AND " + col(schema.ColOccurredAt) + " >= ?"
+		occurred, _ := cfg.Mapping.Physical(schema.ColOccurredAt)
+		where += " AND " + schema.QuoteIdent(occurred) + " >= ?"
 	}
 	v.selectQ = "SELECT /* binlog-outbox */ " + id + ", " + messageID + ", " + unsent + " FROM " + table + " WHERE " + where + " ORDER BY " + id + " LIMIT ?"
 	v.recheckQ = "SELECT /* binlog-outbox */ " + id + ", " + messageID + " FROM " + table + " WHERE " + id + " IN ("

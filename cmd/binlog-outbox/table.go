@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// openTable connects to MySQL and sees the outbox table as `run` does: by
+// the server's name for it (resolveTable) and with the mapping resolved
+// against its columns (schema.Resolve), which replaces cfg.Mapping. The
+// commands that read the table beside the relay (mark-appended, verify,
+// status) use it, so that they read the rows and the streams `run` writes.
+// The caller closes the pool.
+func openTable(ctx context.Context, cfg *config, command string) (*sql.DB, schema.Resolution, error) {
+	db, err := sql.Open("mysql", cfg.DSN())
+	if err != nil {
+		return nil, schema.Resolution{}, fmt.Errorf("open mysql: %w", err)
+	}
+	if err := resolveTable(ctx, cfg, db); err != nil {
+		db.Close()
+		return nil, schema.Resolution{}, err
+	}
+	res, err := schema.Resolve(ctx, db, cfg.Database, cfg.Table, cfg.Mapping, cfg.Declared)
+	if err != nil {
+		db.Close()
+		return nil, schema.Resolution{}, fmt.Errorf("%s: inspect the outbox table: %w", command, err)
+	}
+	cfg.Mapping = res.Mapping
+	return db, res, nil
+}
+
+// queryColumns are the SQL expressions of the columns a command that
+// matches rows with stream entries reads.
+type queryColumns struct {
+	table, id string
+	// messageID is the message_id column, or the id as text when the table
+	// has none (what the entries carry then).
+	messageID string
+	// unsent is true for a row not marked sent; every row without sent_at.
+	unsent string
+}
+
+func columnsOf(cfg config) queryColumns {
+	col := func(logical string) string {
+		name, _ := cfg.Mapping.Physical(logical)
+		return schema.QuoteIdent(name)
+	}
+	q := queryColumns{
+		table:     schema.QuoteIdent(cfg.Database) + "." + schema.QuoteIdent(cfg.Table),
+		id:        col(schema.ColID),
+		messageID: "CAST(" + col(schema.ColID) + " AS CHAR)",
+		unsent:    "1",
+	}
+	if cfg.Mapping.Has(schema.ColMessageID) {
+		q.messageID = col(schema.ColMessageID)
+	}
+	if cfg.Mapping.Has(schema.ColSentAt) {
+		q.unsent = col(schema.ColSentAt) + " IS NULL"
+	}
+	return q
+}
