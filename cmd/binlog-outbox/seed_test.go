@@ -153,6 +153,19 @@ func TestRun_SeedTables(t *testing.T) {
 				if out := p.Out.String(); !strings.Contains(out, "outbox table has no column for") {
 					t.Errorf("the start-up log does not say which columns the table lacks:\n%s", relaytest.TailLines(out, 20))
 				}
+				if m == mode.Binlog {
+					// The switch to poll mode takes these tables too: it
+					// finds the rows of every entry the relay appended.
+					args := append([]string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}, tt.args...)
+					out, errOut, code := run(t, append(args, "mark-appended")...)
+					if code != 0 {
+						t.Fatalf("mark-appended: exit %d\n%s%s", code, out, errOut)
+					}
+					var unsent int
+					if err := env.DB.QueryRow("SELECT COUNT(*) FROM `" + tt.table + "` WHERE sent_at IS NULL").Scan(&unsent); err != nil || unsent != 0 {
+						t.Errorf("after mark-appended %d rows unsent (%v), want 0\n%s", unsent, err, out)
+					}
+				}
 			})
 		}
 	}
