@@ -221,14 +221,17 @@ func TestMarkAppended_TrimmedStreamsAndForeignEntries(t *testing.T) {
 // json_valid CHECK again on the UPDATE that marks a row, so a dead letter
 // whose payload a producer wrote with the checks off could not be marked.
 func TestMarkAppended_DeadLetterWithInvalidJSON(t *testing.T) {
-	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	srv := testsvc.SharedMariaDB(t)
+	// MySQL's JSON type cannot hold such a payload at all.
+	srv.RequirePrivate(t, "a MariaDB JSON column whose CHECK a session can skip")
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()
 	conn, err := env.DB.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.ExecContext(ctx, "SET SESSION check_constraint_checks = 0"); err != nil {
-		t.Skipf("the server has no check_constraint_checks (MySQL's JSON type cannot hold such a payload): %v", err)
+		t.Fatal(err)
 	}
 	if _, err := conn.ExecContext(ctx, "INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload) VALUES ('bad-json', 'raw', 'r', 'raw.changed', '{\"n\":')"); err != nil {
 		t.Fatal(err)
