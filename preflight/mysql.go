@@ -120,7 +120,17 @@ func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, *schema.Re
 			fmt.Sprintf("cannot connect to %s as %s: %s", dsn.Addr, dsn.User, scrub(err)), fix, both)},
 			skipAll(afterMySQL, "not checked: the MySQL server is unreachable")...)
 	}
-	results := []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s", srv, dsn.Addr, dsn.User), both), checkVersion(srv)}
+	link := "without TLS"
+	if dsn.TLS != nil {
+		link = "over TLS"
+		switch {
+		case dsn.TLS.InsecureSkipVerify:
+			link += " without verifying the server's certificate"
+		case dsn.TLS.ServerName != "":
+			link += ", certificate verified for " + dsn.TLS.ServerName
+		}
+	}
+	results := []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s, %s", srv, dsn.Addr, dsn.User, link), both), checkVersion(srv)}
 
 	vars, err := mysqlserver.GlobalVariables(ctx, db, "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
 		"sync_binlog", "innodb_flush_log_at_trx_commit", "gtid_mode")

@@ -106,8 +106,8 @@ func TestMySQLTLS(t *testing.T) {
 	})
 	t.Run("check and run over TLS", func(t *testing.T) {
 		out, errOut, code := run(t, append(append(global, tlsArgs...), "check", "--mode", "binlog")...)
-		if code != 0 || !strings.Contains(out, "PASS  mysql server") {
-			t.Fatalf("check: exit %d, want ready over TLS\n%s%s", code, out, errOut)
+		if code != 0 || !strings.Contains(out, "PASS  mysql server") || !strings.Contains(out, "over TLS, certificate verified for 127.0.0.1") {
+			t.Fatalf("check: exit %d, want ready over TLS, saying so\n%s%s", code, out, errOut)
 		}
 		args := append(append(global, tlsArgs...), "--log-format", "json", "--server-id", "4711", "run", "--mode", "binlog", "--heartbeat", "500ms")
 		p := relaytest.StartProcess(t, binary(t), args...)
