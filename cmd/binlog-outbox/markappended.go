@@ -75,11 +75,7 @@ func markAppended(c *cli.Context) error {
 		return outbox.WithHint(fmt.Errorf("%w: --on-sent mark needs the sent_at column, which the table lacks", outbox.ErrConfig),
 			"run with --on-sent delete, as poll mode will")
 	}
-	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
-	if err != nil {
-		return err
-	}
-	client, err := redisstream.NewClient(cfg.RedisURL)
+	tmpl, client, err := openStreams(c, cfg)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 func statusCommand() *cli.Command {
@@ -111,11 +110,7 @@ func runStatus(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
-	if err != nil {
-		return err
-	}
-	client, err := redisstream.NewClient(cfg.RedisURL)
+	tmpl, client, err := openStreams(c, cfg)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,10 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -30,6 +34,20 @@ func openTable(ctx context.Context, cfg *config, command string) (*sql.DB, schem
 	}
 	cfg.Mapping = res.Mapping
 	return db, res, nil
+}
+
+// openStreams parses the stream template `run` would use for the resolved
+// table and opens the Redis client; the caller closes the client.
+func openStreams(c *cli.Context, cfg config) (*redisstream.Template, *redis.Client, error) {
+	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := redisstream.NewClient(cfg.RedisURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tmpl, client, nil
 }
 
 // queryColumns are the SQL expressions of the columns a command that

@@ -188,11 +188,7 @@ func runVerify(c *cli.Context) error {
 	if !cfg.Mapping.Has(schema.ColSentAt) {
 		onSent = poller.OnSentDelete
 	}
-	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
-	if err != nil {
-		return err
-	}
-	client, err := redisstream.NewClient(cfg.RedisURL)
+	tmpl, client, err := openStreams(c, cfg)
 	if err != nil {
 		return err
 	}
