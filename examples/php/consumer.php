@@ -72,7 +72,7 @@ try {
     $status = 1;
 }
 if (isset($consumer)) {
-    echo implode(' ', array_map(fn ($k, $v) => "$k=$v", array_keys($consumer->stats), $consumer->stats)), "\n";
+    echo statsLine($consumer->stats), "\n";
 }
 exit($status);
 
