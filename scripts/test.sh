@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a Debian/Ubuntu machine, installing what is
 # missing first: MariaDB and Redis servers (the tests start private instances
-# of them, never the system services) and PHP for the PHP examples.
+# of them, never the system services) and PHP with Laravel for the PHP examples.
 #
 #   scripts/test.sh            # everything: gofmt, go vet, go test -race ./...
 #   scripts/test.sh -run X     # extra arguments go to go test
@@ -25,6 +25,9 @@ if have php; then
 else
 	need+=(php-mysql php-redis)
 fi
+# examples/laravel runs on Debian's Laravel 8 (its bootstrap falls back to
+# Debian's autoloader when there is no vendor/).
+[ -f /usr/share/php/Illuminate/Foundation/Application.php ] || need+=(php-laravel-framework)
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -2,8 +2,8 @@
 
 namespace App\Models;
 
+use BinlogOutbox\Ulid;
 use Illuminate\Database\Eloquent\Model;
-use Illuminate\Support\Str;
 
 /**
  * OutboxEvent is a row of the outbox table that binlog-outbox relays to the
@@ -44,7 +44,8 @@ class OutboxEvent extends Model
     {
         static::creating(function (OutboxEvent $event) {
             // A ULID: unique, and sorts by time; consumers deduplicate on it.
-            $event->message_id ??= (string) Str::ulid();
+            // (Str::ulid() on Laravel 9+ makes the same.)
+            $event->message_id ??= Ulid::generate();
             // DATETIME has no zone; the relay reads occurred_at as UTC.
             $event->occurred_at ??= now('UTC');
         });

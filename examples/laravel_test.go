@@ -1,0 +1,145 @@
+package examples_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/examples/internal/exampletest"
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+)
+
+// debianLaravel is where php-laravel-framework puts the framework; the
+// example's bootstrap/autoload.php falls back to it without vendor/.
+const debianLaravel = "/usr/share/php/Illuminate/Foundation/Application.php"
+
+// TestLaravelExample runs examples/laravel on Debian's Laravel 8 against the
+// suite's MariaDB, Redis and relay: `artisan migrate` creates the tables, two
+// `outbox:consume` workers run while `orders:place` places orders through
+// OrderService (some rolled back), the relay is killed with SIGKILL between
+// two batches and restarted, and in the end every committed event is handled
+// exactly once, no rolled-back one, and both workers stop cleanly on SIGTERM.
+func TestLaravelExample(t *testing.T) {
+	php := requirePHP(t)
+	if _, err := os.Stat(debianLaravel); err != nil {
+		t.Fatalf("Laravel is not installed (%v); install it with: apt-get install -y php-laravel-framework (scripts/test.sh installs it)", err)
+	}
+	ctx := context.Background()
+	e := exampletest.NewBareEnv(t)
+	rdb := e.Redis.Client(t, e.RedisURL)
+	art := newArtisan(t, php, e)
+
+	art.run("migrate", "--force")
+	relay := exampletest.StartRelay(t, e)
+
+	var workers []*relaytest.Process
+	for _, name := range []string{"worker-1", "worker-2"} {
+		workers = append(workers, relaytest.StartCommand(t, art.command("outbox:consume", "--consumer="+name, "--block-ms=500")))
+	}
+
+	out := art.run("orders:place", "--orders=12", "--rollback-every=3")
+	first := exampletest.ParseProducerOutput(t, out)
+	relaytest.WaitFor(t, 30*time.Second, "the relay to append the first orders' events", func() bool {
+		return rdb.XLen(ctx, "outbox:order").Val() >= int64(len(first.Committed))
+	})
+	relay.Signal(t, syscall.SIGKILL)
+	relay.Wait(t, 30*time.Second)
+	// Committed while no relay runs: the restarted one resumes from its position.
+	out += art.run("orders:place", "--orders=12", "--rollback-every=3")
+	exampletest.StartRelay(t, e)
+	produced := exampletest.ParseProducerOutput(t, out)
+
+	relaytest.WaitFor(t, 30*time.Second, "the workers to handle every committed event", func() bool {
+		for _, w := range workers {
+			if w.Exited() {
+				t.Fatalf("a worker exited:\n%s", w.Out.String())
+			}
+		}
+		return len(exampletest.ProcessedIDs(t, e.DB, "billing")) >= len(produced.Committed)
+	})
+	processed := 0
+	for i, w := range workers {
+		w.Signal(t, syscall.SIGTERM)
+		if code := w.Wait(t, 30*time.Second); code != 0 {
+			t.Errorf("worker-%d exited with %d after SIGTERM, want 0:\n%s", i+1, code, w.Out.String())
+		}
+		st := parseStats(t, w.Out.String())
+		t.Logf("worker-%d: %v", i+1, st)
+		processed += st["processed"]
+	}
+	exampletest.CheckExactlyOnce(t, exampletest.ProcessedIDs(t, e.DB, "billing"), produced)
+	if processed != len(produced.Committed) {
+		t.Errorf("the workers processed %d events between them, want the %d committed", processed, len(produced.Committed))
+	}
+	if n := rdb.XLen(ctx, "outbox:order").Val(); n != int64(len(produced.Committed)) {
+		t.Errorf("outbox:order has %d entries after the relay's SIGKILL and restart, want the %d committed events once each", n, len(produced.Committed))
+	}
+	if p := rdb.XPending(ctx, "outbox:order", "billing").Val(); p.Count != 0 {
+		t.Errorf("%d entries pending in group billing after the workers stopped, want 0", p.Count)
+	}
+	checkLaravelEvent(t, rdb.XRangeN(ctx, "outbox:order", "-", "+", 1).Val()[0].Values)
+}
+
+// checkLaravelEvent checks what OutboxEvent wrote, as the relay relayed it:
+// the JSON casts, the microseconds of occurred_at, a ULID message id.
+func checkLaravelEvent(t *testing.T, v map[string]any) {
+	t.Helper()
+	var payload struct {
+		OrderID    int    `json:"order_id"`
+		Customer   string `json:"customer"`
+		TotalCents int    `json:"total_cents"`
+	}
+	if err := json.Unmarshal([]byte(v["payload"].(string)), &payload); err != nil || payload.OrderID == 0 || payload.Customer == "" {
+		t.Errorf("first entry's payload %q (%v), want the order as a JSON object", v["payload"], err)
+	}
+	if id := v["message_id"].(string); !ulidRE.MatchString(id) || time.Since(ulidTime(id)).Abs() > 5*time.Minute {
+		t.Errorf("message_id %q is not a ULID of about now", id)
+	}
+	at, err := time.Parse(time.RFC3339Nano, v["occurred_at"].(string))
+	if err != nil || time.Since(at).Abs() > 5*time.Minute {
+		t.Errorf("occurred_at %q (%v), want about now in UTC", v["occurred_at"], err)
+	}
+	if v["aggregate_id"] != strconv.Itoa(payload.OrderID) || v["event_type"] != "order.placed" {
+		t.Errorf("first entry %v, want order.placed of order %d", v, payload.OrderID)
+	}
+}
+
+// artisan runs examples/laravel's artisan with the Env's settings in the
+// environment variables config/*.php read.
+type artisan struct {
+	php *phpRunner
+	bin string
+}
+
+func newArtisan(t *testing.T, php string, e *exampletest.Env) *artisan {
+	u, err := url.Parse(e.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	env := append(os.Environ(),
+		"DB_HOST="+e.MariaDB.Host(), "DB_PORT="+strconv.Itoa(e.MariaDB.Port()), "DB_DATABASE="+e.Database,
+		"DB_USERNAME="+e.MariaDB.User(), "DB_PASSWORD="+e.MariaDB.Password(),
+		"REDIS_HOST="+u.Hostname(), "REDIS_PORT="+u.Port(), "REDIS_DB="+strings.TrimPrefix(u.Path, "/"),
+		"LOG_CHANNEL=stderr",
+		// Laravel writes its manifests here, not into the checkout.
+		"APP_PACKAGES_CACHE="+filepath.Join(cache, "packages.php"), "APP_SERVICES_CACHE="+filepath.Join(cache, "services.php"))
+	return &artisan{php: &phpRunner{t: t, php: php, env: env}, bin: repo(t, "examples", "laravel", "artisan")}
+}
+
+func (a *artisan) command(args ...string) *exec.Cmd {
+	return a.php.command(append([]string{a.bin}, args...)...)
+}
+
+func (a *artisan) run(args ...string) string {
+	a.php.t.Helper()
+	return a.php.run(append([]string{a.bin}, args...)...)
+}
