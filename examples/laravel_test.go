@@ -1,12 +1,14 @@
 package examples_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -142,4 +144,92 @@ func (a *artisan) command(args ...string) *exec.Cmd {
 func (a *artisan) run(args ...string) string {
 	a.php.t.Helper()
 	return a.php.run(append([]string{a.bin}, args...)...)
+}
+
+// TestComposerJSON checks what Composer would do with the files the suite
+// does not install from (no Packagist here): the Laravel app requires
+// Laravel 10 to 12 and the consumer library through its path repository,
+// and every class sits where its PSR-4 entry makes Composer look for it.
+func TestComposerJSON(t *testing.T) {
+	type composer struct {
+		Name         string            `json:"name"`
+		Require      map[string]string `json:"require"`
+		Repositories []struct {
+			Type, URL string
+		} `json:"repositories"`
+		Autoload struct {
+			PSR4 map[string]string `json:"psr-4"`
+		} `json:"autoload"`
+	}
+	read := func(dir string) composer {
+		t.Helper()
+		var c composer
+		if err := json.Unmarshal([]byte(readFile(t, dir, "composer.json")), &c); err != nil {
+			t.Fatalf("%s/composer.json: %v", dir, err)
+		}
+		return c
+	}
+	app, lib := read("examples/laravel"), read("examples/php/lib")
+	if got := app.Require["laravel/framework"]; got != "^10.0|^11.0|^12.0" {
+		t.Errorf("examples/laravel requires laravel/framework %q, want ^10.0|^11.0|^12.0", got)
+	}
+	if len(app.Repositories) != 1 || app.Repositories[0].Type != "path" || filepath.Clean(filepath.Join("examples/laravel", app.Repositories[0].URL)) != "examples/php/lib" {
+		t.Errorf("examples/laravel repositories %+v, want the path repository ../php/lib", app.Repositories)
+	}
+	if _, ok := app.Require[lib.Name]; !ok || lib.Name == "" {
+		t.Errorf("examples/laravel does not require the library %q of its path repository", lib.Name)
+	}
+	checkPSR4(t, "examples/laravel", app.Autoload.PSR4)
+	checkPSR4(t, "examples/php/lib", lib.Autoload.PSR4)
+}
+
+var namespaceRE = regexp.MustCompile(`(?m)^namespace ([A-Za-z0-9_\\]+);$`)
+
+// checkPSR4 checks that each PHP file under a PSR-4 directory declares the
+// namespace its path gives (tests/ and scripts without a namespace aside).
+func checkPSR4(t *testing.T, dir string, psr4 map[string]string) {
+	t.Helper()
+	if len(psr4) == 0 {
+		t.Fatalf("%s/composer.json has no PSR-4 autoload", dir)
+	}
+	for prefix, sub := range psr4 {
+		root := repo(t, dir, sub)
+		classes := 0
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() && d.Name() == "tests" {
+				return cmp.Or(err, filepath.SkipDir)
+			}
+			if !strings.HasSuffix(p, ".php") {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			m := namespaceRE.FindSubmatch(b)
+			if m == nil {
+				return nil // autoload.php and the like
+			}
+			rel, _ := filepath.Rel(root, filepath.Dir(p))
+			want := strings.TrimSuffix(prefix, `\`)
+			if rel != "." {
+				want += `\` + strings.ReplaceAll(rel, "/", `\`)
+			}
+			if string(m[1]) != want {
+				t.Errorf("%s declares namespace %s; PSR-4 (%s => %s) wants %s", p, m[1], prefix, sub, want)
+			}
+			class := strings.TrimSuffix(filepath.Base(p), ".php")
+			if !regexp.MustCompile(`(?m)^(final |abstract )?(class|interface|trait) ` + class + `\b`).Match(b) {
+				t.Errorf("%s does not declare %s, the name PSR-4 looks it up by", p, class)
+			}
+			classes++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if classes == 0 {
+			t.Errorf("no class under %s (PSR-4 %s)", root, prefix)
+		}
+	}
 }
