@@ -1,7 +1,8 @@
 // Package examples_test runs the examples for real: the demo script, the PHP
-// producer and consumer against the relay and the test suite's private
-// servers, and checks that the committed Laravel migration, the MySQL init
-// script and docker-compose.yml agree with the code.
+// producer and consumer, the PHP consumer library and the Laravel
+// application against the relay and the test suite's private servers, and
+// checks that the committed Laravel migration, the MySQL init script and
+// docker-compose.yml agree with the code.
 package examples_test
 
 import (
@@ -172,8 +173,8 @@ func TestInitSQL_OutboxTable(t *testing.T) {
 	}
 }
 
-// TestPHPLint lints every PHP file of the examples, the Laravel ones that do
-// not run here included.
+// TestPHPLint lints every PHP file of the examples, those no test runs
+// (migrations' down(), the handlers' other paths) included.
 func TestPHPLint(t *testing.T) {
 	php := requirePHP(t)
 	var files []string

@@ -63,9 +63,3 @@ function redisClient(array $o): Redis
     $redis->select((int) $o['redis-db']);
     return $redis;
 }
-
-/** statsLine prints what a consumer did, as the tests read it: processed=3 duplicates=0 ... */
-function statsLine(array $stats): string
-{
-    return implode(' ', array_map(fn ($k, $v) => "$k=$v", array_keys($stats), $stats));
-}

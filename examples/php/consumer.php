@@ -72,7 +72,7 @@ try {
     $status = 1;
 }
 if (isset($consumer)) {
-    echo statsLine($consumer->stats), "\n";
+    echo $consumer->summary(), "\n";
 }
 exit($status);
 

@@ -161,6 +161,12 @@ final class OutboxConsumer
         return $given + count($read);
     }
 
+    /** summary is the stats as one line, processed=3 duplicates=0 ..., for logs and the tests. */
+    public function summary(): string
+    {
+        return implode(' ', array_map(fn ($k, $v) => "$k=$v", array_keys($this->stats), $this->stats));
+    }
+
     /** pending returns how many entries the group read and did not acknowledge. */
     public function pending(): int
     {

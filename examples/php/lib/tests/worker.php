@@ -89,4 +89,4 @@ $consumer->on('test.slow', function (Event $e) use ($write, $o): void {
     }
 });
 $o['mode'] === 'run' ? $consumer->run() : $consumer->drain();
-echo statsLine($consumer->stats), "\n";
+echo $consumer->summary(), "\n";

@@ -58,8 +58,7 @@ class ConsumeOutbox extends Command
         try {
             $this->option('drain') ? $consumer->drain() : $consumer->run();
         } finally {
-            // One line for the logs and the tests: processed=.. duplicates=.. ...
-            $this->line(implode(' ', array_map(fn ($k, $v) => "$k=$v", array_keys($consumer->stats), $consumer->stats)));
+            $this->line($consumer->summary());
         }
         return self::SUCCESS;
     }
