@@ -22,7 +22,8 @@ import (
 // TestOutboxConsumer runs examples/php/lib's OutboxConsumer through
 // lib/tests/worker.php against the suite's MariaDB and Redis, with entries
 // written as the relay writes them: a redelivery after a crash between
-// COMMIT and XACK is deduplicated, poison entries are dead-lettered after
+// COMMIT and XACK is deduplicated, a Redis client that prefixes keys is
+// refused, poison entries are dead-lettered after
 // max deliveries with their effects rolled back, and SIGTERM stops a worker
 // after the entry in progress, handing the rest back to the group.
 func TestOutboxConsumer(t *testing.T) {
@@ -48,6 +49,13 @@ func TestOutboxConsumer(t *testing.T) {
 		}
 		w.checkOnce(t, ids)
 		w.checkNothingPending(t, "outbox:crash")
+	})
+
+	t.Run("a prefixing Redis client refused", func(t *testing.T) {
+		out, err := w.php.command(w.args("outbox:prefixed", "prefixed", "--redis-prefix", "laravel_database_")...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "would read laravel_database_outbox:prefixed") {
+			t.Errorf("worker with a key prefix: %v, want it refused with the key it would read:\n%s", err, out)
+		}
 	})
 
 	t.Run("poison entries dead-lettered", func(t *testing.T) {

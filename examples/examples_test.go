@@ -64,14 +64,20 @@ type phpRunner struct {
 }
 
 func newPHP(t *testing.T, php string, e *exampletest.Env) *phpRunner {
+	host, port, db := redisAddr(t, e)
+	return &phpRunner{t: t, php: php, env: append(os.Environ(),
+		fmt.Sprintf("EXAMPLE_PDO_DSN=mysql:host=%s;port=%d;dbname=%s", e.MariaDB.Host(), e.MariaDB.Port(), e.Database),
+		"EXAMPLE_DB_USER="+e.MariaDB.User(), "EXAMPLE_DB_PASSWORD="+e.MariaDB.Password(),
+		"EXAMPLE_REDIS_HOST="+host, "EXAMPLE_REDIS_PORT="+port, "EXAMPLE_REDIS_DB="+db)}
+}
+
+// redisAddr splits the Env's Redis URL into what PHP clients are given.
+func redisAddr(t *testing.T, e *exampletest.Env) (host, port, db string) {
 	u, err := url.Parse(e.RedisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &phpRunner{t: t, php: php, env: append(os.Environ(),
-		fmt.Sprintf("EXAMPLE_PDO_DSN=mysql:host=%s;port=%d;dbname=%s", e.MariaDB.Host(), e.MariaDB.Port(), e.Database),
-		"EXAMPLE_DB_USER="+e.MariaDB.User(), "EXAMPLE_DB_PASSWORD="+e.MariaDB.Password(),
-		"EXAMPLE_REDIS_HOST="+u.Hostname(), "EXAMPLE_REDIS_PORT="+u.Port(), "EXAMPLE_REDIS_DB="+strings.TrimPrefix(u.Path, "/"))}
+	return u.Hostname(), u.Port(), strings.TrimPrefix(u.Path, "/")
 }
 
 // command is php with args and the Env's settings.

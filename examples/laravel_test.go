@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,15 +121,12 @@ type artisan struct {
 }
 
 func newArtisan(t *testing.T, php string, e *exampletest.Env) *artisan {
-	u, err := url.Parse(e.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, port, db := redisAddr(t, e)
 	cache := t.TempDir()
 	env := append(os.Environ(),
 		"DB_HOST="+e.MariaDB.Host(), "DB_PORT="+strconv.Itoa(e.MariaDB.Port()), "DB_DATABASE="+e.Database,
 		"DB_USERNAME="+e.MariaDB.User(), "DB_PASSWORD="+e.MariaDB.Password(),
-		"REDIS_HOST="+u.Hostname(), "REDIS_PORT="+u.Port(), "REDIS_DB="+strings.TrimPrefix(u.Path, "/"),
+		"REDIS_HOST="+host, "REDIS_PORT="+port, "REDIS_DB="+db,
 		"LOG_CHANNEL=stderr",
 		// Laravel writes its manifests here, not into the checkout.
 		"APP_PACKAGES_CACHE="+filepath.Join(cache, "packages.php"), "APP_SERVICES_CACHE="+filepath.Join(cache, "services.php"))

@@ -38,6 +38,7 @@ $o = options($argv, [
     'crash-after-commit' => '',
     'slow-started' => '',
     'slow-release' => '',
+    'redis-prefix' => '', // a Laravel-style key prefix, which the consumer must refuse
 ]);
 
 /** CrashingInbox dies between the COMMIT and the XACK of one message. */
@@ -63,7 +64,9 @@ $inbox = new PdoInbox($pdo);
 if ($o['crash-after-commit'] !== '') {
     $inbox = new CrashingInbox($inbox, $o['crash-after-commit']);
 }
-$consumer = new OutboxConsumer(redisClient($o), $inbox, new ConsumerConfig(
+$redis = redisClient($o);
+$redis->setOption(Redis::OPT_PREFIX, $o['redis-prefix']);
+$consumer = new OutboxConsumer($redis, $inbox, new ConsumerConfig(
     stream: $o['stream'],
     group: $o['group'],
     consumer: $o['consumer'],
