@@ -58,7 +58,7 @@ func TestLaravelExample(t *testing.T) {
 	exampletest.StartRelay(t, e)
 	produced := exampletest.ParseProducerOutput(t, out)
 
-	relaytest.WaitFor(t, 30*time.Second, "the workers to handle every committed event", func() bool {
+	relaytest.WaitFor(t, 60*time.Second, "the workers to handle every committed event", func() bool {
 		for _, w := range workers {
 			if w.Exited() {
 				t.Fatalf("a worker exited:\n%s", w.Out.String())
