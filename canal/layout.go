@@ -159,13 +159,13 @@ func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile s
 		streamer, err = syncer.StartSync(mysql.Position{Name: start.File, Pos: start.Pos})
 	}
 	if err != nil {
-		return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s: %w", start.String(), err))
+		return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s: %w", start.String(), err), !start.GTIDSet.IsZero())
 	}
 	file := start.File
 	for {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {
-			return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s to %s:%d: %w", start.String(), endFile, endPos, err))
+			return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s to %s:%d: %w", start.String(), endFile, endPos, err), !start.GTIDSet.IsZero())
 		}
 		h := ev.Header
 		switch e := ev.Event.(type) {

@@ -222,6 +222,9 @@ type Reader struct {
 	name     schema.Name
 	resolved bool
 
+	// noticed is the last change of server noticeNewServer logged.
+	noticed string
+
 	mu         sync.Mutex
 	stats      Stats
 	serverID   uint32

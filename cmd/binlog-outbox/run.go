@@ -158,7 +158,7 @@ func runRelay(c *cli.Context) error {
 	checkCtx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	rep := preflight.Run(checkCtx, preflight.Config{
 		MySQLDSN: cfg.DSN(), RedisURL: cfg.RedisURL, Table: cfg.Table, Mapping: cfg.Mapping, Declared: cfg.Declared,
-		ServerID: cfg.ServerID, OnSent: pollOnSent(c, requested),
+		ServerID: cfg.ServerID, OnSent: pollOnSent(c, requested), PositionKey: positionKey(c, cfg),
 	})
 	cancel()
 	if c.Context.Err() != nil {
