@@ -96,3 +96,12 @@ func (g GTID) String() string {
 		return u.String() + ":" + strconv.FormatInt(g.gno, 10)
 	}
 }
+
+// Contains reports whether s holds every transaction of o. A zero set holds
+// nothing, and sets of different flavors hold nothing of each other.
+func (s GTIDSet) Contains(o GTIDSet) bool {
+	if s.set == nil || o.set == nil {
+		return false
+	}
+	return s.set.Contain(o.set)
+}
