@@ -75,6 +75,7 @@ func NewApp() *cli.App {
 			markAppendedCommand(),
 			verifyCommand(),
 			statusCommand(),
+			cleanupCommand(),
 			schemaCommand(),
 			versionCommand(),
 			benchCommand(),
