@@ -54,26 +54,31 @@ func cleanupCommand() *cli.Command {
 		Flags: []cli.Flag{
 			positionKeyFlag(),
 			&cli.StringFlag{
-				Name:  "older-than",
-				Usage: "delete rows whose occurred_at is older than this, e.g. 7d, 36h or 1d12h (required)",
+				Name:    "older-than",
+				EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_OLDER_THAN"},
+				Usage:   "delete rows whose occurred_at is older than this, e.g. 7d, 36h or 1d12h (required)",
 			},
 			&cli.IntFlag{
-				Name:  "batch",
-				Usage: "rows per DELETE; each DELETE is its own transaction, so this bounds how long row locks are held",
-				Value: defaultCleanupBatch,
+				Name:    "batch",
+				EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_BATCH"},
+				Usage:   "rows per DELETE; each DELETE is its own transaction, so this bounds how long row locks are held",
+				Value:   defaultCleanupBatch,
 			},
 			&cli.DurationFlag{
-				Name:  "pause",
-				Usage: "pause between two DELETEs, to leave the server and replicas room",
+				Name:    "pause",
+				EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_PAUSE"},
+				Usage:   "pause between two DELETEs, to leave the server and replicas room",
 			},
 			&cli.DurationFlag{
-				Name:  "wait",
-				Usage: "binlog mode: how long to wait for the relay's stored position to pass the rows chosen before giving up",
-				Value: defaultCleanupWait,
+				Name:    "wait",
+				EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_WAIT"},
+				Usage:   "binlog mode: how long to wait for the relay's stored position to pass the rows chosen before giving up",
+				Value:   defaultCleanupWait,
 			},
 			&cli.BoolFlag{
-				Name:  "dry-run",
-				Usage: "count the rows that would be deleted, deleting none",
+				Name:    "dry-run",
+				EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_DRY_RUN"},
+				Usage:   "count the rows that would be deleted, deleting none",
 			},
 			&cli.BoolFlag{
 				Name:  "json",
