@@ -313,8 +313,8 @@ func (cl *cleaner) waitRelayed(ctx context.Context, end position.End, ids []uint
 	if err != nil || passed {
 		return err
 	}
-	return outbox.WithHint(fmt.Errorf("the relay has not relayed rows %d to %d within --wait %s: %s (the binlog end when they were read): the relay is behind or stopped; those rows stay",
-		ids[0], ids[len(ids)-1], cl.wait, why),
+	return outbox.WithHint(fmt.Errorf("rows %d to %d, chosen when the binlog ended at %s, are not relayed after --wait %s: %s; the relay is behind or stopped, so they stay",
+		ids[0], ids[len(ids)-1], end, cl.wait, why),
 		"see `binlog-outbox status`; start the relay or let it catch up, then run cleanup again (or raise --wait)")
 }
 

@@ -273,7 +273,9 @@ func TestCleanup_MappedColumns(t *testing.T) {
 	}
 	for rows.Next() {
 		var m string
-		rows.Scan(&m) //nolint:errcheck // checked by the comparison
+		if err := rows.Scan(&m); err != nil {
+			t.Fatal(err)
+		}
 		left = append(left, m)
 	}
 	rows.Close()

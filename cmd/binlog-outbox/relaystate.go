@@ -77,7 +77,7 @@ func waitPassed(ctx context.Context, sink *redisstream.Sink, end position.End, w
 			if ok {
 				return true, "", nil
 			}
-			why = fmt.Sprintf("the stored position is %s, before %s", b, end)
+			why = fmt.Sprintf("the stored position is %s", b)
 			if incomparable != nil {
 				why = incomparable.Error()
 			}
