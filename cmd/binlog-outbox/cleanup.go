@@ -207,9 +207,11 @@ func (cl *cleaner) buildQueries(cfg config, tbl *schema.Table, sent bool) {
 	// FROM_UNIXTIME renders the instant.
 	older := occurred + " < ?"
 	cl.cutoff = cl.res.Cutoff
-	if col, ok := tbl.Column(occurredName); ok && col.DataType == "timestamp" {
-		older = occurred + " < FROM_UNIXTIME(?)"
-		cl.cutoff = float64(cl.res.Cutoff.UnixMicro()) / 1e6
+	if tbl != nil {
+		if col, ok := tbl.Column(occurredName); ok && col.DataType == "timestamp" {
+			older = occurred + " < FROM_UNIXTIME(?)"
+			cl.cutoff = float64(cl.res.Cutoff.UnixMicro()) / 1e6
+		}
 	}
 	where := q.id + " > ? AND " + older
 	cl.deleteQ = "DELETE /* binlog-outbox */ FROM " + q.table + " WHERE "
