@@ -143,3 +143,12 @@ func (s GTIDSet) HeldBy(flavor, state string) (bool, error) {
 	}
 	return true, nil
 }
+
+// Contains reports whether s holds every transaction of o. A zero set holds
+// nothing, and sets of different flavors hold nothing of each other.
+func (s GTIDSet) Contains(o GTIDSet) bool {
+	if s.set == nil || o.set == nil {
+		return false
+	}
+	return s.set.Contain(o.set)
+}

@@ -76,6 +76,7 @@ func NewApp() *cli.App {
 			markAppendedCommand(),
 			verifyCommand(),
 			statusCommand(),
+			cleanupCommand(),
 			schemaCommand(),
 			versionCommand(),
 			benchCommand(),
