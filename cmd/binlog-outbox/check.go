@@ -44,6 +44,7 @@ func runCheck(c *cli.Context) error {
 		Table:    cfg.Table,
 		Mapping:  cfg.Mapping,
 		Declared: cfg.Declared,
+		Extra:    cfg.Extra,
 		ServerID: cfg.ServerID,
 	})
 	printReport(c.App.Writer, rep)
