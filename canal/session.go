@@ -167,7 +167,7 @@ func (r *Reader) deadConnection(st *stream, err error) error {
 func (r *Reader) newMachine(start position.Point, proof layoutProof, f *flusher) *machine {
 	m := &machine{
 		name:       r.name,
-		dec:        newRowDecoder(r.cfg.Mapping, proof.columns, r.cfg.Absent),
+		dec:        newRowDecoder(r.cfg.Mapping, r.cfg.Extra, proof.columns, r.cfg.Absent),
 		ddlAhead:   proof.ddlAhead,
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,

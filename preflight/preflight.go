@@ -124,6 +124,9 @@ type Config struct {
 	// (schema.DeclaredColumns). Run resolves the others against the table:
 	// an optional one the table lacks is absent (schema.Resolve).
 	Declared []string
+	// Extra are the columns --extra-column carries as fields; each must be
+	// in the table.
+	Extra []schema.ExtraColumn
 	// ServerID is the relay's replica server id (--server-id).
 	ServerID uint32
 	// OnSent is what poll mode does with a relayed row: "mark" (UPDATE its

@@ -19,19 +19,21 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // Environment variables of the global flags. Users' deployments depend on
 // these names: do not rename them.
 const (
-	envMySQLDSN  = "BINLOG_OUTBOX_MYSQL_DSN"
-	envRedisURL  = "BINLOG_OUTBOX_REDIS_URL"
-	envTable     = "BINLOG_OUTBOX_TABLE"
-	envColumns   = "BINLOG_OUTBOX_COLUMNS"
-	envLogFormat = "BINLOG_OUTBOX_LOG_FORMAT"
-	envLogLevel  = "BINLOG_OUTBOX_LOG_LEVEL"
-	envServerID  = "BINLOG_OUTBOX_SERVER_ID"
+	envMySQLDSN     = "BINLOG_OUTBOX_MYSQL_DSN"
+	envRedisURL     = "BINLOG_OUTBOX_REDIS_URL"
+	envTable        = "BINLOG_OUTBOX_TABLE"
+	envColumns      = "BINLOG_OUTBOX_COLUMNS"
+	envExtraColumns = "BINLOG_OUTBOX_EXTRA_COLUMNS"
+	envLogFormat    = "BINLOG_OUTBOX_LOG_FORMAT"
+	envLogLevel     = "BINLOG_OUTBOX_LOG_LEVEL"
+	envServerID     = "BINLOG_OUTBOX_SERVER_ID"
 
 	envMySQLUser         = "BINLOG_OUTBOX_MYSQL_USER"
 	envMySQLPasswordFile = "BINLOG_OUTBOX_MYSQL_PASSWORD_FILE"
@@ -221,6 +223,11 @@ func globalFlags() []cli.Flag {
 			Usage:   "map a logical column to the table's column, `logical=physical` (logical=- if the table has none); repeatable, comma-separated in the environment variable",
 			EnvVars: []string{envColumns},
 		},
+		&cli.StringSliceFlag{
+			Name:    "extra-column",
+			Usage:   "carry a further column of the table (tenant, trace id, aggregate version) as an entry field of its own, `column[=field]`; integer or text columns; NULL leaves the field out; repeatable, comma-separated in the environment variable",
+			EnvVars: []string{envExtraColumns},
+		},
 		&cli.StringFlag{
 			Name:    "log-format",
 			Usage:   "log format: text (coloured on a terminal) or json",
@@ -268,6 +275,8 @@ type config struct {
 	Mapping schema.Mapping
 	// Declared are the logical columns --column names.
 	Declared []string
+	// Extra are the columns --extra-column carries as entry fields.
+	Extra []schema.ExtraColumn
 	// ServerID is the relay's replica server id.
 	ServerID uint32
 	// LaravelEnv is the .env file --laravel-env read, "" for none.
@@ -285,6 +294,7 @@ func (c config) LogValue() slog.Value {
 		slog.String("redis_url", logging.RedactURL(c.RedisURL)),
 		slog.String("table", c.Table),
 		slog.String("columns", c.Mapping.String()),
+		slog.String("extra_columns", extraString(c.Extra)),
 		slog.Uint64("server_id", uint64(c.ServerID)),
 	}
 	if c.MySQL != nil {
@@ -294,6 +304,18 @@ func (c config) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("laravel_env", c.LaravelEnv))
 	}
 	return slog.GroupValue(attrs...)
+}
+
+// extraString renders extra columns as their flags, for the log.
+func extraString(extra []schema.ExtraColumn) string {
+	flags := make([]string, len(extra))
+	for i, e := range extra {
+		flags[i] = e.Column
+		if e.Field != e.Column {
+			flags[i] += "=" + e.Field
+		}
+	}
+	return strings.Join(flags, ",")
 }
 
 // loadConfig reads the global flags of a command that connects to MySQL.
@@ -440,6 +462,9 @@ func loadFlags(c *cli.Context, env *laravelEnv) (config, error) {
 		return config{}, err
 	}
 	cfg.Declared = schema.DeclaredColumns(columns)
+	if cfg.Extra, err = schema.ParseExtraColumns(globalCtx(c, "extra-column").StringSlice("extra-column"), cfg.Mapping, redisstream.BuiltinFields()); err != nil {
+		return config{}, err
+	}
 	id := globalCtx(c, "server-id").Uint("server-id")
 	if id == 0 || id > math.MaxUint32 {
 		return config{}, outbox.WithHint(fmt.Errorf("%w: --server-id %d is out of range", outbox.ErrConfig, id),

@@ -46,6 +46,7 @@ func runCheck(c *cli.Context) error {
 		Table:       cfg.Table,
 		Mapping:     cfg.Mapping,
 		Declared:    cfg.Declared,
+		Extra:       cfg.Extra,
 		ServerID:    cfg.ServerID,
 		PositionKey: positionKey(c, cfg),
 	})

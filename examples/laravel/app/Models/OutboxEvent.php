@@ -16,6 +16,7 @@ use Illuminate\Database\Eloquent\Model;
  * @property string $aggregate_type
  * @property string $aggregate_id
  * @property string $event_type
+ * @property int|null $schema_version the payload's schema version; entries carry it as schema_version
  * @property array $payload
  * @property array|null $headers
  * @property \Illuminate\Support\Carbon $occurred_at
@@ -31,7 +32,7 @@ class OutboxEvent extends Model
     protected $dateFormat = 'Y-m-d H:i:s.u';
 
     protected $fillable = [
-        'message_id', 'aggregate_type', 'aggregate_id', 'event_type', 'payload', 'headers', 'occurred_at',
+        'message_id', 'aggregate_type', 'aggregate_id', 'event_type', 'schema_version', 'payload', 'headers', 'occurred_at',
     ];
 
     protected $casts = [
