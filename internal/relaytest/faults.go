@@ -262,10 +262,20 @@ func (s *suite) deadLetters(t *testing.T) {
 		wantDead["dl-notjson"] = "payload is not valid JSON"
 	}
 	relayedAsIs := notJSON && !s.f.DeadLettersInvalidJSON
-	WaitDelivered(t, env.Env, rec, deliveryTimeout)
-	WaitFor(t, deliveryTimeout, "the dead letters", func() bool {
+	// The dead letters and the relayed-as-is row are entries under outbox:
+	// too: waiting for the committed count alone could stop the relay before
+	// the last committed events.
+	extra := len(wantDead)
+	if relayedAsIs {
+		extra++
+	}
+	rec.mu.Lock()
+	want := len(rec.Committed) + extra
+	rec.mu.Unlock()
+	WaitFor(t, deliveryTimeout, "the committed events and the dead letters", func() bool {
 		n := env.RDB.XLen(ctx, "outbox:dead-letter").Val()
-		return n >= int64(len(wantDead)) && (!relayedAsIs || env.RDB.XLen(ctx, "outbox:raw").Val() >= 1)
+		return n >= int64(len(wantDead)) && (!relayedAsIs || env.RDB.XLen(ctx, "outbox:raw").Val() >= 1) &&
+			CountEntries(ctx, env.RDB, "outbox:") >= want
 	})
 	stopClean(t, stop)
 	dead := env.RDB.XRange(ctx, "outbox:dead-letter", "-", "+").Val()
