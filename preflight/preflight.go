@@ -19,6 +19,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -129,6 +130,12 @@ type Config struct {
 	// OnSent is what poll mode does with a relayed row: "mark" (UPDATE its
 	// sent_at) or "delete". Empty checks that at least one of them is allowed.
 	OnSent string
+	// Format, when set, is the entry format (validated) that Run reports,
+	// with the stream template (Stream, Partitions) it is written to; an
+	// empty Stream is the default template for the table.
+	Format     *redisstream.Format
+	Stream     string
+	Partitions int
 }
 
 // Report is the outcome of Run: the server found and one Result per requirement.
@@ -208,6 +215,16 @@ func Run(ctx context.Context, cfg Config) Report {
 	rep.Server, rep.Table = srv, res
 	add(mysqlResults...)
 	add(checkRedis(ctx, cfg.RedisURL)...)
+	if cfg.Format != nil {
+		stream := cfg.Stream
+		if stream == "" {
+			stream = redisstream.DefaultStream
+			if res != nil && !res.Mapping.Has(schema.ColAggregateType) {
+				stream = redisstream.DefaultStreamNoAggregateType
+			}
+		}
+		add(checkFormat(cfg.Format, stream, cfg.Partitions))
+	}
 	return rep
 }
 

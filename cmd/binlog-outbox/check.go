@@ -19,10 +19,10 @@ func checkCommand() *cli.Command {
 		Usage: "check that MySQL, the outbox table and Redis meet the relay's requirements",
 		Description: "Prints one line per requirement (PASS, WARN, FAIL or SKIP) and, for each problem, how to fix it.\n" +
 			"Exits non-zero when a requirement of --mode fails; with --mode auto, only when neither mode can run.",
-		Flags: []cli.Flag{
+		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "mode", Value: mode.Auto, Usage: "mode to check for: binlog, poll or auto"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up on unreachable servers after this long"},
-		},
+		}, streamFlags()...), formatFlags()...),
 		Action: runCheck,
 	}
 }
@@ -36,15 +36,22 @@ func runCheck(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	format, err := entryFormat(c)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	rep := preflight.Run(ctx, preflight.Config{
-		MySQLDSN: cfg.DSN(),
-		RedisURL: cfg.RedisURL,
-		Table:    cfg.Table,
-		Mapping:  cfg.Mapping,
-		Declared: cfg.Declared,
-		ServerID: cfg.ServerID,
+		MySQLDSN:   cfg.DSN(),
+		RedisURL:   cfg.RedisURL,
+		Table:      cfg.Table,
+		Mapping:    cfg.Mapping,
+		Declared:   cfg.Declared,
+		ServerID:   cfg.ServerID,
+		Format:     &format,
+		Stream:     givenStream(c),
+		Partitions: c.Int("partitions"),
 	})
 	printReport(c.App.Writer, rep)
 
