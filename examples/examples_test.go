@@ -7,7 +7,6 @@ package examples_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,29 +162,11 @@ func TestPHPExamples(t *testing.T) {
 	ctx := context.Background()
 	e := exampletest.NewEnv(t)
 	exampletest.StartRelay(t, e)
-	u, err := url.Parse(e.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rdb := e.Redis.Client(t, e.RedisURL)
-	phpEnv := append(os.Environ(),
-		fmt.Sprintf("EXAMPLE_PDO_DSN=mysql:host=%s;port=%d;dbname=%s", e.MariaDB.Host(), e.MariaDB.Port(), e.Database),
-		"EXAMPLE_DB_USER="+e.MariaDB.User(), "EXAMPLE_DB_PASSWORD="+e.MariaDB.Password(),
-		"EXAMPLE_REDIS_HOST="+u.Hostname(), "EXAMPLE_REDIS_PORT="+u.Port(), "EXAMPLE_REDIS_DB="+strings.TrimPrefix(u.Path, "/"))
+	phpEnv := exampletest.PHPEnv(t, e)
 	run := func(script string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(php, append([]string{repo(t, "examples", "php", script)}, args...)...)
-		cmd.Env = phpEnv
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("php %s %v: %v\nstdout:\n%s\nstderr:\n%s", script, args, err, out, stderr.String())
-		}
-		if testing.Verbose() {
-			t.Logf("php %s %v:\n%s%s", script, args, out, stderr.String())
-		}
-		return string(out)
+		return exampletest.RunPHP(t, php, phpEnv, filepath.Join("examples", "php", script), args...)
 	}
 
 	produced := exampletest.ParseProducerOutput(t, run("producer.php", "--orders", "20", "--rollback-every", "3"))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a Debian/Ubuntu machine, installing what is
 # missing first: MariaDB and Redis servers (the tests start private instances
-# of them, never the system services) and PHP for the PHP examples.
+# of them, never the system services), PHP for the PHP examples and Debian's
+# Symfony components for the Messenger worker.
 #
 #   scripts/test.sh            # everything: gofmt, go vet, go test -race ./...
 #   scripts/test.sh -run X     # extra arguments go to go test
@@ -25,6 +26,10 @@ if have php; then
 else
 	need+=(php-mysql php-redis)
 fi
+# The Symfony Messenger worker of examples/symfony runs on Debian's Symfony.
+for pkg in messenger redis-messenger serializer property-access event-dispatcher; do
+	dpkg -s "php-symfony-$pkg" >/dev/null 2>&1 || need+=("php-symfony-$pkg")
+done
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"
