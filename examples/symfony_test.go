@@ -115,6 +115,15 @@ func TestSymfonyMessengerWorker(t *testing.T) {
 	if len(dead) != 1 || dead[0].Values["message_id"] != "unmapped-1" || !strings.Contains(fmt.Sprint(dead[0].Values["reason"]), "no Messenger message class") {
 		t.Errorf("dead-letter stream %v, want the unmapped event with its reason", dead)
 	}
+	relayed := 0
+	for _, m := range rdb.XRange(ctx, "messages", "-", "+").Val() {
+		if _, ok := m.Values["outbox_id"]; ok {
+			relayed++
+		}
+	}
+	if want := len(produced.Committed) + 1; relayed != want {
+		t.Errorf("messages holds %d of the relay's entries, want all %d: the worker must not delete them (delete_after_ack and delete_after_reject false)", relayed, want)
+	}
 	if p := rdb.XPending(ctx, "messages", "symfony").Val(); p.Count != 0 {
 		t.Errorf("%d entries pending in the group after the worker stopped, want 0", p.Count)
 	}

@@ -129,7 +129,9 @@ final class StderrLogger extends AbstractLogger
 }
 
 $pdo = pdo($o);
-$redisOptions = ['dbindex' => (int) $o['dbindex'], 'delete_after_ack' => false];
+// Entries stay in the stream when acknowledged or rejected: other groups,
+// `binlog-outbox verify` and `run --trim acked` see them (docs/symfony.md).
+$redisOptions = ['dbindex' => (int) $o['dbindex'], 'delete_after_ack' => false, 'delete_after_reject' => false];
 
 // Messenger's Serializer over the Symfony Serializer, as the framework's
 // messenger.transport.symfony_serializer service with
