@@ -283,8 +283,8 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 	window := s.cfg.Dedupe.Window.Milliseconds()
 	// Streams first in KEYS: the script checks their types before writing,
 	// and each event's stream index is known before the dedupe keys come.
-	// The readers prepared the events already; one that was not is here,
-	// before its stream (the dead-letter stream?) is chosen.
+	// An event the reader did not prepare is prepared here, before its
+	// stream is chosen: one the format cannot carry is a dead letter.
 	first := len(s.keys)
 	for i := range events {
 		s.Prepare(&events[i])
