@@ -40,6 +40,11 @@ type Event struct {
 	// the schema_version column's, then those of --extra-column. A column
 	// that is NULL in the row has no field.
 	Fields []Field
+	// Envelope is the entry format's encoding of the event when the format
+	// has one (redisstream's symfony-messenger format: Messenger's JSON
+	// envelope), set by Sink.Prepare as the event is read so that Size
+	// counts it; nil otherwise.
+	Envelope []byte
 	// Invalid, when not empty, says why the row cannot be delivered as an
 	// event (a NULL in a required column, a payload that is not JSON). Such a
 	// row goes to the dead-letter stream with the reason instead of blocking
@@ -63,7 +68,7 @@ const eventOverhead = 128
 // counted with it, so that --max-batch-bytes means the same in each.
 func (e *Event) Size() int {
 	n := int64(len(e.Payload) + len(e.Headers) + len(e.MessageID) + len(e.AggregateType) +
-		len(e.AggregateID) + len(e.EventType) + len(e.Invalid))
+		len(e.AggregateID) + len(e.EventType) + len(e.Invalid) + len(e.Envelope))
 	for _, f := range e.Fields {
 		n += FieldSize(f.Name, len(f.Value))
 	}
@@ -169,6 +174,12 @@ type Sink interface {
 	Append(ctx context.Context, events []Event, prev, next []byte) error
 	// Position returns the stored position, or nil when none is stored.
 	Position(ctx context.Context) ([]byte, error)
+	// Prepare finishes an event for the sink's entry format as soon as it
+	// is read, before it is sized and counted: it sets Envelope, or marks
+	// the event Invalid when the format cannot carry it (it then goes to
+	// the dead-letter stream with the reason). It is idempotent; Append
+	// prepares the events that were not.
+	Prepare(e *Event)
 }
 
 // PositionMismatchError reports that the stored position is not the one the

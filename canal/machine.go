@@ -98,11 +98,24 @@ type machine struct {
 
 	pending *batch
 	flush   flushFunc
+	// prepare is the sink's Prepare (nil: none), applied to each event as
+	// it is decoded: the entry format's envelope counts for the byte
+	// bounds, and its dead letters are counted as such.
+	prepare func(*outbox.Event)
 
 	// Counters for metrics and tests.
 	statementDML uint64
 
 	guard eventGuard // for the events the switch has no case for
+}
+
+// decode turns a row into its event, prepared for the sink's entry format.
+func (m *machine) decode(l layout, row []any, skipped []int, commitTime uint32) outbox.Event {
+	ev := decodeRow(l, row, skipped, commitTime)
+	if m.prepare != nil {
+		m.prepare(&ev)
+	}
+	return ev
 }
 
 // savepoint is a savepoint of the transaction: its name as given, and how
@@ -554,7 +567,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 				m.done++
 				continue
 			}
-			ev := decodeRow(l, row, skipped, h.Timestamp)
+			ev := m.decode(l, row, skipped, h.Timestamp)
 			m.pending.events = append(m.pending.events, ev)
 			m.pending.bytes += ev.Size()
 			m.done++
@@ -573,7 +586,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		if m.overflow {
 			continue
 		}
-		ev := decodeRow(l, row, skipped, h.Timestamp)
+		ev := m.decode(l, row, skipped, h.Timestamp)
 		m.rows = append(m.rows, ev)
 		m.txBytes += ev.Size()
 		if m.txBytes > m.maxTxBytes {

@@ -8,7 +8,6 @@ package examples_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,20 +63,7 @@ type phpRunner struct {
 }
 
 func newPHP(t *testing.T, php string, e *exampletest.Env) *phpRunner {
-	host, port, db := redisAddr(t, e)
-	return &phpRunner{t: t, php: php, env: append(os.Environ(),
-		fmt.Sprintf("EXAMPLE_PDO_DSN=mysql:host=%s;port=%d;dbname=%s", e.MariaDB.Host(), e.MariaDB.Port(), e.Database),
-		"EXAMPLE_DB_USER="+e.MariaDB.User(), "EXAMPLE_DB_PASSWORD="+e.MariaDB.Password(),
-		"EXAMPLE_REDIS_HOST="+host, "EXAMPLE_REDIS_PORT="+port, "EXAMPLE_REDIS_DB="+db)}
-}
-
-// redisAddr splits the Env's Redis URL into what PHP clients are given.
-func redisAddr(t *testing.T, e *exampletest.Env) (host, port, db string) {
-	u, err := url.Parse(e.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Hostname(), u.Port(), strings.TrimPrefix(u.Path, "/")
+	return &phpRunner{t: t, php: php, env: exampletest.PHPEnv(t, e)}
 }
 
 // command is php with args and the Env's settings.
@@ -91,17 +77,7 @@ func (p *phpRunner) command(args ...string) *exec.Cmd {
 // and returns its standard output.
 func (p *phpRunner) run(args ...string) string {
 	p.t.Helper()
-	cmd := p.command(args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		p.t.Fatalf("php %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, out, stderr.String())
-	}
-	if testing.Verbose() {
-		p.t.Logf("php %v:\n%s%s", args, out, stderr.String())
-	}
-	return string(out)
+	return exampletest.PHP(p.t, p.php, p.env, args...)
 }
 
 func repo(t *testing.T, parts ...string) string {
@@ -215,10 +191,10 @@ func TestPHPExamples(t *testing.T) {
 	e := exampletest.NewEnv(t)
 	exampletest.StartRelay(t, e)
 	rdb := e.Redis.Client(t, e.RedisURL)
-	p := newPHP(t, php, e)
+	phpEnv := exampletest.PHPEnv(t, e)
 	run := func(script string, args ...string) string {
 		t.Helper()
-		return p.run(append([]string{repo(t, "examples", "php", script)}, args...)...)
+		return exampletest.RunPHP(t, php, phpEnv, filepath.Join("examples", "php", script), args...)
 	}
 
 	produced := exampletest.ParseProducerOutput(t, run("producer.php", "--orders", "20", "--rollback-every", "3"))

@@ -121,7 +121,7 @@ type artisan struct {
 }
 
 func newArtisan(t *testing.T, php string, e *exampletest.Env) *artisan {
-	host, port, db := redisAddr(t, e)
+	host, port, db := exampletest.RedisAddr(t, e)
 	cache := t.TempDir()
 	env := append(os.Environ(),
 		"DB_HOST="+e.MariaDB.Host(), "DB_PORT="+strconv.Itoa(e.MariaDB.Port()), "DB_DATABASE="+e.Database,

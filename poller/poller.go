@@ -263,6 +263,11 @@ type Publisher interface {
 	// (redisstream.NewClient sets MaxRetries -1), or a retry whose first
 	// reply was lost appends the batch twice.
 	Publish(ctx context.Context, events []outbox.Event) (int, error)
+	// Prepare finishes an event for the publisher's entry format as soon
+	// as it is read (outbox.Sink's Prepare): the envelope it encodes
+	// counts for MaxBatchBytes, and an event the format cannot carry
+	// becomes a dead letter, counted as one.
+	Prepare(e *outbox.Event)
 }
 
 // New returns a Poller that appends through pub. New does not talk to the
@@ -496,6 +501,12 @@ func (p *Poller) round(ctx context.Context) (round, error) {
 	read, err := p.fetch(ctx, tx, rows, ok)
 	if err != nil {
 		return r, err
+	}
+	// The entry format's envelopes are known now: a batch they take over
+	// the budget leaves its tail to the next round, as a cut at the lock
+	// does.
+	if capBytes(rows, ok, p.cfg.MaxBatchBytes) {
+		r.capped = true
 	}
 	if p.onFetch != nil {
 		p.onFetch(read)

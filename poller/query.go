@@ -211,7 +211,8 @@ type row struct {
 	// payloadLen is LENGTH(payload), -1 for NULL.
 	payloadLen int64
 	// size is about what the event holds in memory once fetched
-	// (outbox.EventSize): the payload fetch reads, the other columns.
+	// (outbox.EventSize): the payload fetch reads, the other columns, and
+	// after the fetch the entry format's envelope.
 	size     int
 	oversize bool
 }
@@ -326,6 +327,8 @@ func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (
 		read += len(payload) + len(headers)
 		got++
 		rows[i].ev, rows[i].oversize = p.decode(id, messageID, aggType, aggID, evType, payload, rows[i].payloadLen, headers, occurred, fields, now)
+		p.pub.Prepare(&rows[i].ev)
+		rows[i].size += len(rows[i].ev.Envelope)
 	}
 	if err := rs.Err(); err != nil {
 		return read, fmt.Errorf("poll: read batch: %w", err)

@@ -19,6 +19,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -135,6 +136,12 @@ type Config struct {
 	// PositionKey is the Redis key of binlog mode's stored position, which
 	// the failover check reads; empty checks as if none were stored.
 	PositionKey string
+	// Format, when set, is the entry format (validated) that Run reports,
+	// with the stream template (Stream, Partitions) it is written to; an
+	// empty Stream is the default template for the table.
+	Format     *redisstream.Format
+	Stream     string
+	Partitions int
 }
 
 // Report is the outcome of Run: the server found and one Result per requirement.
@@ -216,6 +223,16 @@ func Run(ctx context.Context, cfg Config) Report {
 	redisResults, stored, storedErr := checkRedis(ctx, cfg.RedisURL, cfg.PositionKey)
 	add(redisResults...)
 	add(checkFailover(srv, gtid, stored, storedErr))
+	if cfg.Format != nil {
+		stream := cfg.Stream
+		if stream == "" {
+			stream = redisstream.DefaultStream
+			if res != nil && !res.Mapping.Has(schema.ColAggregateType) {
+				stream = redisstream.DefaultStreamNoAggregateType
+			}
+		}
+		add(checkFormat(cfg.Format, stream, cfg.Partitions))
+	}
 	return rep
 }
 

@@ -78,6 +78,8 @@ type Config struct {
 	// stream before the group does, whichever mode appends. The
 	// dead-letter stream gets none: its readers are operators.
 	Groups []string
+	// Format is the entry format (default FormatFlat; format.go).
+	Format Format
 }
 
 func (c *Config) setDefaults() {
@@ -144,6 +146,9 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 		}
 	}
 	cfg.Groups = groups
+	if err := cfg.Format.Validate(); err != nil {
+		return nil, err
+	}
 	t, err := ParseTemplate(cfg.Stream, cfg.Partitions, !cfg.NoAggregateType)
 	if err != nil {
 		return nil, err
@@ -286,8 +291,11 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 	window := s.cfg.Dedupe.Window.Milliseconds()
 	// Streams first in KEYS: the script checks their types before writing,
 	// and each event's stream index is known before the dedupe keys come.
+	// An event the reader did not prepare is prepared here, before its
+	// stream is chosen: one the format cannot carry is a dead letter.
 	first := len(s.keys)
 	for i := range events {
+		s.Prepare(&events[i])
 		s.streamIndex(&events[i])
 	}
 	s.args = append(s.args[:0], check, string(prev), string(next), window, len(s.keys)-first, len(s.cfg.Groups))
@@ -349,16 +357,25 @@ func (s *Sink) streamIndex(e *outbox.Event) int {
 	return idx
 }
 
-// appendFields appends an entry's field/value pairs in a fixed order.
+// Prepare implements outbox.Sink: it applies Config.Format.
+func (s *Sink) Prepare(e *outbox.Event) { s.cfg.Format.prepare(e, !s.cfg.NoAggregateType) }
+
+// appendFields appends an entry's field/value pairs in a fixed order. In
+// FormatMessenger the payload travels in the message field only; dead
+// letters are flat in every format.
 func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
+	messenger := e.Envelope != nil && e.Invalid == ""
 	args = append(args, FieldMessageID, e.MessageID)
 	if !s.cfg.NoAggregateType {
 		args = append(args, FieldAggregateType, e.AggregateType)
 	}
+	args = append(args, FieldAggregateID, e.AggregateID, FieldEventType, e.EventType)
+	if messenger {
+		args = append(args, FieldMessage, e.Envelope)
+	} else {
+		args = append(args, FieldPayload, e.Payload)
+	}
 	args = append(args,
-		FieldAggregateID, e.AggregateID,
-		FieldEventType, e.EventType,
-		FieldPayload, e.Payload,
 		FieldOccurredAt, e.OccurredAt.UTC().Format(OccurredAtLayout),
 		FieldOutboxID, strconv.FormatUint(e.OutboxID, 10),
 	)

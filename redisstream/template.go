@@ -103,6 +103,17 @@ func (t *Template) Uses(placeholder string) bool {
 	return false
 }
 
+// Fixed reports whether the template names one stream: it has no
+// placeholder, or only {partition} over one partition.
+func (t *Template) Fixed() bool {
+	for _, p := range t.parts {
+		if p.placeholder != "" && (p.placeholder != PlaceholderPartition || t.partitions > 1) {
+			return false
+		}
+	}
+	return true
+}
+
 // String returns the template source.
 func (t *Template) String() string { return t.src }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a Debian/Ubuntu machine, installing what is
 # missing first: MariaDB and Redis servers (the tests start private instances
-# of them, never the system services), PHP with Laravel for the PHP examples
-# and Laravel's .env parser, and the tools that check the files in deploy/
+# of them, never the system services), PHP with Laravel and Debian's Symfony
+# components for the PHP examples and Laravel's .env parser, and the tools that check the files in deploy/
 # (promtool, systemd-analyze).
 #
 #   scripts/test.sh            # everything: gofmt, go vet, go test -race ./...
@@ -33,6 +33,10 @@ fi
 # examples/laravel runs on Debian's Laravel 8 (its bootstrap falls back to
 # Debian's autoloader when there is no vendor/).
 [ -f /usr/share/php/Illuminate/Foundation/Application.php ] || need+=(php-laravel-framework)
+# The Symfony Messenger worker of examples/symfony runs on Debian's Symfony.
+for pkg in messenger redis-messenger serializer property-access event-dispatcher; do
+	dpkg -s "php-symfony-$pkg" >/dev/null 2>&1 || need+=("php-symfony-$pkg")
+done
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"

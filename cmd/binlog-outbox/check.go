@@ -19,12 +19,12 @@ func checkCommand() *cli.Command {
 		Usage: "check that MySQL, the outbox table and Redis meet the relay's requirements",
 		Description: "Prints one line per requirement (PASS, WARN, FAIL or SKIP) and, for each problem, how to fix it.\n" +
 			"Exits non-zero when a requirement of --mode fails; with --mode auto, only when neither mode can run.",
-		Flags: []cli.Flag{
+		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "mode", Value: mode.Auto, Usage: "mode to check for: binlog, poll or auto"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up on unreachable servers after this long"},
 			// The stored position tells whether it survives a failover.
 			positionKeyFlag(),
-		},
+		}, streamFlags()...), formatFlags()...),
 		Action: runCheck,
 	}
 }
@@ -35,6 +35,10 @@ func runCheck(c *cli.Context) error {
 		return usageError{err}
 	}
 	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	format, err := entryFormat(c)
 	if err != nil {
 		return err
 	}
@@ -49,6 +53,9 @@ func runCheck(c *cli.Context) error {
 		Extra:       cfg.Extra,
 		ServerID:    cfg.ServerID,
 		PositionKey: positionKey(c, cfg),
+		Format:      &format,
+		Stream:      givenStream(c),
+		Partitions:  c.Int("partitions"),
 	})
 	printReport(c.App.Writer, rep)
 

@@ -122,6 +122,7 @@ func runCommand() *cli.Command {
 		},
 	}
 	flags = append(flags, streamFlags()...)
+	flags = append(flags, formatFlags()...)
 	flags = append(flags, ensureGroupFlag())
 	flags = append(flags, trimFlags()...)
 	flags = append(flags, pollFlags()...)
@@ -145,6 +146,10 @@ func runRelay(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	format, err := entryFormat(c)
+	if err != nil {
+		return err
+	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		// The relay's live data is bounded (--event-cache-bytes,
 		// --max-tx-bytes, the batches); a soft limit keeps the garbage
@@ -159,6 +164,7 @@ func runRelay(c *cli.Context) error {
 	rep := preflight.Run(checkCtx, preflight.Config{
 		MySQLDSN: cfg.DSN(), RedisURL: cfg.RedisURL, Table: cfg.Table, Mapping: cfg.Mapping, Declared: cfg.Declared,
 		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: pollOnSent(c, requested), PositionKey: positionKey(c, cfg),
+		Format: &format, Stream: givenStream(c), Partitions: c.Int("partitions"),
 	})
 	cancel()
 	if c.Context.Err() != nil {
@@ -208,6 +214,10 @@ func runRelay(c *cli.Context) error {
 	}
 	if d := schema.DescribeFields(res.Fields); d != "" {
 		log.Info("entries carry columns beside the built-in fields", "fields", d)
+	}
+
+	if format.Name != redisstream.FormatFlat {
+		log.Info("entry format", "format", format.String())
 	}
 
 	stopTrim, err := startTrimmer(c, cfg, client)
@@ -269,8 +279,12 @@ func serveMetrics(c *cli.Context, cfg config, col prometheus.Collector) (stop fu
 	return metrics.Serve(c.Context, addr, col, cfg.Logger)
 }
 
-// newSink builds the Redis sink from the stream flags.
+// newSink builds the Redis sink from the stream and format flags.
 func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisstream.Sink, error) {
+	format, err := entryFormat(c)
+	if err != nil {
+		return nil, err
+	}
 	return redisstream.New(client, redisstream.Config{
 		Stream:           streamTemplate(c, cfg),
 		Partitions:       c.Int("partitions"),
@@ -285,6 +299,7 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisst
 			KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
 		},
 		Groups: ensureGroups(c),
+		Format: format,
 	})
 }
 
@@ -298,6 +313,15 @@ func ensureGroups(c *cli.Context) []string {
 		}
 	}
 	return out
+}
+
+// givenStream returns --stream when it is set, or "" for the default,
+// which depends on the table (the preflight resolves it).
+func givenStream(c *cli.Context) string {
+	if !c.IsSet("stream") {
+		return ""
+	}
+	return c.String("stream")
 }
 
 // streamTemplate returns --stream, or, when it is not set and the table has

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,4 +238,51 @@ func CheckExactlyOnce(t testing.TB, processed map[string]string, p Produced) {
 	if len(problems) > 0 {
 		t.Errorf("inbox does not match the producer:\n  %s", strings.Join(problems, "\n  "))
 	}
+}
+
+// PHPEnv returns the environment the PHP examples read their connections
+// from (EXAMPLE_PDO_DSN, EXAMPLE_REDIS_HOST, ...): e's database and Redis.
+func PHPEnv(t testing.TB, e *Env) []string {
+	t.Helper()
+	host, port, db := RedisAddr(t, e)
+	return append(os.Environ(),
+		fmt.Sprintf("EXAMPLE_PDO_DSN=mysql:host=%s;port=%d;dbname=%s", e.MariaDB.Host(), e.MariaDB.Port(), e.Database),
+		"EXAMPLE_DB_USER="+e.MariaDB.User(), "EXAMPLE_DB_PASSWORD="+e.MariaDB.Password(),
+		"EXAMPLE_REDIS_HOST="+host, "EXAMPLE_REDIS_PORT="+port, "EXAMPLE_REDIS_DB="+db)
+}
+
+// RedisAddr splits e's Redis URL into what PHP clients are given.
+func RedisAddr(t testing.TB, e *Env) (host, port, db string) {
+	t.Helper()
+	u, err := url.Parse(e.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Hostname(), u.Port(), strings.TrimPrefix(u.Path, "/")
+}
+
+// RunPHP runs the PHP script at path (relative to the repository) with env
+// to its end and returns its standard output; it fails the test unless the
+// script exits 0.
+func RunPHP(t testing.TB, php string, env []string, path string, args ...string) string {
+	t.Helper()
+	return PHP(t, php, env, append([]string{filepath.Join(RepoRoot(t), path)}, args...)...)
+}
+
+// PHP runs php with args and env to its end and returns its standard
+// output; it fails the test unless php exits 0.
+func PHP(t testing.TB, php string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(php, args...)
+	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("php %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, out, stderr.String())
+	}
+	if testing.Verbose() {
+		t.Logf("php %v:\n%s%s", args, out, stderr.String())
+	}
+	return string(out)
 }
