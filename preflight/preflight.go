@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -113,8 +115,11 @@ type Config struct {
 	// MySQLDSN is the go-sql-driver DSN the relay connects with; its database
 	// holds the outbox table.
 	MySQLDSN string
-	// RedisURL is the redis:// or rediss:// URL the relay appends to.
-	RedisURL string
+	// Redis is how the relay connects to the Redis it appends to: the
+	// parsed --redis-url with the TLS configuration of the --redis-tls-*
+	// flags, so that the check connects exactly as the relay does. Run
+	// leaves it as it is.
+	Redis *redis.Options
 	// Table is the outbox table's name in the DSN's database.
 	Table string
 	// Mapping maps logical to physical column names; nil means
@@ -207,7 +212,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	srv, res, mysqlResults := checkMySQL(ctx, cfg)
 	rep.Server, rep.Table = srv, res
 	add(mysqlResults...)
-	add(checkRedis(ctx, cfg.RedisURL)...)
+	add(checkRedis(ctx, cfg.Redis)...)
 	return rep
 }
 

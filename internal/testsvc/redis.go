@@ -32,6 +32,10 @@ var DefaultRedisArgs = []string{
 type RedisOptions struct {
 	// Args are appended to DefaultRedisArgs, e.g. "--maxmemory", "2mb".
 	Args []string
+	// TLS, when set, makes the server speak TLS only: URL returns
+	// rediss:// URLs, and Client connects with the server's probe
+	// configuration (servers.Redis.ProbeTLS).
+	TLS *servers.RedisTLS
 }
 
 // Redis is a Redis server for tests: a private process or, with
@@ -88,7 +92,7 @@ func startRedis(opts RedisOptions, allowExternal bool) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := servers.StartRedis(context.Background(), dir, append(append([]string{}, DefaultRedisArgs...), opts.Args...))
+	srv, err := servers.StartRedisTLS(context.Background(), dir, append(append([]string{}, DefaultRedisArgs...), opts.Args...), opts.TLS)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -116,7 +120,7 @@ func (r *Redis) URL(db int) string {
 		}
 		return fmt.Sprintf("redis://%s%s/%d", auth, r.external.Addr, db)
 	}
-	return fmt.Sprintf("redis://%s/%d", r.Addr(), db)
+	return r.srv.URL(db)
 }
 
 // NewDB reserves an empty logical database for the test and returns its URL.
@@ -143,6 +147,11 @@ func (r *Redis) Client(t testing.TB, url string) *redis.Client {
 	o, err := redis.ParseURL(url)
 	if err != nil {
 		t.Fatalf("parse Redis URL: %v", err)
+	}
+	if r.srv != nil && o.TLSConfig != nil {
+		if o.TLSConfig, err = r.srv.ProbeTLS(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c := redis.NewClient(o)
 	t.Cleanup(func() { c.Close() })
