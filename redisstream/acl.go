@@ -41,8 +41,10 @@ const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@a
 	"+xadd +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xgroup|create " +
 	"+zadd +zrangebyscore +expire"
 
-// aclCheckLua defines deny(cmd, key, ...), which a script calls before its
-// first write for each command it is going to run: a command the user's ACL
+// aclCheckLua defines deny(cmd, sub, key, ...), which a script calls before
+// its first write for each command it is going to run (Redis itself checks
+// the script's KEYS before running it, but not the commands it calls on
+// them): a command the user's ACL
 // refuses half-way through a script would leave some entries appended
 // without the position that covers them (appended twice on the retry), or
 // a dedupe key set for an entry that was never appended (lost on the

@@ -110,6 +110,9 @@ type Sink struct {
 	// batchNew lists the streams the script of the batch in flight
 	// checks the groups of.
 	batchNew []string
+	// named is how many of keys are the position and the streams; the
+	// dedupe keys follow.
+	named int
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -254,7 +257,7 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		if !uncertain(err) {
-			return classify(err)
+			return fmt.Errorf("append %d events: %w", len(events), s.scriptError(err))
 		}
 		// The reply was lost: the script may or may not have run. The stored
 		// position tells, because the script writes it last and atomically.
@@ -304,6 +307,7 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 	for i := range events {
 		s.streamIndex(&events[i])
 	}
+	s.named = len(s.keys)
 	s.args = append(s.args[:0], check, string(prev), string(next), window, len(s.keys)-first, len(s.cfg.Groups))
 	for _, g := range s.cfg.Groups {
 		s.args = append(s.args, g)
@@ -328,6 +332,21 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 		s.args = s.appendFields(s.args, e)
 		s.args[countAt] = len(s.args) - countAt - 1
 	}
+}
+
+// scriptError classifies an error reply to the append script. Redis checks
+// the script's keys against the user's ACL before it runs it and names none
+// when it refuses one, so a refusal lists the keys of the batch.
+func (s *Sink) scriptError(err error) error {
+	err = classify(err)
+	if !errors.Is(err, ErrPermission) {
+		return err
+	}
+	keys := strings.Join(s.keys[:s.named], ", ")
+	if n := len(s.keys) - s.named; n > 0 {
+		keys += fmt.Sprintf(" and %d dedupe keys %s*", n, s.cfg.Dedupe.KeyPrefix)
+	}
+	return fmt.Errorf("%w (the script's keys: %s)", err, keys)
 }
 
 // maxEnsured bounds Sink.ensured: a template naming a stream per aggregate
