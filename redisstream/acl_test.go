@@ -32,15 +32,7 @@ func TestSink_RefusedCommandWritesNothing(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			user := "u" + string(rune('a'+i))
-			args := []any{"ACL", "SETUSER", user, "reset", "on", ">pw"}
-			for _, rule := range strings.Fields(ACLRules) {
-				if rule != tt.drop {
-					args = append(args, rule)
-				}
-			}
-			if err := admin.Do(ctx, args...).Err(); err != nil {
-				t.Fatal(err)
-			}
+			r.SetUser(t, user, "pw", ACLRules, tt.drop)
 			admin.FlushDB(ctx)
 			s, _ := newSink(t, "redis://"+user+":pw@"+r.Addr()+"/0", Config{Groups: []string{"g"}, Dedupe: Dedupe{Window: time.Minute}})
 			batch := []outbox.Event{event(1, "order", "o-1")}

@@ -34,7 +34,7 @@ func TestRedisACL(t *testing.T) {
 	const pw = "acl-secret-9z"
 	newEnv := func(t *testing.T, user string, drop ...string) (*relaytest.Env, []string) {
 		env := relaytest.NewEnv(t, srv, rs)
-		createRedisUser(t, env, user, pw, drop...)
+		rs.SetUser(t, user, pw, redisstream.ACLRules, drop...)
 		// The relay's commands go through the user; env.RDB stays the
 		// test's own, unrestricted.
 		env.RedisURL = userURL(env, user+":"+pw)

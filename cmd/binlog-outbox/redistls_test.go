@@ -14,30 +14,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
-// createRedisUser creates the ACL user name with password pw and the
-// relay's documented rules, minus the rules in drop.
-func createRedisUser(t *testing.T, env *relaytest.Env, name, pw string, drop ...string) {
-	t.Helper()
-	args := []any{"ACL", "SETUSER", name, "reset", "on", ">" + pw}
-	for _, r := range strings.Fields(redisstream.ACLRules) {
-		if !contains(drop, r) {
-			args = append(args, r)
-		}
-	}
-	if err := env.RDB.Do(context.Background(), args...).Err(); err != nil {
-		t.Fatalf("ACL SETUSER %s: %v", name, err)
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // userURL is env's Redis URL with the user name (and password, if any) put in.
 func userURL(env *relaytest.Env, userinfo string) string {
 	scheme, rest, _ := strings.Cut(env.RedisURL, "://")
@@ -70,7 +46,7 @@ func TestRedisTLS(t *testing.T) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), rs)
 
 	const pw = "tls-secret-3q"
-	createRedisUser(t, env, "relay", pw)
+	rs.SetUser(t, "relay", pw, redisstream.ACLRules)
 	pwFile := filepath.Join(dir, "redis-password")
 	if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,6 +158,22 @@ func (r *Redis) Client(t testing.TB, url string) *redis.Client {
 	c := redis.NewClient(o)
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// SetUser creates (or replaces) the ACL user name with password and the ACL
+// rules (space-separated, as ACL SETUSER takes them) less those in drop, so
+// that a test can take away one permission of a documented set.
+func (r *Redis) SetUser(t testing.TB, name, password, rules string, drop ...string) {
+	t.Helper()
+	args := []any{"ACL", "SETUSER", name, "reset", "on", ">" + password}
+	for _, rule := range strings.Fields(rules) {
+		if !slices.Contains(drop, rule) {
+			args = append(args, rule)
+		}
+	}
+	if err := r.Client(t, r.URL(0)).Do(context.Background(), args...).Err(); err != nil {
+		t.Fatalf("ACL SETUSER %s: %v", name, err)
+	}
 }
 
 // Kill sends SIGKILL to the server; Restart starts it again from its AOF.
