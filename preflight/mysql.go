@@ -2,10 +2,12 @@ package preflight
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,24 +116,14 @@ func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *s
 		if isMySQLError(err, 1045) {
 			fix = "check the user name and password in --mysql-dsn, and that the account exists for this client host"
 		}
-		if f := tlsFix(err); f != "" {
+		if f := tlsFix(err, "mysql"); f != "" {
 			fix = f
 		}
 		return mysqlserver.Server{}, nil, append([]Result{fail(NameMySQL,
 			fmt.Sprintf("cannot connect to %s as %s: %s", dsn.Addr, dsn.User, scrub(err)), fix, both)},
 			skipAll(afterMySQL, "not checked: the MySQL server is unreachable")...), ""
 	}
-	link := "without TLS"
-	if dsn.TLS != nil {
-		link = "over TLS"
-		switch {
-		case dsn.TLS.InsecureSkipVerify:
-			link += " without verifying the server's certificate"
-		case dsn.TLS.ServerName != "":
-			link += ", certificate verified for " + dsn.TLS.ServerName
-		}
-	}
-	results = []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s, %s", srv, dsn.Addr, dsn.User, link), both), checkVersion(srv)}
+	results = []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s, %s", srv, dsn.Addr, dsn.User, link(dsn.TLS)), both), checkVersion(srv)}
 
 	vars, err := mysqlserver.GlobalVariables(ctx, db, append([]string{"log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
 		"sync_binlog", "innodb_flush_log_at_trx_commit", "gtid_mode"}, gtidStateVariables...)...)
@@ -474,23 +466,63 @@ func parseError(err error, secret string) string {
 	return err.Error()
 }
 
-// tlsFix says how to fix a failed TLS handshake with the MySQL server, or ""
+// link says how a connection with TLS configuration cfg (nil: none) is
+// secured, for check's line about the server.
+func link(cfg *tls.Config) string {
+	switch {
+	case cfg == nil:
+		return "without TLS"
+	case cfg.InsecureSkipVerify:
+		return "over TLS without verifying the server's certificate"
+	case cfg.ServerName != "":
+		return "over TLS, certificate verified for " + cfg.ServerName
+	}
+	return "over TLS"
+}
+
+// overTLS is " over TLS" for a failed connection that used TLS.
+func overTLS(cfg *tls.Config) string {
+	if cfg == nil {
+		return ""
+	}
+	return " over TLS"
+}
+
+// tlsFix says how to fix a failed TLS handshake with the MySQL or Redis
+// server (server "mysql" or "redis", the prefix of its TLS flags), or ""
 // when err is no TLS failure.
-func tlsFix(err error) string {
+func tlsFix(err error, server string) string {
+	flag := "--" + server + "-tls-"
 	var unknown x509.UnknownAuthorityError
 	var host x509.HostnameError
 	var invalid x509.CertificateInvalidError
+	var remote *net.OpError
+	var record tls.RecordHeaderError
 	switch {
 	case errors.As(err, &unknown):
-		return "the server's certificate is not signed by a CA the relay trusts: give the CA bundle that signed it with --mysql-tls-ca (managed services publish theirs: AWS RDS, Azure, Google Cloud SQL)"
+		return "the server's certificate is not signed by a CA the relay trusts: give the CA bundle that signed it with " + flag + "ca (managed services publish theirs: " + managedCAs[server] + ")"
 	case errors.As(err, &host):
-		return "the server's certificate is for another name (" + host.Error() + "): connect by a name the certificate carries, or set --mysql-tls-server-name to it"
+		return "the server's certificate is for another name (" + host.Error() + "): connect by a name the certificate carries, or set " + flag + "server-name to it"
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		return "a certificate is expired or not yet valid (" + invalid.Error() + "): renew the server's certificate, or check this machine's clock"
 	case errors.As(err, &invalid):
 		return "the server's certificate is not valid for TLS (" + invalid.Error() + "): fix the server's certificate"
 	case errors.Is(err, mysql.ErrNoTLS):
 		return "the server does not offer TLS: configure ssl_cert and ssl_key on the server, or drop the --mysql-tls-* flags"
+	case errors.As(err, &remote) && remote.Op == "remote error":
+		// crypto/tls reports the server's alert as an OpError of this Op;
+		// a server that wants a client certificate (Redis with
+		// tls-auth-clients, MySQL with REQUIRE X509) sends one.
+		return "the server refused the TLS handshake (" + remote.Err.Error() + "): if it requires a client certificate, give one signed by a CA it trusts with " + flag + "cert and " + flag + "key"
+	case server == "redis" && errors.As(err, &record):
+		return "the server does not speak TLS on this port: use a redis:// URL, or the port of the server's tls-port"
 	}
 	return ""
+}
+
+// managedCAs names, per server, the managed services whose CA bundles are
+// not in the system's roots.
+var managedCAs = map[string]string{
+	"mysql": "AWS RDS, Azure, Google Cloud SQL",
+	"redis": "e.g. Google Memorystore with in-transit encryption",
 }

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -114,8 +116,11 @@ type Config struct {
 	// MySQLDSN is the go-sql-driver DSN the relay connects with; its database
 	// holds the outbox table.
 	MySQLDSN string
-	// RedisURL is the redis:// or rediss:// URL the relay appends to.
-	RedisURL string
+	// Redis is how the relay connects to the Redis it appends to: the
+	// parsed --redis-url with the TLS configuration of the --redis-tls-*
+	// flags, so that the check connects exactly as the relay does. Run
+	// leaves it as it is.
+	Redis *redis.Options
 	// Table is the outbox table's name in the DSN's database.
 	Table string
 	// Mapping maps logical to physical column names; nil means
@@ -220,7 +225,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	srv, res, mysqlResults, gtid := checkMySQL(ctx, cfg)
 	rep.Server, rep.Table = srv, res
 	add(mysqlResults...)
-	redisResults, stored, storedErr := checkRedis(ctx, cfg.RedisURL, cfg.PositionKey)
+	redisResults, stored, storedErr := checkRedis(ctx, cfg.Redis, cfg.PositionKey)
 	add(redisResults...)
 	add(checkFailover(srv, gtid, stored, storedErr))
 	if cfg.Format != nil {

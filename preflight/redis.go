@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
@@ -26,27 +26,36 @@ var afterRedis = []requirement{{NameRedisEviction, both}, {NameRedisPersistence,
 var errRedisUnchecked = errors.New("the redis check failed")
 
 // checkRedis checks that Redis answers, has streams, does not evict keys and
-// persists what it acknowledges, and reads the position stored at
-// positionKey for checkFailover (nil: none). Messages name the address,
-// never the URL, which may carry a password.
-func checkRedis(ctx context.Context, rawURL, positionKey string) (results []Result, stored []byte, storedErr error) {
-	opts, err := redis.ParseURL(rawURL)
-	if err != nil {
-		// url.Parse errors quote the whole URL, password included.
-		msg := parseError(err, logging.URLPassword(rawURL))
-		return append([]Result{fail(NameRedis, "cannot parse --redis-url "+logging.RedactURL(rawURL)+": "+msg,
-			"write it as redis://[user:password@]host:6379/0, or rediss:// for TLS; percent-encode special characters in the password", both)},
-			skipAll(afterRedis, "not checked: the Redis URL is invalid")...), nil, errRedisUnchecked
+// persists what it acknowledges, over TLS when o has a TLS configuration,
+// and reads the position stored at positionKey for checkFailover (nil:
+// none). Messages name the address, never the URL, which may carry a
+// password.
+func checkRedis(ctx context.Context, o *redis.Options, positionKey string) (results []Result, stored []byte, storedErr error) {
+	if o == nil {
+		return append([]Result{fail(NameRedis, "no Redis configured", "set --redis-url", both)},
+			skipAll(afterRedis, "not checked: no Redis configured")...), nil, errRedisUnchecked
 	}
+	opts := *o
 	scrub := func(err error) string { return safeError(err, opts.Password) }
 	// One attempt: the check reports, the relay's own client retries.
-	c := redis.NewClient(redisstream.ClientOptions(opts, redisTimeout))
+	c := redis.NewClient(redisstream.ClientOptions(&opts, redisTimeout))
 	defer c.Close()
 
 	info, err := c.Info(ctx).Result()
 	if err != nil {
-		return append([]Result{fail(NameRedis, fmt.Sprintf("cannot reach Redis at %s: %s", opts.Addr, scrub(err)),
-			"check host, port and password in --redis-url, and that Redis runs and accepts connections from this host", both)},
+		fix := "check host, port and password in --redis-url, and that Redis runs and accepts connections from this host; a Redis that requires TLS needs a rediss:// URL"
+		var rerr redis.Error
+		if errors.As(err, &rerr) {
+			// Redis answered: its error's hint (credentials, permissions)
+			// is the fix.
+			if hint := outbox.HintOf(redisstream.Classify(err)); hint != "" {
+				fix = hint
+			}
+		}
+		if f := tlsFix(err, "redis"); f != "" {
+			fix = f
+		}
+		return append([]Result{fail(NameRedis, fmt.Sprintf("cannot reach Redis at %s%s: %s", opts.Addr, overTLS(opts.TLSConfig), scrub(err)), fix, both)},
 			skipAll(afterRedis, "not checked: Redis is unreachable")...), nil, errRedisUnchecked
 	}
 	fields := parseInfo(info)
@@ -56,7 +65,7 @@ func checkRedis(ctx context.Context, rawURL, positionKey string) (results []Resu
 		out = append(out, fail(NameRedis, fmt.Sprintf("Redis %s at %s has no streams", orUnset(version), opts.Addr),
 			"upgrade to Redis 5.0 or later (7.0 or later recommended)", both))
 	} else {
-		out = append(out, pass(NameRedis, fmt.Sprintf("Redis %s at %s, db %d", version, opts.Addr, opts.DB), both))
+		out = append(out, pass(NameRedis, fmt.Sprintf("Redis %s at %s, db %d, %s", version, opts.Addr, opts.DB, link(opts.TLSConfig)), both))
 	}
 	out = append(out, checkEviction(fields["maxmemory_policy"]))
 	fsync := ""

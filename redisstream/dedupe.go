@@ -41,7 +41,7 @@ func (s *Sink) Publish(ctx context.Context, events []outbox.Event) (int, error) 
 	s.build(events, false, nil, nil)
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
-		return 0, fmt.Errorf("publish %d events: %w", len(events), classify(err))
+		return 0, fmt.Errorf("publish %d events: %w", len(events), s.scriptError(err))
 	}
 	if len(res) != 3 {
 		return 0, fmt.Errorf("publish: unexpected script reply %v", res)

@@ -3,6 +3,7 @@ package redisstream
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -63,14 +64,17 @@ func (s *ModeStore) Load(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", classify(err)
+		return "", fmt.Errorf("GET %s: %w", s.key, classify(err))
 	}
 	return v, nil
 }
 
 // Save stores mode.
 func (s *ModeStore) Save(ctx context.Context, mode string) error {
-	return classify(s.client.Set(ctx, s.key, mode, 0).Err())
+	if err := s.client.Set(ctx, s.key, mode, 0).Err(); err != nil {
+		return fmt.Errorf("SET %s: %w", s.key, classify(err))
+	}
+	return nil
 }
 
 // Key returns the key the mode is kept under.

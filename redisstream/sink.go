@@ -120,6 +120,9 @@ type Sink struct {
 	// batchNew lists the streams the script of the batch in flight
 	// checks the groups of.
 	batchNew []string
+	// named is how many of keys are the position and the streams; the
+	// dedupe keys follow.
+	named int
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -164,6 +167,9 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 // strike half-way either.) Poll mode runs it without the position: the
 // database transaction that marks the rows is its position.
 //
+// On Redis 7.0 and later it first makes sure the user's ACL allows every
+// command it is going to run on each key (see aclCheckLua).
+//
 // Consumer groups (Config.Groups) are created before the first XADD, on the
 // streams flagged for it: a new stream is created with them (MKSTREAM), an
 // existing one gets those it lacks, from id 0.
@@ -177,19 +183,38 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 // position only), the streams, then the dedupe keys. It returns {1, "",
 // appended} or, when the stored position is not the expected one, {0,
 // stored} without writing anything.
-var appendScript = redis.NewScript(`
+var appendScript = redis.NewScript(aclCheckLua + `
 local base = 0
 if ARGV[1] == '1' then
   base = 1
+end
+local ns = tonumber(ARGV[5])
+local ng = tonumber(ARGV[6])
+local flags = 6 + ng
+local denied
+if base == 1 then
+  denied = deny('GET', '', KEYS[1]) or deny('SET', '', KEYS[1], ARGV[3])
+  if denied then return denied end
+end
+for s = 1, ns do
+  local key = KEYS[base + s]
+  denied = deny('TYPE', '', key) or deny('XADD', '', key, '*', 'f', 'v')
+  if not denied and ARGV[flags + s] == '1' then
+    denied = deny('XINFO', 'GROUPS', key) or deny('XGROUP', 'CREATE', key, 'g', '0', 'MKSTREAM')
+  end
+  if denied then return denied end
+end
+for d = base + ns + 1, #KEYS do
+  denied = deny('SET', '', KEYS[d], '1', 'NX', 'PX', '1')
+  if denied then return denied end
+end
+if base == 1 then
   local cur = redis.call('GET', KEYS[1])
   if cur == false then cur = '' end
   if cur ~= ARGV[2] then
     return {0, cur}
   end
 end
-local ns = tonumber(ARGV[5])
-local ng = tonumber(ARGV[6])
-local flags = 6 + ng
 local types = {}
 for s = 1, ns do
   local t = redis.call('TYPE', KEYS[base + s])['ok']
@@ -245,7 +270,7 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		if !uncertain(err) {
-			return classify(err)
+			return fmt.Errorf("append %d events: %w", len(events), s.scriptError(err))
 		}
 		// The reply was lost: the script may or may not have run. The stored
 		// position tells, because the script writes it last and atomically.
@@ -298,6 +323,7 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 		s.Prepare(&events[i])
 		s.streamIndex(&events[i])
 	}
+	s.named = len(s.keys)
 	s.args = append(s.args[:0], check, string(prev), string(next), window, len(s.keys)-first, len(s.cfg.Groups))
 	for _, g := range s.cfg.Groups {
 		s.args = append(s.args, g)
@@ -322,6 +348,21 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 		s.args = s.appendFields(s.args, e)
 		s.args[countAt] = len(s.args) - countAt - 1
 	}
+}
+
+// scriptError classifies an error reply to the append script. Redis checks
+// the script's keys against the user's ACL before it runs it and names none
+// when it refuses one, so a refusal lists the keys of the batch.
+func (s *Sink) scriptError(err error) error {
+	err = classify(err)
+	if !errors.Is(err, ErrPermission) {
+		return err
+	}
+	keys := strings.Join(s.keys[:s.named], ", ")
+	if n := len(s.keys) - s.named; n > 0 {
+		keys += fmt.Sprintf(" and %d dedupe keys %s*", n, s.cfg.Dedupe.KeyPrefix)
+	}
+	return fmt.Errorf("%w (the script's keys: %s)", err, keys)
 }
 
 // maxEnsured bounds Sink.ensured: a template naming a stream per aggregate
@@ -433,6 +474,16 @@ func uncertain(err error) bool {
 	return !errors.Is(err, redis.ErrClosed)
 }
 
+// Classify adds an operator hint to the Redis errors an operator must act
+// on (a full Redis, a replica, refused credentials or permissions, ...), for
+// the commands that send their own Redis commands besides the sink's.
+func Classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	return classify(err)
+}
+
 // classify adds an operator hint to the Redis errors an operator must act on.
 // Redis error replies start with an upper-case code (OOM, READONLY, NOAUTH,
 // WRONGPASS, ...); that code is part of the protocol.
@@ -448,9 +499,9 @@ func classify(err error) error {
 	case "READONLY":
 		return outbox.WithHint(err, "--redis-url points at a read-only replica; point it at the primary")
 	case "NOAUTH", "WRONGPASS":
-		return outbox.WithHint(err, "Redis refused the credentials; check the user and password in --redis-url")
+		return outbox.WithHint(err, "Redis refused the credentials; check the user in --redis-url and the password (in the URL or --redis-password-file)")
 	case "NOPERM":
-		return outbox.WithHint(err, "the Redis user lacks a permission; it needs +evalsha +eval +get +set +xadd +type on the outbox keys, and +xgroup +xinfo with --ensure-group")
+		return denied(err, aclHint)
 	case "WRONGTYPE":
 		return outbox.WithHint(err, "a key the relay appends to is not a stream; rename or delete it, or change --stream")
 	case "MISCONF":
@@ -477,7 +528,16 @@ func NewClient(url string) (*redis.Client, error) {
 		return nil, outbox.WithHint(fmt.Errorf("%w: parse --redis-url: %v", outbox.ErrConfig, redactErr(err, url)),
 			"use redis://[user:password@]host:port/db, or rediss:// for TLS")
 	}
-	return redis.NewClient(ClientOptions(o, DefaultTimeout)), nil
+	return NewClientFromOptions(o), nil
+}
+
+// NewClientFromOptions opens a client as NewClient does for options parsed
+// and completed elsewhere, e.g. with the TLS configuration of the
+// --redis-tls-* flags. It leaves o as it is, so one set of options serves
+// every client of a command.
+func NewClientFromOptions(o *redis.Options) *redis.Client {
+	c := *o
+	return redis.NewClient(ClientOptions(&c, DefaultTimeout))
 }
 
 // ClientOptions sets on o (parsed from a URL or built by hand) what every

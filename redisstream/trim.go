@@ -104,11 +104,17 @@ func NewTrimmer(client redis.UniversalClient, cfg TrimConfig, logger *slog.Logge
 // are compared as decimal strings, since Lua numbers lose precision past
 // 2^53.
 //
+// It checks the user's permissions first (aclCheckLua), so that a refusal
+// names the command and the key.
+//
 // ARGV[1] "1" to trim to the horizon; ARGV[2] the length cap (0: none). It
 // returns {groups, horizon, acked removed, cut by the cap}, or {-1} when the
 // key is no longer a stream.
-var trimScript = redis.NewScript(`
+var trimScript = redis.NewScript(aclCheckLua + `
 local key = KEYS[1]
+local denied = deny('TYPE', '', key) or deny('XINFO', 'GROUPS', key) or deny('XPENDING', '', key, 'g') or
+  deny('XLEN', '', key) or deny('XTRIM', '', key, 'MINID', '0')
+if denied then return denied end
 if redis.call('TYPE', key)['ok'] ~= 'stream' then
   return {-1}
 end
@@ -322,7 +328,7 @@ func (t *Trimmer) streams(ctx context.Context) ([]string, error) {
 func classifyTrim(err error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "NOPERM") {
-		return outbox.WithHint(err, "the Redis user lacks a permission; trimming needs +scan +info +evalsha +eval +type +xinfo +xpending +xlen +xtrim on the streams")
+		return denied(err, "trimming needs +scan +info +evalsha +eval +type +xinfo|groups +xpending +xlen +xtrim on the streams")
 	}
 	return classify(err)
 }

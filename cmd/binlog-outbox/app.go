@@ -247,7 +247,7 @@ func globalFlags() []cli.Flag {
 			Value:   defaultServerID,
 		},
 		laravelEnvFlag(),
-	}, mysqlTLSFlags()...)
+	}, append(mysqlTLSFlags(), redisTLSFlags()...)...)
 }
 
 // config is the configuration every command shares, from the global flags.
@@ -257,8 +257,15 @@ type config struct {
 	MySQL *mysql.Config
 	// Database is the DSN's database, which holds the outbox table.
 	Database string
-	// RedisURL is the Redis URL as given; log it only through RedactURL.
-	RedisURL string
+	// Redis is how every command connects to Redis: --redis-url parsed,
+	// with the password of --redis-password-file and the TLS configuration
+	// of the --redis-tls-* flags. Open clients from it
+	// (redisstream.NewClientFromOptions), never from the URL alone, which
+	// lacks the TLS flags.
+	Redis *redis.Options
+	// redisURL is the URL as given, with the password from the file; log it
+	// only through RedactURL.
+	redisURL string
 	// Table is the outbox table's name. Commands that connect replace
 	// Database and Table with the names the server uses (resolveTable).
 	Table string
@@ -291,7 +298,7 @@ func (c config) DSN() string { return c.MySQL.FormatDSN() }
 // LogValue implements slog.LogValuer: the effective configuration, redacted.
 func (c config) LogValue() slog.Value {
 	attrs := []slog.Attr{
-		slog.String("redis_url", logging.RedactURL(c.RedisURL)),
+		slog.String("redis_url", logging.RedactURL(c.redisURL)),
 		slog.String("table", c.Table),
 		slog.String("columns", c.Mapping.String()),
 		slog.String("extra_columns", extraString(c.Extra)),
@@ -452,7 +459,7 @@ func loadFlags(c *cli.Context, env *laravelEnv) (config, error) {
 	// go-redis logs dial failures to stderr on its own; route them to debug,
 	// since the relay reports the errors it gets anyway.
 	redis.SetLogger(redisLogger{log})
-	cfg := config{Logger: log, Table: strings.TrimSpace(globalString(c, "table")), RedisURL: globalString(c, "redis-url")}
+	cfg := config{Logger: log, Table: strings.TrimSpace(globalString(c, "table")), redisURL: globalString(c, "redis-url")}
 	if cfg.Table == "" || strings.ContainsAny(cfg.Table, "`.") {
 		return config{}, outbox.WithHint(fmt.Errorf("%w: --table %q is not a table name", outbox.ErrConfig, cfg.Table),
 			"give the plain table name, without database or quotes; the database comes from --mysql-dsn")
@@ -474,23 +481,26 @@ func loadFlags(c *cli.Context, env *laravelEnv) (config, error) {
 	if env != nil {
 		cfg.LaravelEnv = env.path
 		if !globalCtx(c, "redis-url").IsSet("redis-url") {
-			if cfg.RedisURL, err = env.redisURL(globalString(c, "redis-password-file") == ""); err != nil {
+			if cfg.redisURL, err = env.redisURL(globalString(c, "redis-password-file") == ""); err != nil {
 				return config{}, err
 			}
 		}
 	}
 	if path := globalString(c, "redis-password-file"); path != "" {
-		if cfg.RedisURL, err = withRedisPassword(cfg.RedisURL, path); err != nil {
+		if cfg.redisURL, err = withRedisPassword(cfg.redisURL, path); err != nil {
 			return config{}, err
 		}
 	}
-	if _, err := redis.ParseURL(cfg.RedisURL); err != nil {
+	if cfg.Redis, err = redis.ParseURL(cfg.redisURL); err != nil {
 		detail := err.Error()
-		if logging.URLPassword(cfg.RedisURL) != "" {
+		if logging.URLPassword(cfg.redisURL) != "" {
 			detail = "the parser's message is withheld, as it may quote part of the password"
 		}
-		return config{}, outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse: %s", outbox.ErrConfig, logging.RedactURL(cfg.RedisURL), detail),
+		return config{}, outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse: %s", outbox.ErrConfig, logging.RedactURL(cfg.redisURL), detail),
 			"write it as redis://[user:pass@]host:6379/0, or rediss:// for TLS; percent-encode special characters in the password")
+	}
+	if err := applyRedisTLS(c, cfg.Redis); err != nil {
+		return config{}, err
 	}
 	return cfg, nil
 }

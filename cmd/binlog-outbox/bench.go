@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/bench"
 )
 
@@ -42,6 +43,12 @@ func runBench(c *cli.Context) error {
 	cfg, err := loadTableConfig(c)
 	if err != nil {
 		return err
+	}
+	if f := readTLSFlags(c, "redis"); f.set() {
+		// The relays bench starts get --redis-url only, and its private
+		// Redis speaks no TLS.
+		return outbox.WithHint(fmt.Errorf("%w: bench measures without TLS to Redis, and %s is set", outbox.ErrConfig, f.given()),
+			"unset the --redis-tls-* flags and BINLOG_OUTBOX_REDIS_TLS_* for bench; point --redis-url at a Redis reachable without TLS, or leave it out for a private one")
 	}
 	bin := c.String("relay-binary")
 	if bin == "" {

@@ -46,7 +46,7 @@ func runCheck(c *cli.Context) error {
 	defer cancel()
 	rep := preflight.Run(ctx, preflight.Config{
 		MySQLDSN:    cfg.DSN(),
-		RedisURL:    cfg.RedisURL,
+		Redis:       cfg.Redis,
 		Table:       cfg.Table,
 		Mapping:     cfg.Mapping,
 		Declared:    cfg.Declared,

@@ -129,8 +129,8 @@ func TestLaravelEnv_Config(t *testing.T) {
 			if got := fmt.Sprintf("%s:%s@%s(%s)/%s", m.User, m.Passwd, m.Net, m.Addr, m.DBName); got != tt.dsn {
 				t.Errorf("MySQL %s, want %s", got, tt.dsn)
 			}
-			if cfg.RedisURL != tt.redis {
-				t.Errorf("Redis %s, want %s", cfg.RedisURL, tt.redis)
+			if cfg.redisURL != tt.redis {
+				t.Errorf("Redis %s, want %s", cfg.redisURL, tt.redis)
 			}
 			if tt.env != "" && !strings.Contains(fmt.Sprint(cfg.LogValue()), "laravel_env") {
 				t.Errorf("the logged config %v does not name the .env", cfg.LogValue())

@@ -90,7 +90,7 @@ func markAppended(c *cli.Context) error {
 	for _, key := range keys {
 		info, err := client.XInfoStream(ctx, key).Result()
 		if err != nil {
-			return fmt.Errorf("mark-appended: XINFO STREAM %s: %w", key, err)
+			return fmt.Errorf("mark-appended: XINFO STREAM %s: %w", key, redisstream.Classify(err))
 		}
 		switch {
 		case info.EntriesAdded > info.Length && !c.Bool("allow-trimmed"):
@@ -122,11 +122,11 @@ func streamKeys(ctx context.Context, client *redis.Client, glob, deadLetter stri
 		seen[iter.Val()] = true
 	}
 	if err := iter.Err(); err != nil {
-		return nil, fmt.Errorf("scan streams %s: %w", glob, err)
+		return nil, fmt.Errorf("SCAN for streams %s: %w", glob, redisstream.Classify(err))
 	}
 	typ, err := client.Type(ctx, deadLetter).Result()
 	if err != nil {
-		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, err)
+		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, redisstream.Classify(err))
 	}
 	if typ == "stream" {
 		seen[deadLetter] = true
@@ -174,7 +174,7 @@ func (m *marker) stream(ctx context.Context, client *redis.Client, key string, s
 	for {
 		msgs, err := client.XRangeN(ctx, key, start, "+", xrangePage).Result()
 		if err != nil {
-			return fmt.Errorf("mark-appended: XRANGE %s: %w", key, err)
+			return fmt.Errorf("mark-appended: XRANGE %s: %w", key, redisstream.Classify(err))
 		}
 		for _, msg := range msgs {
 			st.entries++

@@ -149,10 +149,7 @@ func positionSink(c *cli.Context) (config, *redisstream.Sink, func(), error) {
 			return config{}, nil, nil, err
 		}
 	}
-	client, err := redisstream.NewClient(cfg.RedisURL)
-	if err != nil {
-		return config{}, nil, nil, err
-	}
+	client := redisstream.NewClientFromOptions(cfg.Redis)
 	sink, err := redisstream.New(client, redisstream.Config{PositionKey: positionKey(c, cfg)})
 	if err != nil {
 		client.Close()

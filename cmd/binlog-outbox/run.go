@@ -162,7 +162,7 @@ func runRelay(c *cli.Context) error {
 
 	checkCtx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	rep := preflight.Run(checkCtx, preflight.Config{
-		MySQLDSN: cfg.DSN(), RedisURL: cfg.RedisURL, Table: cfg.Table, Mapping: cfg.Mapping, Declared: cfg.Declared,
+		MySQLDSN: cfg.DSN(), Redis: cfg.Redis, Table: cfg.Table, Mapping: cfg.Mapping, Declared: cfg.Declared,
 		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: pollOnSent(c, requested), PositionKey: positionKey(c, cfg),
 		Format: &format, Stream: givenStream(c), Partitions: c.Int("partitions"),
 	})
@@ -183,10 +183,10 @@ func runRelay(c *cli.Context) error {
 		return err
 	}
 
-	client, err := redisstream.NewClient(cfg.RedisURL)
-	if err != nil {
+	if err := redisUnreachable(rep); err != nil {
 		return err
 	}
+	client := redisstream.NewClientFromOptions(cfg.Redis)
 	defer client.Close()
 	store := redisstream.NewModeStore(client, redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode)
 	relayMode, err := mode.Resolve(c.Context, log, rep, requested, store)
@@ -229,6 +229,18 @@ func runRelay(c *cli.Context) error {
 		return runPoll(c, cfg, rep.Server, db, client, res.Table)
 	}
 	return runBinlog(c, cfg, rep.Server, db, client, res.Absent)
+}
+
+// redisUnreachable returns the check's failure to reach Redis, which every
+// mode needs, with its fix (a TLS or credentials problem, say); without it
+// the first command to Redis would fail with a bare network error.
+func redisUnreachable(rep preflight.Report) error {
+	for _, r := range rep.Failed(preflight.ModePoll) {
+		if r.Name == preflight.NameRedis {
+			return outbox.WithHint(fmt.Errorf("%w: %s (%s)", preflight.ErrRequirements, r.Name, r.Detail), "%s", r.Fix)
+		}
+	}
+	return nil
 }
 
 // tolerateOwnServerID turns a "server id in use" failure into a warning.
@@ -346,7 +358,7 @@ func checkOldPositionKey(c *cli.Context, cfg config, client redis.UniversalClien
 	old, key := redisstream.KeyPrefix+"position:"+cfg.Given, positionKey(c, cfg)
 	n, err := client.Exists(c.Context, old).Result()
 	if err != nil {
-		return fmt.Errorf("look for a position stored under %s: %w", old, err)
+		return fmt.Errorf("look for a position stored under %s (EXISTS): %w", old, redisstream.Classify(err))
 	}
 	if n == 0 {
 		return nil

@@ -192,7 +192,7 @@ func readPosition(ctx context.Context, client *redis.Client, key string, rep *st
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("status: read position %s: %w", key, err)
+		return fmt.Errorf("status: read position %s: %w", key, redisstream.Classify(err))
 	}
 	b, err := position.Decode(raw)
 	if err != nil {
@@ -269,11 +269,11 @@ func readStream(ctx context.Context, client *redis.Client, key string) (statusSt
 	s := statusStream{Key: key, Groups: []statusGroup{}}
 	var err error
 	if s.Length, err = client.XLen(ctx, key).Result(); err != nil {
-		return s, fmt.Errorf("status: XLEN %s: %w", key, err)
+		return s, fmt.Errorf("status: XLEN %s: %w", key, redisstream.Classify(err))
 	}
 	groups, err := client.XInfoGroups(ctx, key).Result()
 	if err != nil {
-		return s, fmt.Errorf("status: XINFO GROUPS %s: %w", key, err)
+		return s, fmt.Errorf("status: XINFO GROUPS %s: %w", key, redisstream.Classify(err))
 	}
 	for _, g := range groups {
 		s.Groups = append(s.Groups, statusGroup{Name: g.Name, Consumers: g.Consumers, Pending: g.Pending, Lag: g.Lag, LastDeliveredID: g.LastDeliveredID})

@@ -43,11 +43,7 @@ func openStreams(c *cli.Context, cfg config) (*redisstream.Template, *redis.Clie
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := redisstream.NewClient(cfg.RedisURL)
-	if err != nil {
-		return nil, nil, err
-	}
-	return tmpl, client, nil
+	return tmpl, redisstream.NewClientFromOptions(cfg.Redis), nil
 }
 
 // queryColumns are the SQL expressions of the columns a command that

@@ -74,8 +74,9 @@ func startTrimmer(c *cli.Context, cfg config, client redis.UniversalClient) (sto
 	go func() {
 		defer wg.Done()
 		if err := tr.Run(ctx); err != nil {
-			// Check passed, so nothing final is expected here; the relay
-			// goes on, since trimming guards memory, not correctness.
+			// Check passed, so only a refused permission is expected to
+			// be final here, logged once with its fix; the relay goes on,
+			// since trimming guards memory, not correctness.
 			cfg.Logger.Error("stream trimmer stopped", logging.KeyError, err.Error(), logging.KeyHint, outbox.HintOf(err))
 		}
 	}()

@@ -58,7 +58,7 @@ func (x *entryIndex) add(ctx context.Context, key string, rng verifyRange) (int,
 	for {
 		msgs, err := x.client.XRangeN(ctx, key, start, "+", x.page).Result()
 		if err != nil {
-			return n, fmt.Errorf("verify: XRANGE %s: %w", key, err)
+			return n, fmt.Errorf("verify: XRANGE %s: %w", key, redisstream.Classify(err))
 		}
 		members := make([]redis.Z, 0, len(msgs))
 		for _, msg := range msgs {
@@ -82,7 +82,7 @@ func (x *entryIndex) add(ctx context.Context, key string, rng verifyRange) (int,
 			pipe.ZAdd(ctx, x.key, members...)
 			pipe.Expire(ctx, x.key, indexTTL)
 			if _, err := pipe.Exec(ctx); err != nil {
-				return n, fmt.Errorf("verify: index the entries of %s: %w", key, err)
+				return n, fmt.Errorf("verify: index the entries of %s in %s (ZADD, EXPIRE): %w", key, x.key, redisstream.Classify(err))
 			}
 			n += len(members)
 		}
@@ -111,7 +111,7 @@ func (x *entryIndex) between(ctx context.Context, lo, hi uint64, fn func(indexed
 			Min: "(" + strconv.FormatUint(lo, 10), Max: max, Offset: off, Count: x.page,
 		}).Result()
 		if err != nil {
-			return fmt.Errorf("verify: read the index: %w", err)
+			return fmt.Errorf("verify: read the index %s (ZRANGEBYSCORE): %w", x.key, redisstream.Classify(err))
 		}
 		for _, z := range zs {
 			m, _ := z.Member.(string)

@@ -2,6 +2,7 @@ package servers
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -18,19 +19,36 @@ type Redis struct {
 	bin  string
 	dir  string
 	args []string
+	tls  *RedisTLS
 	port int
 	handle
+}
+
+// RedisTLS makes a private Redis speak TLS only (--tls-port, --port 0), with
+// the certificate and key of CertFile and KeyFile (PEM files). CAFile is the
+// CA bundle the server trusts for client certificates. With ClientCertFile
+// and ClientKeyFile the server requires a client certificate
+// (--tls-auth-clients yes), and the readiness probe presents this one.
+type RedisTLS struct {
+	CertFile, KeyFile, CAFile     string
+	ClientCertFile, ClientKeyFile string
 }
 
 // StartRedis starts redis-server on a free loopback port with its AOF and
 // log in dir (which must exist). args follow the fixed ones (port, dir, log),
 // so they carry the server settings; a later option overrides an earlier one.
 func StartRedis(ctx context.Context, dir string, args []string) (*Redis, error) {
+	return StartRedisTLS(ctx, dir, args, nil)
+}
+
+// StartRedisTLS is StartRedis for a server that speaks TLS only, on the
+// port Addr returns; t nil is StartRedis.
+func StartRedisTLS(ctx context.Context, dir string, args []string, t *RedisTLS) (*Redis, error) {
 	bin, err := LookBinary("redis-server")
 	if err != nil {
 		return nil, err
 	}
-	r := &Redis{bin: bin, dir: dir, args: args}
+	r := &Redis{bin: bin, dir: dir, args: args, tls: t}
 	if r.port, err = onFreePort(func(port int) error { r.port = port; return r.Start(ctx) }); err != nil {
 		return nil, err
 	}
@@ -40,18 +58,31 @@ func StartRedis(ctx context.Context, dir string, args []string) (*Redis, error) 
 // Start starts the server on its port and directory and waits until it takes
 // writes: after Kill, it is a restart from the AOF.
 func (r *Redis) Start(ctx context.Context) error {
-	args := append([]string{
-		"--port", strconv.Itoa(r.port),
+	args := []string{"--port", strconv.Itoa(r.port)}
+	probeTLS, err := r.ProbeTLS()
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if r.tls != nil {
+		auth := "no"
+		if r.tls.ClientCertFile != "" {
+			auth = "yes"
+		}
+		args = []string{"--port", "0", "--tls-port", strconv.Itoa(r.port),
+			"--tls-cert-file", r.tls.CertFile, "--tls-key-file", r.tls.KeyFile, "--tls-ca-cert-file", r.tls.CAFile,
+			"--tls-auth-clients", auth}
+	}
+	args = append(append(args,
 		"--bind", "127.0.0.1",
 		"--dir", r.dir,
 		"--logfile", r.LogPath(),
 		"--daemonize", "no",
 		"--protected-mode", "no",
-	}, r.args...)
+	), r.args...)
 	if err := r.run(ctx, r.bin, args, filepath.Join(r.dir, "stdout.log"), r.LogPath(), redisReadyTimeout, func(ctx context.Context) error {
 		// A bare probe, not redisstream.ClientOptions: redisstream's tests
 		// start their servers through this package. One attempt per poll.
-		c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: time.Second, ContextTimeoutEnabled: true})
+		c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: time.Second, ContextTimeoutEnabled: true, TLSConfig: probeTLS})
 		defer c.Close()
 		// PING answers while the AOF still loads; a write proves readiness.
 		// An OOM reply also proves it: the data set is loaded and full.
@@ -69,8 +100,33 @@ func (r *Redis) Start(ctx context.Context) error {
 // Addr returns 127.0.0.1:port.
 func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
 
-// URL returns a redis:// URL for logical database db.
-func (r *Redis) URL(db int) string { return fmt.Sprintf("redis://%s/%d", r.Addr(), db) }
+// URL returns a redis:// URL for logical database db, rediss:// with TLS.
+func (r *Redis) URL(db int) string {
+	scheme := "redis"
+	if r.tls != nil {
+		scheme = "rediss"
+	}
+	return fmt.Sprintf("%s://%s/%d", scheme, r.Addr(), db)
+}
+
+// ProbeTLS returns the TLS configuration of a client that administers a
+// server started with RedisTLS, nil for one without: it presents the
+// client certificate and does not verify the server's, which the tests of
+// verification may have made wrong or expired on purpose.
+func (r *Redis) ProbeTLS() (*tls.Config, error) {
+	if r.tls == nil {
+		return nil, nil
+	}
+	cfg := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12} //nolint:gosec // an admin probe of a test server, see above
+	if r.tls.ClientCertFile != "" {
+		pair, err := tls.LoadX509KeyPair(r.tls.ClientCertFile, r.tls.ClientKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load the probe's client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
 
 // Dir returns the server's directory (AOF and log).
 func (r *Redis) Dir() string { return r.dir }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,6 +34,10 @@ var DefaultRedisArgs = []string{
 type RedisOptions struct {
 	// Args are appended to DefaultRedisArgs, e.g. "--maxmemory", "2mb".
 	Args []string
+	// TLS, when set, makes the server speak TLS only: URL returns
+	// rediss:// URLs, and Client connects with the server's probe
+	// configuration (servers.Redis.ProbeTLS).
+	TLS *servers.RedisTLS
 }
 
 // Redis is a Redis server for tests: a private process or, with
@@ -88,7 +94,7 @@ func startRedis(opts RedisOptions, allowExternal bool) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := servers.StartRedis(context.Background(), dir, append(append([]string{}, DefaultRedisArgs...), opts.Args...))
+	srv, err := servers.StartRedisTLS(context.Background(), dir, append(append([]string{}, DefaultRedisArgs...), opts.Args...), opts.TLS)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -116,7 +122,7 @@ func (r *Redis) URL(db int) string {
 		}
 		return fmt.Sprintf("redis://%s%s/%d", auth, r.external.Addr, db)
 	}
-	return fmt.Sprintf("redis://%s/%d", r.Addr(), db)
+	return r.srv.URL(db)
 }
 
 // NewDB reserves an empty logical database for the test and returns its URL.
@@ -144,9 +150,30 @@ func (r *Redis) Client(t testing.TB, url string) *redis.Client {
 	if err != nil {
 		t.Fatalf("parse Redis URL: %v", err)
 	}
+	if r.srv != nil && o.TLSConfig != nil {
+		if o.TLSConfig, err = r.srv.ProbeTLS(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c := redis.NewClient(o)
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// SetUser creates (or replaces) the ACL user name with password and the ACL
+// rules (space-separated, as ACL SETUSER takes them) less those in drop, so
+// that a test can take away one permission of a documented set.
+func (r *Redis) SetUser(t testing.TB, name, password, rules string, drop ...string) {
+	t.Helper()
+	args := []any{"ACL", "SETUSER", name, "reset", "on", ">" + password}
+	for _, rule := range strings.Fields(rules) {
+		if !slices.Contains(drop, rule) {
+			args = append(args, rule)
+		}
+	}
+	if err := r.Client(t, r.URL(0)).Do(context.Background(), args...).Err(); err != nil {
+		t.Fatalf("ACL SETUSER %s: %v", name, err)
+	}
 }
 
 // Kill sends SIGKILL to the server; Restart starts it again from its AOF.

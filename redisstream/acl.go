@@ -1,0 +1,86 @@
+package redisstream
+
+import (
+	"fmt"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
+
+// ACLRules are the Redis ACL rules of the relay's user with the default
+// stream names (--stream outbox:{aggregate_type}, or outbox for a table
+// without aggregate_type, and the dead letters in outbox:dead-letter): the
+// keys it may touch and every command that binlog-outbox's commands send,
+// nothing else. docs/operations.md shows them, and a test creates a user
+// with exactly these rules and runs run (both modes, --ensure-group,
+// --trim), check, verify, status, mark-appended and position with it.
+//
+// By feature:
+//   - connecting to a database other than 0: SELECT;
+//   - check and --trim read the server's version and settings: INFO (CONFIG
+//     GET is left out on purpose: it would also show the server's
+//     passwords; check then warns that appendfsync is unknown);
+//   - the append script (both modes, --ensure-group, --dedupe-window):
+//     EVALSHA, and EVAL when the server does not have the script cached;
+//     inside it GET and SET of the position and dedupe keys, TYPE, XADD,
+//     XINFO GROUPS and XGROUP CREATE of the streams;
+//   - the mode key (auto mode) and the position commands: GET, SET, DEL;
+//     run looks for a position under an older key name: EXISTS;
+//   - --trim and --max-len: SCAN, and in the trim script TYPE, XINFO
+//     GROUPS, XPENDING, XLEN and XTRIM;
+//   - status, verify and mark-appended list the streams: SCAN, and TYPE of
+//     the dead-letter stream;
+//   - status: GET, XLEN, XINFO GROUPS;
+//   - verify: XRANGE, and its temporary index binlog-outbox:verify:*: ZADD,
+//     EXPIRE, ZRANGEBYSCORE, DEL;
+//   - mark-appended: XINFO STREAM, XRANGE.
+//
+// A relay with another --stream or --dead-letter-stream replaces the
+// ~outbox patterns with patterns matching its streams.
+const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@all " +
+	"+select +info +evalsha +eval +get +set +del +exists +type +scan " +
+	"+xadd +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xgroup|create " +
+	"+zadd +zrangebyscore +expire"
+
+// aclCheckLua defines deny(cmd, sub, key, ...), which a script calls before
+// its first write for each command it is going to run (Redis itself checks
+// the script's KEYS before running it, but not the commands it calls on
+// them): a command the user's ACL
+// refuses half-way through a script would leave some entries appended
+// without the position that covers them (appended twice on the retry), or
+// a dedupe key set for an entry that was never appended (lost on the
+// retry). It returns nil when the command is allowed, and otherwise a
+// NOPERM error naming the command, the key and the ACL fix. Redis before
+// 7.0 has no redis.acl_check_cmd; there the script learns of a refusal
+// when it runs the command.
+const aclCheckLua = `
+local function deny(cmd, sub, key, ...)
+  if not redis.acl_check_cmd then return nil end
+  local ok
+  if sub == '' then
+    ok = redis.acl_check_cmd(cmd, key, ...)
+  else
+    ok = redis.acl_check_cmd(cmd, sub, key, ...)
+  end
+  if ok then return nil end
+  local name, rule = cmd, '+' .. string.lower(cmd)
+  if sub ~= '' then
+    name, rule = cmd .. ' ' .. sub, rule .. '|' .. string.lower(sub)
+  end
+  return redis.error_reply('NOPERM the Redis user may not run ' .. name .. ' on ' .. key ..
+    ': grant it ' .. rule .. ' and a key pattern matching ' .. key)
+end
+`
+
+// aclHint is the fix of a NOPERM error: the rules the user lacks.
+const aclHint = "the Redis user lacks a permission the relay needs; give it the relay's rules: " +
+	"ACL SETUSER <user> " + ACLRules + " (with key patterns matching --stream and --dead-letter-stream if they differ from outbox:*; see docs/operations.md)"
+
+// ErrPermission means the Redis user's ACL refuses a command the relay
+// needs. It is a configuration error: the relay stops with the refused
+// command, the key and the fix rather than retrying a refusal for ever.
+var ErrPermission = outbox.NewConfigError("the Redis user lacks a permission")
+
+// denied wraps a NOPERM reply in ErrPermission with the fix.
+func denied(err error, hint string) error {
+	return outbox.WithHint(fmt.Errorf("%w: %w", ErrPermission, err), "%s", hint)
+}
