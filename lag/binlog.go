@@ -254,17 +254,23 @@ func (s BinlogSample) SecondsBehind(now time.Time) (float64, bool) {
 // failed binlog dump leaves the seconds behind or the retention unknown,
 // with the reason.
 func (b *Binlog) Measure(ctx context.Context, file string, pos uint32) (BinlogSample, error) {
-	s := BinlogSample{At: time.Now(), File: file, Pos: pos}
-	var err error
-	if s.Server, err = ReadServer(ctx, b.DB, b.Server); err != nil {
-		return s, err
+	srv, err := ReadServer(ctx, b.DB, b.Server)
+	if err != nil {
+		return BinlogSample{At: time.Now(), Server: srv, File: file, Pos: pos}, err
 	}
+	return b.MeasureOn(ctx, srv, file, pos), nil
+}
+
+// MeasureOn measures the position file:pos against srv, which the caller
+// read with ReadServer.
+func (b *Binlog) MeasureOn(ctx context.Context, srv Server, file string, pos uint32) BinlogSample {
+	s := BinlogSample{At: time.Now(), Server: srv, File: file, Pos: pos}
 	s.BytesBehind, s.BehindKnown = s.Server.Behind(file, pos)
 	if s.BehindKnown && s.BytesBehind > 0 {
 		s.Oldest, s.OldestErr = b.firstAfter(ctx, file, pos)
 	}
 	s.Retention = b.retention(ctx, s.Server, file)
-	return s, nil
+	return s
 }
 
 // firstAfter is Dumper.FirstAfter, remembered for the last position: while

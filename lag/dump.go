@@ -35,8 +35,8 @@ const maxDumpEvents = 32
 // so the few packets are spoken here. The user needs REPLICATION SLAVE, as
 // the relay's binlog connection does.
 type Dumper struct {
-	// Addr is host:port of the server; User, Password and TLS reach it as
-	// the relay's binlog connection does.
+	// Addr is host:port of the server (or a unix socket's path); User,
+	// Password and TLS reach it as the relay's binlog connection does.
 	Addr     string
 	User     string
 	Password string
@@ -133,7 +133,7 @@ func (d Dumper) dump(ctx context.Context, file string, pos uint32, fn func(*repl
 			return nil
 		})
 	}
-	c, err := client.ConnectWithDialer(ctx, "tcp", d.Addr, d.User, d.Password, "", dialer, opts...)
+	c, err := client.ConnectWithDialer(ctx, "", d.Addr, d.User, d.Password, "", dialer, opts...)
 	if err != nil {
 		return fmt.Errorf("binlog dump: connect: %w", err)
 	}
