@@ -211,9 +211,10 @@ type Binlog struct {
 	mu sync.Mutex
 	// starts caches Dumper.FileStart by file name.
 	starts map[string]time.Time
-	// oldestAt and oldest cache the last FirstAfter.
-	oldestAt string
-	oldest   time.Time
+	// oldestAt, oldestEnd and oldest cache the last FirstAfter: the
+	// position, the server's end then, and the time found (zero: none).
+	oldestAt, oldestEnd string
+	oldest              time.Time
 }
 
 // BinlogSample is one measurement of binlog mode.
@@ -228,11 +229,19 @@ type BinlogSample struct {
 	BytesBehind int64
 	BehindKnown bool
 	// Oldest is when the first transaction after the position started:
-	// the oldest one not appended. Zero when caught up or unknown
-	// (OldestErr says why).
+	// the oldest one not appended. Zero when caught up, when only the
+	// server's own events follow the position (a rotation, a checkpoint:
+	// BytesBehind then counts a few hundred bytes with nothing to relay),
+	// or when unknown (OldestErr says why).
 	Oldest    time.Time
 	OldestErr error
 	Retention Retention
+}
+
+// Pending reports whether a transaction follows the position (or whether
+// that is unknown while bytes do): what the relay has yet to read.
+func (s BinlogSample) Pending() bool {
+	return s.BehindKnown && s.BytesBehind > 0 && (!s.Oldest.IsZero() || s.OldestErr != nil)
 }
 
 // SecondsBehind is how long ago the oldest transaction not appended
@@ -267,35 +276,36 @@ func (b *Binlog) MeasureOn(ctx context.Context, srv Server, file string, pos uin
 	s := BinlogSample{At: time.Now(), Server: srv, File: file, Pos: pos}
 	s.BytesBehind, s.BehindKnown = s.Server.Behind(file, pos)
 	if s.BehindKnown && s.BytesBehind > 0 {
-		s.Oldest, s.OldestErr = b.firstAfter(ctx, file, pos)
+		s.Oldest, s.OldestErr = b.firstAfter(ctx, srv, file, pos)
 	}
 	s.Retention = b.retention(ctx, s.Server, file)
 	return s
 }
 
-// firstAfter is Dumper.FirstAfter, remembered for the last position: while
-// the relay stands still, its oldest transaction stays the same one.
-func (b *Binlog) firstAfter(ctx context.Context, file string, pos uint32) (time.Time, error) {
-	key := file + ":" + strconv.FormatUint(uint64(pos), 10)
+// firstAfter is Dumper.FirstAfter, remembered: while the relay stands
+// still its oldest transaction stays the same one, and while the binlog
+// does not grow either, there stays none (only the server's own events
+// follow the position, e.g. after a rotation on an idle server).
+func (b *Binlog) firstAfter(ctx context.Context, srv Server, file string, pos uint32) (time.Time, error) {
+	at := file + ":" + strconv.FormatUint(uint64(pos), 10)
+	end := srv.File + ":" + strconv.FormatUint(uint64(srv.Pos), 10)
 	b.mu.Lock()
-	if b.oldestAt == key {
+	if b.oldestAt == at && (!b.oldest.IsZero() || b.oldestEnd == end) {
 		defer b.mu.Unlock()
 		return b.oldest, nil
 	}
 	b.mu.Unlock()
-	at, ok, err := b.Dumper.FirstAfter(ctx, file, pos)
+	first, ok, err := b.Dumper.FirstAfter(ctx, file, pos)
 	if err != nil {
 		return time.Time{}, err
 	}
 	if !ok {
-		// The binlog ended at the position after all: it grew between
-		// the two reads, or it holds only the server's own events.
-		return time.Time{}, nil
+		first = time.Time{}
 	}
 	b.mu.Lock()
-	b.oldestAt, b.oldest = key, at
+	b.oldestAt, b.oldestEnd, b.oldest = at, end, first
 	b.mu.Unlock()
-	return at, nil
+	return first, nil
 }
 
 // retention says how long the server keeps file.

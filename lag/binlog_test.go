@@ -114,6 +114,13 @@ func TestBinlog_Measure(t *testing.T) {
 	}
 	t.Logf("status text: %s", r.String(time.Now()))
 
+	// Where a reader stands after the rotation: only the server's own
+	// events follow, bytes but nothing to relay.
+	idle, err := b.Measure(ctx, s.Server.File, 4)
+	if secs, ok := idle.SecondsBehind(time.Now()); err != nil || idle.BytesBehind == 0 || idle.Pending() || !ok || secs != 0 {
+		t.Errorf("after the rotation: %+v, %v; want bytes behind, nothing pending, 0 seconds", idle, err)
+	}
+
 	m.Exec(t, "SET GLOBAL binlog_expire_logs_seconds = 0")
 	if s, err = b.Measure(ctx, file, pos); err != nil || s.Retention.State != RetentionNoExpiry {
 		t.Errorf("expiry off: %+v, %v; want no expiry", s.Retention, err)
