@@ -48,7 +48,9 @@ type MonitorConfig struct {
 	// MaxStall is how long the relay may be behind without storing
 	// progress before it is reported not ready (default 1m).
 	MaxStall time.Duration
-	// ProgressEvery is how often a catch-up is logged (default Interval).
+	// ProgressEvery is how often a catch-up is logged (default 10s, or
+	// Interval when that is longer): a short Interval must not flood the
+	// log.
 	ProgressEvery time.Duration
 
 	Relay     func() Relay
@@ -66,7 +68,7 @@ func (c *MonitorConfig) setDefaults() {
 		c.MaxStall = DefaultMaxStall
 	}
 	if c.ProgressEvery <= 0 {
-		c.ProgressEvery = c.Interval
+		c.ProgressEvery = max(c.Interval, DefaultInterval)
 	}
 }
 

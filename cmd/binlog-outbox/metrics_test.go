@@ -83,7 +83,8 @@ func (s scraper) waitReady(code int, want string) {
 // TestRun_MetricsLagAndReadiness follows the lag metrics and /readyz of
 // both modes through an outage of Redis: 0 behind and ready while relaying,
 // behind (bytes, seconds, unsent rows) and not ready while Redis is down
-// and rows keep coming, back to 0 and ready once Redis returns.
+// and rows keep coming, back to 0 and ready once Redis returns, with a
+// "catching up" and a "caught up" line in between.
 func TestRun_MetricsLagAndReadiness(t *testing.T) {
 	if _, err := os.Stat(promtool); err != nil {
 		t.Fatalf("%s is missing (%v); install it with: apt-get install prometheus", promtool, err)
@@ -152,7 +153,8 @@ func TestRun_MetricsLagAndReadiness(t *testing.T) {
 			}
 			s.waitReady(http.StatusServiceUnavailable, "not ready: ")
 			s.waitValue(tt.behind, "> 0 while Redis is down", func(v float64) bool { return v > 0 })
-			s.waitValue(m("binlog_outbox_lag_seconds"), "> 1 while Redis is down", func(v float64) bool { return v > 1 })
+			// Past the 10 seconds that make a catch-up worth its progress lines.
+			s.waitValue(m("binlog_outbox_lag_seconds"), "> 11 while Redis is down", func(v float64) bool { return v > 11 })
 			if tt.mode == "poll" {
 				s.waitValue(m("binlog_outbox_oldest_unsent_age_seconds"), "> 1 while Redis is down", func(v float64) bool { return v > 1 })
 			}
@@ -168,6 +170,15 @@ func TestRun_MetricsLagAndReadiness(t *testing.T) {
 			s.waitValue(tt.behind, "= 0 after the outage", func(v float64) bool { return v == 0 })
 			s.waitValue(m("binlog_outbox_lag_seconds"), "= 0 after the outage", func(v float64) bool { return v == 0 })
 			s.waitValue(m("binlog_outbox_ready"), "= 1 after the outage", func(v float64) bool { return v == 1 })
+			relaytest.WaitFor(t, 30*time.Second, "the catch-up's progress lines", func() bool {
+				out := p.Out.String()
+				return strings.Contains(out, `"msg":"catching up"`) && strings.Contains(out, `"msg":"caught up"`)
+			})
+			for _, line := range strings.Split(p.Out.String(), "\n") {
+				if strings.Contains(line, `"component":"lag"`) {
+					t.Logf("progress: %s", line)
+				}
+			}
 
 			p.Signal(t, syscall.SIGTERM)
 			p.Wait(t, 15*time.Second)
