@@ -39,14 +39,8 @@ type backlogQueries struct {
 // lock reads (sent_at, id), without locking.
 func buildBacklog(cfg Config) backlogQueries {
 	m := cfg.Mapping
-	col := func(logical string) string {
-		name, _ := m.Physical(logical)
-		return schema.QuoteIdent(name)
-	}
-	table := schema.QuoteIdent(cfg.Table)
-	if cfg.Database != "" {
-		table = schema.QuoteIdent(cfg.Database) + "." + table
-	}
+	col := func(logical string) string { return quotedColumn(m, logical) }
+	table := quotedTable(cfg)
 	where := ""
 	if m.Has(schema.ColSentAt) {
 		where = " WHERE " + col(schema.ColSentAt) + " IS NULL"
