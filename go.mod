@@ -7,6 +7,7 @@ require (
 	github.com/lmittmann/tint v1.2.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/urfave/cli/v2 v2.27.7
+	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (

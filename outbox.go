@@ -36,11 +36,22 @@ type Event struct {
 	Headers []byte
 	// OccurredAt is in UTC.
 	OccurredAt time.Time
+	// Fields are the entry's fields beyond the built-in ones, in order:
+	// the schema_version column's, then those of --extra-column. A column
+	// that is NULL in the row has no field.
+	Fields []Field
 	// Invalid, when not empty, says why the row cannot be delivered as an
 	// event (a NULL in a required column, a payload that is not JSON). Such a
 	// row goes to the dead-letter stream with the reason instead of blocking
 	// the relay or vanishing.
 	Invalid string
+}
+
+// Field is one entry field that a column of the table carries beside the
+// built-in ones (schema_version, --extra-column), as text.
+type Field struct {
+	Name  string
+	Value string
 }
 
 // eventOverhead is the fixed part of an event's size: the Event struct, the
@@ -51,12 +62,27 @@ const eventOverhead = 128
 // appends it. The read-ahead, batch and transaction limits of both modes are
 // counted with it, so that --max-batch-bytes means the same in each.
 func (e *Event) Size() int {
-	return EventSize(int64(len(e.Payload) + len(e.Headers) + len(e.MessageID) + len(e.AggregateType) +
-		len(e.AggregateID) + len(e.EventType) + len(e.Invalid)))
+	n := int64(len(e.Payload) + len(e.Headers) + len(e.MessageID) + len(e.AggregateType) +
+		len(e.AggregateID) + len(e.EventType) + len(e.Invalid))
+	for _, f := range e.Fields {
+		n += FieldSize(f.Name, len(f.Value))
+	}
+	return EventSize(n)
+}
+
+// fieldOverhead is what a Field costs beside its name and value: its two
+// string headers in memory, the framing of two more arguments in the request.
+const fieldOverhead = 48
+
+// FieldSize is what a Field named name with a value of valueLen bytes adds to
+// an event's Size, for a reader that sizes rows before it holds the values.
+func FieldSize(name string, valueLen int) int64 {
+	return int64(fieldOverhead + len(name) + valueLen)
 }
 
 // EventSize is Size for an event whose variable-length fields (payload,
-// headers, ids, types, the Invalid reason) hold fieldBytes in all, for a
+// headers, ids, types, the Invalid reason, the FieldSize of each Field) hold
+// fieldBytes in all, for a
 // reader that knows the lengths before it holds the values: the poller sizes
 // the rows it locked before it fetches their payloads. It saturates at
 // math.MaxInt32 rather than overflow on a corrupt length.

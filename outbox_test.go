@@ -15,6 +15,7 @@ func TestEvent_Size(t *testing.T) {
 		{"empty", Event{}, 128},
 		{"every field", Event{OutboxID: 7, MessageID: "m1", AggregateType: "order", AggregateID: "42", EventType: "created",
 			Payload: []byte(`{"a":1}`), Headers: []byte(`{}`), Invalid: "payload is NULL"}, 128 + 2 + 5 + 2 + 7 + 7 + 2 + 15},
+		{"carried fields", Event{Fields: []Field{{"schema_version", "2"}, {"tenant", "acme"}}}, 128 + (48 + 14 + 1) + (48 + 6 + 4)},
 		{"large payload", Event{Payload: []byte(strings.Repeat("x", 1<<20))}, 128 + 1<<20},
 	}
 	for _, tt := range tests {

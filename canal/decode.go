@@ -3,6 +3,7 @@ package canal
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,12 +21,29 @@ type Column struct {
 	Name string
 	// DataType is information_schema.COLUMNS.DATA_TYPE (e.g. "bigint", "json").
 	DataType string
+	// Unsigned is true for an UNSIGNED integer column: rows whose table map
+	// carries no signedness (MariaDB's default binlog_row_metadata) decode
+	// its values as signed.
+	Unsigned bool
 }
 
 // field indexes of the logical columns in a decoded row; -1 when absent.
 type layout struct {
 	id, messageID, aggregateType, aggregateID, eventType, payload, headers, occurredAt int
 	columnCount                                                                        int
+	// fields are the columns carried as fields of their own, in the order
+	// of schema.FieldColumns.
+	fields []fieldIndex
+}
+
+// fieldIndex is where a column carried as a field of its own is in a row.
+type fieldIndex struct {
+	name  string
+	index int // -1: the rows lack the (optional) column, read as NULL
+	// unsigned is the binlog type code of an UNSIGNED integer column whose
+	// rows carry no signedness, so that its values decode as signed; 0
+	// otherwise.
+	unsigned byte
 }
 
 // rowDecoder turns binlog rows of the outbox table into Events. It maps
@@ -36,6 +54,7 @@ type layout struct {
 // count and types against it as a last line of defence.
 type rowDecoder struct {
 	mapping schema.Mapping
+	fields  []schema.ExtraColumn // schema.FieldColumns of mapping and --extra-column
 	// columns is the proven layout for positional mapping; nil when none
 	// is: rows without names then get errNoLayout.
 	columns []Column
@@ -50,8 +69,8 @@ type rowDecoder struct {
 	last      layout
 }
 
-func newRowDecoder(m schema.Mapping, columns []Column, absent []string) *rowDecoder {
-	return &rowDecoder{mapping: m, columns: columns, absent: absent}
+func newRowDecoder(m schema.Mapping, extra []schema.ExtraColumn, columns []Column, absent []string) *rowDecoder {
+	return &rowDecoder{mapping: m, fields: schema.FieldColumns(m, extra), columns: columns, absent: absent}
 }
 
 // forget drops the positional layout, and the cached one with it: after a DDL
@@ -108,15 +127,21 @@ func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error)
 			}
 		}
 	}
+	index := func(physical string) int {
+		for i, n := range names {
+			if strings.EqualFold(n, physical) {
+				return i
+			}
+		}
+		return -1
+	}
 	find := func(logical string) (int, error) {
 		physical, ok := d.mapping.Physical(logical)
 		if !ok {
 			return -1, nil
 		}
-		for i, n := range names {
-			if strings.EqualFold(n, physical) {
-				return i, nil
-			}
+		if i := index(physical); i >= 0 {
+			return i, nil
 		}
 		if schema.Optional(logical) {
 			// An optional column added later by ALTER TABLE is absent from
@@ -127,7 +152,39 @@ func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error)
 			outbox.ErrConfig, tm.Schema, tm.Table, physical, logical, strings.Join(names, ", ")),
 			"map it with --column %s=<name>", logical)
 	}
-	return d.fill(find, len(names))
+	l, err := d.fill(find, len(names))
+	if err != nil {
+		return layout{}, err
+	}
+	// With names the table map carries signedness too (FULL includes
+	// it), and the syncer decodes UNSIGNED columns as such.
+	l.fields, err = d.fieldLayout(index, nil, func(e schema.ExtraColumn) error {
+		return outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for --extra-column (columns: %s); the rows were written before the column was added, or after it was dropped",
+			outbox.ErrConfig, tm.Schema, tm.Table, e.Column, strings.Join(names, ", ")),
+			"restore the column, or drop --extra-column %s and restart; rows written before the column existed can be relayed without the flag first", e.Column)
+	})
+	return l, err
+}
+
+// fieldLayout finds the columns carried as fields of their own with index.
+// The schema_version column is optional like any other and reads as NULL
+// where the rows lack it; an extra column the user named must be there, and
+// missing makes an error. unsigned, when not nil, says which row positions
+// are UNSIGNED integer columns decoded as signed.
+func (d *rowDecoder) fieldLayout(index func(string) int, unsigned func(int) byte, missing func(schema.ExtraColumn) error) ([]fieldIndex, error) {
+	var out []fieldIndex
+	for _, f := range d.fields {
+		i := index(f.Column)
+		if i < 0 && f.Field != schema.ColSchemaVersion {
+			return nil, missing(f)
+		}
+		fi := fieldIndex{name: f.Field, index: i}
+		if i >= 0 && unsigned != nil {
+			fi.unsigned = unsigned(i)
+		}
+		out = append(out, fi)
+	}
+	return out, nil
 }
 
 func (d *rowDecoder) fill(find func(string) (int, error), count int) (layout, error) {
@@ -167,15 +224,21 @@ func (d *rowDecoder) layoutByPosition(tm *replication.TableMapEvent) (layout, er
 				outbox.ErrConfig, i+1, tm.Schema, tm.Table, tm.ColumnType[i], c.Name, c.DataType), "%s", hint)
 		}
 	}
+	index := func(physical string) int {
+		for i, c := range d.columns {
+			if strings.EqualFold(c.Name, physical) {
+				return i
+			}
+		}
+		return -1
+	}
 	find := func(logical string) (int, error) {
 		physical, ok := d.mapping.Physical(logical)
 		if !ok {
 			return -1, nil
 		}
-		for i, c := range d.columns {
-			if strings.EqualFold(c.Name, physical) {
-				return i, nil
-			}
+		if i := index(physical); i >= 0 {
+			return i, nil
 		}
 		if schema.Optional(logical) {
 			return -1, nil
@@ -183,7 +246,26 @@ func (d *rowDecoder) layoutByPosition(tm *replication.TableMapEvent) (layout, er
 		return -1, outbox.WithHint(fmt.Errorf("%w: table %s.%s has no column %q for %s", outbox.ErrConfig, tm.Schema, tm.Table, physical, logical),
 			"map it with --column %s=<name>", logical)
 	}
-	return d.fill(find, len(d.columns))
+	l, err := d.fill(find, len(d.columns))
+	if err != nil {
+		return layout{}, err
+	}
+	// Signedness from the proven layout where the table map has none
+	// (MariaDB's default); MySQL's MINIMAL metadata carries it.
+	var unsigned func(int) byte
+	if len(tm.SignednessBitmap) == 0 {
+		unsigned = func(i int) byte {
+			if d.columns[i].Unsigned {
+				return tm.ColumnType[i]
+			}
+			return 0
+		}
+	}
+	l.fields, err = d.fieldLayout(index, unsigned, func(e schema.ExtraColumn) error {
+		return outbox.WithHint(fmt.Errorf("%w: table %s.%s has no column %q for --extra-column (columns: %s)", outbox.ErrConfig, tm.Schema, tm.Table, e.Column, columnNames(d.columns, ", ")),
+			"restore the column, or drop --extra-column %s and restart", e.Column)
+	})
+	return l, err
 }
 
 // binlogClass and dataTypeClass group binlog type codes and
@@ -232,7 +314,8 @@ func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Eve
 		return outbox.Event{Invalid: fmt.Sprintf("row has %d values, the table map %d columns", len(row), l.columnCount)}
 	}
 	for _, i := range skipped {
-		if i == l.id || i == l.messageID || i == l.aggregateType || i == l.aggregateID || i == l.eventType || i == l.payload || i == l.headers || i == l.occurredAt {
+		if i == l.id || i == l.messageID || i == l.aggregateType || i == l.aggregateID || i == l.eventType || i == l.payload || i == l.headers || i == l.occurredAt ||
+			slices.ContainsFunc(l.fields, func(f fieldIndex) bool { return f.index == i }) {
 			return outbox.Event{Invalid: fmt.Sprintf("column %d is missing from the row image: the writing session used binlog_row_image=MINIMAL or NOBLOB; set binlog_row_image=FULL", i+1)}
 		}
 	}
@@ -257,6 +340,13 @@ func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Eve
 		h, _ := eventrow.ToBytes(row[l.headers])
 		b.Headers(h)
 	}
+	for _, f := range l.fields {
+		var v any
+		if f.index >= 0 {
+			v = unsignedValue(row[f.index], f.unsigned)
+		}
+		b.Field(f.name, v)
+	}
 	// The binlog timestamp of the transaction stands in for a NULL or zero
 	// occurred_at. The syncer renders DATETIME and TIMESTAMP as text; a
 	// number in the column is no time (only poll mode reads TIMESTAMPs as
@@ -269,4 +359,28 @@ func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Eve
 	}
 	b.OccurredAt(occurred, time.Unix(int64(commitTime), 0).UTC())
 	return b.Event()
+}
+
+// unsignedValue reads the value of an UNSIGNED integer column that the syncer
+// decoded as signed, for want of signedness in the table map: the bits are
+// the value, in the column's width (MEDIUMINT's 24 bits come sign-extended to
+// 32). typ is the column's binlog type code, 0 for a value to keep as it is.
+func unsignedValue(v any, typ byte) any {
+	if typ == 0 {
+		return v
+	}
+	switch x := v.(type) {
+	case int8:
+		return uint64(uint8(x))
+	case int16:
+		return uint64(uint16(x))
+	case int32:
+		if typ == mysql.MYSQL_TYPE_INT24 {
+			return uint64(uint32(x) & 0xFFFFFF)
+		}
+		return uint64(uint32(x))
+	case int64:
+		return uint64(x)
+	}
+	return v
 }

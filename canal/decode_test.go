@@ -3,6 +3,7 @@ package canal
 import (
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,14 +25,14 @@ var outboxColumns = []struct {
 	Column
 	binlogType byte
 }{
-	{Column{"id", "bigint"}, mysql.MYSQL_TYPE_LONGLONG},
-	{Column{"message_id", "char"}, mysql.MYSQL_TYPE_STRING},
-	{Column{"aggregate_type", "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
-	{Column{"aggregate_id", "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
-	{Column{"event_type", "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
-	{Column{"payload", "longblob"}, mysql.MYSQL_TYPE_BLOB},
-	{Column{"headers", "json"}, mysql.MYSQL_TYPE_JSON},
-	{Column{"occurred_at", "datetime"}, mysql.MYSQL_TYPE_DATETIME2},
+	{Column{Name: "id", DataType: "bigint"}, mysql.MYSQL_TYPE_LONGLONG},
+	{Column{Name: "message_id", DataType: "char"}, mysql.MYSQL_TYPE_STRING},
+	{Column{Name: "aggregate_type", DataType: "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
+	{Column{Name: "aggregate_id", DataType: "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
+	{Column{Name: "event_type", DataType: "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
+	{Column{Name: "payload", DataType: "longblob"}, mysql.MYSQL_TYPE_BLOB},
+	{Column{Name: "headers", DataType: "json"}, mysql.MYSQL_TYPE_JSON},
+	{Column{Name: "occurred_at", DataType: "datetime"}, mysql.MYSQL_TYPE_DATETIME2},
 }
 
 // tableColumns is outboxColumns as the reader gets them at start-up.
@@ -83,7 +84,7 @@ func outboxRow(id int64, payload string) []any {
 
 func defaultLayout(t testing.TB) layout {
 	t.Helper()
-	l, err := newRowDecoder(schema.DefaultMapping(), nil, nil).layoutFor(outboxTableMap(true))
+	l, err := newRowDecoder(schema.DefaultMapping(), nil, nil, nil).layoutFor(outboxTableMap(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +138,13 @@ func TestRowDecoder_LayoutByName(t *testing.T) {
 			for i := range types {
 				types[i] = mysql.MYSQL_TYPE_VARCHAR
 			}
-			got, err := newRowDecoder(m, nil, nil).layoutFor(tableMap("app", "outbox", tt.columns, types))
+			got, err := newRowDecoder(m, nil, nil, nil).layoutFor(tableMap("app", "outbox", tt.columns, types))
 			if err != nil {
 				t.Fatalf("layoutFor: %v", err)
 			}
-			if got != tt.want {
+			// None of the tables has schema_version: it reads as NULL.
+			tt.want.fields = []fieldIndex{{name: schema.ColSchemaVersion, index: -1}}
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("layout:\n got %+v\nwant %+v", got, tt.want)
 			}
 		})
@@ -158,7 +161,7 @@ func TestRowDecoder_AbsentColumnAdded(t *testing.T) {
 	}
 	before := []string{"id", "message_id", "aggregate_id", "event_type", "payload", "occurred_at"}
 	after := append(slices.Clone(before), "Aggregate_Type")
-	d := newRowDecoder(m, nil, []string{schema.ColAggregateType})
+	d := newRowDecoder(m, nil, nil, []string{schema.ColAggregateType})
 	if _, err := d.layoutFor(tableMap("app", "outbox", before, make([]byte, len(before)))); err != nil {
 		t.Fatalf("layoutFor before the ALTER: %v", err)
 	}
@@ -182,7 +185,7 @@ func TestRowDecoder_LayoutByNameMissingRequired(t *testing.T) {
 	// The table still calls it payload: the mapping is wrong, or the event
 	// predates a rename.
 	names := []string{"id", "message_id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "occurred_at"}
-	_, err = newRowDecoder(m, nil, nil).layoutFor(tableMap("app", "outbox", names, make([]byte, len(names))))
+	_, err = newRowDecoder(m, nil, nil, nil).layoutFor(tableMap("app", "outbox", names, make([]byte, len(names))))
 	if !errors.Is(err, outbox.ErrConfig) {
 		t.Fatalf("error: got %v, want one wrapping ErrConfig", err)
 	}
@@ -226,12 +229,12 @@ func TestRowDecoder_LayoutByPosition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := newRowDecoder(schema.DefaultMapping(), tableColumns(), nil).layoutFor(tt.tm)
+			l, err := newRowDecoder(schema.DefaultMapping(), nil, tableColumns(), nil).layoutFor(tt.tm)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("layoutFor: %v", err)
 				}
-				if want := defaultLayout(t); l != want {
+				if want := defaultLayout(t); !reflect.DeepEqual(l, want) {
 					t.Errorf("layout:\n got %+v\nwant %+v", l, want)
 				}
 				return
@@ -249,7 +252,7 @@ func TestRowDecoder_LayoutByPosition(t *testing.T) {
 // The positional layout is cached for identical table maps, but a changed
 // table map (after an ALTER) must be checked again.
 func TestRowDecoder_LayoutForCache(t *testing.T) {
-	d := newRowDecoder(schema.DefaultMapping(), tableColumns(), nil)
+	d := newRowDecoder(schema.DefaultMapping(), nil, tableColumns(), nil)
 	if _, err := d.layoutFor(outboxTableMap(false)); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +266,7 @@ func TestRowDecoder_LayoutForCache(t *testing.T) {
 	}
 
 	// By name: reordered columns with the same types give another layout.
-	d = newRowDecoder(schema.DefaultMapping(), nil, nil)
+	d = newRowDecoder(schema.DefaultMapping(), nil, nil, nil)
 	types := make([]byte, 8)
 	a := tableMap("app", "outbox", []string{"id", "message_id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "occurred_at"}, types)
 	b := tableMap("app", "outbox", []string{"id", "message_id", "aggregate_type", "event_type", "aggregate_id", "payload", "headers", "occurred_at"}, types)
@@ -555,3 +558,126 @@ func FuzzDecodeRow(f *testing.F) {
 // unsafeString returns a string that shares b's memory, like the strings the
 // binlog decoder returns for VARCHAR and CHAR columns.
 func unsafeString(b []byte) string { return unsafe.String(&b[0], len(b)) }
+
+// carriedTable is an outbox table with a renamed schema_version column and
+// three extra columns, one of them INT UNSIGNED, as information_schema shows
+// it, with the binlog type codes.
+var carriedTable = []struct {
+	Column
+	binlogType byte
+}{
+	{Column{Name: "id", DataType: "bigint", Unsigned: true}, mysql.MYSQL_TYPE_LONGLONG},
+	{Column{Name: "tenant_id", DataType: "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
+	{Column{Name: "aggregate_id", DataType: "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
+	{Column{Name: "event_type", DataType: "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
+	{Column{Name: "v", DataType: "smallint"}, mysql.MYSQL_TYPE_SHORT},
+	{Column{Name: "payload", DataType: "longblob"}, mysql.MYSQL_TYPE_BLOB},
+	{Column{Name: "occurred_at", DataType: "datetime"}, mysql.MYSQL_TYPE_DATETIME2},
+	{Column{Name: "trace", DataType: "text"}, mysql.MYSQL_TYPE_BLOB},
+	{Column{Name: "aggregate_version", DataType: "mediumint", Unsigned: true}, mysql.MYSQL_TYPE_INT24},
+}
+
+func carriedDecoder(t *testing.T, positional bool) (*rowDecoder, *replication.TableMapEvent) {
+	t.Helper()
+	m, err := schema.ParseMapping([]string{"message_id=-", "aggregate_type=-", "headers=-", "schema_version=v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, err := schema.ParseExtraColumns([]string{"tenant_id=tenant", "trace", "aggregate_version"}, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var cols []Column
+	types := make([]byte, len(carriedTable))
+	for i, c := range carriedTable {
+		types[i] = c.binlogType
+		names = append(names, c.Name)
+		cols = append(cols, c.Column)
+	}
+	if positional {
+		// MariaDB's default: neither names nor signedness in the table map.
+		return newRowDecoder(m, extra, cols, nil), tableMap("app", "outbox", nil, types)
+	}
+	return newRowDecoder(m, extra, nil, nil), tableMap("app", "outbox", names, types)
+}
+
+// The schema_version column and the extra columns are found as the logical
+// columns are, by name or by the proven layout, and decode alike either way:
+// integers in decimal (UNSIGNED ones too where the table map has no
+// signedness), text copied, NULL left out.
+func TestRowDecoder_CarriedColumns(t *testing.T) {
+	wantFields := []fieldIndex{{name: "schema_version", index: 4}, {name: "tenant", index: 1}, {name: "trace", index: 7}, {name: "aggregate_version", index: 8}}
+	for _, positional := range []bool{false, true} {
+		name := map[bool]string{false: "by name", true: "by position"}[positional]
+		t.Run(name, func(t *testing.T) {
+			d, tm := carriedDecoder(t, positional)
+			l, err := d.layoutFor(tm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := slices.Clone(wantFields)
+			if positional {
+				want[3].unsigned = mysql.MYSQL_TYPE_INT24
+			}
+			if !reflect.DeepEqual(l.fields, want) {
+				t.Fatalf("fields:\n got %+v\nwant %+v", l.fields, want)
+			}
+			// The values as the syncer gives them without signedness:
+			// MEDIUMINT UNSIGNED 16777215 sign-extended to -1.
+			version := any(int32(-1))
+			if !positional {
+				version = uint32(16777215)
+			}
+			row := []any{int64(7), "acme", "42", "created", int16(2), []byte(`{}`), "2024-05-06 07:08:09", nil, version}
+			e := decodeRow(l, row, nil, 0)
+			wantEvent := []outbox.Field{{Name: "schema_version", Value: "2"}, {Name: "tenant", Value: "acme"}, {Name: "aggregate_version", Value: "16777215"}}
+			if e.Invalid != "" || !slices.Equal(e.Fields, wantEvent) {
+				t.Errorf("event fields = %v (invalid %q), want %v", e.Fields, e.Invalid, wantEvent)
+			}
+			// An extra column missing from the row image is no NULL.
+			e = decodeRow(l, row, []int{7}, 0)
+			if !strings.Contains(e.Invalid, "column 8 is missing from the row image") {
+				t.Errorf("skipped extra column: Invalid = %q, want the row image problem", e.Invalid)
+			}
+		})
+	}
+}
+
+// An extra column the rows lack stops the reader with the columns the rows
+// have, in both layouts; a schema_version column they lack reads as NULL.
+func TestRowDecoder_CarriedColumnMissing(t *testing.T) {
+	m, err := schema.ParseMapping([]string{"message_id=-", "aggregate_type=-", "headers=-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, err := schema.ParseExtraColumns([]string{"tenant_id"}, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"id", "aggregate_id", "event_type", "payload", "occurred_at"}
+	types := []byte{mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_DATETIME2}
+	cols := []Column{{Name: "id", DataType: "bigint"}, {Name: "aggregate_id", DataType: "varchar"}, {Name: "event_type", DataType: "varchar"},
+		{Name: "payload", DataType: "blob"}, {Name: "occurred_at", DataType: "datetime"}}
+	for _, tt := range []struct {
+		name string
+		d    *rowDecoder
+		tm   *replication.TableMapEvent
+	}{
+		{"by name", newRowDecoder(m, extra, nil, nil), tableMap("app", "outbox", names, types)},
+		{"by position", newRowDecoder(m, extra, cols, nil), tableMap("app", "outbox", nil, types)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.d.layoutFor(tt.tm)
+			if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), `"tenant_id" for --extra-column (columns: id, aggregate_id, event_type, payload, occurred_at)`) ||
+				!strings.Contains(outbox.HintOf(err), "--extra-column tenant_id") {
+				t.Errorf("layoutFor = %v (hint %q), want an ErrConfig naming the column and the columns there are", err, outbox.HintOf(err))
+			}
+			without := newRowDecoder(m, nil, tt.d.columns, nil)
+			l, err := without.layoutFor(tt.tm)
+			if err != nil || !reflect.DeepEqual(l.fields, []fieldIndex{{name: "schema_version", index: -1}}) {
+				t.Errorf("without the extra column: fields %+v, %v; want schema_version read as NULL", l.fields, err)
+			}
+		})
+	}
+}

@@ -22,8 +22,10 @@ func (r *Reader) appendError(err error) error {
 	return position.Compare(mm.Stored, r.writer, r.seq.Load()).Err()
 }
 
-// streamError classifies errors of the binlog connection.
-func (r *Reader) streamError(err error) error {
+// streamError classifies errors of the binlog connection; gtid says whether
+// the session started from a GTID set, whose refusal has another cause
+// than a file position's.
+func (r *Reader) streamError(err error, gtid bool) error {
 	var myErr *mysql.MyError
 	if !errors.As(err, &myErr) {
 		return err
@@ -40,7 +42,11 @@ func (r *Reader) streamError(err error) error {
 		if hint, ok := anonymousRefusal(myErr.Message); ok {
 			return outbox.WithHint(fmt.Errorf("%w: %v", outbox.ErrConfig, err), "%s", hint)
 		}
-		return outbox.WithHint(fmt.Errorf("%w: %v", outbox.ErrPositionGone, err), "%s", recoveryHint)
+		hint := recoveryHint
+		if gtid {
+			hint = gtidRecoveryHint
+		}
+		return outbox.WithHint(fmt.Errorf("%w: %v", outbox.ErrPositionGone, err), "%s", hint)
 	case mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, mysql.ER_ACCESS_DENIED_ERROR, mysql.ER_DBACCESS_DENIED_ERROR:
 		return outbox.WithHint(err, "grant the relay's user REPLICATION SLAVE and REPLICATION CLIENT: GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '<user>'@'<host>'")
 	}
@@ -66,6 +72,21 @@ const recoveryHint = "the binlog the stored position points into is gone (purged
 	"Choose: `binlog-outbox position set --start-from earliest` to re-read all the binlog the server still has (consumers deduplicate by message_id), " +
 	"or `binlog-outbox position set --start-from now` to accept the gap, then republish the missing rows with `binlog-outbox run --mode poll` on rows WHERE sent_at IS NULL; " +
 	"and keep binlogs longer (binlog_expire_logs_seconds) than the relay may be down"
+
+// gtidRecoveryHint is the way on when a server refuses the stored GTID set.
+// With asynchronous replication that is the failover case: the old primary
+// committed transactions, the relay read them and appended their events, and
+// the replica promoted in its place never received them.
+const gtidRecoveryHint = "the server does not have every transaction of the stored GTID set in its binlog: after a failover, the old primary committed transactions " +
+	"that it never shipped to the server promoted in its place (the relay may have appended their events: the streams hold events whose rows the new primary does not have), " +
+	"or the binlog holding them was purged. Choose: `binlog-outbox position set --start-from <gtid set>` with the GTID position the promoted server had when it was promoted " +
+	"(its @@gtid_binlog_pos, MySQL: @@gtid_executed, at that moment) to relay everything written since, " +
+	"or `binlog-outbox position set --start-from earliest` to re-read all the binlog the server has (consumers deduplicate by message_id); see docs/scaling.md"
+
+// errServerChanged means the binlog connection reached another server than
+// the one the session checked the stored position against: the address
+// moved (a VIP, DNS or proxy flip) in between. The next session checks again.
+var errServerChanged = errors.New("the server behind the address changed")
 
 func containsFold(s, sub string) bool {
 	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))

@@ -138,7 +138,7 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 	start := position.Point{File: file, Pos: 4}
 	h := newHarness(t, func(m *machine) {
 		m.name = schema.Name{Database: ft.database, Table: ft.table}
-		m.dec = newRowDecoder(ft.schemaMapping(), ft.columns, nil)
+		m.dec = newRowDecoder(ft.schemaMapping(), nil, ft.columns, nil)
 		m.file, m.boundary = file, start
 		if tweak != nil {
 			tweak(m)
@@ -259,22 +259,22 @@ var (
 	// AS (json_col->>'$.name'), age INT AS (json_col->'$.age')), no names.
 	jsonTable = fixtureTable{database: "mysql", table: "t", mapping: map[string]string{
 		schema.ColID: "id", schema.ColAggregateID: "name", schema.ColEventType: "age", schema.ColPayload: "json_col", schema.ColOccurredAt: "age",
-	}, columns: []Column{{"id", "int"}, {"json_col", "json"}, {"name", "varchar"}, {"age", "int"}}}
+	}, columns: []Column{{Name: "id", DataType: "int"}, {Name: "json_col", DataType: "json"}, {Name: "name", DataType: "varchar"}, {Name: "age", DataType: "int"}}}
 	// transaction_compression.000001: test.tb1 with one INT column, no names.
 	compressedInsert = fixtureTable{database: "test", table: "tb1", mapping: map[string]string{
 		schema.ColID: "a", schema.ColAggregateID: "a", schema.ColEventType: "a", schema.ColPayload: "a", schema.ColOccurredAt: "a",
-	}, columns: []Column{{"a", "int"}}}
+	}, columns: []Column{{Name: "a", DataType: "int"}}}
 	// mysql-bin.compressed: demo.movies (id INT, title, year INT, and eight
 	// more VARCHAR columns), no names.
 	compressedUpdate = fixtureTable{database: "demo", table: "movies", mapping: map[string]string{
 		schema.ColID: "id", schema.ColAggregateID: "title", schema.ColEventType: "country", schema.ColPayload: "genres", schema.ColOccurredAt: "year",
-	}, columns: []Column{{"id", "int"}, {"title", "varchar"}, {"year", "int"}, {"country", "varchar"}, {"genres", "varchar"},
-		{"c6", "varchar"}, {"c7", "varchar"}, {"c8", "varchar"}, {"c9", "varchar"}, {"c10", "varchar"}, {"c11", "varchar"}}}
+	}, columns: []Column{{Name: "id", DataType: "int"}, {Name: "title", DataType: "varchar"}, {Name: "year", DataType: "int"}, {Name: "country", DataType: "varchar"}, {Name: "genres", DataType: "varchar"},
+		{Name: "c6", DataType: "varchar"}, {Name: "c7", DataType: "varchar"}, {Name: "c8", DataType: "varchar"}, {Name: "c9", DataType: "varchar"}, {Name: "c10", DataType: "varchar"}, {Name: "c11", DataType: "varchar"}}}
 	// binlog_transaction_with_GTID_TAG.000001: test.orders (id INT, a second
 	// INT, a DECIMAL), no names.
 	taggedOrders = fixtureTable{database: "test", table: "orders", mapping: map[string]string{
 		schema.ColID: "id", schema.ColAggregateID: "customer_id", schema.ColEventType: "customer_id", schema.ColPayload: "total", schema.ColOccurredAt: "customer_id",
-	}, columns: []Column{{"id", "int"}, {"customer_id", "int"}, {"total", "decimal"}}}
+	}, columns: []Column{{Name: "id", DataType: "int"}, {Name: "customer_id", DataType: "int"}, {Name: "total", DataType: "decimal"}}}
 )
 
 const (

@@ -223,7 +223,7 @@ func TestReader_StreamErrorAnonymousTransaction(t *testing.T) {
 		{"Cannot replicate anonymous transaction when @@GLOBAL.GTID_MODE = ON, at file ./binlog.000002, position 157.", "gtid_mode=ON_PERMISSIVE"},
 	}
 	for _, tt := range tests {
-		err := r.streamError(&mysql.MyError{Code: mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG, Message: tt.msg})
+		err := r.streamError(&mysql.MyError{Code: mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG, Message: tt.msg}, false)
 		if !errors.Is(err, outbox.ErrConfig) || errors.Is(err, outbox.ErrPositionGone) {
 			t.Errorf("%q: got %v, want ErrConfig, not ErrPositionGone", tt.msg, err)
 		}
@@ -232,9 +232,15 @@ func TestReader_StreamErrorAnonymousTransaction(t *testing.T) {
 		}
 	}
 	// A purged binlog stays what it was.
-	err := r.streamError(&mysql.MyError{Code: mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG, Message: "Could not find first log file name in binary log index file"})
+	err := r.streamError(&mysql.MyError{Code: mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG, Message: "Could not find first log file name in binary log index file"}, false)
 	if !errors.Is(err, outbox.ErrPositionGone) {
 		t.Errorf("purged binlog: got %v, want ErrPositionGone", err)
+	}
+	// A GTID set the server lacks is the failover's lost tail: the hint
+	// says so and how to go on.
+	err = r.streamError(&mysql.MyError{Code: mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG, Message: "Error: connecting slave requested to start from GTID 0-1-105, which is not in the master's binlog"}, true)
+	if !errors.Is(err, outbox.ErrPositionGone) || !strings.Contains(outbox.HintOf(err), "never shipped") {
+		t.Errorf("GTID set not in the binlog: got %v (hint %q), want ErrPositionGone with the failover hint", err, outbox.HintOf(err))
 	}
 }
 

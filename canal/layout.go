@@ -102,22 +102,23 @@ func (r *Reader) proveLayout(ctx context.Context, start position.Point) (layoutP
 		return layoutProof{ddlAhead: ddl}, nil
 	}
 	r.log.Info("column layout proven for rows without column names",
-		"columns", columnNames(cols), "from", start.String(), "checked_to", fmt.Sprintf("%s:%d", file, pos), "took", time.Since(began).Round(time.Millisecond))
+		"columns", columnNames(cols, ","), "from", start.String(), "checked_to", fmt.Sprintf("%s:%d", file, pos), "took", time.Since(began).Round(time.Millisecond))
 	return layoutProof{columns: cols}, nil
 }
 
-func columnNames(cols []Column) string {
+func columnNames(cols []Column, sep string) string {
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	return strings.Join(names, ",")
+	return strings.Join(names, sep)
 }
 
 // tableColumns reads the outbox table's columns in ordinal order, as rows
-// carry them.
+// carry them, with their signedness: part of the layout, since rows without
+// names carry none on MariaDB.
 func (r *Reader) tableColumns(ctx context.Context) ([]Column, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT /* binlog-outbox */ COLUMN_NAME, DATA_TYPE
+	rows, err := r.db.QueryContext(ctx, `SELECT /* binlog-outbox */ COLUMN_NAME, DATA_TYPE, COLUMN_TYPE LIKE '%unsigned%'
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?
 		ORDER BY ORDINAL_POSITION`, r.name.Database, r.name.Table)
 	if err != nil {
@@ -127,7 +128,7 @@ func (r *Reader) tableColumns(ctx context.Context) ([]Column, error) {
 	var cols []Column
 	for rows.Next() {
 		var c Column
-		if err := rows.Scan(&c.Name, &c.DataType); err != nil {
+		if err := rows.Scan(&c.Name, &c.DataType, &c.Unsigned); err != nil {
 			return nil, fmt.Errorf("read the columns of %s.%s: %w", r.name.Database, r.name.Table, err)
 		}
 		c.DataType = strings.ToLower(c.DataType)
@@ -159,13 +160,13 @@ func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile s
 		streamer, err = syncer.StartSync(mysql.Position{Name: start.File, Pos: start.Pos})
 	}
 	if err != nil {
-		return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s: %w", start.String(), err))
+		return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s: %w", start.String(), err), !start.GTIDSet.IsZero())
 	}
 	file := start.File
 	for {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {
-			return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s to %s:%d: %w", start.String(), endFile, endPos, err))
+			return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s to %s:%d: %w", start.String(), endFile, endPos, err), !start.GTIDSet.IsZero())
 		}
 		h := ev.Header
 		switch e := ev.Event.(type) {

@@ -264,3 +264,13 @@ func TestMachine_NamelessRowBeforeDDLAhead(t *testing.T) {
 		t.Errorf("%d events pending, want none", len(h.m.pending.events))
 	}
 }
+
+// Rows without column names carry the schema_version and extra columns by
+// the proven layout, as rows with names do, INT UNSIGNED values above 2^31
+// included: MariaDB's table map then has no signedness either.
+func TestReader_NamelessRowsCarryColumns(t *testing.T) {
+	relaytest.CarriedColumns(t, namelessEnv(t), func(t *testing.T, env *relaytest.Env) func() error {
+		_, _, stop := startedReader(t, env, nil)
+		return stop
+	})
+}

@@ -191,7 +191,7 @@ func newHarness(t testing.TB, tweak func(*machine)) *harness {
 	h := &harness{spare: &batch{}}
 	h.m = &machine{
 		name:       schema.Name{Database: "app", Table: "outbox"},
-		dec:        newRowDecoder(schema.DefaultMapping(), tableColumns(), nil),
+		dec:        newRowDecoder(schema.DefaultMapping(), nil, tableColumns(), nil),
 		log:        testLogger(t),
 		maxTxBytes: 1 << 20, maxBatchEvents: 1000, maxBatchBytes: 1 << 20,
 		file: start.File, boundary: start, pending: &batch{},

@@ -97,6 +97,10 @@ type Config struct {
 	// name (an ALTER TABLE added it) stops the reader: relaying on without it
 	// would silently leave out a field the producers now fill.
 	Absent []string
+	// Extra are the columns the entries carry as fields of their own
+	// beside the schema_version column (--extra-column). Rows are mapped
+	// to them as to the logical columns: by name, or by the proven layout.
+	Extra []schema.ExtraColumn
 
 	// Start says where to begin when Redis holds no position (default: the
 	// current end of the binlog).
@@ -221,6 +225,9 @@ type Reader struct {
 	// name is the table as the server names it, once resolveName ran.
 	name     schema.Name
 	resolved bool
+
+	// noticed is the last change of server noticeNewServer logged.
+	noticed string
 
 	mu         sync.Mutex
 	stats      Stats

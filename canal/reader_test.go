@@ -63,6 +63,7 @@ func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), log
 	cfg := Config{
 		Host: host, Port: port, User: env.MariaDB.User(), Password: env.MariaDB.Password(),
 		Flavor: flavorOf(t, env.DB), Database: env.Database, Table: env.Table, PositionKey: key,
+		Mapping: env.Mapping, Extra: env.Extra,
 		// Every reader of a test binary on the shared server needs its own id.
 		ServerID:        uint32(2000 + serverIDs.next()),
 		HeartbeatPeriod: 200 * time.Millisecond,

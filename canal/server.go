@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/go-mysql-org/go-mysql/client"
+
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
@@ -19,16 +22,29 @@ func (r *Reader) identity() (uint32, string) {
 	return r.serverID, r.serverUUID
 }
 
+// identityQuery reads what tells one server from another: server_id, and on
+// MySQL server_uuid (MariaDB has none; its server_id must be unique in a
+// replication topology).
+func (r *Reader) identityQuery() string {
+	if r.cfg.Flavor == position.FlavorMySQL {
+		return "SELECT @@server_id, @@server_uuid /* binlog-outbox */"
+	}
+	return "SELECT @@server_id, '' /* binlog-outbox */"
+}
+
+// describeServer names a server in messages by its identity.
+func describeServer(id uint32, uuid string) string {
+	if uuid == "" {
+		return fmt.Sprintf("server_id %d", id)
+	}
+	return fmt.Sprintf("server_id %d (server_uuid %s)", id, uuid)
+}
+
 func (r *Reader) loadIdentity(ctx context.Context) error {
 	var id uint32
-	if err := r.db.QueryRowContext(ctx, "SELECT @@server_id /* binlog-outbox */").Scan(&id); err != nil {
-		return fmt.Errorf("read server_id: %w", err)
-	}
 	var uuid string
-	if r.cfg.Flavor == position.FlavorMySQL {
-		if err := r.db.QueryRowContext(ctx, "SELECT @@server_uuid /* binlog-outbox */").Scan(&uuid); err != nil {
-			return fmt.Errorf("read server_uuid: %w", err)
-		}
+	if err := r.db.QueryRowContext(ctx, r.identityQuery()).Scan(&id, &uuid); err != nil {
+		return fmt.Errorf("read the server's identity: %w", err)
 	}
 	if id == r.cfg.ServerID {
 		return outbox.WithHint(fmt.Errorf("%w: --server-id %d is the server's own server_id", outbox.ErrConfig, id),
@@ -118,11 +134,15 @@ func (r *Reader) storedStart(ctx context.Context, raw []byte) (position.Point, e
 	if err != nil {
 		return position.Point{}, fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err)
 	}
+	id, uuid := r.identity()
+	other := b.ServerID != id || (b.ServerUUID != "" && uuid != "" && b.ServerUUID != uuid)
 	if b.GTIDMode() {
+		if other {
+			r.noticeNewServer(b, id, uuid)
+		}
 		return p, nil
 	}
-	id, uuid := r.identity()
-	if b.ServerID != id || (b.ServerUUID != "" && uuid != "" && b.ServerUUID != uuid) {
+	if other {
 		return position.Point{}, outbox.WithHint(fmt.Errorf("%w: the stored position %s:%d belongs to server_id %d %s, connected to server_id %d %s; file positions are server-local",
 			outbox.ErrPositionGone, b.File, b.Pos, b.ServerID, b.ServerUUID, id, uuid), "%s", recoveryHint)
 	}
@@ -130,6 +150,48 @@ func (r *Reader) storedStart(ctx context.Context, raw []byte) (position.Point, e
 		return position.Point{}, err
 	}
 	return p, nil
+}
+
+// noticeNewServer logs, once per change, that the stored GTID position was
+// written reading another server than the one the relay is connected to
+// now: a failover, or the address moved to another server (a VIP, DNS or
+// proxy flip). A GTID set means the same transactions on every server of
+// the topology, so the relay resumes; an operator should still know.
+func (r *Reader) noticeNewServer(b position.Binlog, id uint32, uuid string) {
+	from, to := describeServer(b.ServerID, b.ServerUUID), describeServer(id, uuid)
+	if r.noticed == from+">"+to {
+		return
+	}
+	r.noticed = from + ">" + to
+	r.log.Warn("connected to another server than the one the stored position was read from; resuming by GTID set",
+		"stored_server", from, "server", to, "gtid_set", logging.Truncate(b.GTIDSet, 200), "addr", fmt.Sprintf("%s:%d", r.cfg.Host, r.cfg.Port))
+}
+
+// sameServer checks, on the binlog connection itself, that it reached the
+// server the session's start was checked against: a file position is
+// server-local, and the address may have moved to another server (a VIP,
+// DNS or proxy flip) between the checks and the dump, or the checks' pool
+// may still hold a connection to the old one.
+func (r *Reader) sameServer(c *client.Conn) error {
+	res, err := c.Execute(r.identityQuery())
+	if err != nil {
+		return fmt.Errorf("read the server's identity on the binlog connection: %w", err)
+	}
+	defer res.Close()
+	id, err := res.GetUint(0, 0)
+	if err != nil {
+		return fmt.Errorf("read server_id on the binlog connection: %w", err)
+	}
+	uuid, err := res.GetString(0, 1)
+	if err != nil {
+		return fmt.Errorf("read server_uuid on the binlog connection: %w", err)
+	}
+	wantID, wantUUID := r.identity()
+	if uint32(id) != wantID || uuid != wantUUID {
+		return fmt.Errorf("%w: the binlog connection to %s:%d reached %s, the checks before it %s; starting over",
+			errServerChanged, r.cfg.Host, r.cfg.Port, describeServer(uint32(id), uuid), describeServer(wantID, wantUUID))
+	}
+	return nil
 }
 
 func (r *Reader) checkFile(ctx context.Context, file string) error {

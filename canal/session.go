@@ -128,7 +128,7 @@ func (r *Reader) openStream(ctx context.Context, start position.Point) (st *stre
 	}
 	if err != nil {
 		st.close()
-		return nil, nil, r.streamError(fmt.Errorf("start binlog dump at %s: %w", start, r.deadConnection(st, err)))
+		return nil, nil, r.streamError(fmt.Errorf("start binlog dump at %s: %w", start, r.deadConnection(st, err)), !start.GTIDSet.IsZero())
 	}
 	st.spawn(func() { st.q.watch(sctx, streamer) })
 	return st, sctx, nil
@@ -170,7 +170,7 @@ func (r *Reader) deadConnection(st *stream, err error) error {
 func (r *Reader) newMachine(start position.Point, proof layoutProof, f *flusher) *machine {
 	m := &machine{
 		name:       r.name,
-		dec:        newRowDecoder(r.cfg.Mapping, proof.columns, r.cfg.Absent),
+		dec:        newRowDecoder(r.cfg.Mapping, r.cfg.Extra, proof.columns, r.cfg.Absent),
 		ddlAhead:   proof.ddlAhead,
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,
@@ -234,7 +234,7 @@ func (l *relayLoop) readFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	err = l.r.streamError(fmt.Errorf("read binlog event: %w", err))
+	err = l.r.streamError(fmt.Errorf("read binlog event: %w", err), !l.m.boundary.GTIDSet.IsZero())
 	if errors.Is(err, outbox.ErrConfig) {
 		return l.stopAfterPending(ctx, err)
 	}

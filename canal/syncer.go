@@ -39,8 +39,11 @@ func (r *Reader) syncerConfig(lk *link, q *eventQueue) replication.BinlogSyncerC
 	// The reader may pause while Redis is slow; the server must not give up
 	// on the dump connection meanwhile (net_write_timeout, 60s).
 	cfg.Option = func(c *client.Conn) error {
-		_, err := c.Execute("SET SESSION net_write_timeout = GREATEST(@@SESSION.net_write_timeout, 600) /* binlog-outbox */")
-		return err
+		if _, err := c.Execute("SET SESSION net_write_timeout = GREATEST(@@SESSION.net_write_timeout, 600) /* binlog-outbox */"); err != nil {
+			return err
+		}
+		// A file position checked on one server must not be read on another.
+		return r.sameServer(c)
 	}
 	return cfg
 }

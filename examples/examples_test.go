@@ -1,7 +1,8 @@
 // Package examples_test runs the examples for real: the demo script, the PHP
-// producer and consumer against the relay and the test suite's private
-// servers, and checks that the committed Laravel migration, the MySQL init
-// script and docker-compose.yml agree with the code.
+// producer and consumer, the PHP consumer library and the Laravel
+// application against the relay and the test suite's private servers, and
+// checks that the committed Laravel migration, the MySQL init script and
+// docker-compose.yml agree with the code.
 package examples_test
 
 import (
@@ -45,12 +46,62 @@ func requirePHP(t *testing.T) string {
 	for _, l := range strings.Split(string(out), "\n") {
 		mods[strings.ToLower(strings.TrimSpace(l))] = true
 	}
-	for _, m := range []string{"pdo_mysql", "redis", "json"} {
+	// pcntl stops workers between entries; posix lets a test worker crash itself.
+	for _, m := range []string{"pdo_mysql", "redis", "json", "pcntl", "posix"} {
 		if !mods[m] {
 			t.Fatalf("PHP extension %s is missing; install it with: %s", m, phpInstallHint)
 		}
 	}
 	return php
+}
+
+// phpRunner runs PHP scripts with the connection settings of an Env in the
+// environment variables the examples read (EXAMPLE_PDO_DSN, ...).
+type phpRunner struct {
+	t   *testing.T
+	php string
+	env []string
+}
+
+func newPHP(t *testing.T, php string, e *exampletest.Env) *phpRunner {
+	host, port, db := redisAddr(t, e)
+	return &phpRunner{t: t, php: php, env: append(os.Environ(),
+		fmt.Sprintf("EXAMPLE_PDO_DSN=mysql:host=%s;port=%d;dbname=%s", e.MariaDB.Host(), e.MariaDB.Port(), e.Database),
+		"EXAMPLE_DB_USER="+e.MariaDB.User(), "EXAMPLE_DB_PASSWORD="+e.MariaDB.Password(),
+		"EXAMPLE_REDIS_HOST="+host, "EXAMPLE_REDIS_PORT="+port, "EXAMPLE_REDIS_DB="+db)}
+}
+
+// redisAddr splits the Env's Redis URL into what PHP clients are given.
+func redisAddr(t *testing.T, e *exampletest.Env) (host, port, db string) {
+	u, err := url.Parse(e.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Hostname(), u.Port(), strings.TrimPrefix(u.Path, "/")
+}
+
+// command is php with args and the Env's settings.
+func (p *phpRunner) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(p.php, args...)
+	cmd.Env = p.env
+	return cmd
+}
+
+// run runs php with args to its end, failing the test unless it succeeds,
+// and returns its standard output.
+func (p *phpRunner) run(args ...string) string {
+	p.t.Helper()
+	cmd := p.command(args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		p.t.Fatalf("php %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, out, stderr.String())
+	}
+	if testing.Verbose() {
+		p.t.Logf("php %v:\n%s%s", args, out, stderr.String())
+	}
+	return string(out)
 }
 
 func repo(t *testing.T, parts ...string) string {
@@ -128,8 +179,8 @@ func TestInitSQL_OutboxTable(t *testing.T) {
 	}
 }
 
-// TestPHPLint lints every PHP file of the examples, the Laravel ones that do
-// not run here included.
+// TestPHPLint lints every PHP file of the examples, those no test runs
+// (migrations' down(), the handlers' other paths) included.
 func TestPHPLint(t *testing.T) {
 	php := requirePHP(t)
 	var files []string
@@ -163,29 +214,11 @@ func TestPHPExamples(t *testing.T) {
 	ctx := context.Background()
 	e := exampletest.NewEnv(t)
 	exampletest.StartRelay(t, e)
-	u, err := url.Parse(e.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rdb := e.Redis.Client(t, e.RedisURL)
-	phpEnv := append(os.Environ(),
-		fmt.Sprintf("EXAMPLE_PDO_DSN=mysql:host=%s;port=%d;dbname=%s", e.MariaDB.Host(), e.MariaDB.Port(), e.Database),
-		"EXAMPLE_DB_USER="+e.MariaDB.User(), "EXAMPLE_DB_PASSWORD="+e.MariaDB.Password(),
-		"EXAMPLE_REDIS_HOST="+u.Hostname(), "EXAMPLE_REDIS_PORT="+u.Port(), "EXAMPLE_REDIS_DB="+strings.TrimPrefix(u.Path, "/"))
+	p := newPHP(t, php, e)
 	run := func(script string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(php, append([]string{repo(t, "examples", "php", script)}, args...)...)
-		cmd.Env = phpEnv
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("php %s %v: %v\nstdout:\n%s\nstderr:\n%s", script, args, err, out, stderr.String())
-		}
-		if testing.Verbose() {
-			t.Logf("php %s %v:\n%s%s", script, args, out, stderr.String())
-		}
-		return string(out)
+		return p.run(append([]string{repo(t, "examples", "php", script)}, args...)...)
 	}
 
 	produced := exampletest.ParseProducerOutput(t, run("producer.php", "--orders", "20", "--rollback-every", "3"))

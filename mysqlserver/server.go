@@ -198,9 +198,16 @@ func (s Server) SkipLocked() error {
 	return nil
 }
 
+// Querier runs a query: a *sql.DB, or the *sql.Conn of a transaction in
+// progress.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // BinlogPosition reads the end of the server's binlog with the statement
 // its version understands.
-func (s Server) BinlogPosition(ctx context.Context, db *sql.DB) (file string, pos uint32, err error) {
+func (s Server) BinlogPosition(ctx context.Context, db Querier) (file string, pos uint32, err error) {
 	q := s.BinlogStatusQuery()
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
@@ -222,6 +229,61 @@ func (s Server) BinlogPosition(ctx context.Context, db *sql.DB) (file string, po
 			"enable it with log_bin (and binlog_format=ROW) in my.cnf and restart, or run with --mode poll")
 	}
 	return file, pos, nil
+}
+
+// SnapshotEnd returns the end of the binlog as of the consistent snapshot
+// conn holds (START TRANSACTION WITH CONSISTENT SNAPSHOT): every transaction
+// the snapshot sees ended at or before it. MariaDB reports that end with
+// the snapshot (Binlog_snapshot_file and _position); MySQL does not, so its
+// current end is read instead: a transaction is in the binlog before it
+// commits, so an end read after the snapshot began is at or past every
+// transaction the snapshot sees, later than needed but never earlier.
+//
+// The GTID set is MariaDB's gtid_binlog_pos, read after the snapshot began,
+// which MariaDB advances as it writes the binlog: a superset of what the
+// snapshot sees. MySQL's gtid_executed is left out: nothing promises it
+// holds a transaction before a snapshot can see the transaction, so a set
+// read now might lack one the snapshot sees.
+func (s Server) SnapshotEnd(ctx context.Context, conn Querier) (position.End, error) {
+	end := position.End{ServerID: s.ServerID, ServerUUID: s.ServerUUID}
+	rows, err := conn.QueryContext(ctx, "SHOW /* binlog-outbox */ SESSION STATUS LIKE 'binlog\\_snapshot\\_%'")
+	if err != nil {
+		return position.End{}, fmt.Errorf("read the snapshot's binlog position: %w", err)
+	}
+	var snapFile, snapPos string
+	err = ScanRows(rows, func(vals []sql.RawBytes) {
+		if len(vals) < 2 {
+			return
+		}
+		switch strings.ToLower(string(vals[0])) {
+		case "binlog_snapshot_file":
+			snapFile = string(vals[1])
+		case "binlog_snapshot_position":
+			snapPos = string(vals[1])
+		}
+	})
+	rows.Close()
+	if err != nil {
+		return position.End{}, fmt.Errorf("read the snapshot's binlog position: %w", err)
+	}
+	if p, perr := strconv.ParseUint(snapPos, 10, 32); snapFile != "" && perr == nil {
+		end.File, end.Pos = snapFile, uint32(p)
+	} else if end.File, end.Pos, err = s.BinlogPosition(ctx, conn); err != nil {
+		return position.End{}, err
+	}
+	if !s.MariaDB() {
+		return end, nil
+	}
+	var gtid sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT /* binlog-outbox */ @@GLOBAL.gtid_binlog_pos").Scan(&gtid); err != nil {
+		return position.End{}, fmt.Errorf("read gtid_binlog_pos: %w", err)
+	}
+	if gtid.String != "" {
+		if end.GTIDSet, err = position.ParseGTIDSet(position.FlavorMariaDB, gtid.String); err != nil {
+			return position.End{}, fmt.Errorf("gtid_binlog_pos: %w", err)
+		}
+	}
+	return end, nil
 }
 
 // ScanRows calls fn with the raw values of each row, whatever the width:

@@ -93,6 +93,9 @@ type Config struct {
 	// message id; absent aggregate_type or headers: their entry fields are
 	// left out, as in binlog mode.
 	Mapping schema.Mapping
+	// Extra are the columns the entries carry as fields of their own
+	// beside the schema_version column (--extra-column), as in binlog mode.
+	Extra []schema.ExtraColumn
 
 	// BatchSize is the most rows one round locks (default 1000). Larger
 	// batches amortise the round trips but hold row locks longer and, with

@@ -46,7 +46,8 @@ func newPoller(t testing.TB, env *relaytest.Env, tweak func(*Config)) *Poller {
 // window (0: none), as `run` builds it for the table.
 func newPollerWindow(t testing.TB, env *relaytest.Env, window time.Duration, tweak func(*Config)) *Poller {
 	t.Helper()
-	cfg := Config{Database: env.Database, Table: env.Table, MaxBackoff: 200 * time.Millisecond, PollInterval: 50 * time.Millisecond}
+	cfg := Config{Database: env.Database, Table: env.Table, Mapping: env.Mapping, Extra: env.Extra,
+		MaxBackoff: 200 * time.Millisecond, PollInterval: 50 * time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}

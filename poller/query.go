@@ -35,6 +35,12 @@ type queries struct {
 	id          string // the quoted id column
 	// Which optional columns the SELECT returns, in its column order.
 	hasMessageID, hasAggregateType, hasHeaders bool
+	// fields are the columns carried as fields of their own, which the
+	// SELECT returns last, in this order (schema.FieldColumns).
+	fields []schema.ExtraColumn
+	// fieldsSize is what their fields add to a row's size beside their
+	// values' lengths (outbox.FieldSize), counting every one, NULL or not.
+	fieldsSize int64
 	// payloadJSON: dead-letter rows whose payload is not valid JSON.
 	payloadJSON bool
 }
@@ -58,6 +64,7 @@ func (p *Poller) prepare(ctx context.Context) (*queries, error) {
 		if err != nil {
 			return nil, fmt.Errorf("poll: %w", err)
 		}
+		problems = append(problems, t.CheckExtra(p.cfg.Extra)...)
 		if err := schema.ProblemsError(p.cfg.Table, problems); err != nil {
 			return nil, err
 		}
@@ -91,7 +98,11 @@ func buildQueries(cfg Config, tbl *schema.Table) *queries {
 		hasMessageID:     m.Has(schema.ColMessageID),
 		hasAggregateType: m.Has(schema.ColAggregateType),
 		hasHeaders:       m.Has(schema.ColHeaders),
+		fields:           schema.FieldColumns(m, cfg.Extra),
 		payloadJSON:      cfg.PayloadJSON,
+	}
+	for _, f := range q.fields {
+		q.fieldsSize += outbox.FieldSize(f.Field, 0)
 	}
 	table := quotedTable(cfg)
 	id := col(schema.ColID)
@@ -126,6 +137,10 @@ func buildQueries(cfg Config, tbl *schema.Table) *queries {
 		}
 	}
 	cols = append(cols, occurred)
+	for _, f := range q.fields {
+		// Integers come as their decimal text, as binlog mode renders them.
+		cols = append(cols, schema.QuoteIdent(f.Column))
+	}
 
 	unsent := ""
 	if m.Has(schema.ColSentAt) {
@@ -152,6 +167,9 @@ func buildQueries(cfg Config, tbl *schema.Table) *queries {
 	}
 	if q.hasHeaders {
 		other = append(other, "COALESCE(LENGTH("+col(schema.ColHeaders)+"), 0)")
+	}
+	for _, f := range q.fields {
+		other = append(other, "COALESCE(LENGTH("+schema.QuoteIdent(f.Column)+"), 0)")
 	}
 	q.lock = "SELECT /* binlog-outbox */ " + id + ", " + aggType + ", " + col(schema.ColAggregateID) +
 		", LENGTH(" + col(schema.ColPayload) + "), " + strings.Join(other, " + ") +
@@ -241,7 +259,7 @@ func (p *Poller) lockBatch(ctx context.Context, tx *sql.Tx, limit int) ([]row, e
 		}
 		// The dead-letter reason is not known before the fetch: reasonReserve
 		// stands for it.
-		r.size = outbox.EventSize(read + other + int64(len(r.ev.AggregateType)+len(r.ev.AggregateID)) + reasonReserve)
+		r.size = outbox.EventSize(read + other + int64(len(r.ev.AggregateType)+len(r.ev.AggregateID)) + p.q.fieldsSize + reasonReserve)
 		out = append(out, r)
 	}
 	if err := rs.Err(); err != nil {
@@ -284,6 +302,7 @@ func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (
 		messageID, aggType, aggID, evType sql.NullString
 		payload, headers                  []byte
 		occurred                          any
+		fields                            = make([]sql.NullString, len(p.q.fields))
 		dest                              = []any{&id}
 	)
 	if p.q.hasMessageID {
@@ -297,6 +316,9 @@ func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (
 		dest = append(dest, &headers)
 	}
 	dest = append(dest, &occurred)
+	for i := range fields {
+		dest = append(dest, &fields[i])
+	}
 	now := time.Now().UTC()
 	read, got := 0, 0
 	for rs.Next() {
@@ -311,7 +333,7 @@ func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (
 		}
 		read += len(payload) + len(headers)
 		got++
-		rows[i].ev, rows[i].oversize = p.decode(id, messageID, aggType, aggID, evType, payload, rows[i].payloadLen, headers, occurred, now)
+		rows[i].ev, rows[i].oversize = p.decode(id, messageID, aggType, aggID, evType, payload, rows[i].payloadLen, headers, occurred, fields, now)
 	}
 	if err := rs.Err(); err != nil {
 		return read, fmt.Errorf("poll: read batch: %w", err)
@@ -331,7 +353,7 @@ func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (
 // payloadLen is the payload's length as lockBatch read it (-1 for NULL): with
 // OnSentMark an oversize payload is not fetched at all.
 func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullString, payload []byte, payloadLen int64,
-	headers []byte, occurred any, now time.Time) (e outbox.Event, oversize bool) {
+	headers []byte, occurred any, fields []sql.NullString, now time.Time) (e outbox.Event, oversize bool) {
 	var b eventrow.Builder
 	b.ID(id)
 	if p.q.hasMessageID {
@@ -346,6 +368,13 @@ func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullStr
 	b.EventType(evType.String, evType.Valid)
 	b.Payload(payload, payloadLen >= 0)
 	b.Headers(headers)
+	for i, f := range p.q.fields {
+		var v any
+		if fields[i].Valid {
+			v = fields[i].String
+		}
+		b.Field(f.Field, v)
+	}
 	switch {
 	case payloadLen < 0:
 	case payloadLen > int64(p.cfg.MaxPayloadBytes):

@@ -3,6 +3,7 @@ package poller
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
@@ -101,5 +102,29 @@ func TestConfig_Validate(t *testing.T) {
 		if err != nil && !errors.Is(err, outbox.ErrConfig) {
 			t.Errorf("%s: Validate() = %v, want ErrConfig", tt.name, err)
 		}
+	}
+}
+
+// The carried columns are read last, in schema.FieldColumns order, and
+// counted in a locked row's size: their lengths by the lock query, their
+// field names once each.
+func TestBuildQueries_CarriedColumns(t *testing.T) {
+	m, err := schema.ParseMapping([]string{"schema_version=v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Table: "outbox", Mapping: m, Extra: []schema.ExtraColumn{{Column: "tenant_id", Field: "tenant"}}}
+	cfg.setDefaults()
+	q := buildQueries(cfg, nil)
+	if !strings.HasPrefix(q.fetch, "SELECT /* binlog-outbox */ `id`, ") || !strings.Contains(q.fetch, "`occurred_at`, `v`, `tenant_id` FROM ") {
+		t.Errorf("fetch = %q, want the carried columns last", q.fetch)
+	}
+	for _, want := range []string{"COALESCE(LENGTH(`v`), 0)", "COALESCE(LENGTH(`tenant_id`), 0)"} {
+		if !strings.Contains(q.lock, want) {
+			t.Errorf("lock = %q, want it to count %s", q.lock, want)
+		}
+	}
+	if want := outbox.FieldSize("schema_version", 0) + outbox.FieldSize("tenant", 0); q.fieldsSize != want {
+		t.Errorf("fieldsSize = %d, want %d", q.fieldsSize, want)
 	}
 }

@@ -1,8 +1,10 @@
 package position
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/google/uuid"
@@ -95,4 +97,58 @@ func (g GTID) String() string {
 		}
 		return u.String() + ":" + strconv.FormatInt(g.gno, 10)
 	}
+}
+
+// HeldBy reports whether a server has every transaction of s in its binlog:
+// whether a relay can resume from s there, after a failover too. state is
+// what the server says it holds: @@gtid_executed on MySQL, and on MariaDB
+// @@gtid_binlog_state, the last GTID of every domain and server id. (Not
+// @@gtid_binlog_pos: with one GTID per domain it cannot tell a promoted
+// replica's own transactions from those of the old primary it never
+// received, which carry the same sequence numbers.)
+func (s GTIDSet) HeldBy(flavor, state string) (bool, error) {
+	if s.set == nil {
+		return false, errors.New("no GTID set")
+	}
+	if flavor == FlavorMySQL {
+		server, err := mysql.ParseMysqlGTIDSet(state)
+		if err != nil {
+			return false, fmt.Errorf("the server's gtid_executed %q: %w", state, err)
+		}
+		return server.Contain(s.set), nil
+	}
+	ours, ok := s.set.(*mysql.MariadbGTIDSet)
+	if !ok {
+		return false, fmt.Errorf("not a %s GTID set: %s", FlavorMariaDB, s)
+	}
+	type origin struct{ domain, server uint32 }
+	last := map[origin]uint64{}
+	for _, part := range strings.Split(state, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		g, err := mysql.ParseMariadbGTID(part)
+		if err != nil {
+			return false, fmt.Errorf("the server's gtid_binlog_state %q: %w", state, err)
+		}
+		o := origin{g.DomainID, g.ServerID}
+		last[o] = max(last[o], g.SequenceNumber)
+	}
+	for _, g := range ours.Sets {
+		// Sequence numbers of one origin only grow: holding a later one
+		// means holding this one (unless purged, which the server tells).
+		if n, ok := last[origin{g.DomainID, g.ServerID}]; !ok || n < g.SequenceNumber {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Contains reports whether s holds every transaction of o. A zero set holds
+// nothing, and sets of different flavors hold nothing of each other.
+func (s GTIDSet) Contains(o GTIDSet) bool {
+	if s.set == nil || o.set == nil {
+		return false
+	}
+	return s.set.Contain(o.set)
 }

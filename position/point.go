@@ -150,3 +150,52 @@ func FileAtOrPast(file string, pos uint32, endFile string, endPos uint32) bool {
 	}
 	return pos >= endPos
 }
+
+// End is the end of one server's binlog at a moment: what a reader has to
+// reach to have read every transaction committed before that moment.
+type End struct {
+	// ServerID and ServerUUID (MySQL only) identify the server File and
+	// Pos belong to.
+	ServerID   uint32
+	ServerUUID string
+	File       string
+	Pos        uint32
+	// GTIDSet, when not zero, holds every transaction up to the end; it
+	// compares with a position of another server of the topology.
+	GTIDSet GTIDSet
+}
+
+// String renders the end as positions are rendered.
+func (e End) String() string { return format(e.File, e.Pos, e.GTIDSet.String(), 0) }
+
+// Passed reports whether a relay at the stored position b has read, and
+// appended, every transaction that ended at or before e. Binlog offsets
+// compare only within one server; across servers (a failover the relay has
+// not stored a position since) only GTID sets do, when b resumes by GTID
+// and e carries the server's set. When neither can be compared the error
+// says why: the caller must not take that as passed.
+func (b Binlog) Passed(e End) (bool, error) {
+	sameServer := b.ServerID == e.ServerID && (b.ServerUUID == "" || e.ServerUUID == "" || b.ServerUUID == e.ServerUUID)
+	if sameServer && b.File != "" && e.File != "" {
+		return FileAtOrPast(b.File, b.Pos, e.File, e.Pos), nil
+	}
+	if b.GTIDMode() && !e.GTIDSet.IsZero() {
+		set, err := ParseGTIDSet(b.Flavor, b.GTIDSet)
+		if err != nil {
+			return false, fmt.Errorf("position: gtid_set %q: %w", logging.Truncate(b.GTIDSet, 100), err)
+		}
+		return set.Contains(e.GTIDSet), nil
+	}
+	if !sameServer {
+		return false, fmt.Errorf("the stored position %s belongs to %s, not to the server at hand (%s), and binlog offsets are server-local",
+			b, serverName(b.ServerID, b.ServerUUID), serverName(e.ServerID, e.ServerUUID))
+	}
+	return false, fmt.Errorf("the stored position %s has no binlog file to compare with %s", b, e)
+}
+
+func serverName(id uint32, uuid string) string {
+	if uuid == "" {
+		return "server_id " + strconv.FormatUint(uint64(id), 10)
+	}
+	return "server_id " + strconv.FormatUint(uint64(id), 10) + " (" + uuid + ")"
+}

@@ -261,3 +261,72 @@ func TestFileAtOrPast(t *testing.T) {
 		t.Error("mysql-bin.999999 counted as after mysql-bin.1000000")
 	}
 }
+
+func TestGTIDSet_Contains(t *testing.T) {
+	tests := []struct {
+		flavor, s, o string
+		want         bool
+	}{
+		{FlavorMariaDB, "0-1-42", "0-1-42", true},
+		{FlavorMariaDB, "0-1-42", "0-2-41", true},
+		{FlavorMariaDB, "0-1-41", "0-1-42", false},
+		{FlavorMariaDB, "0-1-42", "0-1-40,1-1-3", false},
+		{FlavorMariaDB, "0-1-42,1-1-3", "1-1-3", true},
+		{FlavorMySQL, testUUID + ":1-42", testUUID + ":1-40", true},
+		{FlavorMySQL, testUUID + ":1-40", testUUID + ":1-42", false},
+	}
+	for _, tt := range tests {
+		s, err1 := ParseGTIDSet(tt.flavor, tt.s)
+		o, err2 := ParseGTIDSet(tt.flavor, tt.o)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("parse %q, %q: %v, %v", tt.s, tt.o, err1, err2)
+		}
+		if got := s.Contains(o); got != tt.want {
+			t.Errorf("%q.Contains(%q) = %v, want %v", tt.s, tt.o, got, tt.want)
+		}
+	}
+	var zero GTIDSet
+	set, _ := ParseGTIDSet(FlavorMariaDB, "0-1-1")
+	if zero.Contains(set) || set.Contains(zero) {
+		t.Error("a zero set contains, or is contained in, a set")
+	}
+}
+
+func TestBinlog_Passed(t *testing.T) {
+	maria := func(s string) GTIDSet {
+		set, err := ParseGTIDSet(FlavorMariaDB, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	end := End{ServerID: 1, File: "mysql-bin.000002", Pos: 500, GTIDSet: maria("0-1-10")}
+	tests := []struct {
+		name    string
+		b       Binlog
+		e       End
+		want    bool
+		wantErr bool
+	}{
+		{"same server, before", Binlog{Flavor: FlavorMariaDB, ServerID: 1, File: "mysql-bin.000002", Pos: 400}, end, false, false},
+		{"same server, at", Binlog{Flavor: FlavorMariaDB, ServerID: 1, File: "mysql-bin.000002", Pos: 500}, end, true, false},
+		{"same server, next file", Binlog{Flavor: FlavorMariaDB, ServerID: 1, File: "mysql-bin.000003", Pos: 4}, end, true, false},
+		// The file decides on one server, whatever the GTID set says.
+		{"same server, file behind, set ahead", Binlog{Flavor: FlavorMariaDB, ServerID: 1, File: "mysql-bin.000001", Pos: 900, GTIDSet: "0-1-11"}, end, false, false},
+		{"other server, set ahead", Binlog{Flavor: FlavorMariaDB, ServerID: 2, File: "mysql-bin.000009", Pos: 4, GTIDSet: "0-1-11"}, end, true, false},
+		{"other server, set behind", Binlog{Flavor: FlavorMariaDB, ServerID: 2, File: "mysql-bin.000009", Pos: 4, GTIDSet: "0-1-9"}, end, false, false},
+		{"other server, no set", Binlog{Flavor: FlavorMariaDB, ServerID: 2, File: "mysql-bin.000009", Pos: 4}, end, false, true},
+		{"other uuid", Binlog{Flavor: FlavorMySQL, ServerID: 1, ServerUUID: testUUID, File: "mysql-bin.000009", Pos: 4},
+			End{ServerID: 1, ServerUUID: "another", File: "mysql-bin.000002", Pos: 500}, false, true},
+		{"other server, end without set", Binlog{Flavor: FlavorMariaDB, ServerID: 2, GTIDSet: "0-1-11"}, End{ServerID: 1, File: "mysql-bin.000002", Pos: 500}, false, true},
+	}
+	for _, tt := range tests {
+		got, err := tt.b.Passed(tt.e)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("%s: Passed = %v, %v; want %v, error %v", tt.name, got, err, tt.want, tt.wantErr)
+		}
+		if err != nil && got {
+			t.Errorf("%s: passed with an error", tt.name)
+		}
+	}
+}

@@ -79,13 +79,14 @@ const defaultConnectTimeout = 5 * time.Second
 
 // checkMySQL checks the server, its binlog settings, the user's privileges and
 // the outbox table.
-func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, *schema.Resolution, []Result) {
+// gtid is the server's GTID state (gtidState), for checkFailover.
+func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *schema.Resolution, results []Result, gtid string) {
 	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
 	if err != nil {
 		return mysqlserver.Server{}, nil, append([]Result{fail(NameMySQL,
 			"cannot parse the MySQL DSN "+logging.RedactDSN(cfg.MySQLDSN)+": "+parseError(err, logging.DSNPassword(cfg.MySQLDSN)),
 			"write it as user:password@tcp(host:3306)/database", both)},
-			skipAll(afterMySQL, "not checked: the DSN is invalid")...)
+			skipAll(afterMySQL, "not checked: the DSN is invalid")...), ""
 	}
 	scrub := func(err error) string { return safeError(err, dsn.Passwd) }
 	database := dsn.DBName
@@ -101,13 +102,13 @@ func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, *schema.Re
 	if err != nil {
 		return mysqlserver.Server{}, nil, append([]Result{fail(NameMySQL, "invalid MySQL DSN: "+scrub(err),
 			"write it as user:password@tcp(host:3306)/database", both)},
-			skipAll(afterMySQL, "not checked: the DSN is invalid")...)
+			skipAll(afterMySQL, "not checked: the DSN is invalid")...), ""
 	}
 	db := sql.OpenDB(connector)
 	defer db.Close()
 	db.SetMaxOpenConns(2)
 
-	srv, err := mysqlserver.Detect(ctx, db)
+	srv, err = mysqlserver.Detect(ctx, db)
 	if err != nil {
 		fix := "check host and port in --mysql-dsn, that the server runs and accepts TCP connections from this host"
 		if isMySQLError(err, 1045) {
@@ -118,7 +119,7 @@ func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, *schema.Re
 		}
 		return mysqlserver.Server{}, nil, append([]Result{fail(NameMySQL,
 			fmt.Sprintf("cannot connect to %s as %s: %s", dsn.Addr, dsn.User, scrub(err)), fix, both)},
-			skipAll(afterMySQL, "not checked: the MySQL server is unreachable")...)
+			skipAll(afterMySQL, "not checked: the MySQL server is unreachable")...), ""
 	}
 	link := "without TLS"
 	if dsn.TLS != nil {
@@ -130,16 +131,17 @@ func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, *schema.Re
 			link += ", certificate verified for " + dsn.TLS.ServerName
 		}
 	}
-	results := []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s, %s", srv, dsn.Addr, dsn.User, link), both), checkVersion(srv)}
+	results = []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s, %s", srv, dsn.Addr, dsn.User, link), both), checkVersion(srv)}
 
-	vars, err := mysqlserver.GlobalVariables(ctx, db, "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
-		"sync_binlog", "innodb_flush_log_at_trx_commit", "gtid_mode")
+	vars, err := mysqlserver.GlobalVariables(ctx, db, append([]string{"log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
+		"sync_binlog", "innodb_flush_log_at_trx_commit", "gtid_mode"}, gtidStateVariables...)...)
 	if err != nil {
 		results = append(results, skipAll(requirementsFrom(NameLogBin, NameGTIDMode), "not checked: "+scrub(err))...)
 	} else {
 		results = append(results, checkBinlogSettings(vars)...)
 		results = append(results, checkDurability(vars)...)
 		results = append(results, checkGTIDMode(srv, vars["gtid_mode"]))
+		gtid = gtidState(srv, vars)
 	}
 
 	var account string
@@ -150,7 +152,7 @@ func checkMySQL(ctx context.Context, cfg Config) (mysqlserver.Server, *schema.Re
 	results = append(results, checkReplicationPrivileges(ctx, db, srv, acct)...)
 	results = append(results, checkServerID(ctx, db, srv, cfg.ServerID, acct))
 	res, tableResults := checkTable(ctx, db, srv, database, acct, cfg)
-	return srv, res, append(results, tableResults...)
+	return srv, res, append(results, tableResults...), gtid
 }
 
 // checkVersion requires MySQL 8.0 or MariaDB 10.6: the oldest versions with

@@ -124,11 +124,17 @@ type Config struct {
 	// (schema.DeclaredColumns). Run resolves the others against the table:
 	// an optional one the table lacks is absent (schema.Resolve).
 	Declared []string
+	// Extra are the columns --extra-column carries as fields; each must be
+	// in the table.
+	Extra []schema.ExtraColumn
 	// ServerID is the relay's replica server id (--server-id).
 	ServerID uint32
 	// OnSent is what poll mode does with a relayed row: "mark" (UPDATE its
 	// sent_at) or "delete". Empty checks that at least one of them is allowed.
 	OnSent string
+	// PositionKey is the Redis key of binlog mode's stored position, which
+	// the failover check reads; empty checks as if none were stored.
+	PositionKey string
 }
 
 // Report is the outcome of Run: the server found and one Result per requirement.
@@ -136,7 +142,7 @@ type Report struct {
 	// Server is the MySQL server; its zero value when it was unreachable.
 	Server mysqlserver.Server
 	// Results are in a fixed order: MySQL server, binlog, privileges, table,
-	// poll mode, Redis.
+	// poll mode, Redis, the position on failover.
 	Results []Result
 	// Table is the outbox table and the mapping resolved against it, which
 	// `run` relays with in either mode; nil when the table could not be
@@ -204,10 +210,12 @@ func Run(ctx context.Context, cfg Config) Report {
 	}
 	var rep Report
 	add := func(rs ...Result) { rep.Results = append(rep.Results, rs...) }
-	srv, res, mysqlResults := checkMySQL(ctx, cfg)
+	srv, res, mysqlResults, gtid := checkMySQL(ctx, cfg)
 	rep.Server, rep.Table = srv, res
 	add(mysqlResults...)
-	add(checkRedis(ctx, cfg.RedisURL)...)
+	redisResults, stored, storedErr := checkRedis(ctx, cfg.RedisURL, cfg.PositionKey)
+	add(redisResults...)
+	add(checkFailover(srv, gtid, stored, storedErr))
 	return rep
 }
 

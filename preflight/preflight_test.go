@@ -127,6 +127,7 @@ func allPass() map[string]Status {
 	// The test servers trade durability for speed (testsvc.DefaultMariaDBArgs):
 	// a warning, which leaves every mode ready.
 	want[NameSyncBinlog], want[NameFlushLogAtCommit] = Warn, Warn
+	want[NameFailover] = Pass
 	return want
 }
 

@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -20,17 +21,22 @@ const redisTimeout = 3 * time.Second
 // afterRedis lists the requirements checked once Redis answers.
 var afterRedis = []requirement{{NameRedisEviction, both}, {NameRedisPersistence, both}}
 
+// errRedisUnchecked is why the stored position was not read: the Redis
+// result says what is wrong.
+var errRedisUnchecked = errors.New("the redis check failed")
+
 // checkRedis checks that Redis answers, has streams, does not evict keys and
-// persists what it acknowledges. Messages name the address, never the URL,
-// which may carry a password.
-func checkRedis(ctx context.Context, rawURL string) []Result {
+// persists what it acknowledges, and reads the position stored at
+// positionKey for checkFailover (nil: none). Messages name the address,
+// never the URL, which may carry a password.
+func checkRedis(ctx context.Context, rawURL, positionKey string) (results []Result, stored []byte, storedErr error) {
 	opts, err := redis.ParseURL(rawURL)
 	if err != nil {
 		// url.Parse errors quote the whole URL, password included.
 		msg := parseError(err, logging.URLPassword(rawURL))
 		return append([]Result{fail(NameRedis, "cannot parse --redis-url "+logging.RedactURL(rawURL)+": "+msg,
 			"write it as redis://[user:password@]host:6379/0, or rediss:// for TLS; percent-encode special characters in the password", both)},
-			skipAll(afterRedis, "not checked: the Redis URL is invalid")...)
+			skipAll(afterRedis, "not checked: the Redis URL is invalid")...), nil, errRedisUnchecked
 	}
 	scrub := func(err error) string { return safeError(err, opts.Password) }
 	// One attempt: the check reports, the relay's own client retries.
@@ -41,7 +47,7 @@ func checkRedis(ctx context.Context, rawURL string) []Result {
 	if err != nil {
 		return append([]Result{fail(NameRedis, fmt.Sprintf("cannot reach Redis at %s: %s", opts.Addr, scrub(err)),
 			"check host, port and password in --redis-url, and that Redis runs and accepts connections from this host", both)},
-			skipAll(afterRedis, "not checked: Redis is unreachable")...)
+			skipAll(afterRedis, "not checked: Redis is unreachable")...), nil, errRedisUnchecked
 	}
 	fields := parseInfo(info)
 	version := fields["redis_version"]
@@ -58,7 +64,11 @@ func checkRedis(ctx context.Context, rawURL string) []Result {
 		fsync = cfg["appendfsync"]
 	}
 	out = append(out, checkPersistence(fields["aof_enabled"], fsync))
-	return out
+	stored, err = storedPosition(ctx, c, positionKey)
+	if err != nil {
+		err = errors.New(scrub(err))
+	}
+	return out, stored, err
 }
 
 // checkEviction reads maxmemory_policy from INFO rather than CONFIG GET,

@@ -84,11 +84,12 @@ func checkTable(ctx context.Context, db *sql.DB, srv mysqlserver.Server, databas
 // validateTable resolves the mapping against the table (schema.Resolve) and
 // runs the schema package's checks: error-level problems fail, warnings warn.
 // The detail says which fields the entries lack because the table has no
-// such optional column. The resolution is nil when the table could not be
-// inspected or does not exist.
+// such optional column, and which they carry beyond the built-in ones
+// (schema_version, --extra-column). The resolution is nil when the table
+// could not be inspected or does not exist.
 func validateTable(ctx context.Context, db *sql.DB, n schema.Name, cfg Config) (*schema.Resolution, Result) {
 	name := n.String()
-	res, err := schema.Resolve(ctx, db, n.Database, n.Table, cfg.Mapping, cfg.Declared)
+	res, err := schema.Resolve(ctx, db, n.Database, n.Table, cfg.Mapping, cfg.Declared, cfg.Extra)
 	if err != nil {
 		fix := outbox.HintOf(err)
 		if fix == "" {
@@ -101,9 +102,12 @@ func validateTable(ctx context.Context, db *sql.DB, n schema.Name, cfg Config) (
 	if t == nil {
 		resolved = nil // the table does not exist: one error problem says so
 	}
-	absent := ""
+	fields := ""
 	if d := schema.DescribeAbsent(res.Absent); d != "" {
-		absent = "; " + d
+		fields = "; " + d
+	}
+	if d := schema.DescribeFields(res.Fields); d != "" {
+		fields += "; " + d
 	}
 	var errs, warns []string
 	for _, p := range problems {
@@ -116,11 +120,11 @@ func validateTable(ctx context.Context, db *sql.DB, n schema.Name, cfg Config) (
 	const fix = "change the table as each problem says; `binlog-outbox schema print` shows the table the relay expects"
 	switch {
 	case len(errs) > 0:
-		return resolved, fail(NameTable, name+": "+strings.Join(append(errs, warns...), "; ")+absent, fix, both)
+		return resolved, fail(NameTable, name+": "+strings.Join(append(errs, warns...), "; ")+fields, fix, both)
 	case len(warns) > 0:
-		return resolved, warn(NameTable, name+": "+strings.Join(warns, "; ")+absent, fix, both)
+		return resolved, warn(NameTable, name+": "+strings.Join(warns, "; ")+fields, fix, both)
 	}
-	return resolved, pass(NameTable, fmt.Sprintf("%s fits (%d columns, %s)%s", name, len(t.Columns), t.Engine, absent), both)
+	return resolved, pass(NameTable, fmt.Sprintf("%s fits (%d columns, %s)%s", name, len(t.Columns), t.Engine, fields), both)
 }
 
 // checkSkipLocked checks that the server supports SELECT ... FOR UPDATE SKIP

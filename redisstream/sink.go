@@ -31,6 +31,14 @@ const (
 	FieldReason = "reason"
 )
 
+// BuiltinFields returns the names of the fields every entry may have besides
+// those of the columns it carries as fields of their own (schema_version,
+// --extra-column), which must not take them.
+func BuiltinFields() []string {
+	return []string{FieldMessageID, FieldAggregateType, FieldAggregateID, FieldEventType, FieldPayload,
+		FieldOccurredAt, FieldOutboxID, FieldHeaders, FieldReason}
+}
+
 // OccurredAtLayout formats occurred_at: RFC 3339 in UTC with microseconds,
 // which PHP's DateTimeImmutable and Go's time.Parse(time.RFC3339Nano) read.
 const OccurredAtLayout = "2006-01-02T15:04:05.000000Z07:00"
@@ -356,6 +364,9 @@ func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
 	)
 	if !s.cfg.NoHeaders {
 		args = append(args, FieldHeaders, e.Headers)
+	}
+	for _, f := range e.Fields {
+		args = append(args, f.Name, f.Value)
 	}
 	if e.Invalid != "" {
 		args = append(args, FieldReason, e.Invalid)

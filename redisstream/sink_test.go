@@ -49,6 +49,7 @@ func TestSink_AppendWritesEntriesAndPosition(t *testing.T) {
 
 	batch := []outbox.Event{event(1, "order", "o-1"), event(2, "invoice", "i-1"), event(3, "order", "o-1")}
 	batch[1].Headers = nil
+	batch[2].Fields = []outbox.Field{{Name: "schema_version", Value: "3"}, {Name: "tenant", Value: ""}}
 	if err := s.Append(ctx, batch, nil, []byte("p1")); err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +70,9 @@ func TestSink_AppendWritesEntriesAndPosition(t *testing.T) {
 	}
 	if got[1].Values["outbox_id"] != "3" {
 		t.Errorf("second order entry outbox_id = %v, want 3 (commit order)", got[1].Values["outbox_id"])
+	}
+	if v, ok := got[1].Values["schema_version"]; !ok || v != "3" || got[1].Values["tenant"] != "" || len(got[1].Values) != len(want)+2 {
+		t.Errorf("entry with carried fields = %v, want the built-in fields, schema_version 3 and an empty tenant", got[1].Values)
 	}
 	inv, _ := c.XRange(ctx, "outbox:invoice", "-", "+").Result()
 	if len(inv) != 1 || inv[0].Values["headers"] != "" {

@@ -54,7 +54,16 @@ var (
 	// documentTypes hold payload and headers: the relay copies the bytes.
 	documentTypes = []string{"json", "text", "mediumtext", "longtext", "blob", "mediumblob", "longblob", "varchar", "varbinary"}
 	timeTypes     = []string{"datetime", "timestamp"}
+	// fieldTypes are the types of the columns carried as fields of their
+	// own (schema_version, --extra-column): integers and text, whose values
+	// both modes render alike. Binlog rows give others another form than a
+	// query does (an ENUM's index, a DATETIME without its zone, a JSON
+	// document re-serialised, BINARY padding).
+	fieldTypes = append([]string{"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}, integerTypes...)
 )
+
+// fieldTypesWant names fieldTypes in messages.
+const fieldTypesWant = "an integer type (TINYINT to BIGINT) or a text type (CHAR, VARCHAR, TEXT)"
 
 // typeRule is what Check demands of one logical column's type.
 type typeRule struct {
@@ -67,12 +76,13 @@ var typeRules = map[string]typeRule{
 	ColAggregateType: {stringTypes, "a string type such as VARCHAR(255)"},
 	// Integer aggregate ids are common (an order's BIGINT id); the relay
 	// renders them in decimal.
-	ColAggregateID: {append(slices.Clone(stringTypes), integerTypes...), "a string or integer type"},
-	ColEventType:   {stringTypes, "a string type such as VARCHAR(255)"},
-	ColPayload:     {documentTypes, "JSON, TEXT, LONGTEXT, MEDIUMTEXT, BLOB, MEDIUMBLOB, LONGBLOB, VARCHAR or VARBINARY"},
-	ColHeaders:     {documentTypes, "JSON, TEXT, LONGTEXT, MEDIUMTEXT, BLOB, MEDIUMBLOB, LONGBLOB, VARCHAR or VARBINARY"},
-	ColOccurredAt:  {timeTypes, "DATETIME or TIMESTAMP"},
-	ColSentAt:      {timeTypes, "DATETIME or TIMESTAMP"},
+	ColAggregateID:   {append(slices.Clone(stringTypes), integerTypes...), "a string or integer type"},
+	ColEventType:     {stringTypes, "a string type such as VARCHAR(255)"},
+	ColSchemaVersion: {fieldTypes, fieldTypesWant},
+	ColPayload:       {documentTypes, "JSON, TEXT, LONGTEXT, MEDIUMTEXT, BLOB, MEDIUMBLOB, LONGBLOB, VARCHAR or VARBINARY"},
+	ColHeaders:       {documentTypes, "JSON, TEXT, LONGTEXT, MEDIUMTEXT, BLOB, MEDIUMBLOB, LONGBLOB, VARCHAR or VARBINARY"},
+	ColOccurredAt:    {timeTypes, "DATETIME or TIMESTAMP"},
+	ColSentAt:        {timeTypes, "DATETIME or TIMESTAMP"},
 }
 
 // nullWarnings are the columns whose NULLs the relay cannot turn into a
@@ -227,7 +237,10 @@ type Resolution struct {
 	// the table lacks and no --column named: fields the entries go without
 	// (message_id is then the row id).
 	Absent []string
-	// Problems are Check's problems with Mapping.
+	// Fields are the columns the entries carry as fields of their own
+	// (FieldColumns of Mapping and the extra columns given).
+	Fields []ExtraColumn
+	// Problems are Check's problems with Mapping, then CheckExtra's.
 	Problems []Problem
 }
 
@@ -238,11 +251,12 @@ type Resolution struct {
 // the table lacks is a mistake to report, not to guess around. Tables built
 // before this relay existed (a `type` column and no aggregate_type or
 // headers, an outbox_messages table without message_id) then need only the
-// --column flags that rename.
-func Resolve(ctx context.Context, db *sql.DB, database, table string, m Mapping, declared []string) (Resolution, error) {
+// --column flags that rename. The extra columns (--extra-column) must all be
+// there: the user named each.
+func Resolve(ctx context.Context, db *sql.DB, database, table string, m Mapping, declared []string, extra []ExtraColumn) (Resolution, error) {
 	t, problems, err := Validate(ctx, db, database, table, m)
 	if err != nil || t == nil {
-		return Resolution{Mapping: m, Problems: problems}, err
+		return Resolution{Mapping: m, Fields: FieldColumns(m, extra), Problems: problems}, err
 	}
 	r := Resolution{Table: t, Mapping: make(Mapping, len(m))}
 	for l, p := range m {
@@ -258,7 +272,9 @@ func Resolve(ctx context.Context, db *sql.DB, database, table string, m Mapping,
 			r.Absent = append(r.Absent, l)
 		}
 	}
-	r.Problems = t.Check(r.Mapping)
+	r.Fields = FieldColumns(r.Mapping, extra)
+	r.Problems = append(t.Check(r.Mapping), t.CheckExtra(extra)...)
+	slices.SortStableFunc(r.Problems, func(a, b Problem) int { return int(a.Severity) - int(b.Severity) })
 	return r, nil
 }
 
@@ -277,8 +293,12 @@ func DescribeAbsent(absent []string) string {
 			lack = append(lack, l)
 		}
 	}
-	if len(lack) > 0 {
-		parts = append([]string{"entries have no " + strings.Join(lack, " or ") + " field (no such column)"}, parts...)
+	if n := len(lack); n > 0 {
+		names := lack[n-1]
+		if n > 1 {
+			names = strings.Join(lack[:n-1], ", ") + " or " + names
+		}
+		parts = append([]string{"entries have no " + names + " field (no such column)"}, parts...)
 	}
 	return strings.Join(parts, "; ")
 }

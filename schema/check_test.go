@@ -25,6 +25,8 @@ func mysqlOutbox() *Table {
 		{Name: "headers", DataType: "json", ColumnType: "json", Nullable: true, JSON: true},
 		col("occurred_at", "datetime", "datetime(6)", false),
 		col("sent_at", "datetime", "datetime(6)", true),
+		// Last here, unlike in the DDL, so that the indexes above stay.
+		{Name: "schema_version", DataType: "int", ColumnType: "int unsigned", Unsigned: true, Nullable: true},
 	}, PrimaryKey: []string{"id"}, AutoIncrementPK: "id", Indexes: []Index{
 		{Name: "PRIMARY", Unique: true, Columns: []string{"id"}},
 		{Name: IndexUnsent, Columns: []string{"sent_at", "id"}},

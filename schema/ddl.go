@@ -41,6 +41,9 @@ var defaultColumns = []columnDef{
 	{ColAggregateType, "VARCHAR(255) NOT NULL", "$table->string(%s, 255);"},
 	{ColAggregateID, "VARCHAR(255) NOT NULL", "$table->string(%s, 255);"},
 	{ColEventType, "VARCHAR(255) NOT NULL", "$table->string(%s, 255);"},
+	// NULL unless the producer versions its payloads: the entry then has no
+	// schema_version field, rather than a version nobody chose.
+	{ColSchemaVersion, "INT UNSIGNED NULL", "$table->unsignedInteger(%s)->nullable();"},
 	// MariaDB stores JSON as LONGTEXT with a json_valid CHECK; Inspect
 	// recognises both.
 	{ColPayload, "JSON NOT NULL", "$table->json(%s);"},

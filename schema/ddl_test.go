@@ -40,7 +40,7 @@ func golden(t *testing.T, name, got string) {
 // and needs quoting, which the golden files show.
 func customMapping(t *testing.T) Mapping {
 	t.Helper()
-	m, err := ParseMapping([]string{"id=outbox id", "message_id=-", "aggregate_type=-", "headers=-",
+	m, err := ParseMapping([]string{"id=outbox id", "message_id=-", "aggregate_type=-", "schema_version=-", "headers=-",
 		"event_type=type", "occurred_at=created_at", "payload=it's"})
 	if err != nil {
 		t.Fatal(err)

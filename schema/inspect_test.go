@@ -50,7 +50,7 @@ func TestInspect(t *testing.T) {
 		t.Errorf("table = %s.%s engine %q MariaDB %v view %v, want %s.outbox engine InnoDB MariaDB true view false",
 			tbl.Database, tbl.Name, tbl.Engine, tbl.MariaDB, tbl.View, dbName)
 	}
-	wantNames := []string{"id", "message_id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "occurred_at", "sent_at", "note", "body"}
+	wantNames := []string{"id", "message_id", "aggregate_type", "aggregate_id", "event_type", "schema_version", "payload", "headers", "occurred_at", "sent_at", "note", "body"}
 	var gotNames []string
 	for _, c := range tbl.Columns {
 		gotNames = append(gotNames, c.Name)
@@ -59,14 +59,15 @@ func TestInspect(t *testing.T) {
 		t.Errorf("column names = %q, want %q", gotNames, wantNames)
 	}
 	wantCols := map[string]Column{
-		"id":         {Name: "id", Position: 0, DataType: "bigint", ColumnType: "bigint(20) unsigned", Unsigned: true, AutoIncrement: true},
-		"message_id": {Name: "message_id", Position: 1, DataType: "char", ColumnType: "char(26)", Charset: "utf8mb4"},
-		"payload":    {Name: "payload", Position: 5, DataType: "longtext", ColumnType: "longtext", JSON: true, Charset: "utf8mb4"},
-		"headers":    {Name: "headers", Position: 6, DataType: "longtext", ColumnType: "longtext", Nullable: true, JSON: true, Charset: "utf8mb4"},
-		"sent_at":    {Name: "sent_at", Position: 8, DataType: "datetime", ColumnType: "datetime(6)", Nullable: true},
+		"id":             {Name: "id", Position: 0, DataType: "bigint", ColumnType: "bigint(20) unsigned", Unsigned: true, AutoIncrement: true},
+		"message_id":     {Name: "message_id", Position: 1, DataType: "char", ColumnType: "char(26)", Charset: "utf8mb4"},
+		"schema_version": {Name: "schema_version", Position: 5, DataType: "int", ColumnType: "int(10) unsigned", Unsigned: true, Nullable: true},
+		"payload":        {Name: "payload", Position: 6, DataType: "longtext", ColumnType: "longtext", JSON: true, Charset: "utf8mb4"},
+		"headers":        {Name: "headers", Position: 7, DataType: "longtext", ColumnType: "longtext", Nullable: true, JSON: true, Charset: "utf8mb4"},
+		"sent_at":        {Name: "sent_at", Position: 9, DataType: "datetime", ColumnType: "datetime(6)", Nullable: true},
 		// NULL passes the first check, so it does not make the column JSON.
-		"note": {Name: "note", Position: 9, DataType: "longtext", ColumnType: "longtext", Nullable: true, Charset: "utf8mb4"},
-		"body": {Name: "body", Position: 10, DataType: "longtext", ColumnType: "longtext", Nullable: true, JSON: true, Charset: "utf8mb4"},
+		"note": {Name: "note", Position: 10, DataType: "longtext", ColumnType: "longtext", Nullable: true, Charset: "utf8mb4"},
+		"body": {Name: "body", Position: 11, DataType: "longtext", ColumnType: "longtext", Nullable: true, JSON: true, Charset: "utf8mb4"},
 	}
 	for name, want := range wantCols {
 		if got, ok := tbl.Column(name); !ok || got != want {
@@ -253,7 +254,7 @@ func TestValidate_SeedTables(t *testing.T) {
 				payload JSON NOT NULL,
 				occurred_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
 			) ENGINE=InnoDB`,
-			mapping: []string{"event_type=type", "aggregate_type=-", "headers=-", "sent_at=-"},
+			mapping: []string{"event_type=type", "aggregate_type=-", "schema_version=-", "headers=-", "sent_at=-"},
 		},
 		{
 			name: "event_type, created_at and no message_id",
@@ -268,7 +269,7 @@ func TestValidate_SeedTables(t *testing.T) {
 				sent_at TIMESTAMP NULL DEFAULT NULL,
 				KEY (sent_at)
 			) ENGINE=InnoDB`,
-			mapping: []string{"occurred_at=created_at", "message_id=-"},
+			mapping: []string{"occurred_at=created_at", "message_id=-", "schema_version=-"},
 		},
 	}
 	for _, tt := range tests {

@@ -20,6 +20,9 @@ const (
 	ColAggregateType = "aggregate_type"
 	ColAggregateID   = "aggregate_id"
 	ColEventType     = "event_type"
+	// ColSchemaVersion is the version of the payload's schema, which the
+	// entries carry as the field schema_version for consumers to branch on.
+	ColSchemaVersion = "schema_version"
 	ColPayload       = "payload"
 	ColHeaders       = "headers"
 	ColOccurredAt    = "occurred_at"
@@ -29,15 +32,16 @@ const (
 // LogicalColumns lists every logical column in table order.
 var LogicalColumns = []string{
 	ColID, ColMessageID, ColAggregateType, ColAggregateID, ColEventType,
-	ColPayload, ColHeaders, ColOccurredAt, ColSentAt,
+	ColSchemaVersion, ColPayload, ColHeaders, ColOccurredAt, ColSentAt,
 }
 
 // Optional reports whether a logical column may be absent from a table. The
 // relay derives message_id from id when it is missing; sent_at is needed only
-// by poll mode with --on-sent mark.
+// by poll mode with --on-sent mark; without schema_version or headers the
+// entries lack those fields.
 func Optional(logical string) bool {
 	switch logical {
-	case ColMessageID, ColAggregateType, ColHeaders, ColSentAt:
+	case ColMessageID, ColAggregateType, ColSchemaVersion, ColHeaders, ColSentAt:
 		return true
 	}
 	return false

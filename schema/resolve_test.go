@@ -28,7 +28,7 @@ func TestResolve(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := mustMapping(t, tt.flags...)
-			res, err := Resolve(ctx, db, dbName, "outbox", m, DeclaredColumns(tt.flags))
+			res, err := Resolve(ctx, db, dbName, "outbox", m, DeclaredColumns(tt.flags), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func TestResolve(t *testing.T) {
 			}
 		})
 	}
-	if res, err := Resolve(ctx, db, dbName, "no_such_table", DefaultMapping(), nil); err != nil || res.Table != nil || ProblemsError("no_such_table", res.Problems) == nil {
+	if res, err := Resolve(ctx, db, dbName, "no_such_table", DefaultMapping(), nil, nil); err != nil || res.Table != nil || ProblemsError("no_such_table", res.Problems) == nil {
 		t.Errorf("Resolve of a missing table = %+v, %v; want no table and a problem", res, err)
 	}
 }
@@ -65,8 +65,8 @@ func TestDeclaredColumns(t *testing.T) {
 }
 
 func TestDescribeAbsent(t *testing.T) {
-	got := DescribeAbsent([]string{ColMessageID, ColAggregateType, ColHeaders})
-	want := "entries have no aggregate_type or headers field (no such column); message_id is the row id (no message_id column)"
+	got := DescribeAbsent([]string{ColMessageID, ColAggregateType, ColSchemaVersion, ColHeaders})
+	want := "entries have no aggregate_type, schema_version or headers field (no such column); message_id is the row id (no message_id column)"
 	if got != want {
 		t.Errorf("DescribeAbsent = %q, want %q", got, want)
 	}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a Debian/Ubuntu machine, installing what is
 # missing first: MariaDB and Redis servers (the tests start private instances
-# of them, never the system services) and PHP for the PHP examples.
+# of them, never the system services), PHP with Laravel for the PHP examples
+# and Laravel's .env parser, and the tools that check the files in deploy/
+# (promtool, systemd-analyze).
 #
 #   scripts/test.sh            # everything: gofmt, go vet, go test -race ./...
 #   scripts/test.sh -run X     # extra arguments go to go test
@@ -19,12 +21,18 @@ have mariadbd || need+=(mariadb-server)
 have mariadb-install-db || need+=(mariadb-server)
 have redis-server || need+=(redis-server)
 have php || need+=(php-cli)
+have promtool || need+=(prometheus)
+have systemd-analyze || need+=(systemd)
+[ -f /usr/share/php/Dotenv/autoload.php ] || need+=(php-vlucas-phpdotenv)
 if have php; then
 	php -m 2>/dev/null | grep -qi '^pdo_mysql$' || need+=(php-mysql)
 	php -m 2>/dev/null | grep -qi '^redis$' || need+=(php-redis)
 else
 	need+=(php-mysql php-redis)
 fi
+# examples/laravel runs on Debian's Laravel 8 (its bootstrap falls back to
+# Debian's autoloader when there is no vendor/).
+[ -f /usr/share/php/Illuminate/Foundation/Application.php ] || need+=(php-laravel-framework)
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -19,20 +19,23 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // Environment variables of the global flags. Users' deployments depend on
 // these names: do not rename them.
 const (
-	envMySQLDSN  = "BINLOG_OUTBOX_MYSQL_DSN"
-	envRedisURL  = "BINLOG_OUTBOX_REDIS_URL"
-	envTable     = "BINLOG_OUTBOX_TABLE"
-	envColumns   = "BINLOG_OUTBOX_COLUMNS"
-	envLogFormat = "BINLOG_OUTBOX_LOG_FORMAT"
-	envLogLevel  = "BINLOG_OUTBOX_LOG_LEVEL"
-	envServerID  = "BINLOG_OUTBOX_SERVER_ID"
+	envMySQLDSN     = "BINLOG_OUTBOX_MYSQL_DSN"
+	envRedisURL     = "BINLOG_OUTBOX_REDIS_URL"
+	envTable        = "BINLOG_OUTBOX_TABLE"
+	envColumns      = "BINLOG_OUTBOX_COLUMNS"
+	envExtraColumns = "BINLOG_OUTBOX_EXTRA_COLUMNS"
+	envLogFormat    = "BINLOG_OUTBOX_LOG_FORMAT"
+	envLogLevel     = "BINLOG_OUTBOX_LOG_LEVEL"
+	envServerID     = "BINLOG_OUTBOX_SERVER_ID"
 
+	envMySQLUser         = "BINLOG_OUTBOX_MYSQL_USER"
 	envMySQLPasswordFile = "BINLOG_OUTBOX_MYSQL_PASSWORD_FILE"
 	envRedisPasswordFile = "BINLOG_OUTBOX_REDIS_PASSWORD_FILE"
 )
@@ -75,6 +78,7 @@ func NewApp() *cli.App {
 			markAppendedCommand(),
 			verifyCommand(),
 			statusCommand(),
+			cleanupCommand(),
 			schemaCommand(),
 			versionCommand(),
 			benchCommand(),
@@ -194,6 +198,11 @@ func globalFlags() []cli.Flag {
 			Value:   defaultRedisURL,
 		}, shown: fmt.Sprintf("%q", defaultRedisURL)},
 		&cli.StringFlag{
+			Name:    "mysql-user",
+			Usage:   "MySQL user of the relay, for a --mysql-dsn without one or in place of the DB_USERNAME of --laravel-env (whose DB_PASSWORD is then not used)",
+			EnvVars: []string{envMySQLUser},
+		},
+		&cli.StringFlag{
 			Name:    "mysql-password-file",
 			Usage:   "read the MySQL password from this file (as Docker and Kubernetes mount them) instead of the DSN; one trailing newline is dropped",
 			EnvVars: []string{envMySQLPasswordFile},
@@ -214,6 +223,11 @@ func globalFlags() []cli.Flag {
 			Usage:   "map a logical column to the table's column, `logical=physical` (logical=- if the table has none); repeatable, comma-separated in the environment variable",
 			EnvVars: []string{envColumns},
 		},
+		&cli.StringSliceFlag{
+			Name:    "extra-column",
+			Usage:   "carry a further column of the table (tenant, trace id, aggregate version) as an entry field of its own, `column[=field]`; integer or text columns; NULL leaves the field out; repeatable, comma-separated in the environment variable",
+			EnvVars: []string{envExtraColumns},
+		},
 		&cli.StringFlag{
 			Name:    "log-format",
 			Usage:   "log format: text (coloured on a terminal) or json",
@@ -232,6 +246,7 @@ func globalFlags() []cli.Flag {
 			EnvVars: []string{envServerID},
 			Value:   defaultServerID,
 		},
+		laravelEnvFlag(),
 	}, mysqlTLSFlags()...)
 }
 
@@ -260,8 +275,12 @@ type config struct {
 	Mapping schema.Mapping
 	// Declared are the logical columns --column names.
 	Declared []string
+	// Extra are the columns --extra-column carries as entry fields.
+	Extra []schema.ExtraColumn
 	// ServerID is the relay's replica server id.
 	ServerID uint32
+	// LaravelEnv is the .env file --laravel-env read, "" for none.
+	LaravelEnv string
 	// Logger is configured from --log-format and --log-level.
 	Logger *slog.Logger
 }
@@ -275,47 +294,43 @@ func (c config) LogValue() slog.Value {
 		slog.String("redis_url", logging.RedactURL(c.RedisURL)),
 		slog.String("table", c.Table),
 		slog.String("columns", c.Mapping.String()),
+		slog.String("extra_columns", extraString(c.Extra)),
 		slog.Uint64("server_id", uint64(c.ServerID)),
 	}
 	if c.MySQL != nil {
 		attrs = append([]slog.Attr{slog.String("mysql_dsn", logging.RedactDSN(c.DSN()))}, attrs...)
 	}
+	if c.LaravelEnv != "" {
+		attrs = append(attrs, slog.String("laravel_env", c.LaravelEnv))
+	}
 	return slog.GroupValue(attrs...)
+}
+
+// extraString renders extra columns as their flags, for the log.
+func extraString(extra []schema.ExtraColumn) string {
+	flags := make([]string, len(extra))
+	for i, e := range extra {
+		flags[i] = e.Column
+		if e.Field != e.Column {
+			flags[i] += "=" + e.Field
+		}
+	}
+	return strings.Join(flags, ",")
 }
 
 // loadConfig reads the global flags of a command that connects to MySQL.
 func loadConfig(c *cli.Context) (config, error) {
-	cfg, err := loadFlags(c)
+	env, err := readLaravelEnv(c)
 	if err != nil {
 		return config{}, err
 	}
-	dsn := globalString(c, "mysql-dsn")
-	if dsn == "" {
-		return config{}, outbox.WithHint(fmt.Errorf("%w: no MySQL DSN", outbox.ErrConfig),
-			"set --mysql-dsn or %s, e.g. user:pass@tcp(127.0.0.1:3306)/app", envMySQLDSN)
-	}
-	my, err := mysql.ParseDSN(dsn)
+	cfg, err := loadFlags(c, env)
 	if err != nil {
-		detail := err.Error()
-		if logging.DSNPassword(dsn) != "" {
-			// The driver quotes fragments of the DSN, possibly of the password.
-			detail = "the driver's message is withheld, as it may quote part of the password"
-		}
-		return config{}, outbox.WithHint(fmt.Errorf("%w: --mysql-dsn %s does not parse: %s", outbox.ErrConfig, logging.RedactDSN(dsn), detail),
-			"write it as user:pass@tcp(host:3306)/database")
+		return config{}, err
 	}
-	if my.DBName == "" {
-		return config{}, outbox.WithHint(fmt.Errorf("%w: --mysql-dsn %s names no database", outbox.ErrConfig, logging.RedactDSN(dsn)),
-			"append the database that holds the outbox table, e.g. user:pass@tcp(127.0.0.1:3306)/app")
-	}
-	if path := globalString(c, "mysql-password-file"); path != "" {
-		if my.Passwd != "" {
-			return config{}, outbox.WithHint(fmt.Errorf("%w: --mysql-dsn has a password and --mysql-password-file is set", outbox.ErrConfig),
-				"keep the password in one place: drop it from the DSN (user@tcp(host:3306)/app) when it comes from the file")
-		}
-		if my.Passwd, err = readSecret(path, "--mysql-password-file"); err != nil {
-			return config{}, err
-		}
+	my, err := mysqlConfig(c, env)
+	if err != nil {
+		return config{}, err
 	}
 	if err := applyMySQLTLS(c, my); err != nil {
 		return config{}, err
@@ -343,6 +358,58 @@ func loadConfig(c *cli.Context) (config, error) {
 	return cfg, nil
 }
 
+// mysqlConfig is the MySQL connection of --mysql-dsn or, when that is not
+// set, of the DB_* settings of --laravel-env, with the user of --mysql-user
+// and the password of --mysql-password-file.
+func mysqlConfig(c *cli.Context, env *laravelEnv) (*mysql.Config, error) {
+	user, passwordFile := globalString(c, "mysql-user"), globalString(c, "mysql-password-file")
+	dsn := globalString(c, "mysql-dsn")
+	var my *mysql.Config
+	if dsn == "" && env != nil {
+		var err error
+		if my, err = env.mysqlConfig(user, passwordFile == ""); err != nil {
+			return nil, err
+		}
+	} else {
+		if dsn == "" {
+			return nil, outbox.WithHint(fmt.Errorf("%w: no MySQL DSN", outbox.ErrConfig),
+				"set --mysql-dsn or %s, e.g. user:pass@tcp(127.0.0.1:3306)/app, or read a Laravel application's .env with --laravel-env", envMySQLDSN)
+		}
+		var err error
+		if my, err = mysql.ParseDSN(dsn); err != nil {
+			detail := err.Error()
+			if logging.DSNPassword(dsn) != "" {
+				// The driver quotes fragments of the DSN, possibly of the password.
+				detail = "the driver's message is withheld, as it may quote part of the password"
+			}
+			return nil, outbox.WithHint(fmt.Errorf("%w: --mysql-dsn %s does not parse: %s", outbox.ErrConfig, logging.RedactDSN(dsn), detail),
+				"write it as user:pass@tcp(host:3306)/database")
+		}
+		if my.DBName == "" {
+			return nil, outbox.WithHint(fmt.Errorf("%w: --mysql-dsn %s names no database", outbox.ErrConfig, logging.RedactDSN(dsn)),
+				"append the database that holds the outbox table, e.g. user:pass@tcp(127.0.0.1:3306)/app")
+		}
+		if user != "" {
+			if my.User != "" {
+				return nil, outbox.WithHint(fmt.Errorf("%w: --mysql-dsn names a user and --mysql-user is set", outbox.ErrConfig),
+					"keep the user in one place: drop it from the DSN (tcp(host:3306)/app) when it comes from --mysql-user")
+			}
+			my.User = user
+		}
+		if passwordFile != "" && my.Passwd != "" {
+			return nil, outbox.WithHint(fmt.Errorf("%w: --mysql-dsn has a password and --mysql-password-file is set", outbox.ErrConfig),
+				"keep the password in one place: drop it from the DSN (user@tcp(host:3306)/app) when it comes from the file")
+		}
+	}
+	if passwordFile != "" {
+		var err error
+		if my.Passwd, err = readSecret(passwordFile, "--mysql-password-file"); err != nil {
+			return nil, err
+		}
+	}
+	return my, nil
+}
+
 // resolveTable replaces the configured database and table with the names
 // the server stores them under: the binlog carries those, and the Redis keys
 // embed them, so that `--table Outbox` and `--table outbox` on a server that
@@ -367,7 +434,7 @@ func resolveTable(ctx context.Context, cfg *config, db *sql.DB) error {
 // loadTableConfig reads the global flags of a command that only needs the
 // table and its mapping (schema print): it works without a DSN.
 func loadTableConfig(c *cli.Context) (config, error) {
-	cfg, err := loadFlags(c)
+	cfg, err := loadFlags(c, nil)
 	if err != nil {
 		return config{}, err
 	}
@@ -375,7 +442,9 @@ func loadTableConfig(c *cli.Context) (config, error) {
 	return cfg, nil
 }
 
-func loadFlags(c *cli.Context) (config, error) {
+// loadFlags reads the flags every command shares; env, when not nil, gives
+// the Redis URL unless --redis-url is set.
+func loadFlags(c *cli.Context, env *laravelEnv) (config, error) {
 	log, err := logging.New(c.App.ErrWriter, globalString(c, "log-format"), globalString(c, "log-level"))
 	if err != nil {
 		return config{}, err
@@ -393,12 +462,23 @@ func loadFlags(c *cli.Context) (config, error) {
 		return config{}, err
 	}
 	cfg.Declared = schema.DeclaredColumns(columns)
+	if cfg.Extra, err = schema.ParseExtraColumns(globalCtx(c, "extra-column").StringSlice("extra-column"), cfg.Mapping, redisstream.BuiltinFields()); err != nil {
+		return config{}, err
+	}
 	id := globalCtx(c, "server-id").Uint("server-id")
 	if id == 0 || id > math.MaxUint32 {
 		return config{}, outbox.WithHint(fmt.Errorf("%w: --server-id %d is out of range", outbox.ErrConfig, id),
 			"use a number from 1 to 4294967295 that no server or replica uses")
 	}
 	cfg.ServerID = uint32(id)
+	if env != nil {
+		cfg.LaravelEnv = env.path
+		if !globalCtx(c, "redis-url").IsSet("redis-url") {
+			if cfg.RedisURL, err = env.redisURL(globalString(c, "redis-password-file") == ""); err != nil {
+				return config{}, err
+			}
+		}
+	}
 	if path := globalString(c, "redis-password-file"); path != "" {
 		if cfg.RedisURL, err = withRedisPassword(cfg.RedisURL, path); err != nil {
 			return config{}, err

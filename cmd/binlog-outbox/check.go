@@ -22,6 +22,8 @@ func checkCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "mode", Value: mode.Auto, Usage: "mode to check for: binlog, poll or auto"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up on unreachable servers after this long"},
+			// The stored position tells whether it survives a failover.
+			positionKeyFlag(),
 		},
 		Action: runCheck,
 	}
@@ -39,12 +41,14 @@ func runCheck(c *cli.Context) error {
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	rep := preflight.Run(ctx, preflight.Config{
-		MySQLDSN: cfg.DSN(),
-		RedisURL: cfg.RedisURL,
-		Table:    cfg.Table,
-		Mapping:  cfg.Mapping,
-		Declared: cfg.Declared,
-		ServerID: cfg.ServerID,
+		MySQLDSN:    cfg.DSN(),
+		RedisURL:    cfg.RedisURL,
+		Table:       cfg.Table,
+		Mapping:     cfg.Mapping,
+		Declared:    cfg.Declared,
+		Extra:       cfg.Extra,
+		ServerID:    cfg.ServerID,
+		PositionKey: positionKey(c, cfg),
 	})
 	printReport(c.App.Writer, rep)
 

@@ -98,6 +98,7 @@ func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, cli
 		Server:          srv,
 		TableInfo:       table,
 		Mapping:         cfg.Mapping,
+		Extra:           cfg.Extra,
 		BatchSize:       c.Int("batch-size"),
 		MaxBatchBytes:   c.Int("max-batch-bytes"),
 		PollInterval:    c.Duration("poll-interval"),

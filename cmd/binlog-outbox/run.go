@@ -159,7 +159,7 @@ func runRelay(c *cli.Context) error {
 	checkCtx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	rep := preflight.Run(checkCtx, preflight.Config{
 		MySQLDSN: cfg.DSN(), RedisURL: cfg.RedisURL, Table: cfg.Table, Mapping: cfg.Mapping, Declared: cfg.Declared,
-		ServerID: cfg.ServerID, OnSent: pollOnSent(c, requested),
+		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: pollOnSent(c, requested), PositionKey: positionKey(c, cfg),
 	})
 	cancel()
 	if c.Context.Err() != nil {
@@ -206,6 +206,9 @@ func runRelay(c *cli.Context) error {
 		log.Info("outbox table has no column for "+strings.Join(res.Absent, ", "), "entries", schema.DescribeAbsent(res.Absent),
 			"columns", cfg.Mapping.String(), "stream", streamTemplate(c, cfg),
 			"note", "an optional column added later is used after a restart; binlog mode stops when it first sees one")
+	}
+	if d := schema.DescribeFields(res.Fields); d != "" {
+		log.Info("entries carry columns beside the built-in fields", "fields", d)
 	}
 
 	stopTrim, err := startTrimmer(c, cfg, client)
@@ -351,7 +354,7 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 	rcfg := canal.Config{
 		Host: host, Port: uint16(port), User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
 		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
-		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent,
+		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
 		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
 		Start: start, PositionKey: positionKey(c, cfg),
 	}

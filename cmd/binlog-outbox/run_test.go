@@ -59,7 +59,14 @@ type relayProc struct {
 
 func startRelay(t testing.TB, env *relaytest.Env, args ...string) *relayProc {
 	t.Helper()
-	full := append([]string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--log-format", "json",
+	return startRelayDSN(t, env, env.MariaDB.DSN(env.Database), args...)
+}
+
+// startRelayDSN is startRelay with the relay connecting to the server dsn
+// names: another server than env's, or a proxy in front of one.
+func startRelayDSN(t testing.TB, env *relaytest.Env, dsn string, args ...string) *relayProc {
+	t.Helper()
+	full := append([]string{"--mysql-dsn", dsn, "--redis-url", env.RedisURL, "--log-format", "json",
 		// A fixed id per test, as in production: a restarted relay meets
 		// its own previous connection still registered on the server.
 		"--server-id", strconv.Itoa(3000 + int(crc32.ChecksumIEEE([]byte(env.Database))%1000000)), "run"}, args...)

@@ -54,8 +54,8 @@ var seedTables = []seedTable{
 		name: "type, no aggregate_type", table: "outbox", ddl: seedTableTyped,
 		insert: "INSERT INTO outbox (message_id, aggregate_id, type, payload) VALUES (UUID(), ?, 'order.paid', '{\"n\":1}')",
 		args:   []string{"--column", "event_type=type"},
-		stream: "outbox", lacks: []string{"aggregate_type", "headers"},
-		checkSays: "entries have no aggregate_type or headers field",
+		stream: "outbox", lacks: []string{"aggregate_type", "schema_version", "headers"},
+		checkSays: "entries have no aggregate_type, schema_version or headers field",
 	},
 	{
 		name: "outbox_messages", table: "outbox_messages", ddl: seedTableMessages,

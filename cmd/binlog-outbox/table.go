@@ -27,7 +27,7 @@ func openTable(ctx context.Context, cfg *config, command string) (*sql.DB, schem
 		db.Close()
 		return nil, schema.Resolution{}, err
 	}
-	res, err := schema.Resolve(ctx, db, cfg.Database, cfg.Table, cfg.Mapping, cfg.Declared)
+	res, err := schema.Resolve(ctx, db, cfg.Database, cfg.Table, cfg.Mapping, cfg.Declared, cfg.Extra)
 	if err != nil {
 		db.Close()
 		return nil, schema.Resolution{}, fmt.Errorf("%s: inspect the outbox table: %w", command, err)

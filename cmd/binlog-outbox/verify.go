@@ -17,7 +17,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/poller"
-	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -194,25 +193,11 @@ func runVerify(c *cli.Context) error {
 	}
 	defer client.Close()
 	keys := redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key"))
-	relayMode, err := redisstream.NewModeStore(client, keys.Mode).Load(ctx)
-	if err != nil {
-		return fmt.Errorf("verify: read the mode: %w", err)
-	}
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: keys.Position})
+	st, err := loadRelayState(ctx, client, keys, "verify")
 	if err != nil {
 		return err
 	}
-	raw, err := sink.Position(ctx)
-	if err != nil {
-		return err
-	}
-	if relayMode == "" {
-		// No relay recorded its mode: a stored position means binlog mode.
-		relayMode = mode.Poll
-		if raw != nil {
-			relayMode = mode.Binlog
-		}
-	}
+	relayMode := st.Mode
 
 	r := &verifyResult{Mode: relayMode, Table: cfg.Database + "." + cfg.Table, Range: rng.String(), CaughtUp: true}
 	v := &verifier{db: db, rng: rng, chunk: chunk, res: r, poll: relayMode == mode.Poll, deleteMode: onSent == poller.OnSentDelete}
@@ -233,7 +218,7 @@ func runVerify(c *cli.Context) error {
 	}
 	defer conn.ExecContext(context.Background(), "ROLLBACK /* binlog-outbox */") //nolint:errcheck // read only
 	if relayMode == mode.Binlog {
-		r.CaughtUp, err = waitPastSnapshot(ctx, db, sink, c.Duration("wait"))
+		r.CaughtUp, err = waitPastSnapshot(ctx, db, conn, st.Sink, c.Duration("wait"))
 		if err != nil {
 			return err
 		}
@@ -284,46 +269,20 @@ func (r verifyRange) String() string {
 }
 
 // waitPastSnapshot waits until the stored position reaches the end of the
-// binlog as it is now, after the snapshot began: every row the snapshot
-// shows is then relayed. It returns false when the wait ran out or the
-// position cannot be compared.
-func waitPastSnapshot(ctx context.Context, db *sql.DB, sink *redisstream.Sink, wait time.Duration) (bool, error) {
+// binlog as of the snapshot conn holds: every row the snapshot shows is
+// then relayed. It returns false when the wait ran out or the position
+// cannot be compared.
+func waitPastSnapshot(ctx context.Context, db *sql.DB, conn *sql.Conn, sink *redisstream.Sink, wait time.Duration) (bool, error) {
 	srv, err := mysqlserver.Detect(ctx, db)
 	if err != nil {
 		return false, fmt.Errorf("verify: %w", err)
 	}
-	file, pos, err := srv.BinlogPosition(ctx, db)
+	end, err := srv.SnapshotEnd(ctx, conn)
 	if err != nil {
 		return false, fmt.Errorf("verify: %w", err)
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		raw, err := sink.Position(ctx)
-		if err != nil {
-			return false, err
-		}
-		if raw != nil {
-			b, err := position.Decode(raw)
-			if err != nil {
-				return false, fmt.Errorf("verify: stored position: %w", err)
-			}
-			if b.ServerID != srv.ServerID {
-				// File offsets of another server say nothing here.
-				return false, nil
-			}
-			if position.FileAtOrPast(b.File, b.Pos, file, pos) {
-				return true, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	passed, _, err := waitPassed(ctx, sink, end, wait)
+	return passed, err
 }
 
 func printVerify(w io.Writer, r *verifyResult, asJSON bool) error {

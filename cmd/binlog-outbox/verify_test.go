@@ -166,8 +166,9 @@ func TestVerify_WalksLargeTable(t *testing.T) {
 	}
 }
 
-// TestVerifyStatus_NoPasswordInOutput runs both commands as a user with a
-// password and few grants: whatever fails, the password is not printed.
+// TestVerifyStatus_NoPasswordInOutput runs verify, status and cleanup as a
+// user with a password and few grants: whatever fails, the password is not
+// printed.
 func TestVerifyStatus_NoPasswordInOutput(t *testing.T) {
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
@@ -177,7 +178,7 @@ func TestVerifyStatus_NoPasswordInOutput(t *testing.T) {
 	t.Cleanup(func() { srv.Exec(t, "DROP USER '"+user+"'@'%'") })
 	insertEvent(t, env.DB, relaytest.NewProduced(), "a", 1)
 	global := []string{"--mysql-dsn", srv.UserDSN(user, "pw-secret-7", env.Database), "--redis-url", env.RedisURL}
-	for _, args := range [][]string{{"verify"}, {"verify", "--json"}, {"status"}, {"status", "--json"}} {
+	for _, args := range [][]string{{"verify"}, {"verify", "--json"}, {"status"}, {"status", "--json"}, {"cleanup", "--older-than", "1s"}} {
 		out, errOut, code := run(t, append(global, args...)...)
 		if strings.Contains(out+errOut, "pw-secret-7") {
 			t.Errorf("%v (exit %d) prints the password:\n%s%s", args, code, out, errOut)

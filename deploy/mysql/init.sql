@@ -17,6 +17,7 @@ CREATE TABLE /* binlog-outbox */ IF NOT EXISTS `outbox` (
   `aggregate_type` VARCHAR(255) NOT NULL,
   `aggregate_id` VARCHAR(255) NOT NULL,
   `event_type` VARCHAR(255) NOT NULL,
+  `schema_version` INT UNSIGNED NULL,
   `payload` JSON NOT NULL,
   `headers` JSON NULL,
   `occurred_at` DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),

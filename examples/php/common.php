@@ -1,7 +1,10 @@
 <?php
-// Helpers the PHP examples share: options, connections, ULIDs.
+// Helpers the PHP examples share: options and connections. The consumer and
+// the ULIDs are classes of lib/, which applications can take as they are.
 
 declare(strict_types=1);
+
+require_once __DIR__ . '/lib/autoload.php';
 
 /**
  * options reads --name value / --name=value arguments over defaults; a
@@ -49,27 +52,14 @@ function pdo(array $o): PDO
 }
 
 /**
- * ulid returns a ULID (https://github.com/ulid/spec): 48 bits of Unix time
- * in milliseconds and 80 random bits in Crockford's base32, 26 characters
- * that sort by time. Use a library (symfony/uid, ramsey/uuid) in an
- * application; this shows there is no magic in it.
+ * redisClient connects phpredis as OutboxConsumer needs it: no key prefix, no
+ * serializer, and a read timeout that outlasts a blocking XREADGROUP.
  */
-function ulid(): string
+function redisClient(array $o): Redis
 {
-    $alphabet = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
-    $ms = (int) floor(microtime(true) * 1000);
-    $time = '';
-    for ($i = 0; $i < 10; $i++) { // 10 characters of 5 bits hold the 48 bits
-        $time = $alphabet[$ms % 32] . $time;
-        $ms = intdiv($ms, 32);
-    }
-    $bits = '';
-    foreach (str_split(random_bytes(10)) as $byte) { // 80 bits: 16 characters
-        $bits .= str_pad(decbin(ord($byte)), 8, '0', STR_PAD_LEFT);
-    }
-    $random = '';
-    foreach (str_split($bits, 5) as $chunk) {
-        $random .= $alphabet[bindec($chunk)];
-    }
-    return $time . $random;
+    $redis = new Redis();
+    $redis->connect($o['redis-host'], (int) $o['redis-port'], 5.0);
+    $redis->setOption(Redis::OPT_READ_TIMEOUT, (string) ((int) ($o['block-ms'] ?? 2000) / 1000 + 10));
+    $redis->select((int) $o['redis-db']);
+    return $redis;
 }

@@ -47,7 +47,7 @@ for ($i = 1; $i <= (int) $o['orders']; $i++) {
         $orderId = (int) $pdo->lastInsertId();
         $lines = [];
         foreach ($status === 'paid' ? ['order.placed', 'order.paid'] : ['order.placed'] as $eventType) {
-            $messageId = ulid();
+            $messageId = BinlogOutbox\Ulid::generate();
             $payload = json_encode(['order_id' => $orderId, 'customer' => $customer, 'total_cents' => $total, 'status' => $status], JSON_THROW_ON_ERROR);
             $insertEvent->execute([$messageId, (string) $orderId, $eventType, $payload, '{"producer":"producer.php"}']);
             $lines[] = "order_id=$orderId event_type=$eventType message_id=$messageId";

@@ -1,8 +1,9 @@
 // Package eventrow holds the rules by which both relay modes turn a row of the
 // outbox table into an outbox.Event: which NULLs make the row a dead letter
 // and with what reason, the message ID of a table without a message_id
-// column, the fallback for an occurred_at that is NULL or zero, and how the
-// values MySQL sends (binlog row images, text-protocol results) convert.
+// column, the fallback for an occurred_at that is NULL or zero, the fields
+// of the columns carried as fields of their own, and how the values MySQL
+// sends (binlog row images, text-protocol results) convert.
 //
 // The binlog reader (package canal) and the poller read rows differently,
 // but a consumer must not be able to tell which mode relayed an event: the
@@ -93,6 +94,17 @@ func (b *Builder) OccurredAt(v any, fallback time.Time) {
 		b.e.OccurredAt = t
 	} else {
 		b.e.OccurredAt = fallback
+	}
+}
+
+// Field adds the field of a column the entries carry as a field of its own
+// (schema_version, --extra-column), from a value ToString reads, in the
+// order of schema.FieldColumns. A NULL leaves the field out, so that a
+// consumer can tell it from an empty string, and is no problem: the
+// relay knows nothing the column must hold.
+func (b *Builder) Field(name string, v any) {
+	if s, ok := ToString(v); ok {
+		b.e.Fields = append(b.e.Fields, outbox.Field{Name: name, Value: s})
 	}
 }
 

@@ -2,6 +2,7 @@ package eventrow
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -191,5 +192,31 @@ func TestToTime(t *testing.T) {
 				t.Errorf("location %v, want UTC", got.Location())
 			}
 		})
+	}
+}
+
+// Carried columns render alike from a binlog row (Go integers, strings
+// aliasing the packet) and a text-protocol result (decimal bytes); a NULL
+// leaves its field out, an empty value keeps it.
+func TestBuilder_Field(t *testing.T) {
+	packet := []byte("acme")
+	var b Builder
+	b.Field("schema_version", int32(3))
+	b.Field("tenant", string(packet))
+	b.Field("trace_id", nil)
+	b.Field("note", []byte{})
+	b.Field("version", []byte("18446744073709551615"))
+	b.Field("seq", uint64(math.MaxUint64))
+	b.Field("delta", int8(-1))
+	b.Payload(nil, false)
+	packet[0] = 'X'
+	got := b.Event()
+	want := []outbox.Field{{Name: "schema_version", Value: "3"}, {Name: "tenant", Value: "acme"}, {Name: "note", Value: ""}, {Name: "version", Value: "18446744073709551615"},
+		{Name: "seq", Value: "18446744073709551615"}, {Name: "delta", Value: "-1"}}
+	if !slices.Equal(got.Fields, want) {
+		t.Errorf("Fields = %v, want %v", got.Fields, want)
+	}
+	if got.Invalid != "payload is NULL" {
+		t.Errorf("Invalid = %q, want the payload problem (a dead letter keeps its fields)", got.Invalid)
 	}
 }

@@ -22,7 +22,15 @@ type Process struct {
 // StartProcess starts bin with args, failing the test if it cannot.
 func StartProcess(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
-	p := &Process{Cmd: exec.Command(bin, args...), Out: &logging.Buffer{}, done: make(chan struct{})}
+	return StartCommand(t, exec.Command(bin, args...))
+}
+
+// StartCommand starts a command set up by the caller (its environment, its
+// directory), as StartProcess does; its output goes to Out.
+func StartCommand(t testing.TB, cmd *exec.Cmd) *Process {
+	t.Helper()
+	bin := cmd.Path
+	p := &Process{Cmd: cmd, Out: &logging.Buffer{}, done: make(chan struct{})}
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Out, p.Out
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -41,6 +41,11 @@ type Env struct {
 	MySQLAddr string
 	RedisURL  string
 	RDB       *redis.Client
+	// Mapping (nil: schema.DefaultMapping) and Extra (--extra-column) are
+	// what the relay under test maps the table with, when a case changes
+	// them.
+	Mapping schema.Mapping
+	Extra   []schema.ExtraColumn
 }
 
 // NewEnv creates the outbox table (default mapping) in a fresh database on

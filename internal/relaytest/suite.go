@@ -12,7 +12,8 @@ import (
 
 // StartFunc starts a relay for env in the background: it must dial MySQL at
 // env.MySQLAddr (env.RelayDB for its connection pool) and Redis at
-// env.RedisURL, which the fault cases point at proxies, and use timeouts no
+// env.RedisURL, which the fault cases point at proxies, map the table with
+// env.Mapping and env.Extra, and use timeouts no
 // longer than the suite's (a binlog heartbeat of at most 250ms, ReadTimeout 3
 // heartbeats; the Redis timeouts come in the URL). The returned stop function
 // shuts it down and returns what the relay returned.
@@ -70,6 +71,7 @@ func RunSuite(t *testing.T, start StartFunc, f Features) {
 		{"StopIsPromptAndClean", s.stopIsPrompt},
 		{"DeadLetters", s.deadLetters},
 		{"PayloadBytesPassThrough", s.payloadPassThrough},
+		{"CarriedColumns", s.carriedColumns},
 		{"MySQLRestartUnderLoad", s.mysqlRestart},
 		{"RedisRestartFromAOF", s.redisRestart},
 		{"RedisOutOfMemory", s.redisOutOfMemory},

@@ -11,15 +11,16 @@ import (
 // Proxy is a loopback TCP proxy a test puts between the relay and a server
 // (MariaDB, Redis) to inject the network faults the relay must survive: a
 // silently dead peer (Stall), a reset (Cut), a reply lost after the server
-// applied the request (DropNextReply) and a slow link (Throttle).
+// applied the request (DropNextReply), a slow link (Throttle), and another
+// server behind the same address (Retarget: a VIP, DNS or proxy flip).
 //
 // Every control is safe to call from any goroutine at any time.
 type Proxy struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
+	ln net.Listener
+	wg sync.WaitGroup
 
 	mu     sync.Mutex
+	target string
 	conns  map[*proxyConn]struct{}
 	gate   chan struct{} // closed while forwarding; open (blocking) while stalled
 	drop   bool          // the next client request's reply is dropped
@@ -96,6 +97,17 @@ func (p *Proxy) Resume() {
 	}
 }
 
+// Retarget sends the connections accepted from now on to target (host:port)
+// and cuts the open ones, as a virtual IP moved to another server, a DNS
+// name pointed elsewhere or a database proxy switched over would: clients
+// reconnect to the same address and reach another server.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
+	p.Cut()
+}
+
 // Cut closes all current connections (both sides); new ones are accepted.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
@@ -152,7 +164,10 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		server, err := net.DialTimeout("tcp", target, 5*time.Second)
 		if err != nil {
 			client.Close()
 			continue
@@ -163,6 +178,12 @@ func (p *Proxy) accept() {
 			p.mu.Unlock()
 			c.close()
 			return
+		}
+		if p.target != target {
+			// Retargeted while dialing: the client must reach the new one.
+			p.mu.Unlock()
+			c.close()
+			continue
 		}
 		p.conns[c] = struct{}{}
 		p.mu.Unlock()

@@ -203,3 +203,27 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestProxy_Retarget(t *testing.T) {
+	first, second := startEcho(t), startEcho(t)
+	p := StartProxy(t, first.ln.Addr().String())
+	c := dialProxy(t, p)
+	if _, err := roundTrip(c, "a", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.Retarget(second.ln.Addr().String())
+	// The open connection is cut, as a moved address cuts it.
+	if _, err := roundTrip(c, "b", 2*time.Second); err == nil {
+		t.Fatal("the connection opened before Retarget still works; want it cut")
+	}
+	c2 := dialProxy(t, p)
+	if got, err := roundTrip(c2, "c", 2*time.Second); err != nil || got != "c" {
+		t.Fatalf("after retarget: got %q, %v; want %q", got, err, "c")
+	}
+	if got := first.received(); got != "a" {
+		t.Errorf("first server received %q, want %q", got, "a")
+	}
+	if got := second.received(); got != "c" {
+		t.Errorf("second server received %q, want %q", got, "c")
+	}
+}

@@ -2,6 +2,7 @@ package testsvc
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -69,5 +70,34 @@ func TestRedis_KillRestartKeepsAcknowledgedWrites(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("XLEN after restart = %d, want 1", n)
+	}
+}
+
+func TestReplica_FollowsAndPromotes(t *testing.T) {
+	primary := StartPrimary(t, MariaDBOptions{})
+	replica := StartReplica(t, primary, 2, MariaDBOptions{})
+	name := primary.NewDatabase(t)
+	primary.Exec(t, "CREATE TABLE `"+name+"`.t (id INT PRIMARY KEY) ENGINE=InnoDB",
+		"INSERT INTO `"+name+"`.t VALUES (1),(2)")
+	replica.WaitReplicated(t, primary)
+	count := func(m *MariaDB) int {
+		var n int
+		if err := m.Open(t, name).QueryRow("SELECT COUNT(*) FROM t").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(replica); n != 2 {
+		t.Fatalf("rows on the replica = %d, want 2", n)
+	}
+	primary.Kill(t)
+	replica.Promote(t)
+	replica.Exec(t, "INSERT INTO `"+name+"`.t VALUES (3)")
+	if n := count(replica); n != 3 {
+		t.Fatalf("rows on the promoted replica = %d, want 3", n)
+	}
+	// The promoted server's own transactions carry its server id.
+	if pos := replica.GTIDBinlogPos(t); !strings.Contains(pos, "-2-") {
+		t.Fatalf("gtid_binlog_pos of the promoted replica = %q, want a GTID of server_id 2", pos)
 	}
 }

@@ -18,6 +18,7 @@ return new class extends Migration
             $table->string('aggregate_type', 255);
             $table->string('aggregate_id', 255);
             $table->string('event_type', 255);
+            $table->unsignedInteger('schema_version')->nullable();
             $table->json('payload');
             $table->json('headers')->nullable();
             $table->dateTime('occurred_at', 6)->useCurrent();

@@ -45,13 +45,11 @@ type Env struct {
 	RedisURL string
 }
 
-// NewEnv creates the tables on the shared servers.
+// NewEnv creates the outbox table and the example tables on the shared
+// servers.
 func NewEnv(t testing.TB) *Env {
 	t.Helper()
-	e := &Env{MariaDB: testsvc.SharedMariaDB(t), Redis: testsvc.SharedRedis(t)}
-	e.Database = e.MariaDB.NewDatabase(t)
-	e.DSN = e.MariaDB.DSN(e.Database)
-	e.DB = e.MariaDB.Open(t, e.Database)
+	e := NewBareEnv(t)
 	ctx := context.Background()
 	if err := schema.Apply(ctx, e.DB, "outbox", schema.DefaultMapping()); err != nil {
 		t.Fatalf("create outbox table: %v", err)
@@ -61,6 +59,17 @@ func NewEnv(t testing.TB) *Env {
 			t.Fatalf("examples/schema.sql: %v\n%s", err, stmt)
 		}
 	}
+	return e
+}
+
+// NewBareEnv is an Env whose database has no tables yet, for an example
+// that creates them itself (the Laravel migrations).
+func NewBareEnv(t testing.TB) *Env {
+	t.Helper()
+	e := &Env{MariaDB: testsvc.SharedMariaDB(t), Redis: testsvc.SharedRedis(t)}
+	e.Database = e.MariaDB.NewDatabase(t)
+	e.DSN = e.MariaDB.DSN(e.Database)
+	e.DB = e.MariaDB.Open(t, e.Database)
 	e.RedisURL = e.Redis.NewDB(t)
 	return e
 }

@@ -2,8 +2,8 @@
 
 namespace App\Models;
 
+use BinlogOutbox\Ulid;
 use Illuminate\Database\Eloquent\Model;
-use Illuminate\Support\Str;
 
 /**
  * OutboxEvent is a row of the outbox table that binlog-outbox relays to the
@@ -16,6 +16,7 @@ use Illuminate\Support\Str;
  * @property string $aggregate_type
  * @property string $aggregate_id
  * @property string $event_type
+ * @property int|null $schema_version the payload's schema version; entries carry it as schema_version
  * @property array $payload
  * @property array|null $headers
  * @property \Illuminate\Support\Carbon $occurred_at
@@ -31,7 +32,7 @@ class OutboxEvent extends Model
     protected $dateFormat = 'Y-m-d H:i:s.u';
 
     protected $fillable = [
-        'message_id', 'aggregate_type', 'aggregate_id', 'event_type', 'payload', 'headers', 'occurred_at',
+        'message_id', 'aggregate_type', 'aggregate_id', 'event_type', 'schema_version', 'payload', 'headers', 'occurred_at',
     ];
 
     protected $casts = [
@@ -44,7 +45,8 @@ class OutboxEvent extends Model
     {
         static::creating(function (OutboxEvent $event) {
             // A ULID: unique, and sorts by time; consumers deduplicate on it.
-            $event->message_id ??= (string) Str::ulid();
+            // (Str::ulid() on Laravel 9+ makes the same.)
+            $event->message_id ??= Ulid::generate();
             // DATETIME has no zone; the relay reads occurred_at as UTC.
             $event->occurred_at ??= now('UTC');
         });

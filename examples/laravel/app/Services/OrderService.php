@@ -15,9 +15,12 @@ use Illuminate\Support\Facades\DB;
  */
 class OrderService
 {
-    public function place(string $customer, int $totalCents): Order
+    /** CREDIT_LIMIT_CENTS bounds what one customer's placed orders may add up to. */
+    public const CREDIT_LIMIT_CENTS = 100000;
+
+    public function place(string $customer, int $totalCents, ?string $traceId = null): Order
     {
-        return DB::transaction(function () use ($customer, $totalCents) {
+        return DB::transaction(function () use ($customer, $totalCents, $traceId) {
             $order = Order::create([
                 'customer' => $customer,
                 'total_cents' => $totalCents,
@@ -28,7 +31,14 @@ class OrderService
                 'order_id' => $order->id,
                 'customer' => $order->customer,
                 'total_cents' => $order->total_cents,
-            ], ['trace_id' => request()?->header('traceparent')]);
+            ], array_filter(['trace_id' => $traceId]));
+
+            // Checked with the new order written: the exception rolls back the
+            // order and its event together, and the relay never sees either.
+            $open = Order::where('customer', $customer)->where('status', 'placed')->sum('total_cents');
+            if ($open > self::CREDIT_LIMIT_CENTS) {
+                throw new CreditLimitExceeded("customer $customer would owe $open cents, over the limit of " . self::CREDIT_LIMIT_CENTS);
+            }
 
             return $order;
         });

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/mode"
+	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
+)
+
+// passedPoll is how often waitPassed reads the stored position again; the
+// relay stores it at least every second while the binlog moves.
+const passedPoll = 200 * time.Millisecond
+
+// relayState is what the relay of a table recorded in Redis, as the
+// commands that work beside it (verify, cleanup) read it.
+type relayState struct {
+	// Mode is binlog or poll. Without a recorded mode, a stored position
+	// means binlog mode and its absence poll mode.
+	Mode string
+	// Recorded says a relay recorded the mode; with neither a mode nor a
+	// position, no relay ran for these keys.
+	Recorded bool
+	// Sink reads the stored position.
+	Sink *redisstream.Sink
+	// Position is the stored position as is; nil when none is stored.
+	Position []byte
+}
+
+// loadRelayState reads the mode and the position the relay stores under keys.
+func loadRelayState(ctx context.Context, client *redis.Client, keys redisstream.Keys, command string) (relayState, error) {
+	m, err := redisstream.NewModeStore(client, keys.Mode).Load(ctx)
+	if err != nil {
+		return relayState{}, fmt.Errorf("%s: read the mode: %w", command, err)
+	}
+	sink, err := redisstream.New(client, redisstream.Config{PositionKey: keys.Position})
+	if err != nil {
+		return relayState{}, err
+	}
+	raw, err := sink.Position(ctx)
+	if err != nil {
+		return relayState{}, err
+	}
+	st := relayState{Mode: m, Recorded: m != "", Sink: sink, Position: raw}
+	if !st.Recorded {
+		st.Mode = mode.Poll
+		if raw != nil {
+			st.Mode = mode.Binlog
+		}
+	}
+	return st, nil
+}
+
+// waitPassed waits, up to wait, until the stored position has passed end
+// (position.Binlog.Passed): the relay has then appended every transaction
+// committed before end. When it has not by then, why says where the
+// position stood; err is for failures to read it.
+func waitPassed(ctx context.Context, sink *redisstream.Sink, end position.End, wait time.Duration) (passed bool, why string, err error) {
+	deadline := time.Now().Add(wait)
+	for {
+		raw, err := sink.Position(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		if raw == nil {
+			why = "no position is stored at " + sink.PositionKey()
+		} else {
+			b, err := position.Decode(raw)
+			if err != nil {
+				return false, "", fmt.Errorf("stored position at %s: %w", sink.PositionKey(), err)
+			}
+			ok, incomparable := b.Passed(end)
+			if ok {
+				return true, "", nil
+			}
+			why = fmt.Sprintf("the stored position is %s", b)
+			if incomparable != nil {
+				why = incomparable.Error()
+			}
+		}
+		if time.Now().After(deadline) {
+			return false, why, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, "", ctx.Err()
+		case <-time.After(passedPoll):
+		}
+	}
+}

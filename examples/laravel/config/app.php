@@ -1,0 +1,27 @@
+<?php
+
+return [
+    'name' => env('APP_NAME', 'outbox-example'),
+    'env' => env('APP_ENV', 'production'),
+    'debug' => (bool) env('APP_DEBUG', false),
+    'url' => env('APP_URL', 'http://localhost'),
+    // The outbox's occurred_at is UTC, and so is every time the app writes.
+    'timezone' => 'UTC',
+    'locale' => 'en',
+    'fallback_locale' => 'en',
+
+    // What a console application with a database and Redis needs; a full
+    // application keeps its own list (Laravel 10+:
+    // ServiceProvider::defaultProviders()->merge([...])) and adds
+    // App\Providers\OutboxServiceProvider.
+    'providers' => [
+        Illuminate\Database\DatabaseServiceProvider::class,
+        Illuminate\Filesystem\FilesystemServiceProvider::class,
+        Illuminate\Database\MigrationServiceProvider::class,
+        Illuminate\Foundation\Providers\ComposerServiceProvider::class,
+        Illuminate\Redis\RedisServiceProvider::class,
+        App\Providers\OutboxServiceProvider::class,
+    ],
+
+    'aliases' => [],
+];

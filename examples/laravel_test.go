@@ -1,0 +1,231 @@
+package examples_test
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/examples/internal/exampletest"
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+)
+
+// debianLaravel is where php-laravel-framework puts the framework; the
+// example's bootstrap/autoload.php falls back to it without vendor/.
+const debianLaravel = "/usr/share/php/Illuminate/Foundation/Application.php"
+
+// TestLaravelExample runs examples/laravel on Debian's Laravel 8 against the
+// suite's MariaDB, Redis and relay: `artisan migrate` creates the tables, two
+// `outbox:consume` workers run while `orders:place` places orders through
+// OrderService (some rolled back), the relay is killed with SIGKILL between
+// two batches and restarted, and in the end every committed event is handled
+// exactly once, no rolled-back one, and both workers stop cleanly on SIGTERM.
+func TestLaravelExample(t *testing.T) {
+	php := requirePHP(t)
+	if _, err := os.Stat(debianLaravel); err != nil {
+		t.Fatalf("Laravel is not installed (%v); install it with: apt-get install -y php-laravel-framework (scripts/test.sh installs it)", err)
+	}
+	ctx := context.Background()
+	e := exampletest.NewBareEnv(t)
+	rdb := e.Redis.Client(t, e.RedisURL)
+	art := newArtisan(t, php, e)
+
+	art.run("migrate", "--force")
+	relay := exampletest.StartRelay(t, e)
+
+	var workers []*relaytest.Process
+	for _, name := range []string{"worker-1", "worker-2"} {
+		workers = append(workers, relaytest.StartCommand(t, art.command("outbox:consume", "--consumer="+name, "--block-ms=500")))
+	}
+
+	out := art.run("orders:place", "--orders=12", "--rollback-every=3")
+	first := exampletest.ParseProducerOutput(t, out)
+	relaytest.WaitFor(t, 30*time.Second, "the relay to append the first orders' events", func() bool {
+		return rdb.XLen(ctx, "outbox:order").Val() >= int64(len(first.Committed))
+	})
+	relay.Signal(t, syscall.SIGKILL)
+	relay.Wait(t, 30*time.Second)
+	// Committed while no relay runs: the restarted one resumes from its position.
+	out += art.run("orders:place", "--orders=12", "--rollback-every=3")
+	exampletest.StartRelay(t, e)
+	produced := exampletest.ParseProducerOutput(t, out)
+
+	relaytest.WaitFor(t, 60*time.Second, "the workers to handle every committed event", func() bool {
+		for _, w := range workers {
+			if w.Exited() {
+				t.Fatalf("a worker exited:\n%s", w.Out.String())
+			}
+		}
+		return len(exampletest.ProcessedIDs(t, e.DB, "billing")) >= len(produced.Committed)
+	})
+	processed := 0
+	for i, w := range workers {
+		w.Signal(t, syscall.SIGTERM)
+		if code := w.Wait(t, 30*time.Second); code != 0 {
+			t.Errorf("worker-%d exited with %d after SIGTERM, want 0:\n%s", i+1, code, w.Out.String())
+		}
+		st := parseStats(t, w.Out.String())
+		t.Logf("worker-%d: %v", i+1, st)
+		processed += st["processed"]
+	}
+	exampletest.CheckExactlyOnce(t, exampletest.ProcessedIDs(t, e.DB, "billing"), produced)
+	if processed != len(produced.Committed) {
+		t.Errorf("the workers processed %d events between them, want the %d committed", processed, len(produced.Committed))
+	}
+	if n := rdb.XLen(ctx, "outbox:order").Val(); n != int64(len(produced.Committed)) {
+		t.Errorf("outbox:order has %d entries after the relay's SIGKILL and restart, want the %d committed events once each", n, len(produced.Committed))
+	}
+	if p := rdb.XPending(ctx, "outbox:order", "billing").Val(); p.Count != 0 {
+		t.Errorf("%d entries pending in group billing after the workers stopped, want 0", p.Count)
+	}
+	checkLaravelEvent(t, rdb.XRangeN(ctx, "outbox:order", "-", "+", 1).Val()[0].Values)
+}
+
+// checkLaravelEvent checks what OutboxEvent wrote, as the relay relayed it:
+// the JSON casts, the microseconds of occurred_at, a ULID message id.
+func checkLaravelEvent(t *testing.T, v map[string]any) {
+	t.Helper()
+	var payload struct {
+		OrderID    int    `json:"order_id"`
+		Customer   string `json:"customer"`
+		TotalCents int    `json:"total_cents"`
+	}
+	if err := json.Unmarshal([]byte(v["payload"].(string)), &payload); err != nil || payload.OrderID == 0 || payload.Customer == "" {
+		t.Errorf("first entry's payload %q (%v), want the order as a JSON object", v["payload"], err)
+	}
+	if id := v["message_id"].(string); !ulidRE.MatchString(id) || time.Since(ulidTime(id)).Abs() > 5*time.Minute {
+		t.Errorf("message_id %q is not a ULID of about now", id)
+	}
+	at, err := time.Parse(time.RFC3339Nano, v["occurred_at"].(string))
+	if err != nil || time.Since(at).Abs() > 5*time.Minute {
+		t.Errorf("occurred_at %q (%v), want about now in UTC", v["occurred_at"], err)
+	}
+	if v["aggregate_id"] != strconv.Itoa(payload.OrderID) || v["event_type"] != "order.placed" {
+		t.Errorf("first entry %v, want order.placed of order %d", v, payload.OrderID)
+	}
+}
+
+// artisan runs examples/laravel's artisan with the Env's settings in the
+// environment variables config/*.php read.
+type artisan struct {
+	php *phpRunner
+	bin string
+}
+
+func newArtisan(t *testing.T, php string, e *exampletest.Env) *artisan {
+	host, port, db := redisAddr(t, e)
+	cache := t.TempDir()
+	env := append(os.Environ(),
+		"DB_HOST="+e.MariaDB.Host(), "DB_PORT="+strconv.Itoa(e.MariaDB.Port()), "DB_DATABASE="+e.Database,
+		"DB_USERNAME="+e.MariaDB.User(), "DB_PASSWORD="+e.MariaDB.Password(),
+		"REDIS_HOST="+host, "REDIS_PORT="+port, "REDIS_DB="+db,
+		"LOG_CHANNEL=stderr",
+		// Laravel writes its manifests here, not into the checkout.
+		"APP_PACKAGES_CACHE="+filepath.Join(cache, "packages.php"), "APP_SERVICES_CACHE="+filepath.Join(cache, "services.php"))
+	return &artisan{php: &phpRunner{t: t, php: php, env: env}, bin: repo(t, "examples", "laravel", "artisan")}
+}
+
+func (a *artisan) command(args ...string) *exec.Cmd {
+	return a.php.command(append([]string{a.bin}, args...)...)
+}
+
+func (a *artisan) run(args ...string) string {
+	a.php.t.Helper()
+	return a.php.run(append([]string{a.bin}, args...)...)
+}
+
+// TestComposerJSON checks what Composer would do with the files the suite
+// does not install from (no Packagist here): the Laravel app requires
+// Laravel 10 to 12 and the consumer library through its path repository,
+// and every class sits where its PSR-4 entry makes Composer look for it.
+func TestComposerJSON(t *testing.T) {
+	type composer struct {
+		Name         string            `json:"name"`
+		Require      map[string]string `json:"require"`
+		Repositories []struct {
+			Type, URL string
+		} `json:"repositories"`
+		Autoload struct {
+			PSR4 map[string]string `json:"psr-4"`
+		} `json:"autoload"`
+	}
+	read := func(dir string) composer {
+		t.Helper()
+		var c composer
+		if err := json.Unmarshal([]byte(readFile(t, dir, "composer.json")), &c); err != nil {
+			t.Fatalf("%s/composer.json: %v", dir, err)
+		}
+		return c
+	}
+	app, lib := read("examples/laravel"), read("examples/php/lib")
+	if got := app.Require["laravel/framework"]; got != "^10.0|^11.0|^12.0" {
+		t.Errorf("examples/laravel requires laravel/framework %q, want ^10.0|^11.0|^12.0", got)
+	}
+	if len(app.Repositories) != 1 || app.Repositories[0].Type != "path" || filepath.Clean(filepath.Join("examples/laravel", app.Repositories[0].URL)) != "examples/php/lib" {
+		t.Errorf("examples/laravel repositories %+v, want the path repository ../php/lib", app.Repositories)
+	}
+	if _, ok := app.Require[lib.Name]; !ok || lib.Name == "" {
+		t.Errorf("examples/laravel does not require the library %q of its path repository", lib.Name)
+	}
+	checkPSR4(t, "examples/laravel", app.Autoload.PSR4)
+	checkPSR4(t, "examples/php/lib", lib.Autoload.PSR4)
+}
+
+var namespaceRE = regexp.MustCompile(`(?m)^namespace ([A-Za-z0-9_\\]+);$`)
+
+// checkPSR4 checks that each PHP file under a PSR-4 directory declares the
+// namespace its path gives (tests/ and scripts without a namespace aside).
+func checkPSR4(t *testing.T, dir string, psr4 map[string]string) {
+	t.Helper()
+	if len(psr4) == 0 {
+		t.Fatalf("%s/composer.json has no PSR-4 autoload", dir)
+	}
+	for prefix, sub := range psr4 {
+		root := repo(t, dir, sub)
+		classes := 0
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() && d.Name() == "tests" {
+				return cmp.Or(err, filepath.SkipDir)
+			}
+			if !strings.HasSuffix(p, ".php") {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			m := namespaceRE.FindSubmatch(b)
+			if m == nil {
+				return nil // autoload.php and the like
+			}
+			rel, _ := filepath.Rel(root, filepath.Dir(p))
+			want := strings.TrimSuffix(prefix, `\`)
+			if rel != "." {
+				want += `\` + strings.ReplaceAll(rel, "/", `\`)
+			}
+			if string(m[1]) != want {
+				t.Errorf("%s declares namespace %s; PSR-4 (%s => %s) wants %s", p, m[1], prefix, sub, want)
+			}
+			class := strings.TrimSuffix(filepath.Base(p), ".php")
+			if !regexp.MustCompile(`(?m)^(final |abstract )?(class|interface|trait) ` + class + `\b`).Match(b) {
+				t.Errorf("%s does not declare %s, the name PSR-4 looks it up by", p, class)
+			}
+			classes++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if classes == 0 {
+			t.Errorf("no class under %s (PSR-4 %s)", root, prefix)
+		}
+	}
+}

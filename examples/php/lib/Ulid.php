@@ -1,0 +1,36 @@
+<?php
+
+declare(strict_types=1);
+
+namespace BinlogOutbox;
+
+/**
+ * Ulid makes message ids (https://github.com/ulid/spec): 48 bits of Unix
+ * time in milliseconds and 80 random bits in Crockford's base32, 26
+ * characters that sort by time. Laravel 9+ has Str::ulid() and Symfony
+ * symfony/uid, which make the same; this one shows there is no magic in it
+ * and works on Laravel 8 and plain PHP.
+ */
+final class Ulid
+{
+    private const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+    public static function generate(): string
+    {
+        $ms = (int) floor(microtime(true) * 1000);
+        $time = '';
+        for ($i = 0; $i < 10; $i++) { // 10 characters of 5 bits hold the 48 bits
+            $time = self::ALPHABET[$ms % 32] . $time;
+            $ms = intdiv($ms, 32);
+        }
+        $bits = '';
+        foreach (str_split(random_bytes(10)) as $byte) { // 80 bits: 16 characters
+            $bits .= str_pad(decbin(ord($byte)), 8, '0', STR_PAD_LEFT);
+        }
+        $random = '';
+        foreach (str_split($bits, 5) as $chunk) {
+            $random .= self::ALPHABET[bindec($chunk)];
+        }
+        return $time . $random;
+    }
+}

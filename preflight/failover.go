@@ -1,0 +1,103 @@
+package preflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
+	"github.com/binlog-outbox/binlog-outbox/position"
+)
+
+// NameFailover is the requirement that says whether the relay's position
+// survives a database failover.
+const NameFailover = "position on failover"
+
+// gtidStateVariables are the variables that say which transactions a
+// server's binlog holds, per flavor, for position.GTIDSet.HeldBy.
+var gtidStateVariables = []string{"gtid_binlog_state", "gtid_executed"}
+
+// gtidState picks the flavor's GTID state out of the global variables.
+func gtidState(srv mysqlserver.Server, vars map[string]string) string {
+	if srv.MariaDB() {
+		return vars["gtid_binlog_state"]
+	}
+	return vars["gtid_executed"]
+}
+
+// storedPosition reads the stored position (nil: none) with the checks'
+// Redis client; an empty key reads nothing.
+func storedPosition(ctx context.Context, c *redis.Client, key string) ([]byte, error) {
+	if key == "" {
+		return nil, nil
+	}
+	raw, err := c.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return raw, err
+}
+
+// checkFailover says whether the position the relay resumes from survives a
+// failover to another server, and whether this server can resume it: a GTID
+// set names the same transactions on every server of a replication
+// topology, a file position only means something on the server that wrote
+// it. A position this server cannot resume is a warning, not a failure: the
+// relay stops on it with the way on, and auto mode must not fall back to
+// polling because of it. gtid is the server's GTID state (gtidState);
+// stored the stored position, or storedErr why it could not be read.
+func checkFailover(srv mysqlserver.Server, gtid string, stored []byte, storedErr error) Result {
+	const gtidWay = "resume by GTID set (`binlog-outbox position set --start-from <gtid set>`, or --start-from <gtid set> on a first start; docs/scaling.md)"
+	switch {
+	case srv.Flavor == "":
+		return skip(NameFailover, "not checked: the MySQL server is unreachable", binlogOnly)
+	case storedErr != nil:
+		return skip(NameFailover, "not checked: cannot read the stored position: "+storedErr.Error(), binlogOnly)
+	case stored == nil:
+		return pass(NameFailover, "no position stored: a first start with --start-from <gtid set> resumes by GTID and survives a failover; "+
+			"now, earliest and <file>:<offset> store a file position, which only this server can resume", binlogOnly)
+	}
+	b, err := position.Decode(stored)
+	if err != nil {
+		return warn(NameFailover, "the stored position cannot be read: "+err.Error(),
+			"inspect it with `binlog-outbox position show` and replace it with `binlog-outbox position set`", binlogOnly)
+	}
+	here := fmt.Sprintf("server_id %d", srv.ServerID)
+	if srv.ServerUUID != "" {
+		here += " (" + srv.ServerUUID + ")"
+	}
+	if b.Flavor != srv.Flavor {
+		return warn(NameFailover, fmt.Sprintf("the stored position belongs to a %s server, this is %s: the relay will refuse it", b.Flavor, srv.Flavor),
+			"`binlog-outbox position set --start-from earliest` or `--start-from now` (see the relay's error for the trade-off)", binlogOnly)
+	}
+	if !b.GTIDMode() {
+		if b.ServerID != srv.ServerID || (b.ServerUUID != "" && srv.ServerUUID != "" && b.ServerUUID != srv.ServerUUID) {
+			return warn(NameFailover, fmt.Sprintf("the stored file position %s:%d belongs to server_id %d %s, this is %s: file positions are server-local and the relay will refuse it",
+				b.File, b.Pos, b.ServerID, b.ServerUUID, here),
+				"`binlog-outbox position set --start-from earliest` (re-read what the binlog has; consumers deduplicate by message_id) or `--start-from now` (accept a gap); then "+gtidWay, binlogOnly)
+		}
+		return pass(NameFailover, "the stored position "+b.String()+" is a file position of this server ("+here+"): it does not survive a failover, "+
+			"the relay refuses it on any other server; to survive one, "+gtidWay, binlogOnly)
+	}
+	set, err := position.ParseGTIDSet(b.Flavor, b.GTIDSet)
+	if err != nil {
+		return warn(NameFailover, "the stored GTID set cannot be read: "+err.Error(),
+			"inspect it with `binlog-outbox position show` and replace it with `binlog-outbox position set`", binlogOnly)
+	}
+	held, err := set.HeldBy(srv.Flavor, gtid)
+	switch {
+	case err != nil:
+		return warn(NameFailover, "cannot tell whether this server has the stored GTID set's transactions: "+err.Error(),
+			"make sure the server has every transaction of the stored position (`binlog-outbox position show`)", binlogOnly)
+	case !held:
+		return warn(NameFailover, fmt.Sprintf("the stored GTID set %s names transactions this server (%s, which holds %s) does not have: the relay will refuse it; "+
+			"after a failover, these are transactions the old primary committed and never shipped, whose events the relay may have appended",
+			logging.Truncate(b.GTIDSet, 200), here, logging.Truncate(gtid, 200)),
+			"`binlog-outbox position set --start-from <gtid set>` with the promoted server's GTID position when it was promoted, or --start-from earliest; docs/scaling.md", binlogOnly)
+	}
+	return pass(NameFailover, "the stored position is a GTID set ("+logging.Truncate(b.GTIDSet, 200)+") this server has: it survives a failover to any server "+
+		"of the topology that has these transactions (replicas with log_slave_updates, MariaDB gtid_strict_mode)", binlogOnly)
+}
