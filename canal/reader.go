@@ -250,6 +250,12 @@ type Stats struct {
 	// time (from the binlog) of the newest transaction in it.
 	LastAppend time.Time
 	LastCommit time.Time
+	// Stored is the position last stored: after the last append, or
+	// where the session started. The lag probe measures from it.
+	Stored position.Point
+	// Retrying is the error the reader is retrying after, "" while it
+	// reads: the relay is not ready meanwhile.
+	Retrying string
 }
 
 // New returns a Reader. db is a connection pool to the same server, used for
@@ -280,6 +286,7 @@ func (r *Reader) Stats() Stats {
 	defer r.mu.Unlock()
 	s := r.stats
 	s.EventBytesHigh = uint64(r.eventBytesHigh.Load())
+	s.Retrying = r.retry.Failure()
 	return s
 }
 
@@ -370,6 +377,7 @@ func (r *Reader) recordBatch(b *batch) {
 	r.stats.DeadLetters += dead
 	r.stats.Batches++
 	r.stats.Position = pos
+	r.stats.Stored = b.at
 	r.stats.LastAppend = time.Now()
 	if b.at.CommitTS > 0 {
 		r.stats.LastCommit = time.Unix(int64(b.at.CommitTS), 0)

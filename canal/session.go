@@ -71,6 +71,9 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 		prev = next
 		r.log.Info("stored the start position", "position", start.String())
 	}
+	r.mu.Lock()
+	r.stats.Stored = start
+	r.mu.Unlock()
 	if r.needLayout {
 		if proof, err = r.proveLayout(ctx, start); err != nil {
 			return start, nil, proof, err

@@ -1,6 +1,8 @@
 // Package metrics exposes the relay's counters to Prometheus and serves
-// /metrics and /healthz. The counters are read from the relay's Stats at
-// scrape time, so the hot path pays nothing for them.
+// /metrics, /healthz and /readyz. The counters are read from the relay's
+// Stats at scrape time, and the lag from the lag monitor's last sample, so
+// the hot path pays nothing for them but the append histograms' two atomic
+// adds.
 package metrics
 
 import (
@@ -102,16 +104,33 @@ func unix(t time.Time) float64 {
 	return float64(t.UnixNano()) / 1e9
 }
 
-// Serve serves /metrics and /healthz on addr until ctx is cancelled. The
-// listener is opened before Serve returns its first error, so a taken port
-// fails the start rather than later.
-func Serve(ctx context.Context, addr string, c prometheus.Collector, log *slog.Logger) (func(), error) {
+// Readiness reports whether the relay does its job, with a one-line reason
+// ("ready" when it does); lag.Monitor.Ready is one.
+type Readiness func(ctx context.Context) (ok bool, reason string)
+
+// Serve serves /metrics, /healthz (liveness: the process answers) and
+// /readyz (200 "ready", or 503 and the reason) on addr until ctx is
+// cancelled. The listener is opened before Serve returns its first error, so
+// a taken port fails the start rather than later.
+func Serve(ctx context.Context, addr string, ready Readiness, log *slog.Logger, cs ...prometheus.Collector) (func(), error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(cs...)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		rctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		ok, why := ready(rctx)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			why = "not ready: " + why
+		}
+		fmt.Fprintln(w, why)
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

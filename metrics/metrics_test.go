@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,29 @@ func (o onlyMetric) Collect(ch chan<- prometheus.Metric) {
 		if strings.Contains(m.Desc().String(), `"`+o.name+`"`) {
 			ch <- m
 		}
+	}
+}
+
+func TestGroups_Collect(t *testing.T) {
+	g := NewGroups("binlog", func(context.Context) ([]Group, error) {
+		return []Group{{Stream: "outbox:order", Group: "billing", Pending: 2, Lag: 3}, {Stream: "outbox:order", Group: "audit", Pending: 1, Lag: -1}}, nil
+	}, time.Second, nil)
+	if n := testutil.CollectAndCount(g); n != 0 {
+		t.Errorf("before the first pass: %d metrics, want none", n)
+	}
+	if err := g.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP binlog_outbox_group_lag Entries of the stream not yet delivered to the consumer group (XINFO GROUPS lag); absent when Redis cannot tell.
+# TYPE binlog_outbox_group_lag gauge
+binlog_outbox_group_lag{group="billing",mode="binlog",stream="outbox:order"} 3
+# HELP binlog_outbox_group_pending Entries delivered to the consumer group and not acknowledged (XINFO GROUPS pending).
+# TYPE binlog_outbox_group_pending gauge
+binlog_outbox_group_pending{group="audit",mode="binlog",stream="outbox:order"} 1
+binlog_outbox_group_pending{group="billing",mode="binlog",stream="outbox:order"} 2
+`
+	if err := testutil.CollectAndCompare(g, strings.NewReader(want)); err != nil {
+		t.Error(err)
 	}
 }

@@ -222,6 +222,11 @@ type Stats struct {
 	Deferred uint64
 	// Errors counts failed rounds.
 	Errors uint64
+	// LastRelay is when a round last relayed rows.
+	LastRelay time.Time
+	// Retrying is the error Run is retrying after, "" while rounds
+	// succeed: the relay is not ready meanwhile.
+	Retrying string
 }
 
 // Poller relays unsent outbox rows to Redis Streams. Run it in as many
@@ -235,12 +240,16 @@ type Poller struct {
 
 	// q is nil until prepare inspected the server and the table.
 	q *queries
+	// backlog measures what is unsent, for the lag probe.
+	backlog backlogQueries
 	// limit is the LIMIT of the next round's lock (see nextLimit); 0 is
 	// BatchSize.
 	limit int
 
 	mu    sync.Mutex
 	stats Stats
+	// retry is Run's policy, nil before Run.
+	retry *retry.Policy
 
 	// afterPublish, when set (by tests), runs between the append and the
 	// marking UPDATE: the crash window of at-least-once delivery.
@@ -281,10 +290,11 @@ func New(db *sql.DB, pub Publisher, cfg Config, logger *slog.Logger) (*Poller, e
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Poller{
-		db:  db,
-		pub: pub,
-		cfg: cfg,
-		log: logger.With("component", "poller"),
+		db:      db,
+		pub:     pub,
+		cfg:     cfg,
+		log:     logger.With("component", "poller"),
+		backlog: buildBacklog(cfg),
 	}, nil
 }
 
@@ -292,7 +302,11 @@ func New(db *sql.DB, pub Publisher, cfg Config, logger *slog.Logger) (*Poller, e
 func (p *Poller) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.stats
+	s := p.stats
+	if p.retry != nil {
+		s.Retrying = p.retry.Failure()
+	}
+	return s
 }
 
 // Run polls until ctx is cancelled, then returns nil. Database and Redis
@@ -312,6 +326,9 @@ func (p *Poller) Run(ctx context.Context) error {
 		"on_sent", p.cfg.OnSent, "max_payload_bytes", p.cfg.MaxPayloadBytes,
 		"max_batch_bytes", p.cfg.MaxBatchBytes, "shutdown_grace", p.cfg.ShutdownGrace)
 	policy := retry.New(p.log, retry.Config{Message: "poll round failed; retrying", MaxWait: p.cfg.MaxBackoff})
+	p.mu.Lock()
+	p.retry = policy
+	p.mu.Unlock()
 	work, abandon := context.WithCancel(context.WithoutCancel(ctx))
 	defer abandon()
 	go func() {
@@ -568,6 +585,9 @@ func (p *Poller) round(ctx context.Context) (round, error) {
 	p.stats.Oversize += uint64(oversize)
 	p.stats.Duplicates += uint64(len(events) - appended)
 	p.stats.Deferred += uint64(r.deferred)
+	if len(events) > 0 {
+		p.stats.LastRelay = time.Now()
+	}
 	p.mu.Unlock()
 	return r, nil
 }

@@ -93,10 +93,7 @@ func (p *Poller) prepare(ctx context.Context) (*queries, error) {
 // buildQueries renders the statements for cfg and the inspected table.
 func buildQueries(cfg Config, tbl *schema.Table) *queries {
 	m := cfg.Mapping
-	col := func(logical string) string {
-		name, _ := m.Physical(logical)
-		return schema.QuoteIdent(name)
-	}
+	col := func(logical string) string { return quotedColumn(m, logical) }
 	q := &queries{
 		hasMessageID:     m.Has(schema.ColMessageID),
 		hasAggregateType: m.Has(schema.ColAggregateType),
@@ -107,10 +104,7 @@ func buildQueries(cfg Config, tbl *schema.Table) *queries {
 	for _, f := range q.fields {
 		q.fieldsSize += outbox.FieldSize(f.Field, 0)
 	}
-	table := schema.QuoteIdent(cfg.Table)
-	if cfg.Database != "" {
-		table = schema.QuoteIdent(cfg.Database) + "." + table
-	}
+	table := quotedTable(cfg)
 	id := col(schema.ColID)
 	q.id = id
 	cols := []string{id}
@@ -200,6 +194,20 @@ func buildQueries(cfg Config, tbl *schema.Table) *queries {
 		}
 	}
 	return q
+}
+
+// quotedTable is the outbox table as the statements name it.
+func quotedTable(cfg Config) string {
+	if cfg.Database == "" {
+		return schema.QuoteIdent(cfg.Table)
+	}
+	return schema.QuoteIdent(cfg.Database) + "." + schema.QuoteIdent(cfg.Table)
+}
+
+// quotedColumn is the physical column of a logical one, quoted.
+func quotedColumn(m schema.Mapping, logical string) string {
+	name, _ := m.Physical(logical)
+	return schema.QuoteIdent(name)
 }
 
 // row is one locked row. lockBatch fills the id, the aggregate and the sizes;

@@ -37,7 +37,7 @@ import (
 // A relay with another --stream or --dead-letter-stream replaces the
 // ~outbox patterns with patterns matching its streams.
 const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@all " +
-	"+select +info +evalsha +eval +get +set +del +exists +type +scan " +
+	"+ping +select +info +evalsha +eval +get +set +del +exists +type +scan " +
 	"+xadd +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xgroup|create " +
 	"+zadd +zrangebyscore +expire"
 

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
@@ -89,7 +91,8 @@ func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, cli
 	if err != nil {
 		return err
 	}
-	p, err := poller.New(db, sink, poller.Config{
+	appends := metrics.NewAppends(mode.Poll)
+	p, err := poller.New(db, appends.Publisher(sink), poller.Config{
 		Database:        cfg.Database,
 		Table:           cfg.Table,
 		Server:          srv,
@@ -107,7 +110,18 @@ func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, cli
 	if err != nil {
 		return err
 	}
-	stop, err := serveMetrics(c, cfg, metrics.PollCollector(p.Stats))
+	probeDB, err := openProbeDB(cfg)
+	if err != nil {
+		return err
+	}
+	defer probeDB.Close()
+	stop, err := startMonitor(c, cfg, mode.Poll, probeDB, client, lag.MonitorConfig{
+		Poll: func(ctx context.Context) (poller.Backlog, error) { return p.Backlog(ctx, probeDB) },
+		Relay: func() lag.Relay {
+			s := p.Stats()
+			return lag.Relay{Events: s.Events, LastProgress: s.LastRelay, Retrying: s.Retrying}
+		},
+	}, metrics.PollCollector(p.Stats), appends)
 	if err != nil {
 		return err
 	}

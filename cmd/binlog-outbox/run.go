@@ -11,13 +11,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
@@ -99,7 +99,7 @@ func runCommand() *cli.Command {
 		},
 		&cli.StringFlag{
 			Name:    "metrics-addr",
-			Usage:   "serve Prometheus /metrics and /healthz on this address, e.g. :9108 (off when empty)",
+			Usage:   "serve Prometheus /metrics, /healthz (liveness) and /readyz (readiness) on this address, e.g. :9108 (off when empty)",
 			EnvVars: []string{"BINLOG_OUTBOX_METRICS_ADDR"},
 		},
 		&cli.IntFlag{
@@ -125,6 +125,7 @@ func runCommand() *cli.Command {
 	flags = append(flags, formatFlags()...)
 	flags = append(flags, ensureGroupFlag())
 	flags = append(flags, trimFlags()...)
+	flags = append(flags, monitorFlags()...)
 	flags = append(flags, pollFlags()...)
 	return &cli.Command{
 		Name:  "run",
@@ -270,25 +271,28 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 	if err != nil {
 		return err
 	}
-	reader, err := newReader(c, cfg, srv, db, sink, absent, start)
+	appends := metrics.NewAppends(mode.Binlog)
+	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), absent, start)
 	if err != nil {
 		return err
 	}
-	stop, err := serveMetrics(c, cfg, metrics.BinlogCollector(reader.Stats))
+	probeDB, err := openProbeDB(cfg)
+	if err != nil {
+		return err
+	}
+	defer probeDB.Close()
+	stop, err := startMonitor(c, cfg, mode.Binlog, probeDB, client, lag.MonitorConfig{
+		Binlog: &lag.Binlog{DB: probeDB, Server: srv, Dumper: dumperFor(cfg, srv.Flavor)},
+		Relay: func() lag.Relay {
+			s := reader.Stats()
+			return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos}
+		},
+	}, metrics.BinlogCollector(reader.Stats), appends)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	return reader.Run(c.Context)
-}
-
-// serveMetrics starts the metrics endpoint when --metrics-addr is set.
-func serveMetrics(c *cli.Context, cfg config, col prometheus.Collector) (stop func(), err error) {
-	addr := c.String("metrics-addr")
-	if addr == "" {
-		return func() {}, nil
-	}
-	return metrics.Serve(c.Context, addr, col, cfg.Logger)
 }
 
 // newSink builds the Redis sink from the stream and format flags.

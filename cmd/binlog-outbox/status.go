@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -60,8 +62,15 @@ type statusPosition struct {
 	// current end; nil when unknown, with BehindUnknown saying why.
 	BytesBehind   *int64 `json:"bytes_behind"`
 	BehindUnknown string `json:"bytes_behind_unknown,omitempty"`
+	// SecondsBehind is how long ago the first transaction after the
+	// position started (0 when caught up); nil when unknown, with
+	// SecondsUnknown saying why.
+	SecondsBehind  *float64 `json:"seconds_behind"`
+	SecondsUnknown string   `json:"seconds_behind_unknown,omitempty"`
 	// Retention says how long the server keeps the file the position
-	// points into: RetentionSeconds when known, or why not.
+	// points into; RetentionSeconds is the headroom when the server will
+	// purge it (0: any moment, or purged), nil when it will not or when
+	// unknown.
 	RetentionSeconds *int64 `json:"retention_headroom_seconds"`
 	Retention        string `json:"retention"`
 }
@@ -93,12 +102,6 @@ type statusGroup struct {
 	LastDeliveredID string `json:"last_delivered_id"`
 }
 
-// binlogFile is one row of SHOW BINARY LOGS.
-type binlogFile struct {
-	name string
-	size int64
-}
-
 func runStatus(c *cli.Context) error {
 	ctx := c.Context
 	cfg, err := loadConfig(c)
@@ -120,11 +123,11 @@ func runStatus(c *cli.Context) error {
 	if rep.Mode, err = redisstream.NewModeStore(client, keys.Mode).Load(ctx); err != nil {
 		return fmt.Errorf("status: read the mode: %w", err)
 	}
-	files, err := readServer(ctx, db, &rep.Server)
+	lb, srv, err := readServer(ctx, cfg, db, &rep.Server)
 	if err != nil {
 		return err
 	}
-	if err := readPosition(ctx, client, keys.Position, rep, files); err != nil {
+	if err := readPosition(ctx, client, keys.Position, rep, lb, srv); err != nil {
 		return err
 	}
 	streams, err := streamKeys(ctx, client, tmpl.Glob(), c.String("dead-letter-stream"))
@@ -141,52 +144,28 @@ func runStatus(c *cli.Context) error {
 	return printStatus(c.App.Writer, rep, c.Bool("json"))
 }
 
-// readServer fills srv and returns the server's binlog files. A server
-// without binlog (poll mode) is reported, not an error.
-func readServer(ctx context.Context, db *sql.DB, srv *statusServer) ([]binlogFile, error) {
+// readServer fills out and returns the server's binlog, nil when the server
+// has none (poll mode), which is reported, not an error.
+func readServer(ctx context.Context, cfg config, db *sql.DB, out *statusServer) (*lag.Binlog, *lag.Server, error) {
 	s, err := mysqlserver.Detect(ctx, db)
 	if err != nil {
-		return nil, fmt.Errorf("status: %w", err)
+		return nil, nil, fmt.Errorf("status: %w", err)
 	}
-	srv.Version = s.String()
-	vars, err := mysqlserver.GlobalVariables(ctx, db, "binlog_expire_logs_seconds", "expire_logs_days")
+	out.Version = s.String()
+	lb := &lag.Binlog{DB: db, Server: s, Dumper: dumperFor(cfg, s.Flavor)}
+	srv, err := lag.ReadServer(ctx, db, s)
+	out.ExpireSeconds = int64(srv.Expire / time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("status: %w", err)
+		out.Unknown = "binlog: " + err.Error()
+		return lb, nil, nil
 	}
-	secs, _ := strconv.ParseInt(vars["binlog_expire_logs_seconds"], 10, 64)
-	if secs == 0 {
-		// MariaDB before 10.6 and MySQL 5.7 know only days, fractional on MariaDB.
-		days, _ := strconv.ParseFloat(vars["expire_logs_days"], 64)
-		secs = int64(days * 86400)
-	}
-	srv.ExpireSeconds = secs
-	if srv.File, srv.Pos, err = s.BinlogPosition(ctx, db); err != nil {
-		srv.Unknown = "binlog position: " + err.Error()
-		return nil, nil
-	}
-	rows, err := db.QueryContext(ctx, "SHOW /* binlog-outbox */ BINARY LOGS")
-	if err != nil {
-		srv.Unknown = "binlog files: " + err.Error()
-		return nil, nil
-	}
-	defer rows.Close()
-	var files []binlogFile
-	err = mysqlserver.ScanRows(rows, func(v []sql.RawBytes) {
-		if len(v) >= 2 {
-			n, _ := strconv.ParseInt(string(v[1]), 10, 64)
-			files = append(files, binlogFile{name: string(v[0]), size: n})
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("status: read binlog files: %w", err)
-	}
-	srv.BinlogFiles = len(files)
-	return files, nil
+	out.File, out.Pos, out.BinlogFiles = srv.File, srv.Pos, len(srv.Files)
+	return lb, &srv, nil
 }
 
-// readPosition fills rep.Position from the stored position and the
-// server's binlog files.
-func readPosition(ctx context.Context, client *redis.Client, key string, rep *statusReport, files []binlogFile) error {
+// readPosition fills rep.Position from the stored position, measured by lb
+// against the server's binlog srv (nil: the server has none).
+func readPosition(ctx context.Context, client *redis.Client, key string, rep *statusReport, lb *lag.Binlog, srv *lag.Server) error {
 	raw, err := client.Get(ctx, key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil
@@ -201,67 +180,39 @@ func readPosition(ctx context.Context, client *redis.Client, key string, rep *st
 	p := &statusPosition{File: b.File, Pos: b.Pos, GTIDSet: b.GTIDSet, ServerID: b.ServerID, UpdatedAt: b.UpdatedAt,
 		AgeSeconds: time.Since(b.UpdatedAt).Round(time.Millisecond).Seconds()}
 	rep.Position = p
-	srv := rep.Server
+	unknown := func(why string) {
+		p.BehindUnknown, p.SecondsUnknown, p.Retention = why, why, "unknown: "+why
+	}
 	switch {
-	case srv.File == "":
-		p.BehindUnknown, p.Retention = "the server reports no binlog position", "unknown: the server reports no binlog position"
+	case srv == nil:
+		unknown("the server reports no binlog position")
 		return nil
 	case b.File == "":
-		p.BehindUnknown, p.Retention = "the position has no binlog file", "unknown: the position has no binlog file"
+		unknown("the position has no binlog file")
 		return nil
 	}
-	behind, idx := binlogBehind(files, b.File, b.Pos, srv.File, srv.Pos)
-	if idx < 0 {
-		p.BehindUnknown = "the server no longer has " + b.File
-		p.Retention = "purged: the server no longer has " + b.File
+	now := time.Now()
+	m := lb.MeasureOn(ctx, *srv, b.File, b.Pos)
+	p.Retention = m.Retention.String(now)
+	if h, ok := m.Retention.Headroom(now); ok && !math.IsInf(h, 1) {
+		secs := int64(h)
+		p.RetentionSeconds = &secs
+	}
+	if !m.BehindKnown {
+		p.BehindUnknown, p.SecondsUnknown = "the server no longer has "+b.File, "the server no longer has "+b.File
 		if !b.GTIDMode() {
 			rep.Warnings = append(rep.Warnings, "the server purged "+b.File+", which the position points into: the relay cannot resume by file and offset (see docs/operations.md)")
 		}
 		return nil
 	}
-	p.BytesBehind = &behind
-	switch {
-	case b.File == srv.File:
-		p.Retention = "not at risk: the position is in the current binlog file, which the server does not purge"
-	case srv.ExpireSeconds == 0:
-		p.Retention = "not purged by age (binlog_expire_logs_seconds and expire_logs_days are 0); PURGE BINARY LOGS would still remove it"
-	default:
-		// A file is purged when its last write is older than the expiry,
-		// and SQL shows no file's time: only its place is known.
-		p.Retention = fmt.Sprintf("unknown: the server does not show binlog file times over SQL; %s is %d files before the current one, and files expire %s after their last write",
-			b.File, len(files)-1-idx, time.Duration(srv.ExpireSeconds)*time.Second)
+	p.BytesBehind = &m.BytesBehind
+	if secs, ok := m.SecondsBehind(now); ok {
+		secs = math.Round(secs)
+		p.SecondsBehind = &secs
+	} else {
+		p.SecondsUnknown = "reading the time of the first transaction after the position failed: " + m.OldestErr.Error()
 	}
 	return nil
-}
-
-// binlogBehind returns the bytes of binlog from file:pos to the server's
-// end curFile:curPos, and the index of file among files (-1 when the server
-// no longer has it).
-func binlogBehind(files []binlogFile, file string, pos uint32, curFile string, curPos uint32) (int64, int) {
-	idx := -1
-	for i, f := range files {
-		if f.name == file {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		return 0, -1
-	}
-	behind := int64(0)
-	for i := idx; i < len(files); i++ {
-		end := files[i].size
-		if files[i].name == curFile {
-			end = int64(curPos)
-		}
-		if i == idx {
-			end -= int64(pos)
-		}
-		behind += end
-		if files[i].name == curFile {
-			break
-		}
-	}
-	return max(behind, 0), idx
 }
 
 // readStream reads the length and consumer groups of a stream.
@@ -309,9 +260,12 @@ func printStatus(w io.Writer, r *statusReport, asJSON bool) error {
 			fmt.Fprintf(&b, " gtid_set=%s", p.GTIDSet)
 		}
 		fmt.Fprintf(&b, ", written %s ago (%s)\n", (time.Duration(p.AgeSeconds * float64(time.Second))).Round(time.Second), r.PositionKey)
-		if p.BytesBehind != nil {
-			fmt.Fprintf(&b, "behind:    %d bytes of binlog\n", *p.BytesBehind)
-		} else {
+		switch {
+		case p.BytesBehind != nil && p.SecondsBehind != nil:
+			fmt.Fprintf(&b, "behind:    %d bytes of binlog, %s (the oldest transaction not relayed started that long ago)\n", *p.BytesBehind, time.Duration(*p.SecondsBehind)*time.Second)
+		case p.BytesBehind != nil:
+			fmt.Fprintf(&b, "behind:    %d bytes of binlog, seconds unknown: %s\n", *p.BytesBehind, p.SecondsUnknown)
+		default:
 			fmt.Fprintf(&b, "behind:    unknown: %s\n", p.BehindUnknown)
 		}
 		fmt.Fprintf(&b, "retention: %s\n", p.Retention)

@@ -63,28 +63,47 @@ func TestStatus_PositionStreamsGroups(t *testing.T) {
 	}
 }
 
-func TestBinlogBehind(t *testing.T) {
-	files := []binlogFile{{"b.000001", 1000}, {"b.000002", 500}, {"b.000003", 300}}
-	tests := []struct {
-		name      string
-		file      string
-		pos       uint32
-		curFile   string
-		curPos    uint32
-		wantBytes int64
-		wantIdx   int
-	}{
-		{"caught up", "b.000003", 300, "b.000003", 300, 0, 2},
-		{"same file", "b.000003", 100, "b.000003", 300, 200, 2},
-		{"two files back", "b.000001", 900, "b.000003", 250, 100 + 500 + 250, 0},
-		{"purged", "b.000000", 4, "b.000003", 300, 0, -1},
+// TestStatus_SecondsBehindAndRetentionHeadroom: a position behind by one
+// transaction shows its age, and, once the server rotated away from the
+// position's file, how long until the file expires.
+func TestStatus_SecondsBehindAndRetentionHeadroom(t *testing.T) {
+	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: []string{"--binlog-expire-logs-seconds=7200"}})
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
+	if out, errOut, code := run(t, append(global, "position", "set", "--start-from", "now")...); code != 0 {
+		t.Fatalf("position set: exit %d\n%s%s", code, out, errOut)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, idx := binlogBehind(files, tt.file, tt.pos, tt.curFile, tt.curPos)
-			if got != tt.wantBytes || idx != tt.wantIdx {
-				t.Errorf("binlogBehind(%s:%d) = %d, %d; want %d, %d", tt.file, tt.pos, got, idx, tt.wantBytes, tt.wantIdx)
-			}
-		})
+	status := func() statusReport {
+		t.Helper()
+		out, errOut, code := run(t, append(global, "status", "--json")...)
+		var r statusReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 || r.Position == nil {
+			t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, out, errOut)
+		}
+		return r
+	}
+	r := status()
+	if p := r.Position; p.BytesBehind == nil || *p.BytesBehind != 0 || p.SecondsBehind == nil || *p.SecondsBehind != 0 || p.RetentionSeconds != nil ||
+		!strings.HasPrefix(p.Retention, "not at risk") {
+		t.Errorf("caught up: %+v; want 0 bytes and 0 seconds behind, in the current file", *p)
+	}
+
+	insertEvent(t, env.DB, relaytest.NewProduced(), "a", 0)
+	time.Sleep(1100 * time.Millisecond) // binlog times are in whole seconds
+	srv.Exec(t, "FLUSH BINARY LOGS")
+	r = status()
+	p := r.Position
+	if p.BytesBehind == nil || *p.BytesBehind == 0 || p.SecondsBehind == nil || *p.SecondsBehind < 1 || *p.SecondsBehind > 60 {
+		t.Errorf("behind: %+v; want bytes behind and the age of the inserted transaction", *p)
+	}
+	if p.RetentionSeconds == nil || *p.RetentionSeconds > 7200 || *p.RetentionSeconds < 7200-60 || !strings.Contains(p.Retention, "left") {
+		t.Errorf("rotated: retention %v %q; want about 7200 seconds left", p.RetentionSeconds, p.Retention)
+	}
+	out, errOut, code := run(t, append(global, "status")...)
+	t.Logf("status:\n%s", out)
+	for _, want := range []string{"behind:    ", " bytes of binlog, ", "retention: 1h59m"} {
+		if !strings.Contains(out, want) || code != 0 {
+			t.Errorf("status output (exit %d) lacks %q\n%s", code, want, errOut)
+		}
 	}
 }

@@ -172,6 +172,18 @@ func (p *Policy) Failing() bool {
 	return p.failed > 0
 }
 
+// Failure returns the text of the last failure while the loop is failing
+// (nothing progressed since), "" otherwise: why a loop is not ready.
+func (p *Policy) Failure() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed == 0 {
+		return ""
+	}
+	// A failure not logged had the text of the last one logged.
+	return p.lastText
+}
+
 // Sleep waits d, or less when ctx is done; it reports whether ctx is still
 // live.
 func Sleep(ctx context.Context, d time.Duration) bool {

@@ -185,6 +185,22 @@ func TestPolicy_Failing(t *testing.T) {
 	}
 }
 
+func TestPolicy_Failure(t *testing.T) {
+	p, _, _ := newPolicy(retry.Config{})
+	if got := p.Failure(); got != "" {
+		t.Errorf("Failure() before any attempt = %q, want none", got)
+	}
+	p.Failed(errors.New("boom"))
+	p.Failed(errors.New("boom")) // a repeat, not logged
+	if got := p.Failure(); got != "boom" {
+		t.Errorf("Failure() while failing = %q, want boom", got)
+	}
+	p.Progressed()
+	if got := p.Failure(); got != "" {
+		t.Errorf("Failure() after progress = %q, want none", got)
+	}
+}
+
 func TestSleep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	if !retry.Sleep(ctx, time.Millisecond) {
