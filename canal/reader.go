@@ -207,6 +207,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: canal: ReadTimeout %s must be at least HeartbeatPeriod %s", outbox.ErrConfig, c.ReadTimeout, c.HeartbeatPeriod)
 	case c.EventCacheCount < 0 || c.EventCacheBytes < 0:
 		return fmt.Errorf("%w: canal: EventCacheCount %d and EventCacheBytes %d must not be negative", outbox.ErrConfig, c.EventCacheCount, c.EventCacheBytes)
+	case c.LeaseRenew < 0:
+		return fmt.Errorf("%w: canal: LeaseRenew %s must not be negative", outbox.ErrConfig, c.LeaseRenew)
 	}
 	return nil
 }
