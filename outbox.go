@@ -139,6 +139,12 @@ var (
 	// The reader restarts from the stored position; streams rolled back with it.
 	ErrPositionRolledBack = errors.New("stored position is older than the last one written")
 
+	// ErrLeaseLost means another relay holds the lease of the position, or
+	// this relay's lease expired before it was renewed: the relay appends
+	// nothing more, stops reading and waits to take the lease again. It is
+	// never final: the relay that lost the lease stands by.
+	ErrLeaseLost = errors.New("the lease of the position is not held by this relay")
+
 	// ErrPositionGone means the binlog the stored position points into is no
 	// longer on the server (purged) or belongs to another server.
 	ErrPositionGone = errors.New("stored binlog position is not available on the server")

@@ -53,6 +53,7 @@ const (
 	DefaultMaxTxBytes      = 4 << 20
 	DefaultIdleCheckpoint  = time.Second
 	DefaultMaxBackoff      = 30 * time.Second
+	DefaultLeaseRenew      = time.Second
 )
 
 // Config configures a Reader.
@@ -139,6 +140,16 @@ type Config struct {
 	IdleCheckpoint time.Duration
 	// MaxBackoff caps the wait between reconnects (default 30s).
 	MaxBackoff time.Duration
+	// Lease, when set, makes the reader a standby until it holds the lease
+	// of the position (standby.go): of the relays of one position only the
+	// holder reads, and one that loses it waits to take it again instead of
+	// stopping. Without it a second relay is fenced by the position and
+	// stops (--lease=false).
+	Lease Lease
+	// LeaseRenew is how often the holder renews the lease and a standby
+	// tries to take it (default 1s); it must stay well below the lease's
+	// TTL.
+	LeaseRenew time.Duration
 	// ServerIDClashGrace is how long the server may refuse the relay's
 	// server id before the relay gives up (default 60s): after a crash the
 	// server keeps the dead connection until it notices.
@@ -176,6 +187,9 @@ func (c *Config) setDefaults() {
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = DefaultMaxBackoff
 	}
+	if c.LeaseRenew == 0 {
+		c.LeaseRenew = DefaultLeaseRenew
+	}
 	if c.ServerIDClashGrace == 0 {
 		c.ServerIDClashGrace = time.Minute
 	}
@@ -197,6 +211,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: canal: ReadTimeout %s must be at least HeartbeatPeriod %s", outbox.ErrConfig, c.ReadTimeout, c.HeartbeatPeriod)
 	case c.EventCacheCount < 0 || c.EventCacheBytes < 0:
 		return fmt.Errorf("%w: canal: EventCacheCount %d and EventCacheBytes %d must not be negative", outbox.ErrConfig, c.EventCacheCount, c.EventCacheBytes)
+	case c.LeaseRenew < 0:
+		return fmt.Errorf("%w: canal: LeaseRenew %s must not be negative", outbox.ErrConfig, c.LeaseRenew)
 	}
 	return nil
 }
@@ -219,6 +235,10 @@ type Reader struct {
 	// needLayout makes every session prove the column layout before it
 	// reads: the binlog had rows without column names.
 	needLayout bool
+
+	// leader is set while the reader reads: it holds the lease, or runs
+	// without one.
+	leader atomic.Bool
 
 	// eventBytesHigh is the high-water mark of the event queue's bytes.
 	eventBytesHigh atomic.Int64
@@ -256,6 +276,9 @@ type Stats struct {
 	// Retrying is the error the reader is retrying after, "" while it
 	// reads: the relay is not ready meanwhile.
 	Retrying string
+	// Leader is set while the reader reads: it holds the lease, or runs
+	// without one; a standby waiting for the lease has it unset.
+	Leader bool
 }
 
 // New returns a Reader. db is a connection pool to the same server, used for
@@ -287,6 +310,7 @@ func (r *Reader) Stats() Stats {
 	s := r.stats
 	s.EventBytesHigh = uint64(r.eventBytesHigh.Load())
 	s.Retrying = r.retry.Failure()
+	s.Leader = r.leader.Load()
 	return s
 }
 
@@ -295,8 +319,21 @@ func (r *Reader) Stats() Stats {
 // position, or another relay fencing this one. Other errors (connection loss,
 // server restart, Redis down or full) are logged, rate-limited, and the reader
 // starts over from the stored position after a capped exponential backoff that
-// progress (an append) resets.
+// progress (an append) resets. With Config.Lease it reads only while it holds
+// the lease, and waits whenever another relay does (standby).
 func (r *Reader) Run(ctx context.Context) error {
+	if r.cfg.Lease != nil {
+		return r.standby(ctx)
+	}
+	r.leader.Store(true)
+	defer r.leader.Store(false)
+	return r.relay(ctx)
+}
+
+// relay reads sessions from the stored position, retrying as Run says, until
+// ctx is cancelled, a final error, or the sink refuses the lease
+// (outbox.ErrLeaseLost, returned for the standby loop to wait again).
+func (r *Reader) relay(ctx context.Context) error {
 	var clashSince time.Time
 	for {
 		// Progress is reported to r.retry by the flusher as it appends
@@ -326,6 +363,9 @@ func (r *Reader) Run(ctx context.Context) error {
 			}
 		} else {
 			clashSince = time.Time{}
+		}
+		if errors.Is(err, outbox.ErrLeaseLost) {
+			return err
 		}
 		if errors.Is(err, outbox.ErrPositionRolledBack) {
 			r.log.Warn("stored position went back (Redis lost acknowledged writes); re-reading from it, the streams lost the same entries", logging.KeyError, err)

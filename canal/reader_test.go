@@ -55,10 +55,6 @@ func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), log
 	}
 	t.Cleanup(func() { client.Close() })
 	key := "binlog-outbox:position:" + env.Database + "." + env.Table
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
 	host, port := env.MySQLHostPort(t)
 	cfg := Config{
 		Host: host, Port: port, User: env.MariaDB.User(), Password: env.MariaDB.Password(),
@@ -71,6 +67,12 @@ func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), log
 	}
 	if tweak != nil {
 		tweak(&cfg)
+	}
+	// The sink checks the lease the reader waits for, as run sets them up.
+	lease, _ := cfg.Lease.(*redisstream.Lease)
+	sink, err := redisstream.New(client, redisstream.Config{PositionKey: key, Lease: lease})
+	if err != nil {
+		t.Fatal(err)
 	}
 	r, err := New(env.RelayDB(t), sink, cfg, logger)
 	if err != nil {

@@ -132,7 +132,7 @@ func (m Mismatch) Err() error {
 			who = "another process"
 		}
 		return outbox.WithHint(fmt.Errorf("%w: it was written by %s", outbox.ErrFenced, who),
-			"two relays must not run for the same outbox table and position key; stop the other one, or give each its own --position-key; this relay stops so that no event is appended twice")
+			"a relay that does not take the lease (--lease=false, or a version without it) or `binlog-outbox position set` wrote the position while this relay held it: run every relay of a position with --lease (the default), so that they take turns, or give each its own --position-key; this relay stops so that no event is appended twice")
 	}
 	return errors.New("position: no mismatch")
 }

@@ -38,7 +38,7 @@ func (s *Sink) Publish(ctx context.Context, events []outbox.Event) (int, error) 
 	if len(events) == 0 {
 		return 0, nil
 	}
-	s.build(events, false, nil, nil)
+	s.build(events, false, nil, nil, "")
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		return 0, fmt.Errorf("publish %d events: %w", len(events), s.scriptError(err))

@@ -95,10 +95,17 @@ func TestKeysFor(t *testing.T) {
 	}{
 		{"app", "outbox", "", Keys{
 			Position: "binlog-outbox:position:app.outbox", Mode: "binlog-outbox:mode:app.outbox",
+			Lease:        "binlog-outbox:position:app.outbox:lease",
 			DedupePrefix: "binlog-outbox:dedupe:app.outbox:",
 		}},
 		{"app", "outbox", "custom", Keys{
-			Position: "custom", Mode: "binlog-outbox:mode:app.outbox",
+			Position: "custom", Mode: "binlog-outbox:mode:app.outbox", Lease: "custom:lease",
+			DedupePrefix: "binlog-outbox:dedupe:app.outbox:",
+		}},
+		// Relays sharing a position share its lease, and a hash tag in the
+		// position key holds for the lease too.
+		{"app", "outbox", "{app}:pos", Keys{
+			Position: "{app}:pos", Mode: "binlog-outbox:mode:app.outbox", Lease: "{app}:pos:lease",
 			DedupePrefix: "binlog-outbox:dedupe:app.outbox:",
 		}},
 	}

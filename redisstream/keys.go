@@ -17,6 +17,11 @@ type Keys struct {
 	// Mode records the mode the table is relayed in, so that auto mode
 	// never switches by itself.
 	Mode string
+	// Lease holds the lease of the position: the one relay of the position
+	// that reads holds it, the others wait (binlog mode, --lease). It is
+	// named after the position key, so that relays sharing a position share
+	// the lease, and a hash tag in the position key holds for it too.
+	Lease string
 	// DedupePrefix prefixes the message ids the dedupe window remembers;
 	// both modes use it, so a switch skips what the other mode appended.
 	DedupePrefix string
@@ -42,6 +47,7 @@ func KeysFor(database, table, positionKey string) Keys {
 	if positionKey != "" {
 		k.Position = positionKey
 	}
+	k.Lease = k.Position + ":lease"
 	return k
 }
 

@@ -61,6 +61,11 @@ type Config struct {
 	// Append; it names the source (database and table) so that relays of
 	// different outbox tables can share a Redis.
 	PositionKey string
+	// Lease, when set, is checked by Append in the same script as the
+	// position: unless this process holds it, nothing is written and Append
+	// returns outbox.ErrLeaseLost. A relay that lost its lease while paused
+	// can then never append, whatever it had in flight.
+	Lease *Lease
 	// NoAggregateType and NoHeaders say the table lacks these optional
 	// columns: their fields are then left out of every entry.
 	NoAggregateType bool
@@ -174,26 +179,31 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 // streams flagged for it: a new stream is created with them (MKSTREAM), an
 // existing one gets those it lacks, from id 0.
 //
-// ARGV[1] "1" with the position, "0" without; ARGV[2] expected position (""
+// ARGV[1] the number of KEYS before the streams: "0" without the position,
+// "1" with it, "2" with it and the lease; ARGV[2] expected position (""
 // = none), ARGV[3] new position, ARGV[4] dedupe window in milliseconds,
-// ARGV[5] number of streams S, ARGV[6] number of groups G, then the G group
-// names, then S flags ("1": make sure the stream has every group), then per
-// entry: stream index into KEYS, dedupe key index into KEYS (0: none), number
-// of field/value arguments, the arguments. KEYS: the position key (with the
-// position only), the streams, then the dedupe keys. It returns {1, "",
-// appended} or, when the stored position is not the expected one, {0,
-// stored} without writing anything.
+// ARGV[5] number of streams S, ARGV[6] number of groups G, ARGV[7] the lease
+// as this relay holds it (with the lease only), then the G group names,
+// then S flags ("1": make sure the stream has every group), then per entry:
+// stream index into KEYS, dedupe key index into KEYS (0: none), number of
+// field/value arguments, the arguments. KEYS: the position key (with the
+// position only), the lease key (with the lease only), the streams, then the
+// dedupe keys. It returns {1, "", appended}; without writing anything, {2,
+// lease} when the lease is not the relay's, or {0, stored} when the stored
+// position is not the expected one. Every command it will run is checked
+// against the user's ACL before the first write.
 var appendScript = redis.NewScript(aclCheckLua + `
-local base = 0
-if ARGV[1] == '1' then
-  base = 1
-end
+local base = tonumber(ARGV[1])
 local ns = tonumber(ARGV[5])
 local ng = tonumber(ARGV[6])
-local flags = 6 + ng
+local flags = 7 + ng
 local denied
-if base == 1 then
+if base >= 1 then
   denied = deny('GET', '', KEYS[1]) or deny('SET', '', KEYS[1], ARGV[3])
+  if denied then return denied end
+end
+if base == 2 then
+  denied = deny('GET', '', KEYS[2])
   if denied then return denied end
 end
 for s = 1, ns do
@@ -208,7 +218,14 @@ for d = base + ns + 1, #KEYS do
   denied = deny('SET', '', KEYS[d], '1', 'NX', 'PX', '1')
   if denied then return denied end
 end
-if base == 1 then
+if base == 2 then
+  local lease = redis.call('GET', KEYS[2])
+  if lease ~= ARGV[7] then
+    if lease == false then lease = '' end
+    return {2, lease}
+  end
+end
+if base >= 1 then
   local cur = redis.call('GET', KEYS[1])
   if cur == false then cur = '' end
   if cur ~= ARGV[2] then
@@ -234,7 +251,7 @@ for s = 1, ns do
         end
       end
     end
-    for j = 7, 6 + ng do
+    for j = 8, 7 + ng do
       if not have[ARGV[j]] then
         redis.call('XGROUP', 'CREATE', key, ARGV[j], '0', 'MKSTREAM')
         have[ARGV[j]] = true
@@ -255,7 +272,7 @@ while i <= n do
   end
   i = i + 3 + c
 end
-if base == 1 then
+if base >= 1 then
   redis.call('SET', KEYS[1], ARGV[3])
 end
 return {1, '', added}
@@ -266,7 +283,13 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 	if s.cfg.PositionKey == "" {
 		return fmt.Errorf("%w: redisstream: no position key configured", outbox.ErrConfig)
 	}
-	s.build(events, true, prev, next)
+	lease := ""
+	if s.cfg.Lease != nil {
+		if lease = s.cfg.Lease.Value(); lease == "" {
+			return fmt.Errorf("append %d events: %w", len(events), outbox.ErrLeaseLost)
+		}
+	}
+	s.build(events, true, prev, next, lease)
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		if !uncertain(err) {
@@ -285,14 +308,24 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 		if string(stored) == string(prev) {
 			return fmt.Errorf("append %d events: %w", len(events), classify(err))
 		}
+		if lerr := s.leaseLost(ctx, lease); lerr != nil {
+			// Another relay moved the position while holding the lease:
+			// the script refused this one, not fenced it.
+			return lerr
+		}
 		return &outbox.PositionMismatchError{Stored: stored}
 	}
 	if len(res) >= 2 {
-		if ok, _ := res[0].(int64); ok == 1 {
+		code, _ := res[0].(int64)
+		cur, _ := res[1].(string)
+		switch code {
+		case 1:
 			s.ran()
 			return nil
+		case 2:
+			s.cfg.Lease.lost(lease)
+			return fmt.Errorf("append %d events: %w: it is held by %s", len(events), outbox.ErrLeaseLost, holderOrNobody(cur))
 		}
-		cur, _ := res[1].(string)
 		var stored []byte
 		if cur != "" {
 			stored = []byte(cur)
@@ -303,8 +336,9 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 }
 
 // build fills s.keys and s.args for appendScript; withPosition adds the
-// position check and write of binlog mode.
-func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte) {
+// position check and write of binlog mode, a lease (as this relay holds it)
+// the lease check.
+func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte, lease string) {
 	clear(s.keyIdx)
 	s.keys = s.keys[:0]
 	s.batchNew = s.batchNew[:0]
@@ -312,6 +346,10 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 	if withPosition {
 		s.keys = append(s.keys, s.cfg.PositionKey)
 		check = "1"
+		if lease != "" {
+			s.keys = append(s.keys, s.cfg.Lease.Key())
+			check = "2"
+		}
 	}
 	window := s.cfg.Dedupe.Window.Milliseconds()
 	// Streams first in KEYS: the script checks their types before writing,
@@ -324,7 +362,7 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 		s.streamIndex(&events[i])
 	}
 	s.named = len(s.keys)
-	s.args = append(s.args[:0], check, string(prev), string(next), window, len(s.keys)-first, len(s.cfg.Groups))
+	s.args = append(s.args[:0], check, string(prev), string(next), window, len(s.keys)-first, len(s.cfg.Groups), lease)
 	for _, g := range s.cfg.Groups {
 		s.args = append(s.args, g)
 	}

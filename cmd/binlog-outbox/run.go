@@ -114,6 +114,24 @@ func runCommand() *cli.Command {
 			EnvVars: []string{"BINLOG_OUTBOX_MAX_TX_BYTES"},
 			Value:   canal.DefaultMaxTxBytes,
 		},
+		&cli.BoolFlag{
+			Name:    "lease",
+			Usage:   "binlog mode: relays of one position take turns: the one holding a lease in Redis reads, the others stand by and take over within --lease-ttl of its death or pause; false: a second relay is fenced by the position and exits",
+			EnvVars: []string{"BINLOG_OUTBOX_LEASE"},
+			Value:   true,
+		},
+		&cli.DurationFlag{
+			Name:    "lease-ttl",
+			Usage:   "binlog mode: how long the lease outlives its holder's last renewal; a standby takes over within about this plus --lease-renew",
+			EnvVars: []string{"BINLOG_OUTBOX_LEASE_TTL"},
+			Value:   redisstream.DefaultLeaseTTL,
+		},
+		&cli.DurationFlag{
+			Name:    "lease-renew",
+			Usage:   "binlog mode: how often the holder renews the lease and a standby tries to take it; at most a third of --lease-ttl",
+			EnvVars: []string{"BINLOG_OUTBOX_LEASE_RENEW"},
+			Value:   redisstream.DefaultLeaseRenew,
+		},
 		&cli.IntFlag{
 			Name:    "event-cache-bytes",
 			Usage:   "binlog mode: most bytes of binlog events read ahead of the relay (one larger event still passes, alone)",
@@ -142,6 +160,9 @@ func runRelay(c *cli.Context) error {
 	requested, err := mode.Parse(c.String("mode"))
 	if err != nil {
 		return usageError{err}
+	}
+	if err := checkLeaseFlags(c); err != nil {
+		return err
 	}
 	cfg, err := loadConfig(c)
 	if err != nil {
@@ -267,12 +288,16 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 	if err := checkOldPositionKey(c, cfg, client); err != nil {
 		return err
 	}
-	sink, err := newSink(c, cfg, client)
+	lease, err := newLease(c, cfg, client)
+	if err != nil {
+		return err
+	}
+	sink, err := newSink(c, cfg, client, lease)
 	if err != nil {
 		return err
 	}
 	appends := metrics.NewAppends(mode.Binlog)
-	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), absent, start)
+	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), absent, start, lease)
 	if err != nil {
 		return err
 	}
@@ -285,7 +310,7 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 		Binlog: &lag.Binlog{DB: probeDB, Server: srv, Dumper: dumperFor(cfg, srv.Flavor)},
 		Relay: func() lag.Relay {
 			s := reader.Stats()
-			return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos}
+			return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos, Standby: !s.Leader}
 		},
 	}, metrics.BinlogCollector(reader.Stats), appends)
 	if err != nil {
@@ -295,8 +320,32 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 	return reader.Run(c.Context)
 }
 
-// newSink builds the Redis sink from the stream and format flags.
-func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisstream.Sink, error) {
+// newLease builds the lease of the position from --lease, --lease-ttl and
+// --lease-renew; nil with --lease=false.
+func newLease(c *cli.Context, cfg config, client redis.UniversalClient) (*redisstream.Lease, error) {
+	if !c.Bool("lease") {
+		return nil, nil
+	}
+	if err := checkLeaseFlags(c); err != nil {
+		return nil, err
+	}
+	return redisstream.NewLease(client, redisstream.LeaseConfig{Key: redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Lease, TTL: c.Duration("lease-ttl")})
+}
+
+// checkLeaseFlags refuses lease timings under which a holder would step
+// down at the first missed renewal, before the start checks run.
+func checkLeaseFlags(c *cli.Context) error {
+	ttl, renew := c.Duration("lease-ttl"), c.Duration("lease-renew")
+	if ttl < 100*time.Millisecond || renew <= 0 || renew > ttl/3 {
+		return usageError{outbox.WithHint(fmt.Errorf("--lease-ttl %s with --lease-renew %s: the TTL must be at least 100ms and the renewals at most a third of it", ttl, renew),
+			"keep the defaults (--lease-ttl 5s --lease-renew 1s), or renew at least three times per TTL so that a missed renewal does not make the holder step down")}
+	}
+	return nil
+}
+
+// newSink builds the Redis sink from the stream and format flags; lease,
+// when not nil, is checked with every append.
+func newSink(c *cli.Context, cfg config, client redis.UniversalClient, lease *redisstream.Lease) (*redisstream.Sink, error) {
 	format, err := entryFormat(c)
 	if err != nil {
 		return nil, err
@@ -306,6 +355,7 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisst
 		Partitions:       c.Int("partitions"),
 		DeadLetterStream: c.String("dead-letter-stream"),
 		PositionKey:      positionKey(c, cfg),
+		Lease:            lease,
 		NoAggregateType:  !cfg.Mapping.Has(schema.ColAggregateType),
 		NoHeaders:        !cfg.Mapping.Has(schema.ColHeaders),
 		// The same keys as poll mode's, so that a switch between the
@@ -377,7 +427,7 @@ func positionKey(c *cli.Context, cfg config) string {
 	return redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Position
 }
 
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, absent []string, start position.Start) (*canal.Reader, error) {
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, absent []string, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
 	host, portStr, err := net.SplitHostPort(cfg.MySQL.Addr)
 	if err != nil || cfg.MySQL.Net != "tcp" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, cfg.MySQL.Net, cfg.MySQL.Addr),
@@ -402,6 +452,10 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 		rcfg.MaxBatchEvents = c.Int("max-batch-events")
 		rcfg.MaxTxBytes = c.Int("max-tx-bytes")
 		rcfg.EventCacheBytes = c.Int("event-cache-bytes")
+	}
+	if lease != nil {
+		// Not a nil *Lease in the interface: the reader would take it for one.
+		rcfg.Lease, rcfg.LeaseRenew = lease, c.Duration("lease-renew")
 	}
 	return canal.New(db, sink, rcfg, cfg.Logger)
 }

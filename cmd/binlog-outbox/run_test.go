@@ -116,7 +116,11 @@ func TestRun_KilledRepeatedlyDuringLoadExactlyOnce(t *testing.T) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
-	p := startRelay(t, env, "--mode", "binlog")
+	// Without the lease, so that every kill lands on a relay that appends:
+	// with it, a restarted relay would wait for its predecessor's lease to
+	// expire (TestRun_StandbyTakesOverExactlyOnce kills relays holding it).
+	args := []string{"--mode", "binlog", "--lease=false"}
+	p := startRelay(t, env, args...)
 	waitStoredPosition(t, env, posKey(env))
 
 	var wg sync.WaitGroup
@@ -131,7 +135,7 @@ func TestRun_KilledRepeatedlyDuringLoadExactlyOnce(t *testing.T) {
 		p.Signal(t, syscall.SIGKILL)
 		p.Wait(t, 10*time.Second)
 		kills++
-		p = startRelay(t, env, "--mode", "binlog")
+		p = startRelay(t, env, args...)
 	}
 	wg.Wait()
 	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
@@ -449,7 +453,7 @@ func TestRun_ServesMetrics(t *testing.T) {
 		body = string(out)
 		return resp.StatusCode == http.StatusOK && strings.Contains(body, fmt.Sprintf(`binlog_outbox_events_appended_total{mode="binlog"} %d`, len(rec.Committed)))
 	})
-	for _, want := range []string{"binlog_outbox_batches_total", "binlog_outbox_statement_inserts_total", "binlog_outbox_last_commit_timestamp_seconds", "process_resident_memory_bytes"} {
+	for _, want := range []string{"binlog_outbox_batches_total", "binlog_outbox_statement_inserts_total", "binlog_outbox_last_commit_timestamp_seconds", `binlog_outbox_leader{mode="binlog"} 1`, "process_resident_memory_bytes"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
