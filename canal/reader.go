@@ -239,6 +239,8 @@ type Reader struct {
 	// leader is set while the reader reads: it holds the lease, or runs
 	// without one.
 	leader atomic.Bool
+	// waiting is set while another relay holds the lease (Stats.Standby).
+	waiting atomic.Bool
 
 	// eventBytesHigh is the high-water mark of the event queue's bytes.
 	eventBytesHigh atomic.Int64
@@ -279,6 +281,9 @@ type Stats struct {
 	// Leader is set while the reader reads: it holds the lease, or runs
 	// without one; a standby waiting for the lease has it unset.
 	Leader bool
+	// Standby is set while another relay holds the lease and this one
+	// waits for it (not while the lease cannot be read: Redis down).
+	Standby bool
 }
 
 // New returns a Reader. db is a connection pool to the same server, used for
@@ -311,6 +316,7 @@ func (r *Reader) Stats() Stats {
 	s.EventBytesHigh = uint64(r.eventBytesHigh.Load())
 	s.Retrying = r.retry.Failure()
 	s.Leader = r.leader.Load()
+	s.Standby = r.waiting.Load()
 	return s
 }
 

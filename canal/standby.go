@@ -68,11 +68,13 @@ func (r *Reader) waitLease(ctx context.Context) error {
 		wait := jitter(r.cfg.LeaseRenew)
 		switch {
 		case err != nil:
+			r.waiting.Store(false)
 			var final error
 			if wait, final = failures.Failed(err); final != nil {
 				return final
 			}
 		case held:
+			r.waiting.Store(false)
 			failures.Progressed()
 			attrs := []any{"holder", holder}
 			if waitingFor != "" {
@@ -81,6 +83,7 @@ func (r *Reader) waitLease(ctx context.Context) error {
 			r.log.Info("took the lease; reading from the stored position", attrs...)
 			return nil
 		default:
+			r.waiting.Store(true)
 			failures.Progressed()
 			if holder != "" && holder != waitingFor {
 				r.log.Info("waiting for the lease held by "+holder, "holder", holder)

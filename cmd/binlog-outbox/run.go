@@ -310,7 +310,7 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 		Binlog: &lag.Binlog{DB: probeDB, Server: srv, Dumper: dumperFor(cfg, srv.Flavor)},
 		Relay: func() lag.Relay {
 			s := reader.Stats()
-			return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos, Standby: !s.Leader}
+			return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos, Standby: s.Standby}
 		},
 	}, metrics.BinlogCollector(reader.Stats), appends)
 	if err != nil {
