@@ -39,7 +39,7 @@ import (
 const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@all " +
 	"+ping +select +info +evalsha +eval +get +set +del +exists +type +scan " +
 	"+xadd +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xgroup|create " +
-	"+zadd +zrangebyscore +expire +pexpire"
+	"+zadd +zrangebyscore +expire +pexpire +pttl"
 
 // aclCheckLua defines deny(cmd, sub, key, ...), which a script calls before
 // its first write for each command it is going to run (Redis itself checks
