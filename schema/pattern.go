@@ -109,9 +109,9 @@ func globMatch(pattern, s string, fold bool) bool {
 	return len(s) >= len(last) && strings.HasSuffix(s, last)
 }
 
-// like turns a pattern part into a LIKE pattern, escaping LIKE's own
+// Like turns a pattern part into a LIKE pattern, escaping LIKE's own
 // wildcards: '_' is common in table names.
-func like(part string) string {
+func Like(part string) string {
 	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`, Wildcard, `%`)
 	return r.Replace(part)
 }
@@ -175,7 +175,7 @@ func ListMatching(ctx context.Context, db *sql.DB, ps Patterns) ([]Match, error)
 			}
 			found = []Name{n}
 		} else {
-			found, err = listTables(ctx, db, `TABLE_SCHEMA LIKE ? AND TABLE_NAME LIKE ?`, like(p.Database), like(p.Table))
+			found, err = listTables(ctx, db, `TABLE_SCHEMA LIKE ? AND TABLE_NAME LIKE ?`, Like(p.Database), Like(p.Table))
 			if err != nil {
 				return nil, fmt.Errorf("list the tables of --table %s: %w", p, err)
 			}
