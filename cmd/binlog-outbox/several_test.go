@@ -1,9 +1,16 @@
 package main
 
 import (
+	"context"
 	"os"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 )
 
 func TestLoadConfig_Tables(t *testing.T) {
@@ -73,5 +80,126 @@ func TestSeveralTables_Errors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit %d, %q and a hint", code, errOut, exitUsage, tt.want)
 			}
 		})
+	}
+}
+
+// tenantArgs are the run flags of a relay of every tenant under prefix, with
+// a stream per tenant database.
+func tenantArgs(prefix, key string) []string {
+	return []string{"--mode", "binlog", "--table", relaytest.TenantPattern(prefix), "--position-key", key,
+		"--stream", "outbox:{database}:{aggregate_type}"}
+}
+
+// waitReading waits until the relay process reads the binlog.
+func waitReading(t *testing.T, p *relayProc) {
+	t.Helper()
+	relaytest.WaitFor(t, 30*time.Second, "the relay reading the binlog", func() bool {
+		return strings.Contains(p.Out.String(), "reading binlog")
+	})
+}
+
+// Twenty tenant databases, producers in each, and a relay of all of them
+// killed and restarted under the load: every committed event is in its
+// tenant's streams exactly once, a tenant created while the relay runs is
+// followed from its first row, and another database's outbox is left alone.
+func TestRun_ManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
+	srv := testsvc.SharedMariaDB(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
+	prefix := relaytest.TenantPrefix(t)
+	tenants := relaytest.NewTenants(t, srv, prefix, 20)
+	other := relaytest.NewTenant(t, srv, prefix+"_other")
+	key := "binlog-outbox:position:tenants"
+	args := tenantArgs(prefix, key)
+	p := startRelay(t, env, args...)
+	waitStoredPosition(t, env, key)
+
+	var wg sync.WaitGroup
+	produce := func(tn *relaytest.Tenant, o relaytest.ProduceOptions) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			relaytest.Produce(ctx, t, tn.DB, "outbox", o, tn.Rec)
+		}()
+	}
+	load := relaytest.ProduceOptions{Producers: 2, Transactions: 40, Pause: 2 * time.Millisecond}
+	for _, tn := range append(tenants, other) {
+		produce(tn, load)
+	}
+	for i := 0; i < 2; i++ {
+		time.Sleep(time.Duration(300+i*170) * time.Millisecond)
+		p.Signal(t, syscall.SIGKILL)
+		p.Wait(t, 10*time.Second)
+		p = startRelay(t, env, args...)
+	}
+	// A tenant signs up while the relay reads: its first rows come right
+	// after its CREATE DATABASE and CREATE TABLE in the binlog.
+	waitReading(t, p)
+	late := relaytest.NewTenant(t, srv, relaytest.TenantName(prefix, 21))
+	produce(late, relaytest.ProduceOptions{Producers: 2, Transactions: 20})
+	wg.Wait()
+
+	all := append(tenants, late)
+	for _, tn := range all {
+		relaytest.WaitFor(t, 60*time.Second, tn.Database+"'s events in its streams", func() bool {
+			return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
+		})
+	}
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("relay exit code after SIGTERM = %d, want 0", code)
+	}
+	total, committed := 0, 0
+	for _, tn := range all {
+		total += relaytest.Check(ctx, t, env.RDB, tn.Rec, relaytest.CheckOptions{ExactlyOnce: true, Prefix: "outbox:" + tn.Database + ":"})
+		committed += tn.Committed()
+	}
+	if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != total {
+		t.Errorf("the streams hold %d entries, the tenants' streams %d: entries of no tenant (%s's %d events are not to be relayed)", n, total, other.Database, other.Committed())
+	}
+	if late.Committed() == 0 || other.Committed() == 0 {
+		t.Errorf("the late tenant committed %d events, the other database %d; want some of each", late.Committed(), other.Committed())
+	}
+	for _, tn := range all {
+		if mode := env.RDB.Get(ctx, "binlog-outbox:mode:"+tn.Database+".outbox").Val(); tn != late && mode != "binlog" {
+			t.Errorf("mode of %s = %q, want binlog", tn.Database, mode)
+		}
+	}
+	t.Logf("%d tenants, 2 kills, %d committed events, %d entries", len(all), committed, total)
+}
+
+// check lists the tables a pattern matches, warns of a pattern that matches
+// none yet, and says poll mode cannot relay several tables.
+func TestCheck_SeveralTables(t *testing.T) {
+	srv := testsvc.SharedMariaDB(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	prefix := relaytest.TenantPrefix(t)
+	relaytest.NewTenants(t, srv, prefix, 3)
+	global := []string{"--mysql-dsn", srv.DSN(env.Database), "--redis-url", env.RedisURL}
+
+	out, errOut, code := run(t, append(global, "--table", relaytest.TenantPattern(prefix), "--table", env.Table, "--table", prefix+"_later_*.outbox",
+		"check", "--position-key", "binlog-outbox:position:tenants")...)
+	if code != 0 {
+		t.Fatalf("check: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"4 tables match (" + relaytest.TenantPattern(prefix) + ": 3, " + env.Database + ".outbox: 1, " + prefix + "_later_*.outbox: 0)",
+		relaytest.TenantName(prefix, 2) + ".outbox",
+		"WARN  outbox tables", prefix + "_later_*.outbox matches no table yet",
+		"PASS  select privilege", "SELECT works on all 4 tables",
+		"FAIL  poll mode tables", "poll mode relays one table",
+		"binlog mode: ready", "poll mode: not ready",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, " fits ("); n != 4 {
+		t.Errorf("check output has %d table lines that fit, want 4:\n%s", n, out)
+	}
+
+	out, _, code = run(t, append(global, "--table", relaytest.TenantPattern(prefix), "check", "--mode", "binlog")...)
+	if code == 0 || !strings.Contains(out, "FAIL  position key") || !strings.Contains(out, "--position-key binlog-outbox:position:tenants") {
+		t.Errorf("check without --position-key: exit %d, want a failure naming the flag:\n%s", code, out)
 	}
 }
