@@ -102,8 +102,12 @@ func (p *layoutProof) forget(database, table string) {
 
 // proveLayout proves the column layouts of the followed tables for the rows
 // from start on; see the comment at the top of this file. want is the table
-// whose rows without names asked for it.
-func (r *Reader) proveLayout(ctx context.Context, start position.Point, want schema.Name) (layoutProof, error) {
+// whose rows without names asked for it. carried are the layouts the
+// session before had proven (Reader.carried): in force at start, they stay
+// whatever DDL lies ahead, up to the stream's next DDL on their table.
+// Without them a table created, or a reconnect, while the relay lags behind
+// another table's ALTER would stop the relay at rows whose layout it knows.
+func (r *Reader) proveLayout(ctx context.Context, start position.Point, want schema.Name, carried map[string][]Column) (layoutProof, error) {
 	cols, err := r.tableColumns(ctx)
 	if err != nil {
 		return layoutProof{}, err
@@ -130,9 +134,15 @@ func (r *Reader) proveLayout(ctx context.Context, start position.Point, want sch
 		return layoutProof{}, err
 	}
 	for _, d := range ddls {
+		if _, ok := carried[tableKey(d.db, d.table, r.sources.lctn)]; ok {
+			continue
+		}
 		r.log.Warn("DDL on the outbox table ahead: rows without column names before it cannot be mapped",
 			"table", d.db+"."+d.table, "ddl_at", fmt.Sprintf("%s:%d", d.file, d.start), "query", logging.Truncate(d.query, 300))
 		proof.forget(d.db, d.table)
+	}
+	for k, c := range carried {
+		proof.columns[k] = c
 	}
 	proof.ddl = ddls
 	attrs := []any{"from", start.String(), "checked_to", fmt.Sprintf("%s:%d", file, pos), "took", time.Since(began).Round(time.Millisecond)}

@@ -233,6 +233,12 @@ type Reader struct {
 	// layoutTable is the table whose rows without names ended the last
 	// session: the next one's proof must find its columns.
 	layoutTable schema.Name
+	// carried are the layouts the last session had proven when it ended,
+	// for the next session's proof. They are in force wherever the next
+	// one starts: the stored position only moves forward from the last
+	// session's start, and that session forgot each layout at the first
+	// DDL on its table it read; a position that went back drops them.
+	carried map[string][]Column
 
 	// noticed is the last change of server noticeNewServer logged.
 	noticed string
@@ -336,6 +342,7 @@ func (r *Reader) Run(ctx context.Context) error {
 			clashSince = time.Time{}
 		}
 		if errors.Is(err, outbox.ErrPositionRolledBack) {
+			r.carried = nil
 			r.log.Warn("stored position went back (Redis lost acknowledged writes); re-reading from it, the streams lost the same entries", logging.KeyError, err)
 			continue
 		}

@@ -49,13 +49,21 @@ func newReader(t testing.TB, env *relaytest.Env, tweak func(*Config)) (*Reader, 
 // newReaderLogging is newReader with the reader's logs going to logger.
 func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), logger *slog.Logger) (*Reader, *redisstream.Sink) {
 	t.Helper()
+	return newReaderSink(t, env, redisstream.Config{}, tweak, logger)
+}
+
+// newReaderSink is newReaderLogging with the sink configured as sc says
+// (its position key is the reader's).
+func newReaderSink(t testing.TB, env *relaytest.Env, sc redisstream.Config, tweak func(*Config), logger *slog.Logger) (*Reader, *redisstream.Sink) {
+	t.Helper()
 	client, err := redisstream.NewClient(env.RedisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
 	key := "binlog-outbox:position:" + env.Database + "." + env.Table
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: key})
+	sc.PositionKey = key
+	sink, err := redisstream.New(client, sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,11 +43,14 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 
 	f := newFlusher(r.sink, prev, r.encode, r.recordBatch, st.cancel)
 	st.spawn(func() { f.loop(sctx) })
+	l := &relayLoop{r: r, st: st, f: f, m: r.newMachine(start, proof, f), lastFlush: time.Now()}
 	defer func() {
 		st.close()
 		progressed = f.appended > 0
+		if r.needLayout {
+			r.carried = l.m.tables.proven()
+		}
 	}()
-	l := &relayLoop{r: r, st: st, f: f, m: r.newMachine(start, proof, f), lastFlush: time.Now()}
 	return false, l.run(sctx)
 }
 
@@ -75,7 +78,9 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 	r.stats.Stored = start
 	r.mu.Unlock()
 	if r.needLayout {
-		if proof, err = r.proveLayout(ctx, start, r.layoutTable); err != nil {
+		proof, err = r.proveLayout(ctx, start, r.layoutTable, r.carried)
+		r.carried = nil
+		if err != nil {
 			return start, nil, proof, err
 		}
 	}

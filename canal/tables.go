@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -198,6 +199,12 @@ func (ts *tableSet) follow(i int, db, table, key string) *followed {
 	}
 	ts.byKey[key] = f
 	return f
+}
+
+// proven returns a copy of the layouts in force: those of the session's
+// proof that no DDL in the stream ended since.
+func (ts *tableSet) proven() map[string][]Column {
+	return maps.Clone(ts.proof.columns)
 }
 
 // forget drops what the session knows of the layout of database.table (any

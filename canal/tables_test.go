@@ -1,11 +1,16 @@
 package canal
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -151,5 +156,97 @@ func TestLayoutProof_DDLForAndForget(t *testing.T) {
 	p.forget("t1", "outbox")
 	if p.ddlFor("t1", "outbox") != nil || p.columns[tableKey("t1", "outbox", 0)] != nil || p.columns[tableKey("t2", "outbox", 0)] == nil {
 		t.Errorf("forget(t1.outbox) left %+v, want t1's proof gone and t2's kept", p)
+	}
+}
+
+// Rows without column names in several tables: each table's layout is proven
+// on its own, a tenant created while the reader runs is followed from its
+// first row (its layout proven from its CREATE TABLE on), and an ALTER that
+// swaps two columns of one tenant's table changes the mapping of that table
+// only.
+func TestReader_SeveralTablesWithoutColumnNames(t *testing.T) {
+	srv := namelessServer(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
+	prefix := relaytest.TenantPrefix(t)
+	tenants := relaytest.NewTenants(t, srv, prefix, 2)
+	r, _ := newReaderSink(t, env, redisstream.Config{Stream: "outbox:{database}:{aggregate_type}"}, func(c *Config) {
+		c.Sources = []Source{{Pattern: schema.Pattern{Database: prefix + "_tenant_*", Table: "outbox"}}}
+	}, testLogger(t))
+	stop := startReader(r)
+	waitStarted(t, r)
+	produce := func(tn *relaytest.Tenant) {
+		relaytest.Produce(ctx, t, tn.DB, "outbox", relaytest.ProduceOptions{Producers: 2, Transactions: 5}, tn.Rec)
+	}
+	for _, tn := range tenants {
+		produce(tn)
+	}
+	late := relaytest.NewTenant(t, srv, relaytest.TenantName(prefix, 3))
+	produce(late)
+	srv.Exec(t, "ALTER TABLE `"+tenants[0].Database+"`.outbox "+swapColumns)
+	all := append(tenants, late)
+	for _, tn := range all {
+		produce(tn)
+	}
+	for _, tn := range all {
+		relaytest.WaitFor(t, 30*time.Second, tn.Database+"'s events", func() bool {
+			return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
+		})
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range all {
+		relaytest.Check(ctx, t, env.RDB, tn.Rec, relaytest.CheckOptions{ExactlyOnce: true, Prefix: "outbox:" + tn.Database + ":"})
+	}
+}
+
+// A reconnect while the reader lags behind an ALTER of one table: the next
+// session keeps the layout the last one proved for it, which is in force up
+// to the ALTER, instead of stopping at the rows before the ALTER as a reader
+// starting afresh must.
+func TestReader_SeveralTablesKeepLayoutsAcrossReconnect(t *testing.T) {
+	srv := namelessServer(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	proxy := testsvc.StartProxy(t, srv.Addr())
+	env.MySQLAddr = proxy.Addr()
+	ctx := context.Background()
+	prefix := relaytest.TenantPrefix(t)
+	tenants := relaytest.NewTenants(t, srv, prefix, 2)
+	r, _ := newReaderSink(t, env, redisstream.Config{Stream: "outbox:{database}:{aggregate_type}"}, func(c *Config) {
+		c.Sources = []Source{{Pattern: schema.Pattern{Database: prefix + "_tenant_*", Table: "outbox"}}}
+	}, testLogger(t))
+	stop := startReader(r)
+	waitStarted(t, r)
+	produce := func(tn *relaytest.Tenant) {
+		relaytest.Produce(ctx, t, tn.DB, "outbox", relaytest.ProduceOptions{Producers: 2, Transactions: 5}, tn.Rec)
+	}
+	wait := func() {
+		for _, tn := range tenants {
+			relaytest.WaitFor(t, 30*time.Second, tn.Database+"'s events", func() bool {
+				return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
+			})
+		}
+	}
+	for _, tn := range tenants {
+		produce(tn)
+	}
+	wait()
+	sessions := r.Stats().Sessions
+	proxy.Stall()
+	produce(tenants[0])
+	srv.Exec(t, "ALTER TABLE `"+tenants[0].Database+"`.outbox "+swapColumns)
+	produce(tenants[0])
+	proxy.Cut()
+	proxy.Resume()
+	wait()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Stats().Sessions; got < sessions+2 {
+		t.Errorf("%d sessions after the cut, want a reconnect and a proof after the ALTER (%d before)", got, sessions)
+	}
+	for _, tn := range tenants {
+		relaytest.Check(ctx, t, env.RDB, tn.Rec, relaytest.CheckOptions{ExactlyOnce: true, Prefix: "outbox:" + tn.Database + ":"})
 	}
 }
