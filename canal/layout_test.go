@@ -132,7 +132,7 @@ func TestReader_NamelessRowsBeforeAlterWhileStopped(t *testing.T) {
 	}
 }
 
-func binlogPos(t *testing.T, env *relaytest.Env) (string, uint32) {
+func binlogPos(t testing.TB, env *relaytest.Env) (string, uint32) {
 	t.Helper()
 	var file string
 	var pos uint32
