@@ -78,10 +78,10 @@ type Config struct {
 
 	// Database and Table name the outbox table of a relay of one table;
 	// only INSERTs into it become events (Sources replaces them, and Name,
-	// Mapping and Absent, for several). The reader resolves them once to the names the server
-	// uses (schema.ResolveName: with lower_case_table_names 1 or 2 the
-	// binlog may name it in another letter case) and stops on a name that
-	// matches no table.
+	// Mapping and Absent, for several). The reader resolves them once to
+	// the names the server uses (schema.ResolveName: with
+	// lower_case_table_names 1 or 2 the binlog may name it in another
+	// letter case) and stops on a name that matches no table.
 	Database string
 	Table    string
 	// Name, when its Table is set, is the table as the caller already

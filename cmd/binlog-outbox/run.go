@@ -37,7 +37,7 @@ func streamFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name:    "stream",
-			Usage:   "stream key template; placeholders {aggregate_type}, {aggregate_id}, {event_type}, {partition} (default \"outbox\" when the table has no aggregate_type column)",
+			Usage:   "stream key template; placeholders {aggregate_type}, {aggregate_id}, {event_type}, {partition}, {database}, {table} (default \"outbox\" when the table has no aggregate_type column)",
 			EnvVars: []string{"BINLOG_OUTBOX_STREAM"},
 			Value:   redisstream.DefaultStream,
 		},
@@ -68,7 +68,7 @@ func ensureGroupFlag() cli.Flag {
 func positionKeyFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:    "position-key",
-		Usage:   "Redis key of the binlog position (default binlog-outbox:position:<database>.<table>)",
+		Usage:   "Redis key of the binlog position (default binlog-outbox:position:<database>.<table>; required with several tables or a pattern)",
 		EnvVars: []string{"BINLOG_OUTBOX_POSITION_KEY"},
 	}
 }
