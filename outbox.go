@@ -45,6 +45,10 @@ type Event struct {
 	// envelope), set by Sink.Prepare as the event is read so that Size
 	// counts it; nil otherwise.
 	Envelope []byte
+	// Database and Table name the outbox table the row is in, as the server
+	// names it: the stream template's {database} and {table}. They share
+	// the reader's strings, so Size leaves them out.
+	Database, Table string
 	// Invalid, when not empty, says why the row cannot be delivered as an
 	// event (a NULL in a required column, a payload that is not JSON). Such a
 	// row goes to the dead-letter stream with the reason instead of blocking

@@ -77,11 +77,12 @@ type Config struct {
 	// must differ from the server's and every other replica's id.
 	ServerID uint32
 
-	// Database and Table name the outbox table; only INSERTs into it
-	// become events. The reader resolves them once to the names the server
-	// uses (schema.ResolveName: with lower_case_table_names 1 or 2 the
-	// binlog may name it in another letter case) and stops on a name that
-	// matches no table.
+	// Database and Table name the outbox table of a relay of one table;
+	// only INSERTs into it become events (Sources replaces them, and Name,
+	// Mapping and Absent, for several). The reader resolves them once to
+	// the names the server uses (schema.ResolveName: with
+	// lower_case_table_names 1 or 2 the binlog may name it in another
+	// letter case) and stops on a name that matches no table.
 	Database string
 	Table    string
 	// Name, when its Table is set, is the table as the caller already
@@ -98,6 +99,11 @@ type Config struct {
 	// name (an ALTER TABLE added it) stops the reader: relaying on without it
 	// would silently leave out a field the producers now fill.
 	Absent []string
+	// Sources, when set, are the tables the reader follows instead of
+	// Database and Table: one position covers all of them, the binlog is
+	// read once, and the rows of each are decoded with its own mapping and
+	// proven layout (tables.go).
+	Sources []Source
 	// Extra are the columns the entries carry as fields of their own
 	// beside the schema_version column (--extra-column). Rows are mapped
 	// to them as to the logical columns: by name, or by the proven layout.
@@ -205,8 +211,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: canal: Flavor %q is neither mysql nor mariadb", outbox.ErrConfig, c.Flavor)
 	case c.Host == "" || c.Port == 0:
 		return fmt.Errorf("%w: canal: Host and Port are required", outbox.ErrConfig)
-	case c.Database == "" || c.Table == "":
-		return fmt.Errorf("%w: canal: Database and Table are required", outbox.ErrConfig)
+	case len(c.Sources) == 0 && (c.Database == "" || c.Table == ""):
+		return fmt.Errorf("%w: canal: Database and Table, or Sources, are required", outbox.ErrConfig)
 	case c.HeartbeatPeriod < 0 || c.ReadTimeout < c.HeartbeatPeriod:
 		return fmt.Errorf("%w: canal: ReadTimeout %s must be at least HeartbeatPeriod %s", outbox.ErrConfig, c.ReadTimeout, c.HeartbeatPeriod)
 	case c.EventCacheCount < 0 || c.EventCacheBytes < 0:
@@ -244,9 +250,17 @@ type Reader struct {
 
 	// eventBytesHigh is the high-water mark of the event queue's bytes.
 	eventBytesHigh atomic.Int64
-	// name is the table as the server names it, once resolveName ran.
-	name     schema.Name
-	resolved bool
+	// sources are what the reader follows, once resolveSources ran.
+	sources *sourceSet
+	// layoutTable is the table whose rows without names ended the last
+	// session: the next one's proof must find its columns.
+	layoutTable schema.Name
+	// carried are the layouts the last session had proven when it ended,
+	// for the next session's proof. They are in force wherever the next
+	// one starts: the stored position only moves forward from the last
+	// session's start, and that session forgot each layout at the first
+	// DDL on its table it read; a position that went back drops them.
+	carried map[string][]Column
 
 	// noticed is the last change of server noticeNewServer logged.
 	noticed string
@@ -356,8 +370,8 @@ func (r *Reader) relay(ctx context.Context) error {
 		}
 		var layoutRestart *errLayoutRestart
 		if errors.As(err, &layoutRestart) {
-			r.log.Info("rows without column names; proving the table's column layout before reading them", "file", layoutRestart.start.File, "pos", layoutRestart.start.Pos)
-			r.needLayout = true
+			r.log.Info("rows without column names; proving the table's column layout before reading them", "table", layoutRestart.table.String(), "file", layoutRestart.start.File, "pos", layoutRestart.start.Pos)
+			r.needLayout, r.layoutTable = true, layoutRestart.table
 			continue
 		}
 		if errors.Is(err, errServerIDClash) {
@@ -374,6 +388,7 @@ func (r *Reader) relay(ctx context.Context) error {
 			return err
 		}
 		if errors.Is(err, outbox.ErrPositionRolledBack) {
+			r.carried = nil
 			r.log.Warn("stored position went back (Redis lost acknowledged writes); re-reading from it, the streams lost the same entries", logging.KeyError, err)
 			continue
 		}
@@ -385,28 +400,6 @@ func (r *Reader) relay(ctx context.Context) error {
 			return nil
 		}
 	}
-}
-
-// resolveName replaces the configured names with the server's for them,
-// once: compared with the binlog, a name the server folds differently, or
-// one of no table, would skip every row while the position moves on.
-func (r *Reader) resolveName(ctx context.Context) error {
-	if r.resolved {
-		return nil
-	}
-	if r.cfg.Name.Table != "" {
-		r.name, r.resolved = r.cfg.Name, true
-		return nil
-	}
-	n, err := schema.ResolveName(ctx, r.db, r.cfg.Database, r.cfg.Table)
-	if errors.Is(err, schema.ErrTableNotFound) {
-		return fmt.Errorf("%w: %w", outbox.ErrConfig, err)
-	}
-	if err != nil {
-		return err
-	}
-	r.name, r.resolved = n, true
-	return nil
 }
 
 // recordBatch updates the counters after an append; the flusher calls it.

@@ -49,6 +49,13 @@ func newReader(t testing.TB, env *relaytest.Env, tweak func(*Config)) (*Reader, 
 // newReaderLogging is newReader with the reader's logs going to logger.
 func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), logger *slog.Logger) (*Reader, *redisstream.Sink) {
 	t.Helper()
+	return newReaderSink(t, env, redisstream.Config{}, tweak, logger)
+}
+
+// newReaderSink is newReaderLogging with the sink configured as sc says
+// (its position key is the reader's).
+func newReaderSink(t testing.TB, env *relaytest.Env, sc redisstream.Config, tweak func(*Config), logger *slog.Logger) (*Reader, *redisstream.Sink) {
+	t.Helper()
 	client, err := redisstream.NewClient(env.RedisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +77,8 @@ func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), log
 	}
 	// The sink checks the lease the reader waits for, as run sets them up.
 	lease, _ := cfg.Lease.(*redisstream.Lease)
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: key, Lease: lease})
+	sc.PositionKey, sc.Lease = key, lease
+	sink, err := redisstream.New(client, sc)
 	if err != nil {
 		t.Fatal(err)
 	}

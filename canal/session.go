@@ -43,18 +43,21 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 
 	f := newFlusher(r.sink, prev, r.encode, r.recordBatch, st.cancel)
 	st.spawn(func() { f.loop(sctx) })
+	l := &relayLoop{r: r, st: st, f: f, m: r.newMachine(start, proof, f), lastFlush: time.Now()}
 	defer func() {
 		st.close()
 		progressed = f.appended > 0
+		if r.needLayout {
+			r.carried = l.m.tables.proven()
+		}
 	}()
-	l := &relayLoop{r: r, st: st, f: f, m: r.newMachine(start, proof, f), lastFlush: time.Now()}
 	return false, l.run(sctx)
 }
 
 // begin decides where the session starts. prev is the stored position the
 // first append must find; proof the column layout, when the binlog needs one.
 func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, proof layoutProof, err error) {
-	if err := r.resolveName(ctx); err != nil {
+	if err := r.resolveSources(ctx); err != nil {
 		return start, nil, proof, err
 	}
 	start, prev, err = r.resolveStart(ctx)
@@ -75,7 +78,9 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 	r.stats.Stored = start
 	r.mu.Unlock()
 	if r.needLayout {
-		if proof, err = r.proveLayout(ctx, start); err != nil {
+		proof, err = r.proveLayout(ctx, start, r.layoutTable, r.carried)
+		r.carried = nil
+		if err != nil {
 			return start, nil, proof, err
 		}
 	}
@@ -169,9 +174,7 @@ func (r *Reader) deadConnection(st *stream, err error) error {
 // a batch of the flusher's.
 func (r *Reader) newMachine(start position.Point, proof layoutProof, f *flusher) *machine {
 	m := &machine{
-		name:       r.name,
-		dec:        newRowDecoder(r.cfg.Mapping, r.cfg.Extra, proof.columns, r.cfg.Absent),
-		ddlAhead:   proof.ddlAhead,
+		tables:     newTableSet(r.sources, proof),
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,
 		file: start.File, boundary: start, pending: f.take(), prepare: r.sink.Prepare,

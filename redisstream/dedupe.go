@@ -22,6 +22,18 @@ type Dedupe struct {
 	// DefaultDedupeKeyPrefix). It must name the source table: KeysFor
 	// gives the prefix both modes use.
 	KeyPrefix string
+	// BySource, for a relay of several tables, replaces KeyPrefix with the
+	// prefix of each event's own table (KeysFor(e.Database, e.Table)): the
+	// keys a relay of that table alone, in either mode, uses.
+	BySource bool
+}
+
+// key returns the dedupe key of e.
+func (d *Dedupe) key(e *outbox.Event) string {
+	if d.BySource {
+		return KeysFor(e.Database, e.Table, "").DedupePrefix + e.MessageID
+	}
+	return d.KeyPrefix + e.MessageID
 }
 
 // Publish appends events to their streams (dead letters to the dead-letter

@@ -378,7 +378,7 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 		e := &events[i]
 		dedupe := 0
 		if window > 0 {
-			s.keys = append(s.keys, s.cfg.Dedupe.KeyPrefix+e.MessageID)
+			s.keys = append(s.keys, s.cfg.Dedupe.key(e))
 			dedupe = len(s.keys)
 		}
 		countAt := len(s.args) + 2
@@ -398,7 +398,11 @@ func (s *Sink) scriptError(err error) error {
 	}
 	keys := strings.Join(s.keys[:s.named], ", ")
 	if n := len(s.keys) - s.named; n > 0 {
-		keys += fmt.Sprintf(" and %d dedupe keys %s*", n, s.cfg.Dedupe.KeyPrefix)
+		prefix := s.cfg.Dedupe.KeyPrefix
+		if s.cfg.Dedupe.BySource {
+			prefix = DefaultDedupeKeyPrefix
+		}
+		keys += fmt.Sprintf(" and %d dedupe keys %s*", n, prefix)
 	}
 	return fmt.Errorf("%w (the script's keys: %s)", err, keys)
 }

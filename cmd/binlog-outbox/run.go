@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
@@ -36,7 +37,7 @@ func streamFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name:    "stream",
-			Usage:   "stream key template; placeholders {aggregate_type}, {aggregate_id}, {event_type}, {partition} (default \"outbox\" when the table has no aggregate_type column)",
+			Usage:   "stream key template; placeholders {aggregate_type}, {aggregate_id}, {event_type}, {partition}, {database}, {table} (default \"outbox\" when the table has no aggregate_type column)",
 			EnvVars: []string{"BINLOG_OUTBOX_STREAM"},
 			Value:   redisstream.DefaultStream,
 		},
@@ -67,7 +68,7 @@ func ensureGroupFlag() cli.Flag {
 func positionKeyFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:    "position-key",
-		Usage:   "Redis key of the binlog position (default binlog-outbox:position:<database>.<table>)",
+		Usage:   "Redis key of the binlog position (default binlog-outbox:position:<database>.<table>; required with several tables or a pattern)",
 		EnvVars: []string{"BINLOG_OUTBOX_POSITION_KEY"},
 	}
 }
@@ -182,12 +183,19 @@ func runRelay(c *cli.Context) error {
 	log := cfg.Logger
 	log.Info("binlog-outbox starting", "version", versionString(), "config", cfg, "mode", requested)
 
+	if cfg.Several {
+		if requested == mode.Poll {
+			// Refused before any check: the checks would say the same.
+			_, err := mode.ResolveSeveral(c.Context, log, preflight.Report{}, requested, nil)
+			return err
+		}
+		if err := requirePositionKey(c, cfg); err != nil {
+			return err
+		}
+	}
+
 	checkCtx, cancel := context.WithTimeout(c.Context, 30*time.Second)
-	rep := preflight.Run(checkCtx, preflight.Config{
-		MySQLDSN: cfg.DSN(), Redis: cfg.Redis, Table: cfg.Table, Mapping: cfg.Mapping, Declared: cfg.Declared,
-		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: pollOnSent(c, requested), PositionKey: positionKey(c, cfg),
-		Format: &format, Stream: givenStream(c), Partitions: c.Int("partitions"),
-	})
+	rep := preflight.Run(checkCtx, preflightConfig(c, cfg, &format, pollOnSent(c, requested)))
 	cancel()
 	if c.Context.Err() != nil {
 		return nil
@@ -201,8 +209,10 @@ func runRelay(c *cli.Context) error {
 	defer db.Close()
 	db.SetMaxOpenConns(4)
 	// Before any key is built from the names: they must be the server's.
-	if err := resolveTable(c.Context, &cfg, db); err != nil {
-		return err
+	if !cfg.Several {
+		if err := resolveTable(c.Context, &cfg, db); err != nil {
+			return err
+		}
 	}
 
 	if err := redisUnreachable(rep); err != nil {
@@ -210,14 +220,15 @@ func runRelay(c *cli.Context) error {
 	}
 	client := redisstream.NewClientFromOptions(cfg.Redis)
 	defer client.Close()
+	if cfg.Several {
+		return runSeveral(c, cfg, rep, requested, format, db, client)
+	}
 	store := redisstream.NewModeStore(client, redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode)
 	relayMode, err := mode.Resolve(c.Context, log, rep, requested, store)
 	if err != nil {
 		return err
 	}
-	for _, w := range rep.Warned(preflight.Mode(relayMode)) {
-		log.Warn("preflight: "+w.Name, "detail", w.Detail, logging.KeyHint, w.Fix)
-	}
+	logWarnings(log, rep, relayMode)
 
 	// The preflight resolved the mapping against the table once; both modes
 	// relay with that same mapping, so they fill the same fields.
@@ -237,10 +248,7 @@ func runRelay(c *cli.Context) error {
 	if d := schema.DescribeFields(res.Fields); d != "" {
 		log.Info("entries carry columns beside the built-in fields", "fields", d)
 	}
-
-	if format.Name != redisstream.FormatFlat {
-		log.Info("entry format", "format", format.String())
-	}
+	logFormat(log, format)
 
 	stopTrim, err := startTrimmer(c, cfg, client)
 	if err != nil {
@@ -250,7 +258,34 @@ func runRelay(c *cli.Context) error {
 	if relayMode == mode.Poll {
 		return runPoll(c, cfg, rep.Server, db, client, res.Table)
 	}
-	return runBinlog(c, cfg, rep.Server, db, client, res.Absent)
+	return runBinlog(c, cfg, rep.Server, db, client, res.Absent, nil)
+}
+
+// preflightConfig is what `check` and `run` check: the table or tables of
+// cfg, the stream and format flags, the position key.
+func preflightConfig(c *cli.Context, cfg config, format *redisstream.Format, onSent string) preflight.Config {
+	pc := preflight.Config{
+		MySQLDSN: cfg.DSN(), Redis: cfg.Redis, Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
+		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: onSent, PositionKey: positionKey(c, cfg),
+		Format: format, Stream: givenStream(c), Partitions: c.Int("partitions"),
+	}
+	if cfg.Several {
+		pc.Sources = cfg.Sources
+	}
+	return pc
+}
+
+// logWarnings logs the preflight's warnings that concern the mode, once.
+func logWarnings(log *slog.Logger, rep preflight.Report, relayMode string) {
+	for _, w := range rep.Warned(preflight.Mode(relayMode)) {
+		log.Warn("preflight: "+w.Name, "detail", w.Detail, logging.KeyHint, w.Fix)
+	}
+}
+
+func logFormat(log *slog.Logger, format redisstream.Format) {
+	if format.Name != redisstream.FormatFlat {
+		log.Info("entry format", "format", format.String())
+	}
 }
 
 // redisUnreachable returns the check's failure to reach Redis, which every
@@ -280,7 +315,9 @@ func tolerateOwnServerID(rep *preflight.Report) {
 	}
 }
 
-func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, absent []string) error {
+// runBinlog relays in binlog mode: the one table of cfg (its absent
+// columns) or, with several, the tables the preflight matched.
+func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, absent []string, tables []preflight.TableMatch) error {
 	start, err := position.ParseStart(c.String("start-from"))
 	if err != nil {
 		return err
@@ -297,7 +334,7 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 		return err
 	}
 	appends := metrics.NewAppends(mode.Binlog)
-	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), absent, start, lease)
+	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), absent, tables, start, lease)
 	if err != nil {
 		return err
 	}
@@ -363,6 +400,7 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient, lease *re
 		Dedupe: redisstream.Dedupe{
 			Window:    c.Duration("dedupe-window"),
 			KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
+			BySource:  cfg.Several,
 		},
 		Groups: ensureGroups(c),
 		Format: format,
@@ -423,11 +461,28 @@ func checkOldPositionKey(c *cli.Context, cfg config, client redis.UniversalClien
 		old, old, old)
 }
 
+// positionKey is --position-key or, for one table, the table's default key;
+// "" for several tables without --position-key (requirePositionKey).
 func positionKey(c *cli.Context, cfg config) string {
+	if cfg.Several {
+		return c.String("position-key")
+	}
 	return redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Position
 }
 
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, absent []string, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
+// requirePositionKey refuses several tables without --position-key: a key
+// derived from the list would change when a table is added or removed, and
+// the relay would start afresh under the new key, skipping what it had not
+// relayed yet.
+func requirePositionKey(c *cli.Context, cfg config) error {
+	if !cfg.Several || c.String("position-key") != "" {
+		return nil
+	}
+	return outbox.WithHint(fmt.Errorf("%w: --table names several tables (%s), and one position covers them all: give it a key with --position-key", outbox.ErrConfig, cfg.tableString()),
+		"choose a key that stays when tables are added or removed, e.g. --position-key binlog-outbox:position:tenants; to go on from a relay of one of these tables alone, give its key, binlog-outbox:position:<database>.<table> (`binlog-outbox position show` with that --table prints it)")
+}
+
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
 	host, portStr, err := net.SplitHostPort(cfg.MySQL.Addr)
 	if err != nil || cfg.MySQL.Net != "tcp" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, cfg.MySQL.Net, cfg.MySQL.Addr),
@@ -446,6 +501,9 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 	}
 	if cfg.Resolved {
 		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}
+	}
+	if cfg.Several {
+		rcfg.Sources = canalSources(cfg, tables)
 	}
 	if c.Command.Name == "run" {
 		rcfg.HeartbeatPeriod = c.Duration("heartbeat")

@@ -117,7 +117,7 @@ type statusGroup struct {
 
 func runStatus(c *cli.Context) error {
 	ctx := c.Context
-	cfg, err := loadConfig(c)
+	cfg, err := loadOneTableConfig(c)
 	if err != nil {
 		return err
 	}
