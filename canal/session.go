@@ -48,6 +48,9 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 		progressed = f.appended > 0
 	}()
 	l := &relayLoop{r: r, st: st, f: f, m: r.newMachine(start, proof, f), lastFlush: time.Now()}
+	if l.m.cuts, err = r.sessionCuts(start); err != nil {
+		return false, err
+	}
 	return false, l.run(sctx)
 }
 
@@ -300,12 +303,15 @@ func (l *relayLoop) stopAfterPending(ctx context.Context, stop error) error {
 // last store is IdleCheckpoint old.
 func (l *relayLoop) offer(ctx context.Context, idle bool) error {
 	b, cfg := l.m.pending, &l.r.cfg
-	full := len(b.events) >= cfg.MaxBatchEvents || b.bytes >= cfg.MaxBatchBytes
-	if len(b.events) == 0 && !idle && time.Since(l.lastFlush) < cfg.IdleCheckpoint {
+	cut, err := l.m.atCut()
+	if err != nil {
+		return err
+	}
+	full := cut || len(b.events) >= cfg.MaxBatchEvents || b.bytes >= cfg.MaxBatchBytes
+	if !full && len(b.events) == 0 && !idle && time.Since(l.lastFlush) < cfg.IdleCheckpoint {
 		return nil
 	}
 	var next *batch
-	var err error
 	if full {
 		next, err = l.f.handOff(ctx, b)
 	} else {

@@ -38,7 +38,16 @@ func (s *Sink) Publish(ctx context.Context, events []outbox.Event) (int, error) 
 	if len(events) == 0 {
 		return 0, nil
 	}
-	s.build(events, false, nil, nil, "")
+	if s.cfg.Cluster {
+		return s.publishSlots(ctx, events)
+	}
+	return s.publish(ctx, events)
+}
+
+// publish runs the script of Publish for events whose keys share a slot
+// (all of them on a standalone Redis).
+func (s *Sink) publish(ctx context.Context, events []outbox.Event) (int, error) {
+	s.build(events, "", nil, nil, "")
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		return 0, fmt.Errorf("publish %d events: %w", len(events), s.scriptError(err))

@@ -208,7 +208,7 @@ func runRelay(c *cli.Context) error {
 	if err := redisUnreachable(rep); err != nil {
 		return err
 	}
-	client := redisstream.NewClientFromOptions(cfg.Redis)
+	client := cfg.redisClient()
 	defer client.Close()
 	store := redisstream.NewModeStore(client, redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode)
 	relayMode, err := mode.Resolve(c.Context, log, rep, requested, store)
@@ -280,7 +280,7 @@ func tolerateOwnServerID(rep *preflight.Report) {
 	}
 }
 
-func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, absent []string) error {
+func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, absent []string) error {
 	start, err := position.ParseStart(c.String("start-from"))
 	if err != nil {
 		return err
@@ -297,7 +297,11 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 		return err
 	}
 	appends := metrics.NewAppends(mode.Binlog)
-	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), absent, start, lease)
+	var ahead func() [][]byte
+	if cfg.RedisCluster != nil {
+		ahead = sink.Ahead
+	}
+	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), ahead, absent, start, lease)
 	if err != nil {
 		return err
 	}
@@ -364,8 +368,9 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient, lease *re
 			Window:    c.Duration("dedupe-window"),
 			KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
 		},
-		Groups: ensureGroups(c),
-		Format: format,
+		Groups:  ensureGroups(c),
+		Format:  format,
+		Cluster: cfg.RedisCluster != nil,
 	})
 }
 
@@ -427,7 +432,9 @@ func positionKey(c *cli.Context, cfg config) string {
 	return redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Position
 }
 
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, absent []string, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
+// newReader builds the binlog reader; ahead, when not nil, is the sink's
+// Ahead (Redis Cluster).
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, ahead func() [][]byte, absent []string, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
 	host, portStr, err := net.SplitHostPort(cfg.MySQL.Addr)
 	if err != nil || cfg.MySQL.Net != "tcp" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, cfg.MySQL.Net, cfg.MySQL.Addr),
@@ -442,7 +449,7 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
 		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
 		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
-		Start: start, PositionKey: positionKey(c, cfg),
+		Start: start, PositionKey: positionKey(c, cfg), Ahead: ahead,
 	}
 	if cfg.Resolved {
 		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}
