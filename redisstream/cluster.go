@@ -246,9 +246,10 @@ redis.call('SET', KEYS[1], ARGV[2])
 return {1, ''}
 `)
 
-// clusterPosition is Position on Redis Cluster: the position key, lowered
-// to the position of any slot that lost writes of this process, after
-// reading every slot's position. The slots past it skip what they hold.
+// clusterPosition is Position on Redis Cluster: the position key, after
+// reading every slot's position; when a slot lost writes of this process,
+// the position key is lowered to that slot's position first. The slots past
+// the result skip what they hold (Ahead).
 func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 	base, err := s.storedPosition(ctx)
 	if err != nil {
@@ -299,6 +300,17 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 			}
 		}
 		s.slots.ahead = ahead
+	}
+	if !bytes.Equal(resume, base) {
+		// Lower the position key to the slot that lost writes, so that a
+		// restart before they are appended again reads from there too.
+		res, err := casScript.Run(ctx, s.client, []string{s.cfg.PositionKey}, string(base), string(resume)).Slice()
+		if err != nil {
+			return nil, fmt.Errorf("lower position %s to a slot that lost writes: %w", s.cfg.PositionKey, classify(err))
+		}
+		if code, _ := res[0].(int64); code != 1 {
+			return nil, mismatch(res[1])
+		}
 	}
 	s.slots.stored = stored
 	if s.slots.written == nil {

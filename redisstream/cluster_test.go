@@ -194,3 +194,70 @@ func TestNew_ClusterRefusesTheLease(t *testing.T) {
 		}
 	}
 }
+
+// A slot whose master lost this relay's last writes (a failover with
+// asynchronous replication: its position and entries rolled back together)
+// refuses the next append as a rollback; Position then resumes from that
+// slot's position, the other slots skip what they hold, and the lost
+// entries are appended again, once.
+func TestSink_ClusterSlotRolledBack(t *testing.T) {
+	c := testsvc.StartRedisCluster(t).Client(t)
+	ctx := context.Background()
+	cfg := Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true}
+	const aggs = 12
+	batch := func(from uint64) []outbox.Event {
+		var out []outbox.Event
+		for a := range aggs {
+			out = append(out, event(from+uint64(a), "order", strconv.Itoa(a)))
+		}
+		return out
+	}
+	s, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0, p1, p2, p3 := clusterPos(100, 1), clusterPos(200, 2), clusterPos(300, 3), clusterPos(400, 4)
+	for _, step := range []struct {
+		events     []outbox.Event
+		prev, next []byte
+	}{{nil, nil, p0}, {batch(1), p0, p1}, {batch(100), p1, p2}} {
+		if err := s.Append(ctx, step.events, step.prev, step.next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The rollback: slot `lost` holds p1 again, its streams lack batch 2.
+	lost := Slot("outbox:order:0")
+	for a := range aggs {
+		key := "outbox:order:" + strconv.Itoa(a)
+		if Slot(key) != lost {
+			continue
+		}
+		last, err := c.XRevRangeN(ctx, key, "+", "-", 1).Result()
+		if err != nil || len(last) != 1 {
+			t.Fatalf("XREVRANGE %s: %v %v", key, last, err)
+		}
+		c.XDel(ctx, key, last[0].ID)
+	}
+	c.Set(ctx, SlotPositionKey(cfg.PositionKey, lost), p1, 0)
+
+	var mismatch *outbox.PositionMismatchError
+	if err := s.Append(ctx, batch(200), p2, p3); !errors.As(err, &mismatch) || string(mismatch.Stored) != string(p1) {
+		t.Fatalf("Append over the rolled-back slot = %v, want a mismatch with its position %s", err, p1)
+	}
+	got, err := s.Position(ctx)
+	if err != nil || string(got) != string(p1) {
+		t.Fatalf("Position after the rollback = %s, %v; want the slot's %s", got, err, p1)
+	}
+	// The reader reads again from p1, in the batches it cuts at p2.
+	if err := s.Append(ctx, batch(100), p1, p2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, batch(200), p2, p3); err != nil {
+		t.Fatal(err)
+	}
+	for key, n := range countStreams(t, c, aggs) {
+		if n != 3 {
+			t.Errorf("%s has %d entries, want 3 (one per batch)", key, n)
+		}
+	}
+}

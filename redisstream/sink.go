@@ -616,6 +616,14 @@ func NewClientFromOptions(o *redis.Options) *redis.Client {
 	return redis.NewClient(ClientOptions(&c, DefaultTimeout))
 }
 
+// DefaultClusterReload is how often a cluster client reads the slot map
+// again while it is used. go-redis reloads it on MOVED replies only (and
+// every minute by default): after a master died, the client would dial the
+// dead address for up to a minute, as no reply redirects it. Reading it
+// each second costs one CLUSTER SLOTS and lets the relay follow a failover
+// within a second of the cluster's.
+const DefaultClusterReload = time.Second
+
 // NewClusterClientFromOptions opens a Redis Cluster client (--redis-cluster)
 // with the settings of ClientOptions. It follows MOVED and ASK redirects,
 // as a failover needs, and retries a command whose reply it lost: the
@@ -634,6 +642,9 @@ func NewClusterClientFromOptions(o *redis.ClusterOptions) *redis.ClusterClient {
 		c.WriteTimeout = DefaultTimeout
 	}
 	c.ContextTimeoutEnabled = true
+	if c.ClusterStateReloadInterval == 0 {
+		c.ClusterStateReloadInterval = DefaultClusterReload
+	}
 	return redis.NewClusterClient(&c)
 }
 
