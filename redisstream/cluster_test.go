@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -260,4 +261,53 @@ func TestSink_ClusterSlotRolledBack(t *testing.T) {
 			t.Errorf("%s has %d entries, want 3 (one per batch)", key, n)
 		}
 	}
+}
+
+// The relay's ACL (ACLRules) with what go-redis's cluster client reads
+// (ClusterACLRules) is enough for appends and positions on a cluster.
+func TestSink_ClusterWithTheRelaysACL(t *testing.T) {
+	rc := testsvc.StartRedisCluster(t)
+	admin := rc.Client(t)
+	ctx := context.Background()
+	rules := strings.Fields("reset on >pw " + ACLRules + " " + ClusterACLRules)
+	args := append([]any{"ACL", "SETUSER", "relay"}, toAny(rules)...)
+	for _, addr := range rc.Addrs() {
+		n := redis.NewClient(&redis.Options{Addr: addr})
+		err := n.Do(ctx, args...).Err()
+		n.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := NewClusterClientFromOptions(&redis.ClusterOptions{Addrs: rc.Addrs(), Username: "relay", Password: "pw"})
+	defer c.Close()
+	s, err := New(c, Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0, p1 := clusterPos(100, 1), clusterPos(200, 2)
+	if err := s.Append(ctx, nil, nil, p0); err != nil {
+		t.Fatal(err)
+	}
+	var events []outbox.Event
+	for a := range 8 {
+		events = append(events, event(uint64(a+1), "order", strconv.Itoa(a)))
+	}
+	if err := s.Append(ctx, events, p0, p1); err != nil {
+		t.Fatalf("append as the relay's ACL user: %v", err)
+	}
+	if got, err := s.Position(ctx); err != nil || string(got) != string(p1) {
+		t.Fatalf("Position as the relay's ACL user = %s, %v", got, err)
+	}
+	if n := admin.XLen(ctx, "outbox:order:0").Val(); n != 1 {
+		t.Errorf("outbox:order:0 has %d entries, want 1", n)
+	}
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }

@@ -170,3 +170,22 @@ func TestRun_RedisClusterFailoverNoLoss(t *testing.T) {
 	n := finishCluster(t, env, p, rec)
 	t.Logf("%d committed events, %d entries, rolled back slots re-read %d times", len(rec.Committed), n, strings.Count(p.Out.String(), "older than the last one written"))
 }
+
+// What the cluster cannot do yet is refused with the way on, before any
+// connection.
+func TestRedisCluster_RefusedWhereUnsupported(t *testing.T) {
+	url := "redis://127.0.0.1:1?addr=127.0.0.1:2"
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--redis-cluster", "--redis-url", url, "status"}, "status does not support --redis-cluster"},
+		{[]string{"--redis-cluster", "--redis-url", url, "position", "show"}, "does not support --redis-cluster"},
+		{[]string{"--redis-cluster", "--redis-url", "redis://127.0.0.1:1/3?addr=127.0.0.1:2", "check"}, "database 0 only"},
+	} {
+		_, errOut, code := run(t, append([]string{"--mysql-dsn", "u:p@tcp(127.0.0.1:1)/app"}, tt.args...)...)
+		if code == 0 || !strings.Contains(errOut, tt.want) || !strings.Contains(errOut, "hint:") {
+			t.Errorf("%v: exit %d, stderr %q; want a failure saying %q with a hint", tt.args, code, errOut, tt.want)
+		}
+	}
+}

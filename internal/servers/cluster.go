@@ -180,7 +180,8 @@ func (c *RedisCluster) Failover(ctx context.Context, i int) error {
 }
 
 // WaitHealthy waits until every running node reports cluster_state:ok and
-// sees each slot served by a running master.
+// sees each slot served by a running master, and every running replica's
+// link to its master is up.
 func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
 	deadline := time.Now().Add(clusterReadyTimeout)
 	var last error
@@ -207,8 +208,12 @@ func (c *RedisCluster) healthy(ctx context.Context) error {
 		cl := node(n.Addr())
 		info, err := cl.ClusterInfo(ctx).Result()
 		var slots []redis.ClusterSlot
+		var repl string
 		if err == nil {
 			slots, err = cl.ClusterSlots(ctx).Result()
+		}
+		if err == nil {
+			repl, err = cl.Info(ctx, "replication").Result()
 		}
 		cl.Close()
 		if err != nil {
@@ -216,6 +221,11 @@ func (c *RedisCluster) healthy(ctx context.Context) error {
 		}
 		if !strings.Contains(info, "cluster_state:ok") {
 			return fmt.Errorf("%s: cluster_state is not ok", n.Addr())
+		}
+		// A replica still in its first sync would lose everything in a
+		// failover: tests of failovers start from synced replicas.
+		if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+			return fmt.Errorf("%s: the replica's link to its master is not up", n.Addr())
 		}
 		covered := 0
 		for _, s := range slots {
