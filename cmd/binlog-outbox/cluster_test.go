@@ -189,3 +189,20 @@ func TestRedisCluster_RefusedWhereUnsupported(t *testing.T) {
 		}
 	}
 }
+
+// Poll mode on a cluster: one script per slot of each round, every event
+// once (no fault here, so no dedupe window is needed for that).
+func TestRun_RedisClusterPollMode(t *testing.T) {
+	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), testsvc.StartRedisCluster(t))
+	rec := relaytest.NewProduced()
+	args := append([]string{}, clusterArgs...)
+	args[1] = "poll"
+	p := startRelay(t, env, args...)
+	waitLog(t, p, "poll relay starting")
+	relaytest.Produce(context.Background(), t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 4, Transactions: 150, Pause: time.Millisecond}, rec)
+	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	stopRelay(t, p)
+	n := relaytest.Check(context.Background(), t, env.Cluster, rec, relaytest.CheckOptions{ExactlyOnce: true, StreamOf: clusterStream})
+	t.Logf("%d committed events, %d entries", len(rec.Committed), n)
+}
