@@ -264,6 +264,7 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 			"the position was deleted, or a relay stopped during its very first batch; to start over, delete the slot positions too (redis-cli --cluster call <node> EVAL \"for _,k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end\" 0 '%s:{*}'), knowing that events appended since the old start may be appended again", s.cfg.PositionKey)
 	}
 	resume := base
+	s.slots.ahead = nil
 	if base != nil {
 		at, err := decodePoint(base)
 		if err != nil {
@@ -271,8 +272,12 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 		}
 		for slot, mine := range s.slots.written {
 			cur, ok := stored[slot]
-			if !ok || bytes.Equal(cur, mine) {
-				continue // deleted: the append refuses it as fenced
+			if !ok {
+				return nil, outbox.WithHint(fmt.Errorf("%w: the position of hash slot %d (%s) was deleted while the relay ran", outbox.ErrFenced, slot, SlotPositionKey(s.cfg.PositionKey, slot)),
+					"a master that lost its data (restarted empty, or a replica that never synced took over), or someone deleted the key: the slot's streams may lack events; check them (binlog-outbox verify against that master), then restart the relay, which starts the slot afresh")
+			}
+			if bytes.Equal(cur, mine) {
+				continue
 			}
 			curAt, err1 := decodePoint(cur)
 			mineAt, err2 := decodePoint(mine)

@@ -261,6 +261,13 @@ func TestSink_ClusterSlotRolledBack(t *testing.T) {
 			t.Errorf("%s has %d entries, want 3 (one per batch)", key, n)
 		}
 	}
+
+	// A slot that lost everything is no rollback to read again from: the
+	// relay stops and says so.
+	c.Del(ctx, SlotPositionKey(cfg.PositionKey, lost))
+	if _, err := s.Position(ctx); !errors.Is(err, outbox.ErrFenced) || outbox.HintOf(err) == "" {
+		t.Errorf("Position after a slot's position vanished = %v, want ErrFenced with a hint", err)
+	}
 }
 
 // The relay's ACL (ACLRules) with what go-redis's cluster client reads
