@@ -70,6 +70,8 @@ type machine struct {
 
 	file     string
 	boundary position.Point // after the last complete transaction: where to resume
+	// cuts are the points at which a batch must end (sessionCuts).
+	cuts     []position.Point
 	lastGTID position.GTID
 
 	inTx       bool
@@ -565,7 +567,11 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 			m.pending.at = m.txStart
 			m.pending.at.TxRows = m.done
 			m.pending.dirty = true
-			if len(m.pending.events) >= m.maxBatchEvents || m.pending.bytes >= m.maxBatchBytes {
+			cut, err := m.atCut()
+			if err != nil {
+				return err
+			}
+			if cut || len(m.pending.events) >= m.maxBatchEvents || m.pending.bytes >= m.maxBatchBytes {
 				if err := m.flush(ctx); err != nil {
 					return err
 				}

@@ -156,6 +156,12 @@ type Config struct {
 	// tries to take it (default 1s); it must stay well below the lease's
 	// TTL.
 	LeaseRenew time.Duration
+	// Ahead, when set, returns the positions past the one the sink's
+	// Position returned last that parts of the sink hold already
+	// (redisstream.Sink.Ahead: Redis Cluster slots whose scripts ran before
+	// a stop in the middle of a batch). Each session ends a batch exactly
+	// at each of them, so that those parts can skip whole batches.
+	Ahead func() [][]byte
 	// ServerIDClashGrace is how long the server may refuse the relay's
 	// server id before the relay gives up (default 60s): after a crash the
 	// server keeps the dead connection until it notices.

@@ -51,6 +51,9 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 			r.carried = l.m.tables.proven()
 		}
 	}()
+	if l.m.cuts, err = r.sessionCuts(start); err != nil {
+		return false, err
+	}
 	return false, l.run(sctx)
 }
 
@@ -303,12 +306,15 @@ func (l *relayLoop) stopAfterPending(ctx context.Context, stop error) error {
 // last store is IdleCheckpoint old.
 func (l *relayLoop) offer(ctx context.Context, idle bool) error {
 	b, cfg := l.m.pending, &l.r.cfg
-	full := len(b.events) >= cfg.MaxBatchEvents || b.bytes >= cfg.MaxBatchBytes
-	if len(b.events) == 0 && !idle && time.Since(l.lastFlush) < cfg.IdleCheckpoint {
+	cut, err := l.m.atCut()
+	if err != nil {
+		return err
+	}
+	full := cut || len(b.events) >= cfg.MaxBatchEvents || b.bytes >= cfg.MaxBatchBytes
+	if !full && len(b.events) == 0 && !idle && time.Since(l.lastFlush) < cfg.IdleCheckpoint {
 		return nil
 	}
 	var next *batch
-	var err error
 	if full {
 		next, err = l.f.handOff(ctx, b)
 	} else {

@@ -41,6 +41,12 @@ const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@a
 	"+xadd +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xgroup|create " +
 	"+zadd +zrangebyscore +expire +pexpire +pttl"
 
+// ClusterACLRules are what the relay's user needs on every node of a Redis
+// Cluster (--redis-cluster) beside ACLRules: go-redis's cluster client reads
+// the slot map (CLUSTER SLOTS) and the command table (COMMAND), which it
+// routes by.
+const ClusterACLRules = "+cluster|slots +command"
+
 // aclCheckLua defines deny(cmd, sub, key, ...), which a script calls before
 // its first write for each command it is going to run (Redis itself checks
 // the script's KEYS before running it, but not the commands it calls on

@@ -51,6 +51,14 @@ func KeysFor(database, table, positionKey string) Keys {
 	return k
 }
 
+// SlotPositionKey returns the key of a relay's position in one hash slot of a
+// Redis Cluster (--redis-cluster): the position key, a colon and the slot's
+// hash tag (SlotTag), e.g. binlog-outbox:position:app.outbox:{a3}. The
+// append script of the slot's streams checks and writes it with them.
+func SlotPositionKey(positionKey string, slot int) string {
+	return positionKey + ":{" + SlotTag(slot) + "}"
+}
+
 // ModeStore keeps the mode a table is relayed in (binlog or poll) under
 // Keys.Mode, so that auto mode never switches by itself.
 type ModeStore struct {

@@ -85,6 +85,13 @@ type Config struct {
 	Groups []string
 	// Format is the entry format (default FormatFlat; format.go).
 	Format Format
+	// Cluster says the client is a Redis Cluster client (--redis-cluster).
+	// One script cannot span hash slots, so Append groups a batch by the
+	// slot of each event's stream and appends each group with a position
+	// key of its own in that slot (SlotPositionKey), then stores the
+	// position under PositionKey; dedupe keys carry their stream's slot
+	// tag. A lease is refused: its key lies in one slot only.
+	Cluster bool
 }
 
 func (c *Config) setDefaults() {
@@ -128,6 +135,8 @@ type Sink struct {
 	// named is how many of keys are the position and the streams; the
 	// dedupe keys follow.
 	named int
+	// slots are the per-slot positions (Config.Cluster only).
+	slots slotState
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -156,6 +165,11 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 	cfg.Groups = groups
 	if err := cfg.Format.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Cluster {
+		if err := cfg.validateCluster(); err != nil {
+			return nil, err
+		}
 	}
 	t, err := ParseTemplate(cfg.Stream, cfg.Partitions, !cfg.NoAggregateType)
 	if err != nil {
@@ -283,13 +297,16 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 	if s.cfg.PositionKey == "" {
 		return fmt.Errorf("%w: redisstream: no position key configured", outbox.ErrConfig)
 	}
+	if s.cfg.Cluster {
+		return s.appendSlots(ctx, events, prev, next)
+	}
 	lease := ""
 	if s.cfg.Lease != nil {
 		if lease = s.cfg.Lease.Value(); lease == "" {
 			return fmt.Errorf("append %d events: %w", len(events), outbox.ErrLeaseLost)
 		}
 	}
-	s.build(events, true, prev, next, lease)
+	s.build(events, s.cfg.PositionKey, prev, next, lease)
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		if !uncertain(err) {
@@ -335,16 +352,16 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 	return fmt.Errorf("append: unexpected script reply %v", res)
 }
 
-// build fills s.keys and s.args for appendScript; withPosition adds the
+// build fills s.keys and s.args for appendScript; a position key adds the
 // position check and write of binlog mode, a lease (as this relay holds it)
 // the lease check.
-func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte, lease string) {
+func (s *Sink) build(events []outbox.Event, positionKey string, prev, next []byte, lease string) {
 	clear(s.keyIdx)
 	s.keys = s.keys[:0]
 	s.batchNew = s.batchNew[:0]
 	check := "0"
-	if withPosition {
-		s.keys = append(s.keys, s.cfg.PositionKey)
+	if positionKey != "" {
+		s.keys = append(s.keys, positionKey)
 		check = "1"
 		if lease != "" {
 			s.keys = append(s.keys, s.cfg.Lease.Key())
@@ -377,12 +394,17 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 	for i := range events {
 		e := &events[i]
 		dedupe := 0
+		stream := s.streamIndex(e)
 		if window > 0 {
-			s.keys = append(s.keys, s.cfg.Dedupe.key(e))
+			key := s.cfg.Dedupe.key(e)
+			if s.cfg.Cluster {
+				key = s.cfg.Dedupe.slottedKey(e, SlotTag(Slot(s.keys[stream-1])))
+			}
+			s.keys = append(s.keys, key)
 			dedupe = len(s.keys)
 		}
 		countAt := len(s.args) + 2
-		s.args = append(s.args, s.streamIndex(e), dedupe, 0)
+		s.args = append(s.args, stream, dedupe, 0)
 		s.args = s.appendFields(s.args, e)
 		s.args[countAt] = len(s.args) - countAt - 1
 	}
@@ -425,12 +447,18 @@ func (s *Sink) ran() {
 	}
 }
 
+// streamKey returns the stream e goes to: its template's, or the
+// dead-letter stream.
+func (s *Sink) streamKey(e *outbox.Event) string {
+	if e.Invalid != "" {
+		return s.cfg.DeadLetterStream
+	}
+	return s.template.Render(e)
+}
+
 // streamIndex returns the 1-based KEYS index of e's stream, adding it.
 func (s *Sink) streamIndex(e *outbox.Event) int {
-	key := s.cfg.DeadLetterStream
-	if e.Invalid == "" {
-		key = s.template.Render(e)
-	}
+	key := s.streamKey(e)
 	idx, ok := s.keyIdx[key]
 	if !ok {
 		s.keys = append(s.keys, key)
@@ -474,8 +502,17 @@ func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
 	return args
 }
 
-// Position implements outbox.Sink.
+// Position implements outbox.Sink. On Redis Cluster it is the position
+// to read again from, which some slots may be past (Ahead).
 func (s *Sink) Position(ctx context.Context) ([]byte, error) {
+	if s.cfg.Cluster {
+		return s.clusterPosition(ctx)
+	}
+	return s.storedPosition(ctx)
+}
+
+// storedPosition reads the position key.
+func (s *Sink) storedPosition(ctx context.Context) ([]byte, error) {
 	v, err := s.client.Get(ctx, s.cfg.PositionKey).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -580,6 +617,38 @@ func NewClient(url string) (*redis.Client, error) {
 func NewClientFromOptions(o *redis.Options) *redis.Client {
 	c := *o
 	return redis.NewClient(ClientOptions(&c, DefaultTimeout))
+}
+
+// DefaultClusterReload is how often a cluster client reads the slot map
+// again while it is used. go-redis reloads it on MOVED replies only (and
+// every minute by default): after a master died, the client would dial the
+// dead address for up to a minute, as no reply redirects it. Reading it
+// each second costs one CLUSTER SLOTS and lets the relay follow a failover
+// within a second of the cluster's.
+const DefaultClusterReload = time.Second
+
+// NewClusterClientFromOptions opens a Redis Cluster client (--redis-cluster)
+// with the settings of ClientOptions. It follows MOVED and ASK redirects,
+// as a failover needs, and retries a command whose reply it lost: the
+// append scripts compare-and-set a position, so a second run of one that
+// ran is refused and recognised (Sink.Append).
+func NewClusterClientFromOptions(o *redis.ClusterOptions) *redis.ClusterClient {
+	c := *o
+	c.MaxRetries = -1
+	if c.DialTimeout == 0 {
+		c.DialTimeout = defaultDialTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultTimeout
+	}
+	c.ContextTimeoutEnabled = true
+	if c.ClusterStateReloadInterval == 0 {
+		c.ClusterStateReloadInterval = DefaultClusterReload
+	}
+	return redis.NewClusterClient(&c)
 }
 
 // ClientOptions sets on o (parsed from a URL or built by hand) what every

@@ -247,6 +247,7 @@ func globalFlags() []cli.Flag {
 			Value:   defaultServerID,
 		},
 		laravelEnvFlag(),
+		redisClusterFlag(),
 	}, append(mysqlTLSFlags(), redisTLSFlags()...)...)
 }
 
@@ -263,6 +264,10 @@ type config struct {
 	// (redisstream.NewClientFromOptions), never from the URL alone, which
 	// lacks the TLS flags.
 	Redis *redis.Options
+	// RedisCluster, with --redis-cluster, is the cluster --redis-url names
+	// (Redis then holds its first node); open the client with
+	// config.redisClient.
+	RedisCluster *redis.ClusterOptions
 	// redisURL is the URL as given, with the password from the file; log it
 	// only through RedactURL.
 	redisURL string
@@ -554,6 +559,9 @@ func loadFlags(c *cli.Context, env *laravelEnv) (config, error) {
 		if cfg.redisURL, err = withRedisPassword(cfg.redisURL, path); err != nil {
 			return config{}, err
 		}
+	}
+	if globalCtx(c, "redis-cluster").Bool("redis-cluster") {
+		return cfg, loadRedisCluster(c, &cfg)
 	}
 	if cfg.Redis, err = redis.ParseURL(cfg.redisURL); err != nil {
 		detail := err.Error()

@@ -77,7 +77,7 @@ func pollOnSent(c *cli.Context, m string) string {
 	return strings.ToLower(c.String("on-sent"))
 }
 
-func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, table *schema.Table) error {
+func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, table *schema.Table) error {
 	payloadJSON := false
 	if table != nil {
 		if col, ok := table.Column(cfg.Mapping[schema.ColPayload]); ok {

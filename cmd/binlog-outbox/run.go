@@ -218,7 +218,7 @@ func runRelay(c *cli.Context) error {
 	if err := redisUnreachable(rep); err != nil {
 		return err
 	}
-	client := redisstream.NewClientFromOptions(cfg.Redis)
+	client := cfg.redisClient()
 	defer client.Close()
 	if cfg.Several {
 		return runSeveral(c, cfg, rep, requested, format, db, client)
@@ -317,7 +317,7 @@ func tolerateOwnServerID(rep *preflight.Report) {
 
 // runBinlog relays in binlog mode: the one table of cfg (its absent
 // columns) or, with several, the tables the preflight matched.
-func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, absent []string, tables []preflight.TableMatch) error {
+func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, absent []string, tables []preflight.TableMatch) error {
 	start, err := position.ParseStart(c.String("start-from"))
 	if err != nil {
 		return err
@@ -334,7 +334,11 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 		return err
 	}
 	appends := metrics.NewAppends(mode.Binlog)
-	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), absent, tables, start, lease)
+	var ahead func() [][]byte
+	if cfg.RedisCluster != nil {
+		ahead = sink.Ahead
+	}
+	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), ahead, absent, tables, start, lease)
 	if err != nil {
 		return err
 	}
@@ -402,8 +406,9 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient, lease *re
 			KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
 			BySource:  cfg.Several,
 		},
-		Groups: ensureGroups(c),
-		Format: format,
+		Groups:  ensureGroups(c),
+		Format:  format,
+		Cluster: cfg.RedisCluster != nil,
 	})
 }
 
@@ -482,7 +487,9 @@ func requirePositionKey(c *cli.Context, cfg config) error {
 		"choose a key that stays when tables are added or removed, e.g. --position-key binlog-outbox:position:tenants; to go on from a relay of one of these tables alone, give its key, binlog-outbox:position:<database>.<table> (`binlog-outbox position show` with that --table prints it)")
 }
 
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
+// newReader builds the binlog reader; ahead, when not nil, is the sink's
+// Ahead (Redis Cluster).
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, ahead func() [][]byte, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
 	host, portStr, err := net.SplitHostPort(cfg.MySQL.Addr)
 	if err != nil || cfg.MySQL.Net != "tcp" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, cfg.MySQL.Net, cfg.MySQL.Addr),
@@ -497,7 +504,7 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
 		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
 		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
-		Start: start, PositionKey: positionKey(c, cfg),
+		Start: start, PositionKey: positionKey(c, cfg), Ahead: ahead,
 	}
 	if cfg.Resolved {
 		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}

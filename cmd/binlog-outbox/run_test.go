@@ -66,10 +66,14 @@ func startRelay(t testing.TB, env *relaytest.Env, args ...string) *relayProc {
 // names: another server than env's, or a proxy in front of one.
 func startRelayDSN(t testing.TB, env *relaytest.Env, dsn string, args ...string) *relayProc {
 	t.Helper()
-	full := append([]string{"--mysql-dsn", dsn, "--redis-url", env.RedisURL, "--log-format", "json",
+	full := []string{"--mysql-dsn", dsn, "--redis-url", env.RedisURL, "--log-format", "json",
 		// A fixed id per test, as in production: a restarted relay meets
 		// its own previous connection still registered on the server.
-		"--server-id", strconv.Itoa(3000 + int(crc32.ChecksumIEEE([]byte(env.Database))%1000000)), "run"}, args...)
+		"--server-id", strconv.Itoa(3000 + int(crc32.ChecksumIEEE([]byte(env.Database))%1000000))}
+	if env.Cluster != nil {
+		full = append(full, "--redis-cluster")
+	}
+	full = append(append(full, "run"), args...)
 	p := &relayProc{Process: relaytest.StartProcess(t, binary(t), full...)}
 	go p.watchMemory()
 	return p
@@ -104,7 +108,7 @@ func (p *relayProc) watchMemory() {
 func waitStoredPosition(t testing.TB, env *relaytest.Env, key string) {
 	t.Helper()
 	relaytest.WaitFor(t, 30*time.Second, "the relay's start position", func() bool {
-		return env.RDB.Exists(context.Background(), key).Val() == 1
+		return env.Streams().Exists(context.Background(), key).Val() == 1
 	})
 }
 

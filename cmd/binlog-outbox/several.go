@@ -17,7 +17,7 @@ import (
 // runSeveral relays several tables (more than one --table, or a pattern) in
 // binlog mode, the one mode that can: the binlog is read once, and one
 // position, under --position-key, covers every table.
-func runSeveral(c *cli.Context, cfg config, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client *redis.Client) error {
+func runSeveral(c *cli.Context, cfg config, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client redis.UniversalClient) error {
 	log := cfg.Logger
 	stores := make([]mode.Store, len(rep.Tables))
 	for i, t := range rep.Tables {
