@@ -187,7 +187,7 @@ func runRelay(c *cli.Context) error {
 	if err := redisUnreachable(rep); err != nil {
 		return err
 	}
-	client := redisstream.NewClientFromOptions(cfg.Redis)
+	client := cfg.Redis.NewClient(redisstream.DefaultTimeout)
 	defer client.Close()
 	store := redisstream.NewModeStore(client, redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode)
 	relayMode, err := mode.Resolve(c.Context, log, rep, requested, store)
@@ -232,12 +232,13 @@ func runRelay(c *cli.Context) error {
 	return runBinlog(c, cfg, rep.Server, db, client, res.Absent)
 }
 
-// redisUnreachable returns the check's failure to reach Redis, which every
-// mode needs, with its fix (a TLS or credentials problem, say); without it
-// the first command to Redis would fail with a bare network error.
+// redisUnreachable returns the check's failure to reach Redis, or the
+// sentinels that name its master, which every mode needs, with its fix (a
+// TLS or credentials problem, an unknown master name, say); without it the
+// first command to Redis would fail with a bare network error.
 func redisUnreachable(rep preflight.Report) error {
 	for _, r := range rep.Failed(preflight.ModePoll) {
-		if r.Name == preflight.NameRedis {
+		if r.Name == preflight.NameRedis || r.Name == preflight.NameRedisSentinel {
 			return outbox.WithHint(fmt.Errorf("%w: %s (%s)", preflight.ErrRequirements, r.Name, r.Detail), "%s", r.Fix)
 		}
 	}
