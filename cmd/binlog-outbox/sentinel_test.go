@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
 // sentinelArgs are the global flags of a command against env, whose
@@ -112,5 +114,158 @@ func TestSentinel_Commands(t *testing.T) {
 			}
 			noSecret(t, out)
 		})
+	}
+}
+
+// underLoad runs fault while producers write to env's table and the relay
+// appends: once the streams hold entries, it runs fault (a failover), waits
+// until the relay has stored a new position on the master the sentinels
+// name after it, and stops the producers.
+func underLoad(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, fault func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 4, Transactions: 1 << 30, Pause: 2 * time.Millisecond}, rec)
+	}()
+	waitAppended(t, env, 200)
+	fault()
+	before := env.RDB.Get(ctx, posKey(env)).Val()
+	relaytest.WaitFor(t, 60*time.Second, "the relay to append on the new master", func() bool {
+		now, err := env.RDB.Get(ctx, posKey(env)).Result()
+		return err == nil && now != before
+	})
+	cancel()
+	wg.Wait()
+}
+
+// finishAfterFailover waits until every committed event is in the streams,
+// checks that the relay ran on all along, stops it and checks each event is
+// there once, in order.
+func finishAfterFailover(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, p *relayProc, from, to string) {
+	t.Helper()
+	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
+	time.Sleep(300 * time.Millisecond) // a duplicate would show up now
+	if p.Exited() {
+		t.Fatalf("the relay exited at the failover:\n%s", relaytest.TailLines(p.Out.String(), 20))
+	}
+	stopRelay(t, p)
+	n := relaytest.Check(context.Background(), t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+	t.Logf("master %s failed over to %s; %d committed events (%d whose COMMIT was interrupted), %d entries", from, to, len(rec.Committed), len(rec.Unknown), n)
+}
+
+// TestRun_SentinelFailoverUnderLoad: SENTINEL FAILOVER while producers
+// write and the relay appends in binlog mode: the relay follows the
+// sentinels to the promoted replica, re-appends whatever the old master
+// acknowledged after the promotion (its position rolled back with it), and
+// every committed event is in the streams exactly once.
+func TestRun_SentinelFailoverUnderLoad(t *testing.T) {
+	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{})
+	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
+	rec := relaytest.NewProduced()
+	p := startRelay(t, env, "--mode", "binlog")
+	waitStoredPosition(t, env, posKey(env))
+	s.WaitReplicated(t)
+	var from, to string
+	underLoad(t, env, rec, func() { from, to = s.Failover(t) })
+	finishAfterFailover(t, env, rec, p, from, to)
+}
+
+// TestRun_SentinelMasterKilledUnderLoad: the master's replication is cut,
+// so that it acknowledges appends (and positions) the replica never gets,
+// then it is killed with SIGKILL under load. The sentinels promote the
+// replica, whose stored position is older than the relay's last one and
+// whose streams lack the same entries: the relay reads the binlog again
+// from that position, and every committed event is in the streams exactly
+// once, those the failover lost included.
+func TestRun_SentinelMasterKilledUnderLoad(t *testing.T) {
+	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{})
+	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
+	target, err := redisstream.ParseTarget(env.RedisURL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := relaytest.NewProduced()
+	p := startRelay(t, env, "--mode", "binlog")
+	waitStoredPosition(t, env, posKey(env))
+	s.WaitReplicated(t)
+	var from, to string
+	var acked, replicated int
+	underLoad(t, env, rec, func() {
+		s.CutReplication(t)
+		waitAppended(t, env, relaytest.CountEntries(context.Background(), env.RDB, "outbox:")+200)
+		ctx := context.Background()
+		acked = relaytest.CountEntries(ctx, s.Node(t, false, target.Options.DB), "outbox:")
+		replicated = relaytest.CountEntries(ctx, s.Node(t, true, target.Options.DB), "outbox:")
+		from, to = s.KillMaster(t)
+	})
+	if acked <= replicated {
+		t.Fatalf("the master had %d entries and the replica %d when the master was killed; want the replica behind", acked, replicated)
+	}
+	t.Logf("the failover lost %d acknowledged entries (%d on the master, %d on the replica)", acked-replicated, acked, replicated)
+	finishAfterFailover(t, env, rec, p, from, to)
+}
+
+// TestRun_SentinelFailoverPollMode: poll mode follows a failover too.
+// Between rounds nothing is in flight, so nothing is lost; what a failover
+// does to appends in flight is in docs/scaling.md.
+func TestRun_SentinelFailoverPollMode(t *testing.T) {
+	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{})
+	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
+	rec := relaytest.NewProduced()
+	p := startRelay(t, env, "--mode", "poll", "--poll-interval", "100ms")
+	ctx := context.Background()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	s.WaitReplicated(t)
+	from, to := s.Failover(t)
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
+	finishAfterFailover(t, env, rec, p, from, to)
+}
+
+// TestRun_SentinelMasterKilledPollMode: what docs/scaling.md says poll mode
+// loses to a failover, and how to get it back. The master acknowledges
+// appends its replica never gets (replication cut), poll mode marks their
+// rows sent, and the master is killed: the promoted replica lacks them,
+// which verify reports as missing. Setting sent_at back to NULL for the
+// rows marked since shortly before the failover makes poll mode append
+// them again, and the dedupe window, whose keys rolled back with the
+// streams, skips those the promoted replica has: every event once.
+func TestRun_SentinelMasterKilledPollMode(t *testing.T) {
+	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{})
+	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
+	rec := relaytest.NewProduced()
+	p := startRelay(t, env, "--mode", "poll", "--poll-interval", "100ms", "--dedupe-window", "1h")
+	ctx := context.Background()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	s.WaitReplicated(t)
+
+	var before string
+	if err := env.DB.QueryRowContext(ctx, "SELECT DATE_FORMAT(NOW(6) - INTERVAL 1 SECOND, '%Y-%m-%d %H:%i:%s.%f')").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	s.CutReplication(t)
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	from, to := s.KillMaster(t)
+
+	global := sentinelArgs(env, env.RedisURL)
+	r, code := verifyJSON(t, global)
+	if code == 0 || r.Missing == 0 {
+		t.Fatalf("verify after the failover: exit %d, %d missing; want the events the failover lost reported missing", code, r.Missing)
+	}
+	res, err := env.DB.ExecContext(ctx, "UPDATE `"+env.Table+"` SET sent_at = NULL WHERE sent_at >= ?", before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reset, _ := res.RowsAffected()
+	t.Logf("the failover lost %d events; %d rows marked since the second before the cut set unsent again", r.Missing, reset)
+	finishAfterFailover(t, env, rec, p, from, to)
+	if r, code := verifyJSON(t, global); code != 0 || r.Missing+r.Duplicated != 0 {
+		t.Errorf("verify after the rows were appended again: exit %d, %d missing, %d duplicated; want 0", code, r.Missing, r.Duplicated)
 	}
 }

@@ -165,6 +165,23 @@ func (s *Sentinels) master(t testing.TB) *Redis {
 	return nil
 }
 
+// Node returns a client of database db on the server the sentinels name
+// master now or, with replica, on the other one, bypassing the sentinels:
+// to see what each server holds. It is closed at the end of the test.
+func (s *Sentinels) Node(t testing.TB, replica bool, db int) *redis.Client {
+	t.Helper()
+	m := s.master(t)
+	for _, n := range s.nodes {
+		if (n == m) != replica {
+			c := redis.NewClient(&redis.Options{Addr: n.Addr(), DB: db, MaxRetries: -1, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+	}
+	t.Fatalf("no replica of %s", m.Addr())
+	return nil
+}
+
 // CutReplication stops the master's replication for good: the replica's
 // user is turned off and its link killed, so that it cannot resynchronize,
 // while the sentinels still see the master up and the replica healthy. What
