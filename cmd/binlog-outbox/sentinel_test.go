@@ -76,6 +76,37 @@ func TestSentinel_Commands(t *testing.T) {
 		}
 	})
 
+	t.Run("users with the documented rules on the sentinels and the servers", func(t *testing.T) {
+		const userPW, relayPW = "w8Tq-51-xR", "h4Kc-08-pZ"
+		s.SetSentinelUser(t, "relay-watch", userPW, redisstream.SentinelACLRules)
+		s.SetUser(t, "relay", relayPW, redisstream.ACLRules)
+		userFile := filepath.Join(t.TempDir(), "sentinel-user-password")
+		if err := os.WriteFile(userFile, []byte(userPW), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		user := []string{"--redis-sentinel-user", "relay-watch", "--redis-sentinel-password-file", userFile}
+		env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
+		env.RedisURL = strings.Replace(env.RedisURL, "://", "://relay:"+relayPW+"@", 1)
+		out, errOut, code := run(t, append(sentinelArgs(env, env.RedisURL, user...), "check", "--mode", "binlog")...)
+		if code != 0 || !strings.Contains(out, "PASS  redis sentinel") {
+			t.Fatalf("check as the sentinels' and the servers' users: exit %d, want 0\n%s%s", code, out, errOut)
+		}
+		p := startRelay(t, env, append([]string{"--mode", "binlog", "--log-level", "debug"}, user...)...)
+		waitStoredPosition(t, env, posKey(env))
+		rec := relaytest.NewProduced()
+		relaytest.Produce(context.Background(), t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)
+		relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+		relaytest.Check(context.Background(), t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+		stopRelay(t, p)
+		// go-redis logs a refused SUBSCRIBE or SENTINEL SENTINELS at debug level.
+		if out := p.Out.String(); strings.Contains(out, "NOPERM") || strings.Contains(out, userPW) || strings.Contains(out, relayPW) {
+			t.Errorf("the sentinels refused the relay a command, or it printed the password:\n%s", out)
+		}
+		for i, log := range s.ACLLog(t) {
+			t.Errorf("sentinel %d refused: %s", i, log)
+		}
+	})
+
 	closed := "127.0.0.1:" + strconv.Itoa(closedPort(t))
 	tests := []struct {
 		name string

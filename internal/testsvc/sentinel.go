@@ -103,6 +103,26 @@ func (r *Redis) setReplicationUser(t testing.TB) {
 	r.SetUser(t, replicationUser, replicationPassword, "~* &* +@all")
 }
 
+// ACLLog returns the entries of the sentinels' ACL LOG: the commands,
+// keys and channels they refused a user.
+func (s *Sentinels) ACLLog(t testing.TB) []string {
+	t.Helper()
+	var out []string
+	for _, sn := range s.sentinels {
+		c := sn.Client()
+		cmd := redis.NewSliceCmd(context.Background(), "ACL", "LOG")
+		err := c.Process(context.Background(), cmd)
+		c.Close()
+		if err != nil {
+			t.Fatalf("ACL LOG on sentinel %s: %v", sn.Addr(), err)
+		}
+		for _, e := range cmd.Val() {
+			out = append(out, fmt.Sprintf("%s: %v", sn.Addr(), e))
+		}
+	}
+	return out
+}
+
 // Addrs returns the sentinels' addresses.
 func (s *Sentinels) Addrs() []string {
 	out := make([]string, len(s.sentinels))
@@ -139,8 +159,29 @@ func (s *Sentinels) Client(t testing.TB, db int) *redis.Client {
 	return c
 }
 
-// Sentinel returns the i-th sentinel, e.g. to set an ACL user on it.
-func (s *Sentinels) Sentinel(i int) *servers.Sentinel { return s.sentinels[i] }
+// SetUser creates (or replaces) the ACL user name on the master and its
+// replica, as Redis.SetUser does: ACL users are not replicated, and the
+// replica must know the relay's user by the time it is promoted.
+func (s *Sentinels) SetUser(t testing.TB, name, password, rules string) {
+	t.Helper()
+	for _, n := range s.nodes {
+		n.SetUser(t, name, password, rules)
+	}
+}
+
+// SetSentinelUser creates (or replaces) the ACL user name with password
+// and the ACL rules on every sentinel, as Redis.SetUser does on a server.
+func (s *Sentinels) SetSentinelUser(t testing.TB, name, password, rules string) {
+	t.Helper()
+	for _, sn := range s.sentinels {
+		c := sn.Client()
+		err := c.Process(context.Background(), redis.NewStatusCmd(context.Background(), setUserArgs(name, password, rules, nil)...))
+		c.Close()
+		if err != nil {
+			t.Fatalf("ACL SETUSER %s on sentinel %s: %v", name, sn.Addr(), err)
+		}
+	}
+}
 
 // MasterAddr returns the master's address as the first sentinel names it.
 func (s *Sentinels) MasterAddr(t testing.TB) string {
