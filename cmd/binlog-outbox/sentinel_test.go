@@ -300,3 +300,40 @@ func TestRun_SentinelMasterKilledPollMode(t *testing.T) {
 		t.Errorf("verify after the rows were appended again: exit %d, %d missing, %d duplicated; want 0", code, r.Missing, r.Duplicated)
 	}
 }
+
+// TestRun_SentinelFailoverLosesThePosition: the replica never got the
+// relay's position (its replication was cut before the relay started), and
+// the master is killed under load. The promoted replica has no position at
+// all, which the relay cannot tell from an operator's reset: the session
+// that starts after the kill stops with the way on instead of starting over
+// from --start-from now, which would skip every event since the relay
+// started.
+func TestRun_SentinelFailoverLosesThePosition(t *testing.T) {
+	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{})
+	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
+	binary(t) // before the cut: the replica must be promoted within seconds of it
+	s.CutReplication(t)
+	p := startRelay(t, env, "--mode", "binlog")
+	waitStoredPosition(t, env, posKey(env))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 4, Transactions: 1 << 30, Pause: 2 * time.Millisecond}, relaytest.NewProduced())
+	}()
+	waitAppended(t, env, 200)
+	s.KillMaster(t)
+	code := p.Wait(t, 60*time.Second)
+	cancel()
+	<-done
+	if code == 0 {
+		t.Fatalf("the relay exited with 0 after its position was lost")
+	}
+	out := p.Out.String()
+	for _, want := range []string{"the position was deleted while the relay ran", "Redis lost it", "position set --start-from"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the relay's output does not say %q:\n%s", want, relaytest.TailLines(out, 10))
+		}
+	}
+}

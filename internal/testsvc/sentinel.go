@@ -228,6 +228,8 @@ func (s *Sentinels) Node(t testing.TB, replica bool, db int) *redis.Client {
 // while the sentinels still see the master up and the replica healthy. What
 // the master acknowledges from now on no replica has: a failover loses it,
 // as asynchronous replication does when the master dies with a backlog.
+// Kill the master within seconds: the sentinels promote no replica whose
+// link has been down for more than ten times their down-after time (10s).
 func (s *Sentinels) CutReplication(t testing.TB) {
 	t.Helper()
 	c := s.master(t).Client(t, s.master(t).URL(0))
