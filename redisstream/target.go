@@ -91,10 +91,7 @@ func ParseTarget(rawURL, master string) (*Target, error) {
 		return nil, outbox.WithHint(fmt.Errorf("%w: --redis-sentinel-master is set and the %s:// URL names a master too", outbox.ErrConfig, scheme),
 			"name the master in one place: in the URL's path (redis+sentinel://hosts/<master>/<db>), or with --redis-sentinel-master and a redis:// URL of the sentinels")
 	}
-	// net/url takes one host with a port; the sentinels are a list, with
-	// or without ports.
-	hosts, placeholder := cutHosts(rest)
-	u, err := url.Parse(scheme + "://" + placeholder)
+	u, hosts, err := parseHosts(scheme, rest)
 	if err != nil {
 		return nil, err
 	}
@@ -138,16 +135,48 @@ func ParseTarget(rawURL, master string) (*Target, error) {
 	return &Target{Options: o, Sentinel: &Sentinel{Master: master, Addrs: addrs}}, nil
 }
 
-// cutHosts returns the hosts of the text after a URL's scheme (between the
-// user information and the path, query or fragment) and the text with one
-// placeholder host in their place.
-func cutHosts(rest string) (hosts, placeholder string) {
+// hostsPlaceholder stands for a URL's hosts while net/url parses it.
+const hostsPlaceholder = "hosts.invalid"
+
+// parseHosts parses a URL given as its scheme and the text after "://".
+// net/url takes one host with a port, and a Sentinel URL's are a list, with
+// or without ports: they are cut out (the text between the user
+// information and the path, query or fragment) and returned as they are,
+// and the URL parses with hostsPlaceholder in their place.
+func parseHosts(scheme, rest string) (u *url.URL, hosts string, err error) {
 	end := strings.IndexAny(rest, "/?#")
 	if end < 0 {
 		end = len(rest)
 	}
 	start := strings.LastIndexByte(rest[:end], '@') + 1
-	return rest[start:end], rest[:start] + "sentinels" + rest[end:]
+	if u, err = url.Parse(scheme + "://" + rest[:start] + hostsPlaceholder + rest[end:]); err != nil {
+		return nil, "", err
+	}
+	return u, rest[start:end], nil
+}
+
+// SetURLPassword returns a --redis-url of any form (redis://, rediss://,
+// redis+sentinel://, ...) with password as its password, keeping the user
+// it names; had reports that it has a password already, and then it is
+// returned as it is. The password is percent-encoded as the URL needs.
+func SetURLPassword(rawURL, password string) (out string, had bool, err error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return "", false, errors.New("not a URL: it has no scheme://")
+	}
+	u, hosts, err := parseHosts(scheme, rest)
+	if err != nil {
+		return "", false, err
+	}
+	if hosts == "" {
+		return "", false, errors.New("the URL names no host")
+	}
+	if _, has := u.User.Password(); has {
+		return rawURL, true, nil
+	}
+	u.User = url.UserPassword(u.User.Username(), password)
+	// The placeholder follows the only unescaped '@' of the URL.
+	return strings.Replace(u.String(), "@"+hostsPlaceholder, "@"+hosts, 1), false, nil
 }
 
 // queryOf returns the query of the text after a URL's scheme, empty when it
@@ -172,7 +201,7 @@ func sentinelAddrs(hosts string) ([]string, error) {
 		}
 		host, port, err := net.SplitHostPort(h)
 		if err != nil {
-			host, port = h, DefaultSentinelPort
+			host, port = strings.Trim(h, "[]"), DefaultSentinelPort
 		}
 		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 || host == "" {
 			return nil, outbox.WithHint(fmt.Errorf("%w: sentinel address %q in --redis-url is not host:port", outbox.ErrConfig, h), "%s", sentinelURLHint)

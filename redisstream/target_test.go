@@ -27,6 +27,7 @@ func TestParseTarget(t *testing.T) {
 		{"sentinels", "redis+sentinel://relay:pw@10.0.0.1:26379,10.0.0.2:26380,10.0.0.3/mymaster/2", "",
 			"mymaster", []string{"10.0.0.1:26379", "10.0.0.2:26380", "10.0.0.3:26379"}, 2, "relay", "pw", false},
 		{"sentinels without a db", "redis+sentinel://s1:26379/mymaster", "", "mymaster", []string{"s1:26379"}, 0, "", "", false},
+		{"IPv6 sentinels", "redis+sentinel://[::1]:26380,[fe80::1]/m", "", "m", []string{"[::1]:26380", "[fe80::1]:26379"}, 0, "", "", false},
 		{"sentinels over TLS", "rediss+sentinel://s1:26379,s2:26379/main/1?dial_timeout=2s", "", "main", []string{"s1:26379", "s2:26379"}, 1, "", "", true},
 		{"an escaped master name", "redis+sentinel://s1/shop%2Fmain/0", "", "shop/main", []string{"s1:26379"}, 0, "", "", false},
 		{"a password with escapes", "redis+sentinel://relay:p%40ss%2Fw@s1:26379/m/0", "", "m", []string{"s1:26379"}, 0, "relay", "p@ss/w", false},
@@ -160,6 +161,37 @@ func TestTarget_NewClientSettings(t *testing.T) {
 		c.Close()
 		if tg.Options.ReadTimeout != 0 {
 			t.Errorf("%s: NewClient changed the target's options", url)
+		}
+	}
+}
+
+func TestSetURLPassword(t *testing.T) {
+	tests := []struct {
+		name, url, want string
+		had             bool
+	}{
+		{"a user", "redis://relay@cache:6379/0", "redis://relay:p%40ss%2Fw@cache:6379/0", false},
+		{"no user", "rediss://cache:6380/2?dial_timeout=1s", "rediss://:p%40ss%2Fw@cache:6380/2?dial_timeout=1s", false},
+		{"sentinels", "redis+sentinel://relay@s1,s2:26380,[::1]:26379/m/1", "redis+sentinel://relay:p%40ss%2Fw@s1,s2:26380,[::1]:26379/m/1", false},
+		{"a password already", "redis://relay:x@cache:6379/0", "redis://relay:x@cache:6379/0", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, had, err := SetURLPassword(tt.url, "p@ss/w")
+			if err != nil || got != tt.want || had != tt.had {
+				t.Errorf("SetURLPassword(%q) = %q, %v, %v; want %q, %v", tt.url, got, had, err, tt.want, tt.had)
+			}
+			if had {
+				return
+			}
+			if tg, err := ParseTarget(got, ""); err != nil || tg.Options.Password != "p@ss/w" {
+				t.Errorf("the URL %s parses to password %q (%v), want p@ss/w", got, tg.Options.Password, err)
+			}
+		})
+	}
+	for _, bad := range []string{"cache:6379", "redis:///0"} {
+		if _, _, err := SetURLPassword(bad, "pw"); err == nil {
+			t.Errorf("SetURLPassword(%q) succeeded, want an error", bad)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -568,24 +567,23 @@ func readSecret(path, flag string) (string, error) {
 	return s, nil
 }
 
-// withRedisPassword puts the password from path into a redis:// URL that
-// has none, keeping its user name (an ACL user) if it has one.
+// withRedisPassword puts the password from path into a Redis URL that has
+// none, keeping its user name (an ACL user) if it has one.
 func withRedisPassword(rawURL, path string) (string, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Host == "" {
-		return "", outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse", outbox.ErrConfig, logging.RedactURL(rawURL)),
-			"write it as redis://[user@]host:6379/0, or rediss:// for TLS")
-	}
-	if _, has := u.User.Password(); has {
-		return "", outbox.WithHint(fmt.Errorf("%w: --redis-url has a password and --redis-password-file is set", outbox.ErrConfig),
-			"keep the password in one place: drop it from the URL (redis://[user@]host:6379/0) when it comes from the file")
-	}
 	pw, err := readSecret(path, "--redis-password-file")
 	if err != nil {
 		return "", err
 	}
-	u.User = url.UserPassword(u.User.Username(), pw)
-	return u.String(), nil
+	out, had, err := redisstream.SetURLPassword(rawURL, pw)
+	if err != nil {
+		return "", outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse", outbox.ErrConfig, logging.RedactURL(rawURL)),
+			"write it as redis://[user@]host:6379/0, or rediss:// for TLS, or redis+sentinel://[user@]host1:26379,host2:26379/<master>/0")
+	}
+	if had {
+		return "", outbox.WithHint(fmt.Errorf("%w: --redis-url has a password and --redis-password-file is set", outbox.ErrConfig),
+			"keep the password in one place: drop it from the URL (redis://[user@]host:6379/0) when it comes from the file")
+	}
+	return out, nil
 }
 
 // redisLogger adapts go-redis's internal logging to slog at debug level.
