@@ -78,6 +78,15 @@ func TestSentinel_Commands(t *testing.T) {
 
 	t.Run("users with the documented rules on the sentinels and the servers", func(t *testing.T) {
 		const userPW, relayPW = "w8Tq-51-xR", "h4Kc-08-pZ"
+		for _, doc := range []string{"../../docs/operations.md", "../../docs/scaling.md"} {
+			b, err := os.ReadFile(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), redisstream.SentinelACLRules) {
+				t.Errorf("%s does not show the sentinels' rules the relay is tested with:\n%s", doc, redisstream.SentinelACLRules)
+			}
+		}
 		s.SetSentinelUser(t, "relay-watch", userPW, redisstream.SentinelACLRules)
 		s.SetUser(t, "relay", relayPW, redisstream.ACLRules)
 		userFile := filepath.Join(t.TempDir(), "sentinel-user-password")
