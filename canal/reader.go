@@ -241,6 +241,9 @@ type Reader struct {
 
 	writer string        // identifies this process in the positions it writes
 	seq    atomic.Uint64 // counts the positions it wrote
+	// hadPosition says a session found a stored position or stored one: a
+	// later session that finds none must not start over from Config.Start.
+	hadPosition bool
 
 	// chunkNext makes the next session read its first transaction in chunks.
 	chunkNext bool

@@ -67,6 +67,13 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 	if err != nil {
 		return start, nil, proof, err
 	}
+	if prev == nil && r.hadPosition {
+		// The position this relay read or wrote is gone: reset, or lost by
+		// Redis (a failover to a replica that never received it). "now"
+		// resolved again would skip every event since the relay started.
+		return start, nil, proof, position.Compare(nil, r.writer, r.seq.Load()).Err()
+	}
+	r.hadPosition = true
 	if prev == nil {
 		// Store the start at once: "now" resolved again after a crash would
 		// be later, and the events in between would be skipped.

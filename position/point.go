@@ -123,7 +123,8 @@ func (m Mismatch) Err() error {
 	switch m.Kind {
 	case Deleted:
 		return outbox.WithHint(fmt.Errorf("%w: the position was deleted while the relay ran", outbox.ErrFenced),
-			"someone ran `binlog-outbox position reset` or deleted the key; restart the relay to start over deliberately")
+			"someone ran `binlog-outbox position reset` or deleted the key, or Redis lost it (a failover to a replica that never received it, a restart without persistence); "+
+				"restart the relay to start over deliberately; to relay again what the lost position covered, first `binlog-outbox position set --start-from <file:pos or GTID set of the relay's first \"reading binlog\" line>` (consumers deduplicate what the streams kept by message_id)")
 	case RolledBack:
 		return fmt.Errorf("%w: stored seq %d, last written %d", outbox.ErrPositionRolledBack, m.StoredSeq, m.LastSeq)
 	case Fenced:

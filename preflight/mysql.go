@@ -38,9 +38,11 @@ const (
 	NameTable             = "outbox table"
 	NameSkipLocked        = "skip locked"
 	NamePollWrite         = "poll write privilege"
+	NameRedisSentinel     = "redis sentinel"
 	NameRedis             = "redis server"
 	NameRedisEviction     = "redis maxmemory-policy"
 	NameRedisPersistence  = "redis persistence"
+	NameRedisFailover     = "redis failover"
 )
 
 // requirement is a name and the modes that need it, for the Skip results of
@@ -484,7 +486,7 @@ func link(cfg *tls.Config) string {
 	case cfg.ServerName != "":
 		return "over TLS, certificate verified for " + cfg.ServerName
 	}
-	return "over TLS"
+	return "over TLS, each certificate verified for the address dialled"
 }
 
 // overTLS is " over TLS" for a failed connection that used TLS.

@@ -17,8 +17,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -116,11 +114,12 @@ type Config struct {
 	// MySQLDSN is the go-sql-driver DSN the relay connects with; its database
 	// holds the outbox table.
 	MySQLDSN string
-	// Redis is how the relay connects to the Redis it appends to: the
-	// parsed --redis-url with the TLS configuration of the --redis-tls-*
-	// flags, so that the check connects exactly as the relay does. Run
-	// leaves it as it is.
-	Redis *redis.Options
+	// Redis is how the relay connects to the Redis it appends to, one
+	// server or a master found through Sentinel: the parsed --redis-url
+	// with the TLS configuration of the --redis-tls-* flags and the
+	// sentinels' credentials, so that the check connects exactly as the
+	// relay does. Run leaves it as it is.
+	Redis *redisstream.Target
 	// Table is the outbox table's name in Database, or in the DSN's
 	// database when Database is empty.
 	Table    string

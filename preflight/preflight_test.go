@@ -11,11 +11,11 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -60,11 +60,11 @@ func newUser(t *testing.T, m *testsvc.MariaDB, grants ...string) string {
 
 func config(t *testing.T, dsn, redisURL string) Config {
 	t.Helper()
-	o, err := redis.ParseURL(redisURL)
+	target, err := redisstream.ParseTarget(redisURL, "")
 	if err != nil {
 		t.Fatalf("the test's Redis URL does not parse: %v", err)
 	}
-	return Config{MySQLDSN: dsn, Redis: o, Table: "outbox", ServerID: 1001}
+	return Config{MySQLDSN: dsn, Redis: target, Table: "outbox", ServerID: 1001}
 }
 
 // closedPort returns a loopback port nothing listens on.

@@ -25,20 +25,35 @@ var afterRedis = []requirement{{NameRedisEviction, both}, {NameRedisPersistence,
 // result says what is wrong.
 var errRedisUnchecked = errors.New("the redis check failed")
 
-// checkRedis checks that Redis answers, has streams, does not evict keys and
-// persists what it acknowledges, over TLS when o has a TLS configuration,
-// and reads the position stored at positionKey for checkFailover (nil:
-// none). Messages name the address, never the URL, which may carry a
-// password.
-func checkRedis(ctx context.Context, o *redis.Options, positionKey string) (results []Result, stored []byte, storedErr error) {
-	if o == nil {
+// checkRedis checks that Redis answers, is a master, has streams, does not
+// evict keys and persists what it acknowledges, over TLS when t has a TLS
+// configuration, and reads the position stored at positionKey for
+// checkFailover (nil: none). With Sentinel it first asks the sentinels for
+// the master, and says what a failover means for each mode. Messages name
+// addresses, never the URL, which may carry a password.
+func checkRedis(ctx context.Context, t *redisstream.Target, positionKey string) (results []Result, stored []byte, storedErr error) {
+	if t == nil {
 		return append([]Result{fail(NameRedis, "no Redis configured", "set --redis-url", both)},
 			skipAll(afterRedis, "not checked: no Redis configured")...), nil, errRedisUnchecked
 	}
-	opts := *o
+	opts := t.Options
 	scrub := func(err error) string { return safeError(err, opts.Password) }
+	var out []Result
+	addr, role := opts.Addr, ""
+	if s := t.Sentinel; s != nil {
+		master, from, err := s.MasterAddr(ctx, opts, redisTimeout)
+		if err != nil {
+			// The sentinels' password and the master's alike stay out.
+			detail := scrub(errors.New(safeError(err, s.Password)))
+			return append([]Result{fail(NameRedisSentinel, fmt.Sprintf("no master %q from sentinels %s%s: %s", s.Master, strings.Join(s.Addrs, ", "), overTLS(opts.TLSConfig), detail),
+				outbox.HintOf(err), both), skip(NameRedis, "not checked: no sentinel named the master", both)},
+				skipAll(afterRedis, "not checked: no sentinel named the master")...), nil, errRedisUnchecked
+		}
+		out = append(out, pass(NameRedisSentinel, fmt.Sprintf("master %q is at %s, says sentinel %s (of %d given)", s.Master, master, from, len(s.Addrs)), both))
+		addr, role = master, fmt.Sprintf(" (master %q)", s.Master)
+	}
 	// One attempt: the check reports, the relay's own client retries.
-	c := redis.NewClient(redisstream.ClientOptions(&opts, redisTimeout))
+	c := t.NewClient(redisTimeout)
 	defer c.Close()
 
 	info, err := c.Info(ctx).Result()
@@ -55,17 +70,22 @@ func checkRedis(ctx context.Context, o *redis.Options, positionKey string) (resu
 		if f := tlsFix(err, "redis"); f != "" {
 			fix = f
 		}
-		return append([]Result{fail(NameRedis, fmt.Sprintf("cannot reach Redis at %s%s: %s", opts.Addr, overTLS(opts.TLSConfig), scrub(err)), fix, both)},
+		return append(append(out, fail(NameRedis, fmt.Sprintf("cannot reach Redis at %s%s: %s", addr, overTLS(opts.TLSConfig), scrub(err)), fix, both)),
 			skipAll(afterRedis, "not checked: Redis is unreachable")...), nil, errRedisUnchecked
 	}
 	fields := parseInfo(info)
 	version := fields["redis_version"]
-	var out []Result
 	if major, _, _ := strings.Cut(version, "."); atoi(major) < 5 {
-		out = append(out, fail(NameRedis, fmt.Sprintf("Redis %s at %s has no streams", orUnset(version), opts.Addr),
+		out = append(out, fail(NameRedis, fmt.Sprintf("Redis %s at %s has no streams", orUnset(version), addr),
 			"upgrade to Redis 5.0 or later (7.0 or later recommended)", both))
+	} else if r := fields["role"]; r != "" && r != "master" {
+		fix := "point --redis-url at the primary: a replica refuses every append (READONLY)"
+		if t.Sentinel != nil {
+			fix = "the sentinels name a server that is no master: a failover is under way (check again in a moment) or the sentinels disagree (SENTINEL CKQUORUM <master> on each)"
+		}
+		out = append(out, fail(NameRedis, fmt.Sprintf("Redis %s at %s%s is a %s of %s:%s", version, addr, role, r, orUnset(fields["master_host"]), fields["master_port"]), fix, both))
 	} else {
-		out = append(out, pass(NameRedis, fmt.Sprintf("Redis %s at %s, db %d, %s", version, opts.Addr, opts.DB, link(opts.TLSConfig)), both))
+		out = append(out, pass(NameRedis, fmt.Sprintf("Redis %s at %s%s, db %d, %s", version, addr, role, opts.DB, link(opts.TLSConfig)), both))
 	}
 	out = append(out, checkEviction(fields["maxmemory_policy"]))
 	fsync := ""
@@ -73,11 +93,31 @@ func checkRedis(ctx context.Context, o *redis.Options, positionKey string) (resu
 		fsync = cfg["appendfsync"]
 	}
 	out = append(out, checkPersistence(fields["aof_enabled"], fsync))
+	if t.Sentinel != nil {
+		out = append(out, checkSentinelFailover(fields["connected_slaves"], fields["min_slaves_good_slaves"]))
+	}
 	stored, err = storedPosition(ctx, c, positionKey)
 	if err != nil {
 		err = errors.New(scrub(err))
 	}
 	return out, stored, err
+}
+
+// checkSentinelFailover says what a Sentinel failover does to each mode.
+// Replication is asynchronous: the master acknowledges an append before a
+// replica has it, and a failover promotes a replica that may lack the last
+// ones. Binlog mode's position rolls back with the streams on the promoted
+// replica and the relay appends them again; poll mode has marked those rows
+// sent, so their events are lost. replicas and good are INFO's
+// connected_slaves and min_slaves_good_slaves ("" without
+// min-replicas-to-write).
+func checkSentinelFailover(replicas, good string) Result {
+	detail := fmt.Sprintf("poll mode: a failover can lose appends the old master acknowledged before a replica had them, whose rows poll mode has marked sent (%s connected replica(s)); binlog mode appends them again, as its position rolls back with the streams", orUnset(replicas))
+	if good != "" {
+		detail += fmt.Sprintf(" (min-replicas-to-write is set: %s good replica(s) now)", good)
+	}
+	return warn(NameRedisFailover, detail,
+		"run in binlog mode; for poll mode, narrow the loss with min-replicas-to-write 1 and min-replicas-max-lag 10 on the master and replica (see docs/scaling.md, Redis Sentinel)", pollOnly)
 }
 
 // checkEviction reads maxmemory_policy from INFO rather than CONFIG GET,

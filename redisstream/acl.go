@@ -47,6 +47,25 @@ const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@a
 // routes by.
 const ClusterACLRules = "+cluster|slots +command"
 
+// SentinelACLRules are the ACL rules of the user the relay authenticates to
+// the sentinels as (--redis-sentinel-user), on each sentinel: Sentinel has
+// users of its own, apart from the master's, which needs nothing more than
+// ACLRules. docs/operations.md shows them, and a test creates a user with
+// exactly these rules on every sentinel and runs check and run with it.
+//
+// By feature:
+//   - finding the master before each new connection: SENTINEL
+//     GET-MASTER-ADDR-BY-NAME; learning the other sentinels: SENTINEL
+//     SENTINELS;
+//   - hearing of a failover at once rather than at the next connection:
+//     SUBSCRIBE to +switch-master (and +replica-reconf-done, which go-redis
+//     subscribes to as well), and PING on that connection;
+//   - check, when the sentinels know no master of the name: SENTINEL
+//     MASTERS, to list the names they know (without it check only says
+//     the name is unknown).
+const SentinelACLRules = "resetchannels &+switch-master &+replica-reconf-done -@all +ping +subscribe " +
+	"+sentinel|get-master-addr-by-name +sentinel|sentinels +sentinel|masters"
+
 // aclCheckLua defines deny(cmd, sub, key, ...), which a script calls before
 // its first write for each command it is going to run (Redis itself checks
 // the script's KEYS before running it, but not the commands it calls on

@@ -576,7 +576,7 @@ func classify(err error) error {
 	case "OOM":
 		return outbox.WithHint(err, "Redis reached maxmemory; raise maxmemory or trim the streams consumers are done with (XTRIM); the relay retries and loses nothing")
 	case "READONLY":
-		return outbox.WithHint(err, "--redis-url points at a read-only replica; point it at the primary")
+		return outbox.WithHint(err, "Redis answered as a read-only replica: --redis-url points at one (point it at the primary), or a Sentinel failover demoted the master (the relay reconnects to the new one)")
 	case "NOAUTH", "WRONGPASS":
 		return outbox.WithHint(err, "Redis refused the credentials; check the user in --redis-url and the password (in the URL or --redis-password-file)")
 	case "NOPERM":
@@ -597,26 +597,21 @@ const DefaultTimeout = 30 * time.Second
 // defaultDialTimeout applies when the URL sets no dial_timeout.
 const defaultDialTimeout = 5 * time.Second
 
-// NewClient opens a client for a redis:// or rediss:// URL with the settings
-// the relay needs (ClientOptions with DefaultTimeout): no automatic retries
-// (see New) and bounded timeouts, 5s to connect and 30s per command unless
-// the URL says otherwise (?dial_timeout=1s&read_timeout=2s&write_timeout=2s).
+// NewClient opens a client for a --redis-url (ParseTarget: one server or a
+// master found through Sentinel) with the settings the relay needs
+// (ClientOptions with DefaultTimeout): no automatic retries (see New) and
+// bounded timeouts, 5s to connect and 30s per command unless the URL says
+// otherwise (?dial_timeout=1s&read_timeout=2s&write_timeout=2s).
 func NewClient(url string) (*redis.Client, error) {
-	o, err := redis.ParseURL(url)
+	t, err := ParseTarget(url, "")
+	if errors.Is(err, outbox.ErrConfig) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, outbox.WithHint(fmt.Errorf("%w: parse --redis-url: %v", outbox.ErrConfig, redactErr(err, url)),
 			"use redis://[user:password@]host:port/db, or rediss:// for TLS")
 	}
-	return NewClientFromOptions(o), nil
-}
-
-// NewClientFromOptions opens a client as NewClient does for options parsed
-// and completed elsewhere, e.g. with the TLS configuration of the
-// --redis-tls-* flags. It leaves o as it is, so one set of options serves
-// every client of a command.
-func NewClientFromOptions(o *redis.Options) *redis.Client {
-	c := *o
-	return redis.NewClient(ClientOptions(&c, DefaultTimeout))
+	return t.NewClient(DefaultTimeout), nil
 }
 
 // DefaultClusterReload is how often a cluster client reads the slot map

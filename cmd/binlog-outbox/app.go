@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -38,6 +37,10 @@ const (
 	envMySQLUser         = "BINLOG_OUTBOX_MYSQL_USER"
 	envMySQLPasswordFile = "BINLOG_OUTBOX_MYSQL_PASSWORD_FILE"
 	envRedisPasswordFile = "BINLOG_OUTBOX_REDIS_PASSWORD_FILE"
+
+	envRedisSentinelMaster       = "BINLOG_OUTBOX_REDIS_SENTINEL_MASTER"
+	envRedisSentinelUser         = "BINLOG_OUTBOX_REDIS_SENTINEL_USER"
+	envRedisSentinelPasswordFile = "BINLOG_OUTBOX_REDIS_SENTINEL_PASSWORD_FILE"
 )
 
 // Defaults of the global flags.
@@ -193,7 +196,7 @@ func globalFlags() []cli.Flag {
 		}},
 		secretFlag{StringFlag: &cli.StringFlag{
 			Name:    "redis-url",
-			Usage:   "Redis to append to: redis://[user:pass@]host:port/db, or rediss:// for TLS",
+			Usage:   "Redis to append to: redis://[user:pass@]host:port/db, or rediss:// for TLS; a master found through Redis Sentinel: redis+sentinel://[user:pass@]host1:26379,host2:26379/<master>/db (rediss+sentinel:// for TLS)",
 			EnvVars: []string{envRedisURL},
 			Value:   defaultRedisURL,
 		}, shown: fmt.Sprintf("%q", defaultRedisURL)},
@@ -211,6 +214,21 @@ func globalFlags() []cli.Flag {
 			Name:    "redis-password-file",
 			Usage:   "read the Redis password from this file instead of --redis-url; one trailing newline is dropped",
 			EnvVars: []string{envRedisPasswordFile},
+		},
+		&cli.StringFlag{
+			Name:    "redis-sentinel-master",
+			Usage:   "name of the master the sentinels monitor; makes the hosts of a redis:// or rediss:// --redis-url sentinels (the same as redis+sentinel://hosts/<master>/db)",
+			EnvVars: []string{envRedisSentinelMaster},
+		},
+		&cli.StringFlag{
+			Name:    "redis-sentinel-user",
+			Usage:   "user the relay authenticates as to the sentinels (an ACL user of sentinel.conf); the URL's user is the master's",
+			EnvVars: []string{envRedisSentinelUser},
+		},
+		&cli.StringFlag{
+			Name:    "redis-sentinel-password-file",
+			Usage:   "read the sentinels' password (requirepass or the --redis-sentinel-user's, in sentinel.conf) from this file; the URL's password is the master's",
+			EnvVars: []string{envRedisSentinelPasswordFile},
 		},
 		&cli.StringSliceFlag{
 			Name:    "table",
@@ -258,12 +276,12 @@ type config struct {
 	MySQL *mysql.Config
 	// Database is the DSN's database, which holds the outbox table.
 	Database string
-	// Redis is how every command connects to Redis: --redis-url parsed,
-	// with the password of --redis-password-file and the TLS configuration
-	// of the --redis-tls-* flags. Open clients from it
-	// (redisstream.NewClientFromOptions), never from the URL alone, which
-	// lacks the TLS flags.
-	Redis *redis.Options
+	// Redis is how every command connects to Redis, one server or a master
+	// found through Sentinel: --redis-url parsed, with the password of
+	// --redis-password-file, the TLS configuration of the --redis-tls-*
+	// flags and the --redis-sentinel-* flags. Open clients from it
+	// (Redis.NewClient), never from the URL alone, which lacks the flags.
+	Redis *redisstream.Target
 	// RedisCluster, with --redis-cluster, is the cluster --redis-url names
 	// (Redis then holds its first node); open the client with
 	// config.redisClient.
@@ -563,18 +581,44 @@ func loadFlags(c *cli.Context, env *laravelEnv) (config, error) {
 	if globalCtx(c, "redis-cluster").Bool("redis-cluster") {
 		return cfg, loadRedisCluster(c, &cfg)
 	}
-	if cfg.Redis, err = redis.ParseURL(cfg.redisURL); err != nil {
-		detail := err.Error()
-		if logging.URLPassword(cfg.redisURL) != "" {
-			detail = "the parser's message is withheld, as it may quote part of the password"
-		}
-		return config{}, outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse: %s", outbox.ErrConfig, logging.RedactURL(cfg.redisURL), detail),
-			"write it as redis://[user:pass@]host:6379/0, or rediss:// for TLS; percent-encode special characters in the password")
-	}
-	if err := applyRedisTLS(c, cfg.Redis); err != nil {
+	if cfg.Redis, err = redisTarget(c, cfg.redisURL); err != nil {
 		return config{}, err
 	}
 	return cfg, nil
+}
+
+// redisTarget parses the Redis URL with the --redis-sentinel-* and
+// --redis-tls-* flags into the one description every command connects by.
+func redisTarget(c *cli.Context, rawURL string) (*redisstream.Target, error) {
+	t, err := redisstream.ParseTarget(rawURL, globalString(c, "redis-sentinel-master"))
+	if errors.Is(err, outbox.ErrConfig) {
+		return nil, err
+	}
+	if err != nil {
+		detail := err.Error()
+		if logging.URLPassword(rawURL) != "" {
+			detail = "the parser's message is withheld, as it may quote part of the password"
+		}
+		return nil, outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse: %s", outbox.ErrConfig, logging.RedactURL(rawURL), detail),
+			"write it as redis://[user:pass@]host:6379/0, or rediss:// for TLS, or redis+sentinel://[user:pass@]host1:26379,host2:26379/<master>/0 for Sentinel; percent-encode special characters in the password")
+	}
+	user, pwFile := globalString(c, "redis-sentinel-user"), globalString(c, "redis-sentinel-password-file")
+	if t.Sentinel == nil && (user != "" || pwFile != "") {
+		return nil, outbox.WithHint(fmt.Errorf("%w: --redis-sentinel-user or --redis-sentinel-password-file is set, but --redis-url names no Sentinel", outbox.ErrConfig),
+			"write --redis-url as redis+sentinel://host1:26379,host2:26379/<master>/<db> (or set --redis-sentinel-master), or drop the sentinel flags")
+	}
+	if t.Sentinel != nil {
+		t.Sentinel.Username = user
+		if pwFile != "" {
+			if t.Sentinel.Password, err = readSecret(pwFile, "--redis-sentinel-password-file"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := applyRedisTLS(c, t); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // readSecret reads a password from a file (a mounted Docker or Kubernetes
@@ -595,24 +639,23 @@ func readSecret(path, flag string) (string, error) {
 	return s, nil
 }
 
-// withRedisPassword puts the password from path into a redis:// URL that
-// has none, keeping its user name (an ACL user) if it has one.
+// withRedisPassword puts the password from path into a Redis URL that has
+// none, keeping its user name (an ACL user) if it has one.
 func withRedisPassword(rawURL, path string) (string, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Host == "" {
-		return "", outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse", outbox.ErrConfig, logging.RedactURL(rawURL)),
-			"write it as redis://[user@]host:6379/0, or rediss:// for TLS")
-	}
-	if _, has := u.User.Password(); has {
-		return "", outbox.WithHint(fmt.Errorf("%w: --redis-url has a password and --redis-password-file is set", outbox.ErrConfig),
-			"keep the password in one place: drop it from the URL (redis://[user@]host:6379/0) when it comes from the file")
-	}
 	pw, err := readSecret(path, "--redis-password-file")
 	if err != nil {
 		return "", err
 	}
-	u.User = url.UserPassword(u.User.Username(), pw)
-	return u.String(), nil
+	out, had, err := redisstream.SetURLPassword(rawURL, pw)
+	if err != nil {
+		return "", outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse", outbox.ErrConfig, logging.RedactURL(rawURL)),
+			"write it as redis://[user@]host:6379/0, or rediss:// for TLS, or redis+sentinel://[user@]host1:26379,host2:26379/<master>/0")
+	}
+	if had {
+		return "", outbox.WithHint(fmt.Errorf("%w: --redis-url has a password and --redis-password-file is set", outbox.ErrConfig),
+			"keep the password in one place: drop it from the URL (redis://[user@]host:6379/0) when it comes from the file")
+	}
+	return out, nil
 }
 
 // redisLogger adapts go-redis's internal logging to slog at debug level.

@@ -135,7 +135,7 @@ func runCleanup(c *cli.Context) error {
 	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
 		return err
 	}
-	client := redisstream.NewClientFromOptions(cfg.Redis)
+	client := cfg.Redis.NewClient(redisstream.DefaultTimeout)
 	defer client.Close()
 	keys := redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key"))
 	st, err := loadRelayState(ctx, client, keys, "cleanup")

@@ -53,14 +53,20 @@ func loadRedisCluster(c *cli.Context, cfg *config) error {
 		return outbox.WithHint(fmt.Errorf("%w: --redis-url names database %s: a Redis Cluster has database 0 only", outbox.ErrConfig, u.Path[1:]),
 			"drop the database from the URL, or write /0")
 	}
-	if cfg.Redis, err = redis.ParseURL(u.String()); err != nil {
+	if globalString(c, "redis-sentinel-master") != "" {
+		return usageError{outbox.WithHint(fmt.Errorf("%w: --redis-cluster and --redis-sentinel-master name two kinds of Redis", outbox.ErrConfig),
+			"give one: a cluster's nodes with --redis-cluster, or the sentinels of one master with --redis-sentinel-master")}
+	}
+	first, err := redis.ParseURL(u.String())
+	if err != nil {
 		return outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse: %s", outbox.ErrConfig, logging.RedactURL(cfg.redisURL), withheld(cfg.redisURL, err)),
 			"write it as redis://[user:pass@]host1:port1?addr=host2:port2")
 	}
+	cfg.Redis = &redisstream.Target{Options: first}
 	if err := applyRedisTLS(c, cfg.Redis); err != nil {
 		return err
 	}
-	co.TLSConfig = cfg.Redis.TLSConfig
+	co.TLSConfig = first.TLSConfig
 	cfg.RedisCluster = co
 	return nil
 }
@@ -80,5 +86,5 @@ func (c config) redisClient() redis.UniversalClient {
 	if c.RedisCluster != nil {
 		return redisstream.NewClusterClientFromOptions(c.RedisCluster)
 	}
-	return redisstream.NewClientFromOptions(c.Redis)
+	return c.Redis.NewClient(redisstream.DefaultTimeout)
 }

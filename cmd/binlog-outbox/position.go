@@ -152,7 +152,7 @@ func positionSink(c *cli.Context) (config, *redisstream.Sink, func(), error) {
 			return config{}, nil, nil, err
 		}
 	}
-	client := redisstream.NewClientFromOptions(cfg.Redis)
+	client := cfg.Redis.NewClient(redisstream.DefaultTimeout)
 	sink, err := redisstream.New(client, redisstream.Config{PositionKey: positionKey(c, cfg)})
 	if err != nil {
 		client.Close()

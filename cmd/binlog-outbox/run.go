@@ -288,12 +288,13 @@ func logFormat(log *slog.Logger, format redisstream.Format) {
 	}
 }
 
-// redisUnreachable returns the check's failure to reach Redis, which every
-// mode needs, with its fix (a TLS or credentials problem, say); without it
-// the first command to Redis would fail with a bare network error.
+// redisUnreachable returns the check's failure to reach Redis, or the
+// sentinels that name its master, which every mode needs, with its fix (a
+// TLS or credentials problem, an unknown master name, say); without it the
+// first command to Redis would fail with a bare network error.
 func redisUnreachable(rep preflight.Report) error {
 	for _, r := range rep.Failed(preflight.ModePoll) {
-		if r.Name == preflight.NameRedis {
+		if r.Name == preflight.NameRedis || r.Name == preflight.NameRedisSentinel {
 			return outbox.WithHint(fmt.Errorf("%w: %s (%s)", preflight.ErrRequirements, r.Name, r.Detail), "%s", r.Fix)
 		}
 	}

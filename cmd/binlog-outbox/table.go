@@ -43,7 +43,7 @@ func openStreams(c *cli.Context, cfg config) (*redisstream.Template, *redis.Clie
 	if err != nil {
 		return nil, nil, err
 	}
-	return tmpl, redisstream.NewClientFromOptions(cfg.Redis), nil
+	return tmpl, cfg.Redis.NewClient(redisstream.DefaultTimeout), nil
 }
 
 // queryColumns are the SQL expressions of the columns a command that

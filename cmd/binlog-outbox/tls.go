@@ -9,10 +9,10 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
 // mysqlTLSName is the name the relay's TLS configuration is registered
@@ -115,15 +115,22 @@ func redisTLSFlags() []cli.Flag {
 }
 
 // applyRedisTLS sets the TLS configuration the Redis TLS flags ask for on
-// o, parsed from a rediss:// URL (which turned TLS on with the system's
-// roots and the URL's host as the name to verify). The flags only refine
-// TLS: with a redis:// URL they are an error, since they would be ignored.
-func applyRedisTLS(c *cli.Context, o *redis.Options) error {
+// t, parsed from a rediss:// URL (which turned TLS on with the system's
+// roots and the URL's host as the name to verify) or a rediss+sentinel://
+// one (TLS to the sentinels and the master, each certificate verified for
+// the address dialled). The flags only refine TLS: with a redis:// URL
+// they are an error, since they would be ignored.
+func applyRedisTLS(c *cli.Context, t *redisstream.Target) error {
 	f := readTLSFlags(c, "redis")
 	if !f.set() {
 		return nil
 	}
+	o := t.Options
 	if o.TLSConfig == nil {
+		if t.Sentinel != nil {
+			return outbox.WithHint(fmt.Errorf("%w: %s is set, but --redis-url does not use TLS", outbox.ErrConfig, f.given()),
+				"write the URL as rediss+sentinel://host1:26379,host2:26379/<master>/<db> to reach the sentinels and the master over TLS, or drop the --redis-tls-* flags")
+		}
 		return outbox.WithHint(fmt.Errorf("%w: %s is set, but --redis-url is a redis:// URL, which does not use TLS", outbox.ErrConfig, f.given()),
 			"write the URL as rediss://[user@]host:port/db to connect over TLS, or drop the --redis-tls-* flags")
 	}

@@ -55,7 +55,30 @@ type Env struct {
 // srv and reserves a fresh Redis database on rs.
 func NewEnv(t testing.TB, srv *testsvc.MariaDB, rs *testsvc.Redis) *Env {
 	t.Helper()
-	e := &Env{MariaDB: srv, Redis: rs, Table: "outbox"}
+	e := newTableEnv(t, srv)
+	e.Redis = rs
+	e.RedisURL = rs.NewDB(t)
+	e.RDB = rs.Client(t, e.RedisURL)
+	return e
+}
+
+// NewSentinelEnv is NewEnv with the streams in a fresh database of the
+// master that the sentinels s name: RedisURL is a redis+sentinel:// URL and
+// RDB follows the master across failovers. Redis is nil: s kills and fails
+// over the servers.
+func NewSentinelEnv(t testing.TB, srv *testsvc.MariaDB, s *testsvc.Sentinels) *Env {
+	t.Helper()
+	e := newTableEnv(t, srv)
+	url, db := s.NewDB(t)
+	e.RedisURL, e.RDB = url, s.Client(t, db)
+	return e
+}
+
+// newTableEnv creates the outbox table (default mapping) in a fresh
+// database on srv.
+func newTableEnv(t testing.TB, srv *testsvc.MariaDB) *Env {
+	t.Helper()
+	e := &Env{MariaDB: srv, Table: "outbox"}
 	e.Database = srv.NewDatabase(t)
 	e.DB = srv.Open(t, e.Database)
 	e.DB.SetMaxOpenConns(32)
@@ -63,8 +86,6 @@ func NewEnv(t testing.TB, srv *testsvc.MariaDB, rs *testsvc.Redis) *Env {
 		t.Fatalf("create outbox table: %v", err)
 	}
 	e.MySQLAddr = srv.Addr()
-	e.RedisURL = rs.NewDB(t)
-	e.RDB = rs.Client(t, e.RedisURL)
 	return e
 }
 

@@ -97,9 +97,10 @@ func (r *Redis) Start(ctx context.Context) error {
 			return c.Ping(ctx).Err()
 		}
 		// PING answers while the AOF still loads; a write proves readiness.
-		// An OOM reply also proves it: the data set is loaded and full.
+		// An OOM reply also proves it: the data set is loaded and full; so
+		// does READONLY, a replica's (--replicaof) refusal once it is up.
 		err := c.Set(ctx, "binlog-outbox:ready", "1", time.Second).Err()
-		if redis.IsOOMError(err) {
+		if redis.IsOOMError(err) || redis.IsReadOnlyError(err) {
 			return nil
 		}
 		return err
@@ -111,6 +112,9 @@ func (r *Redis) Start(ctx context.Context) error {
 
 // Addr returns 127.0.0.1:port.
 func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+
+// Port returns the server's port, e.g. for a replica's --replicaof.
+func (r *Redis) Port() int { return r.port }
 
 // URL returns a redis:// URL for logical database db, rediss:// with TLS.
 func (r *Redis) URL(db int) string {

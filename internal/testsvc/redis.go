@@ -165,15 +165,20 @@ func (r *Redis) Client(t testing.TB, url string) *redis.Client {
 // that a test can take away one permission of a documented set.
 func (r *Redis) SetUser(t testing.TB, name, password, rules string, drop ...string) {
 	t.Helper()
+	if err := r.Client(t, r.URL(0)).Do(context.Background(), setUserArgs(name, password, rules, drop)...).Err(); err != nil {
+		t.Fatalf("ACL SETUSER %s: %v", name, err)
+	}
+}
+
+// setUserArgs is the ACL SETUSER command of Redis.SetUser.
+func setUserArgs(name, password, rules string, drop []string) []any {
 	args := []any{"ACL", "SETUSER", name, "reset", "on", ">" + password}
 	for _, rule := range strings.Fields(rules) {
 		if !slices.Contains(drop, rule) {
 			args = append(args, rule)
 		}
 	}
-	if err := r.Client(t, r.URL(0)).Do(context.Background(), args...).Err(); err != nil {
-		t.Fatalf("ACL SETUSER %s: %v", name, err)
-	}
+	return args
 }
 
 // Kill sends SIGKILL to the server; Restart starts it again from its AOF.
