@@ -25,6 +25,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
@@ -38,7 +39,27 @@ const (
 	DefaultStreams      = 16
 	DefaultLiveDuration = 15 * time.Second
 	DefaultBatch        = 2000
+	DefaultLiveRate     = 200
 )
+
+// Workload names, by which Config.Workloads selects a subset.
+const (
+	WorkSingle   = "single"    // catch-up of single-row transactions, one stream
+	WorkStreams  = "streams"   // the same backlog into Config.Streams streams
+	WorkTx       = "tx"        // catch-up of Config.TxRows-row transactions
+	WorkLarge    = "large"     // catch-up of 16 KiB payloads
+	WorkOneTx    = "onetx"     // catch-up of one Config.Rows-row transaction
+	WorkApp      = "app"       // catch-up of application-shaped transactions
+	WorkPoll     = "poll"      // poll mode catch-up, against the naive relay
+	WorkLiveRate = "live-rate" // live, Config.LiveRate tx/s, beside the minimal relay
+	WorkLiveFlat = "live-flat" // live, Config.Conns producers flat out, beside the minimal relay
+	WorkLivePoll = "live-poll" // live in poll mode, producers flat out
+)
+
+// Workloads returns every workload name, in the order a run takes them.
+func Workloads() []string {
+	return []string{WorkSingle, WorkStreams, WorkTx, WorkLarge, WorkOneTx, WorkApp, WorkPoll, WorkLiveRate, WorkLiveFlat, WorkLivePoll}
+}
 
 // Config configures a benchmark run.
 type Config struct {
@@ -60,14 +81,25 @@ type Config struct {
 	// NaiveRows is how many rows the naive relay moves (default Rows/200,
 	// at least 1): it is slow, and its rate is flat.
 	NaiveRows int
+	// AppRows is the backlog of application-shaped transactions, each
+	// updating two wide rows of other tables and inserting one outbox row
+	// (default Rows/10).
+	AppRows int
 	// Conns is the number of producer connections (default 8).
 	Conns int
 	// Streams is the stream count of the many-streams workload (default 16).
 	Streams int
 	// LiveDuration is how long each live workload produces (default 15s).
 	LiveDuration time.Duration
+	// LiveRate is the transactions per second of the paced live workload
+	// (default 200).
+	LiveRate float64
 	// SkipBigTx leaves out the single Rows-row transaction.
 	SkipBigTx bool
+	// Workloads, when not empty, selects the workloads to run by name
+	// (Workloads lists them); only the backlogs and ceilings they need are
+	// loaded and measured.
+	Workloads []string
 	// Log receives progress lines; nil discards them.
 	Log *slog.Logger
 }
@@ -85,8 +117,14 @@ func (c *Config) setDefaults() {
 	if c.NaiveRows == 0 {
 		c.NaiveRows = max(1, c.Rows/200)
 	}
+	if c.AppRows == 0 {
+		c.AppRows = max(1, c.Rows/10)
+	}
 	if c.Conns == 0 {
 		c.Conns = DefaultConns
+	}
+	if c.LiveRate == 0 {
+		c.LiveRate = DefaultLiveRate
 	}
 	if c.Streams == 0 {
 		c.Streams = DefaultStreams
@@ -108,6 +146,13 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("bench: Rows %d must be at least TxRows %d", c.Rows, c.TxRows)
 	case c.NaiveRows >= c.Rows:
 		return fmt.Errorf("bench: NaiveRows %d must be below Rows %d", c.NaiveRows, c.Rows)
+	case c.LiveRate < 0:
+		return fmt.Errorf("bench: LiveRate %v must be positive", c.LiveRate)
+	}
+	for _, w := range c.Workloads {
+		if !slices.Contains(Workloads(), w) {
+			return fmt.Errorf("%w: bench: unknown workload %q; choose from %s", outbox.ErrConfig, w, strings.Join(Workloads(), ", "))
+		}
 	}
 	return nil
 }
@@ -138,11 +183,18 @@ type Result struct {
 	// Ceiling names the figure Ratio divides by.
 	Ceiling string  `json:"ceiling,omitempty"`
 	Ratio   float64 `json:"ratio,omitempty"`
-	// Latencies from the producer's COMMIT to the entry being readable, in
-	// milliseconds (live workloads only).
+	// Latencies from the return of the producer's COMMIT to the entry
+	// being readable, in milliseconds (live workloads only); negative for
+	// an entry readable before the producer heard back.
 	P50ms  float64 `json:"p50_ms,omitempty"`
 	P99ms  float64 `json:"p99_ms,omitempty"`
 	P999ms float64 `json:"p999_ms,omitempty"`
+	// CeilP50ms and CeilP99ms are the same latencies of the minimal relay
+	// that ran beside the relay (live binlog workloads only); Ratio is then
+	// P99ms/CeilP99ms and P99DiffMs their difference.
+	CeilP50ms float64 `json:"ceiling_p50_ms,omitempty"`
+	CeilP99ms float64 `json:"ceiling_p99_ms,omitempty"`
+	P99DiffMs float64 `json:"p99_diff_ms,omitempty"`
 	// PeakRSSMB is the relay process's VmHWM.
 	PeakRSSMB float64 `json:"peak_rss_mb"`
 	// CPUSecPerM is the relay's CPU seconds (user+system) per million events.
@@ -291,7 +343,7 @@ func (r *run) figure(name string, rate float64) {
 }
 
 func (r *run) result(res Result) {
-	if res.Ceiling != "" && r.ceil[res.Ceiling] > 0 {
+	if res.Ratio == 0 && res.Ceiling != "" && r.ceil[res.Ceiling] > 0 {
 		res.Ratio = res.EventsPerSec / r.ceil[res.Ceiling]
 	}
 	r.rep.Results = append(r.rep.Results, res)
@@ -312,123 +364,208 @@ const (
 	ceilProducers     = "producers, durable, 8 conns"
 	ceilRedis         = "go-redis pipelined XADD"
 	ceilNaive         = "naive polling relay"
+	ceilMinimal       = "minimal relay p99, same run"
 )
 
 func ceilMySQL(b backlog) string { return "go-mysql read+decode " + b.table }
 
+func ceilRedisOf(payloadBytes int) string {
+	return fmt.Sprintf("%s %s", ceilRedis, sizeName(payloadBytes))
+}
+
+// catchUp is a catch-up workload in binlog mode.
+type catchUp struct {
+	work       string
+	name       string
+	b          *backlog
+	partitions int
+	ceiling    func() string
+}
+
+func (r *run) selected(work string) bool {
+	if work == WorkOneTx && r.cfg.SkipBigTx {
+		return false
+	}
+	return len(r.cfg.Workloads) == 0 || slices.Contains(r.cfg.Workloads, work)
+}
+
 func (r *run) all(ctx context.Context) error {
 	c := r.cfg
-	for _, t := range []string{"single", "tx100", "large", "onetx", "live_alone", "live_binlog", "live_poll"} {
-		if err := createTable(ctx, r.db, t); err != nil {
-			return fmt.Errorf("create table %s: %w", t, err)
+	var single, tx100, large, onetx, app backlog
+	single = backlog{table: "single", rows: int64(c.Rows), payload: DefaultPayloadBytes}
+	tx100 = backlog{table: "tx100", rows: int64(c.Rows), payload: DefaultPayloadBytes}
+	large = backlog{table: "large", rows: int64(c.LargeRows), payload: DefaultLargePayload}
+	onetx = backlog{table: "onetx", rows: int64(c.Rows), payload: DefaultPayloadBytes}
+	app = backlog{table: "app", rows: int64(c.AppRows), payload: DefaultPayloadBytes}
+	catchUps := []catchUp{
+		{WorkSingle, "catch-up 1-row tx, 1 stream", &single, 0, func() string { return ceilMySQL(single) }},
+		{WorkStreams, fmt.Sprintf("catch-up 1-row tx, %d streams", c.Streams), &single, c.Streams, func() string { return ceilMySQL(single) }},
+		{WorkTx, fmt.Sprintf("catch-up %d-row tx", c.TxRows), &tx100, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
+		{WorkLarge, "catch-up 1-row tx, 16 KiB payload", &large, 0, func() string { return ceilRedisOf(DefaultLargePayload) }},
+		{WorkOneTx, fmt.Sprintf("catch-up one %d-row tx", c.Rows), &onetx, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
+		{WorkApp, "catch-up app-shaped tx (2 wide UPDATEs + 1 outbox row)", &app, 0, func() string { return ceilMySQL(app) }},
+	}
+	// The backlogs the selected workloads read, and the one onetx copies.
+	need := map[*backlog]bool{}
+	for _, w := range catchUps {
+		if r.selected(w.work) {
+			need[w.b] = true
 		}
 	}
-	restore, err := durability(ctx, r.db, false)
-	if err != nil {
-		return err
+	if r.selected(WorkPoll) || need[&onetx] {
+		need[&single] = true
 	}
-	load := func(table string, rows, txRows, payloadBytes int, prefix string) (backlog, float64, error) {
-		b := backlog{table: table, rows: int64(rows), payload: payloadBytes}
-		if b.from, err = binlogEnd(ctx, r.db); err != nil {
-			return b, 0, err
-		}
-		began := time.Now()
-		rate, err := loadBacklog(ctx, r.db, table, rows, txRows, c.Conns, payloadBytes, prefix)
-		r.log.Info("loaded backlog", "table", table, "rows", rows, "rows_per_tx", txRows, "took", time.Since(began).Round(time.Millisecond))
-		return b, rate, err
-	}
-	single, loadRate, err := load("single", c.Rows, 1, DefaultPayloadBytes, "S")
-	if err != nil {
-		restore()
-		return err
-	}
-	r.figure(ceilProducersLoad, loadRate)
-	tx100, _, err := load("tx100", c.Rows, c.TxRows, DefaultPayloadBytes, "T")
-	if err != nil {
-		restore()
-		return err
-	}
-	large, _, err := load("large", c.LargeRows, 1, DefaultLargePayload, "L")
-	if err != nil {
-		restore()
-		return err
-	}
-	onetx := backlog{table: "onetx", rows: int64(c.Rows), payload: DefaultPayloadBytes}
-	if !c.SkipBigTx {
-		if onetx.from, err = binlogEnd(ctx, r.db); err == nil {
-			began := time.Now()
-			err = copyInOneTx(ctx, r.db, "onetx", "single")
-			r.log.Info("loaded one transaction", "rows", c.Rows, "took", time.Since(began).Round(time.Millisecond))
-		}
-		if err != nil {
-			restore()
-			return err
+	for _, b := range []*backlog{&single, &tx100, &large, &onetx, &app} {
+		if need[b] {
+			if err := createTable(ctx, r.db, b.table); err != nil {
+				return fmt.Errorf("create table %s: %w", b.table, err)
+			}
 		}
 	}
-	restore()
+	if need[&app] {
+		if err := createAppTables(ctx, r.db); err != nil {
+			return fmt.Errorf("create the app workload's tables: %w", err)
+		}
+	}
+	if err := r.loadAll(ctx, need, &single, &tx100, &large, &onetx, &app); err != nil {
+		return err
+	}
 
 	// Ceilings of the parts alone.
-	backlogs := []backlog{single, tx100, large}
-	if !c.SkipBigTx {
-		backlogs = append(backlogs, onetx)
-	}
-	for i, b := range backlogs {
-		s, err := readDecodeCeiling(ctx, r.target(b), uint32(2001+i), r.flavor)
+	for i, b := range []*backlog{&single, &tx100, &large, &onetx, &app} {
+		if !need[b] || (b == &single && !r.selected(WorkSingle) && !r.selected(WorkStreams)) {
+			continue
+		}
+		s, err := readDecodeCeiling(ctx, r.target(*b), uint32(2001+i), r.flavor)
 		if err != nil {
 			return err
 		}
-		r.figure(ceilMySQL(b), s.rate())
+		r.figure(ceilMySQL(*b), s.rate())
 	}
 	for _, p := range []struct {
 		rows, bytes int
-	}{{c.Rows, DefaultPayloadBytes}, {c.LargeRows, DefaultLargePayload}} {
+		used        bool
+	}{
+		{c.Rows, DefaultPayloadBytes, need[&tx100] || need[&onetx] || r.selected(WorkSingle)},
+		{c.LargeRows, DefaultLargePayload, need[&large]},
+	} {
+		if !p.used {
+			continue
+		}
 		key := r.prefix + "ceiling"
 		s, err := xaddCeiling(ctx, r.rdb, key, p.rows, DefaultBatch, p.bytes)
 		r.rdb.Del(ctx, key)
 		if err != nil {
 			return err
 		}
-		r.figure(fmt.Sprintf("%s %s", ceilRedis, sizeName(p.bytes)), s.rate())
+		r.figure(ceilRedisOf(p.bytes), s.rate())
 	}
 
-	// Catch-up, binlog mode.
-	type catch struct {
-		name       string
-		b          backlog
-		partitions int
-	}
-	runs := []catch{
-		{"catch-up 1-row tx, 1 stream", single, 0},
-		{fmt.Sprintf("catch-up 1-row tx, %d streams", c.Streams), single, c.Streams},
-		{fmt.Sprintf("catch-up %d-row tx", c.TxRows), tx100, 0},
-		{"catch-up 1-row tx, 16 KiB payload", large, 0},
-	}
-	if !c.SkipBigTx {
-		runs = append(runs, catch{fmt.Sprintf("catch-up one %d-row tx", c.Rows), onetx, 0})
-	}
-	for _, w := range runs {
-		if err := r.catchUpBinlog(ctx, w.name, w.b, w.partitions); err != nil {
+	for _, w := range catchUps {
+		if !r.selected(w.work) {
+			continue
+		}
+		if err := r.catchUpBinlog(ctx, w.name, *w.b, w.partitions, w.ceiling()); err != nil {
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
 	}
-
-	// Catch-up, poll mode, against the naive relay on the same table.
-	if err := r.catchUpPoll(ctx, single); err != nil {
-		return fmt.Errorf("poll catch-up: %w", err)
+	if r.selected(WorkPoll) {
+		if err := r.catchUpPoll(ctx, single); err != nil {
+			return fmt.Errorf("poll catch-up: %w", err)
+		}
 	}
+	return r.liveAll(ctx)
+}
 
-	// Live.
-	restore, err = durability(ctx, r.db, true)
+// loadAll loads the backlogs in need with relaxed durability.
+func (r *run) loadAll(ctx context.Context, need map[*backlog]bool, single, tx100, large, onetx, app *backlog) (err error) {
+	c := r.cfg
+	restore, err := durability(ctx, r.db, false)
 	if err != nil {
 		return err
 	}
 	defer restore()
-	if err := r.producersAlone(ctx); err != nil {
+	load := func(b *backlog, what string, fn func() (float64, error)) (float64, error) {
+		if b.from, err = binlogEnd(ctx, r.db); err != nil {
+			return 0, err
+		}
+		began := time.Now()
+		rate, err := fn()
+		r.log.Info("loaded backlog", "table", b.table, "rows", b.rows, "shape", what, "took", time.Since(began).Round(time.Millisecond))
+		return rate, err
+	}
+	for _, l := range []struct {
+		b      *backlog
+		txRows int
+		prefix string
+	}{{single, 1, "S"}, {tx100, c.TxRows, "T"}, {large, 1, "L"}} {
+		if !need[l.b] {
+			continue
+		}
+		rate, err := load(l.b, fmt.Sprintf("%d-row tx", l.txRows), func() (float64, error) {
+			return loadBacklog(ctx, r.db, l.b.table, int(l.b.rows), l.txRows, c.Conns, l.b.payload, l.prefix)
+		})
+		if err != nil {
+			return err
+		}
+		if l.b == single {
+			r.figure(ceilProducersLoad, rate)
+		}
+	}
+	if need[onetx] {
+		if _, err := load(onetx, "one transaction", func() (float64, error) {
+			return 0, copyInOneTx(ctx, r.db, onetx.table, single.table)
+		}); err != nil {
+			return err
+		}
+	}
+	if need[app] {
+		if _, err := load(app, "2 wide UPDATEs + 1 outbox row per tx", func() (float64, error) {
+			return loadApp(ctx, r.db, app.table, int(app.rows), c.Conns, app.payload, "P")
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// liveAll runs the live workloads with durable settings.
+func (r *run) liveAll(ctx context.Context) error {
+	c := r.cfg
+	lives := []liveRun{
+		{work: WorkLiveRate, name: fmt.Sprintf("live, %.0f tx/s, durable", c.LiveRate), mode: "binlog", rate: c.LiveRate},
+		{work: WorkLiveFlat, name: fmt.Sprintf("live, %d durable producers flat out", c.Conns), mode: "binlog"},
+		{work: WorkLivePoll, name: fmt.Sprintf("live, %d durable producers flat out", c.Conns), mode: "poll"},
+	}
+	var todo []liveRun
+	for _, l := range lives {
+		if r.selected(l.work) {
+			todo = append(todo, l)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	restore, err := durability(ctx, r.db, true)
+	if err != nil {
 		return err
 	}
-	for _, mode := range []string{"binlog", "poll"} {
-		if err := r.live(ctx, mode); err != nil {
-			return fmt.Errorf("live %s: %w", mode, err)
+	defer restore()
+	if r.selected(WorkLivePoll) {
+		if err := createTable(ctx, r.db, "live_alone"); err != nil {
+			return err
+		}
+		if err := r.producersAlone(ctx); err != nil {
+			return err
+		}
+	}
+	for i, l := range todo {
+		l.table = fmt.Sprintf("live_%d", i)
+		if err := createTable(ctx, r.db, l.table); err != nil {
+			return err
+		}
+		if err := r.live(ctx, l); err != nil {
+			return fmt.Errorf("%s (%s): %w", l.name, l.mode, err)
 		}
 	}
 	return nil
@@ -486,7 +623,7 @@ func (r *run) cleanup(ctx context.Context, keyPrefix string) {
 	}
 }
 
-func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partitions int) error {
+func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partitions int, ceiling string) error {
 	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
 	defer r.cleanup(ctx, kp)
 	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(b.table, "binlog", kp, partitions, "--start-from", b.from.String()), nil)
@@ -503,7 +640,7 @@ func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partiti
 		return err
 	}
 	r.result(Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(),
-		Ceiling: ceilMySQL(b), PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6})
+		Ceiling: ceiling, PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6})
 	return nil
 }
 
@@ -540,35 +677,60 @@ func (r *run) producersAlone(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	began := time.Now()
-	if err := p.run(pctx, r.db, "live_alone", r.cfg.Conns, DefaultPayloadBytes, "A"); err != nil {
+	if err := p.run(pctx, r.db, "live_alone", r.cfg.Conns, DefaultPayloadBytes, 0, "A"); err != nil {
 		return fmt.Errorf("producers: %w", err)
 	}
 	r.figure(ceilProducers, float64(p.committed.Load())/time.Since(began).Seconds())
 	return nil
 }
 
-func (r *run) live(ctx context.Context, mode string) error {
+// liveRun is a live workload: producers commit while the relay runs.
+type liveRun struct {
+	work string
+	name string
+	mode string
+	rate float64 // tx/s; 0: flat out
+	// table is the outbox table the producers write.
+	table string
+}
+
+// live runs one live workload. In binlog mode the minimal relay runs beside
+// the relay, from the same binlog position into a stream of its own, and
+// its latencies are the ceiling.
+func (r *run) live(ctx context.Context, l liveRun) error {
 	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
 	defer r.cleanup(ctx, kp)
-	table := "live_" + mode
 	var extra []string
-	if mode == "binlog" {
+	if l.mode == "binlog" {
 		extra = []string{"--start-from", "now"}
 	}
-	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(table, mode, kp, 0, extra...), nil)
+	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(l.table, l.mode, kp, 0, extra...), nil)
 	if err != nil {
 		return err
 	}
 	defer ch.stop()
 	// Binlog mode stores its start position first: then it reads.
-	if err := r.waitStarted(ctx, ch, mode, kp+"position"); err != nil {
+	if err := r.waitStarted(ctx, ch, l.mode, kp+"position"); err != nil {
 		return err
 	}
+	keys := streamKeys(kp, 0)
+	var minimal *minimalRelay
+	if l.mode == "binlog" {
+		t := r.target(backlog{table: l.table})
+		if t.from, err = binlogEnd(ctx, r.db); err != nil {
+			return err
+		}
+		if minimal, err = startMinimalRelay(ctx, t, 2100, r.flavor, r.rdb, kp+"minimal"); err != nil {
+			return err
+		}
+		defer minimal.stop()
+		keys = append(keys, kp+"minimal")
+	}
 	p := newProducers()
-	a := &arrivals{}
+	a := newArrivals(len(keys))
 	rctx, stopReader := context.WithCancel(ctx)
 	readErr := make(chan error, 1)
-	go func() { readErr <- a.read(rctx, r.rdb, streamKeys(kp, 0), p) }()
+	go func() { readErr <- a.read(rctx, r.rdb, keys) }()
 	defer stopReader()
 
 	pctx, stopProducers := context.WithTimeout(ctx, r.cfg.LiveDuration)
@@ -576,7 +738,7 @@ func (r *run) live(ctx context.Context, mode string) error {
 	prodErr := make(chan error, 1)
 	began := time.Now()
 	go func() {
-		prodErr <- p.run(pctx, r.db, table, r.cfg.Conns, DefaultPayloadBytes, strings.ToUpper(mode[:1]))
+		prodErr <- p.run(pctx, r.db, l.table, r.cfg.Conns, DefaultPayloadBytes, l.rate, strings.ToUpper(l.mode[:1]))
 	}()
 	var lagMax int64
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -590,7 +752,7 @@ wait:
 			}
 			break wait
 		case <-tick.C:
-			lagMax = max(lagMax, p.committed.Load()-a.count())
+			lagMax = max(lagMax, p.committed.Load()-a.count(0))
 			if ch.done() {
 				return ch.failure("exited during the live run")
 			}
@@ -598,13 +760,15 @@ wait:
 	}
 	produced := p.committed.Load()
 	elapsed := time.Since(began)
-	lagEnd := produced - a.count()
+	lagEnd := produced - a.count(0)
 	drainBy := time.Now().Add(30 * time.Second)
-	for a.count() < produced {
-		if time.Now().After(drainBy) || ch.done() {
-			return ch.failure(fmt.Sprintf("did not catch up: %d of %d entries", a.count(), produced))
+	for i := range keys {
+		for a.count(i) < produced {
+			if time.Now().After(drainBy) || ch.done() {
+				return ch.failure(fmt.Sprintf("did not catch up: %d of %d entries in %s", a.count(i), produced, keys[i]))
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	stopReader()
 	if err := <-readErr; err != nil {
@@ -614,18 +778,24 @@ wait:
 	if err != nil {
 		return err
 	}
-	lat := a.latencies
-	slices.Sort(lat)
-	pct := func(q float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Microseconds()) / 1000
-	}
-	r.result(Result{Workload: "live, 8 durable producers", Mode: mode, Rows: produced,
+	lat := a.latencies(0, p)
+	res := Result{Workload: l.name, Mode: l.mode, Rows: produced,
 		EventsPerSec: float64(produced) / elapsed.Seconds(), Ceiling: ceilProducers,
-		P50ms: pct(0.50), P99ms: pct(0.99), P999ms: pct(0.999),
-		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(produced) * 1e6, LagEnd: lagEnd, LagMax: lagMax})
+		P50ms: percentile(lat, 0.50), P99ms: percentile(lat, 0.99), P999ms: percentile(lat, 0.999),
+		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(produced) * 1e6, LagEnd: lagEnd, LagMax: lagMax}
+	if minimal != nil {
+		if err := minimal.stop(); err != nil {
+			return err
+		}
+		ml := a.latencies(1, p)
+		res.Ceiling = ceilMinimal
+		res.CeilP50ms, res.CeilP99ms = percentile(ml, 0.50), percentile(ml, 0.99)
+		res.P99DiffMs = res.P99ms - res.CeilP99ms
+		if res.CeilP99ms > 0 {
+			res.Ratio = res.P99ms / res.CeilP99ms
+		}
+	}
+	r.result(res)
 	return nil
 }
 
