@@ -172,6 +172,11 @@ type Report struct {
 type Figure struct {
 	Name         string  `json:"name"`
 	EventsPerSec float64 `json:"events_per_sec"`
+	// RedisCPUus is Redis's CPU time per entry, in microseconds, for the
+	// ceilings that append.
+	RedisCPUus float64 `json:"redis_cpu_us,omitempty"`
+	// MySQLCPUus is the MySQL server's, for the ceilings that read.
+	MySQLCPUus float64 `json:"mysql_cpu_us,omitempty"`
 }
 
 // Result is one workload of the relay.
@@ -199,6 +204,13 @@ type Result struct {
 	PeakRSSMB float64 `json:"peak_rss_mb"`
 	// CPUSecPerM is the relay's CPU seconds (user+system) per million events.
 	CPUSecPerM float64 `json:"cpu_s_per_m_events"`
+	// RedisCPUus is Redis's CPU time (INFO cpu, user+system) per event
+	// appended, in microseconds (catch-up workloads: live binlog ones
+	// share Redis with the minimal relay).
+	RedisCPUus float64 `json:"redis_cpu_us,omitempty"`
+	// MySQLCPUus is the MySQL server's CPU time per event in microseconds,
+	// when it runs on this machine (its pid_file is readable).
+	MySQLCPUus float64 `json:"mysql_cpu_us,omitempty"`
 	// LagEnd is committed-but-not-appended events when the producers
 	// stopped; LagMax the largest sampled during the run (live only).
 	LagEnd int64 `json:"lag_end"`
@@ -218,6 +230,9 @@ type run struct {
 	prefix   string
 	rep      *Report
 	ceil     map[string]float64
+	// mysqlPid is the MySQL server's process when it runs on this
+	// machine, 0 otherwise.
+	mysqlPid int
 }
 
 const benchDatabase = "binlog_outbox_bench"
@@ -254,6 +269,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		_, _ = r.db.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+benchDatabase+" /* binlog-outbox */")
 	}()
 	r.rep.Machine = r.machine(ctx)
+	r.mysqlPid = r.findMySQLPid(ctx)
 	if err := r.all(ctx); err != nil {
 		return r.rep, err
 	}
@@ -436,11 +452,13 @@ func (r *run) all(ctx context.Context) error {
 		if !need[b] || (b == &single && !r.selected(WorkSingle) && !r.selected(WorkStreams)) {
 			continue
 		}
+		cpu := r.serverCPU(ctx)
 		s, err := readDecodeCeiling(ctx, r.target(*b), uint32(2001+i), r.flavor)
 		if err != nil {
 			return err
 		}
 		r.figure(ceilMySQL(*b), s.rate())
+		_, r.rep.Ceilings[len(r.rep.Ceilings)-1].MySQLCPUus = cpu.perEvent(ctx, s.total)
 	}
 	for _, p := range []struct {
 		rows, bytes int
@@ -453,12 +471,15 @@ func (r *run) all(ctx context.Context) error {
 			continue
 		}
 		key := r.prefix + "ceiling"
+		cpu := r.serverCPU(ctx)
 		s, err := xaddCeiling(ctx, r.rdb, key, p.rows, DefaultBatch, p.bytes)
-		r.rdb.Del(ctx, key)
 		if err != nil {
 			return err
 		}
 		r.figure(ceilRedisOf(p.bytes), s.rate())
+		r.rdb.Del(ctx, key)
+		f := &r.rep.Ceilings[len(r.rep.Ceilings)-1]
+		f.RedisCPUus, _ = cpu.perEvent(ctx, s.total)
 	}
 
 	for _, w := range catchUps {
@@ -626,6 +647,7 @@ func (r *run) cleanup(ctx context.Context, keyPrefix string) {
 func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partitions int, ceiling string) error {
 	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
 	defer r.cleanup(ctx, kp)
+	cpu := r.serverCPU(ctx)
 	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(b.table, "binlog", kp, partitions, "--start-from", b.from.String()), nil)
 	if err != nil {
 		return err
@@ -639,20 +661,25 @@ func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partiti
 	if err != nil {
 		return err
 	}
-	r.result(Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(),
-		Ceiling: ceiling, PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6})
+	res := Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(), Ceiling: ceiling,
+		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6}
+	res.RedisCPUus, res.MySQLCPUus = cpu.perEvent(ctx, s.total)
+	r.result(res)
 	return nil
 }
 
 func (r *run) catchUpPoll(ctx context.Context, b backlog) error {
 	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
 	defer r.cleanup(ctx, kp)
-	began := time.Now()
+	began, cpu := time.Now(), r.serverCPU(ctx)
 	n, err := NaiveRelay(ctx, r.db, r.rdb, b.table, kp+"naive:", r.cfg.NaiveRows)
 	if err != nil {
 		return fmt.Errorf("naive relay: %w", err)
 	}
 	r.figure(ceilNaive, float64(n)/time.Since(began).Seconds())
+	f := &r.rep.Ceilings[len(r.rep.Ceilings)-1]
+	f.RedisCPUus, f.MySQLCPUus = cpu.perEvent(ctx, int64(n))
+	cpu = r.serverCPU(ctx)
 	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(b.table, "poll", kp, 0), nil)
 	if err != nil {
 		return err
@@ -666,8 +693,10 @@ func (r *run) catchUpPoll(ctx context.Context, b backlog) error {
 	if err != nil {
 		return err
 	}
-	r.result(Result{Workload: "catch-up 1-row tx, 1 stream", Mode: "poll", Rows: s.total, EventsPerSec: s.rate(),
-		Ceiling: ceilNaive, PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6})
+	res := Result{Workload: "catch-up 1-row tx, 1 stream", Mode: "poll", Rows: s.total, EventsPerSec: s.rate(),
+		Ceiling: ceilNaive, PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6}
+	res.RedisCPUus, res.MySQLCPUus = cpu.perEvent(ctx, s.total)
+	r.result(res)
 	return nil
 }
 
@@ -822,6 +851,89 @@ func (r *run) waitStarted(ctx context.Context, ch *child, mode, posKey string) e
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// cpuMark is the servers' CPU time at a moment, to take what a stretch of
+// work cost them.
+type cpuMark struct {
+	r            *run
+	redis, mysql float64 // seconds; negative when unknown
+}
+
+func (r *run) serverCPU(ctx context.Context) cpuMark {
+	m := cpuMark{r: r, redis: r.redisCPUSeconds(ctx), mysql: -1}
+	if r.mysqlPid > 0 {
+		if s, err := procCPU(r.mysqlPid); err == nil {
+			m.mysql = s
+		}
+	}
+	return m
+}
+
+// perEvent is the CPU each server used since the mark, in microseconds per
+// event (0 when unknown).
+func (m cpuMark) perEvent(ctx context.Context, events int64) (redisUs, mysqlUs float64) {
+	now := m.r.serverCPU(ctx)
+	per := func(was, is float64) float64 {
+		if was < 0 || is < 0 || events <= 0 {
+			return 0
+		}
+		return (is - was) / float64(events) * 1e6
+	}
+	return per(m.redis, now.redis), per(m.mysql, now.mysql)
+}
+
+// findMySQLPid finds the MySQL server's process when it runs on this
+// machine: its pid file names it, and the process's command is mysqld or
+// mariadbd.
+func (r *run) findMySQLPid(ctx context.Context) int {
+	var file string
+	if err := r.db.QueryRowContext(ctx, "SELECT @@GLOBAL.pid_file /* binlog-outbox */").Scan(&file); err != nil {
+		return 0
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return 0
+	}
+	name := strings.TrimSpace(string(comm))
+	if name != "mysqld" && name != "mariadbd" {
+		return 0
+	}
+	return pid
+}
+
+// redisCPUSeconds is used_cpu_user plus used_cpu_sys of INFO cpu.
+func (r *run) redisCPUSeconds(ctx context.Context) float64 {
+	info, err := r.rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return -1
+	}
+	var total float64
+	found := 0
+	for _, l := range strings.Split(info, "\n") {
+		for _, k := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), k); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return -1
+				}
+				total += f
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return -1
+	}
+	return total
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)

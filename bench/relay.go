@@ -83,19 +83,27 @@ func (c *child) usage() (usage, error) {
 			u.PeakRSSMB = kb / 1024
 		}
 	}
+	if u.CPUSeconds, err = procCPU(pid); err != nil {
+		return usage{}, err
+	}
+	return u, nil
+}
+
+// procCPU is the CPU time (utime+stime) process pid used so far, in seconds.
+func procCPU(pid int) (float64, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return usage{}, err
+		return 0, err
 	}
 	// Fields after the command name, which is in parentheses and may hold
 	// spaces: state is field 3, utime 14, stime 15.
 	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(f) > 12 {
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		u.CPUSeconds = (ut + st) / clockTicks
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat has %d fields", pid, len(f))
 	}
-	return u, nil
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / clockTicks, nil
 }
 
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
