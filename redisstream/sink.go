@@ -123,6 +123,10 @@ type Sink struct {
 	// named is how many of keys are the position and the streams; the
 	// dedupe keys follow.
 	named int
+	// streamOf is each event's stream index (see build); keyBuf renders
+	// stream keys.
+	streamOf []int
+	keyBuf   []byte
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -319,9 +323,10 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 	// An event the reader did not prepare is prepared here, before its
 	// stream is chosen: one the format cannot carry is a dead letter.
 	first := len(s.keys)
+	s.streamOf = s.streamOf[:0]
 	for i := range events {
 		s.Prepare(&events[i])
-		s.streamIndex(&events[i])
+		s.streamOf = append(s.streamOf, s.streamIndex(&events[i]))
 	}
 	s.named = len(s.keys)
 	s.args = append(s.args[:0], check, string(prev), string(next), window, len(s.keys)-first, len(s.cfg.Groups))
@@ -344,7 +349,7 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 			dedupe = len(s.keys)
 		}
 		countAt := len(s.args) + 2
-		s.args = append(s.args, s.streamIndex(e), dedupe, 0)
+		s.args = append(s.args, s.streamOf[i], dedupe, 0)
 		s.args = s.appendFields(s.args, e)
 		s.args[countAt] = len(s.args) - countAt - 1
 	}
@@ -385,17 +390,19 @@ func (s *Sink) ran() {
 
 // streamIndex returns the 1-based KEYS index of e's stream, adding it.
 func (s *Sink) streamIndex(e *outbox.Event) int {
-	key := s.cfg.DeadLetterStream
+	s.keyBuf = s.keyBuf[:0]
 	if e.Invalid == "" {
-		key = s.template.Render(e)
+		s.keyBuf = s.template.AppendTo(s.keyBuf, e)
+	} else {
+		s.keyBuf = append(s.keyBuf, s.cfg.DeadLetterStream...)
 	}
-	idx, ok := s.keyIdx[key]
-	if !ok {
-		s.keys = append(s.keys, key)
-		idx = len(s.keys)
-		s.keyIdx[key] = idx
+	if idx, ok := s.keyIdx[string(s.keyBuf)]; ok {
+		return idx
 	}
-	return idx
+	key := string(s.keyBuf)
+	s.keys = append(s.keys, key)
+	s.keyIdx[key] = len(s.keys)
+	return len(s.keys)
 }
 
 // Prepare implements outbox.Sink: it applies Config.Format.
