@@ -123,9 +123,11 @@ type Sink struct {
 	// named is how many of keys are the position and the streams; the
 	// dedupe keys follow.
 	named int
-	// streamOf is each event's stream index (see build); keyBuf renders
-	// stream keys.
+	// streamOf is each event's stream index, pairs one event's fields and
+	// runNames the field names of the run being built (see build).
 	streamOf []int
+	pairs    []any
+	runNames []string
 	keyBuf   []byte
 }
 
@@ -181,10 +183,14 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 // ARGV[1] "1" with the position, "0" without; ARGV[2] expected position (""
 // = none), ARGV[3] new position, ARGV[4] dedupe window in milliseconds,
 // ARGV[5] number of streams S, ARGV[6] number of groups G, then the G group
-// names, then S flags ("1": make sure the stream has every group), then per
-// entry: stream index into KEYS, dedupe key index into KEYS (0: none), number
-// of field/value arguments, the arguments. KEYS: the position key (with the
-// position only), the streams, then the dedupe keys. It returns {1, "",
+// names, then S flags ("1": make sure the stream has every group), then the
+// entries in runs: consecutive entries of one stream with the same field
+// names share a header (stream index into KEYS, the first entry's dedupe key
+// index into KEYS (0: none; the run's others follow it), number of fields F,
+// number of entries M), the F field names, then each entry's F values. Each
+// entry's own header and names were most of what Redis converted per entry
+// besides the XADD. KEYS: the position key (with the position only), the
+// streams, then the dedupe keys, one per entry in order. It returns {1, "",
 // appended} or, when the stored position is not the expected one, {0,
 // stored} without writing anything.
 var appendScript = redis.NewScript(aclCheckLua + `
@@ -249,15 +255,27 @@ end
 local added = 0
 local i = flags + ns + 1
 local n = #ARGV
+local fv = {}
 while i <= n do
-  local k = tonumber(ARGV[i])
+  local key = KEYS[tonumber(ARGV[i])]
   local d = tonumber(ARGV[i + 1])
-  local c = tonumber(ARGV[i + 2])
-  if d == 0 or redis.call('SET', KEYS[d], '1', 'NX', 'PX', ARGV[4]) then
-    redis.call('XADD', KEYS[k], '*', unpack(ARGV, i + 3, i + 2 + c))
-    added = added + 1
+  local f = tonumber(ARGV[i + 2])
+  local m = tonumber(ARGV[i + 3])
+  i = i + 4
+  for j = 1, f do
+    fv[2 * j - 1] = ARGV[i + j - 1]
   end
-  i = i + 3 + c
+  i = i + f
+  for e = 0, m - 1 do
+    if d == 0 or redis.call('SET', KEYS[d + e], '1', 'NX', 'PX', ARGV[4]) then
+      for j = 1, f do
+        fv[2 * j] = ARGV[i + j - 1]
+      end
+      redis.call('XADD', key, '*', unpack(fv, 1, 2 * f))
+      added = added + 1
+    end
+    i = i + f
+  end
 end
 if base == 1 then
   redis.call('SET', KEYS[1], ARGV[3])
@@ -341,6 +359,7 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 		}
 		s.args = append(s.args, flag)
 	}
+	run, runLen := -1, 0 // where the open run's header is in args, its entries
 	for i := range events {
 		e := &events[i]
 		dedupe := 0
@@ -348,11 +367,42 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 			s.keys = append(s.keys, s.cfg.Dedupe.KeyPrefix+e.MessageID)
 			dedupe = len(s.keys)
 		}
-		countAt := len(s.args) + 2
-		s.args = append(s.args, s.streamOf[i], dedupe, 0)
-		s.args = s.appendFields(s.args, e)
-		s.args[countAt] = len(s.args) - countAt - 1
+		s.pairs = s.appendFields(s.pairs[:0], e)
+		if run < 0 || s.streamOf[i] != s.streamOf[i-1] || !sameNames(s.pairs, s.runNames) {
+			if run >= 0 {
+				s.args[run+3] = runLen
+			}
+			run, runLen = len(s.args), 0
+			s.args = append(s.args, s.streamOf[i], dedupe, len(s.pairs)/2, 0)
+			s.runNames = s.runNames[:0]
+			for j := 0; j < len(s.pairs); j += 2 {
+				s.args = append(s.args, s.pairs[j])
+				s.runNames = append(s.runNames, s.pairs[j].(string))
+			}
+		}
+		for j := 1; j < len(s.pairs); j += 2 {
+			s.args = append(s.args, s.pairs[j])
+		}
+		runLen++
 	}
+	if run >= 0 {
+		s.args[run+3] = runLen
+	}
+	clear(s.pairs) // the events' values, held until the next batch otherwise
+}
+
+// sameNames reports whether the field names of pairs (name, value, ...) are
+// names.
+func sameNames(pairs []any, names []string) bool {
+	if len(pairs) != 2*len(names) {
+		return false
+	}
+	for j, n := range names {
+		if pairs[2*j] != n {
+			return false
+		}
+	}
+	return true
 }
 
 // scriptError classifies an error reply to the append script. Redis checks
