@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -460,14 +459,16 @@ func (s *Sink) Prepare(e *outbox.Event) { s.cfg.Format.prepare(e, !s.cfg.NoAggre
 
 // appendFields appends an entry's field/value pairs in a fixed order. In
 // FormatMessenger the payload travels in the message field only; dead
-// letters are flat in every format.
+// letters are flat in every format. The strings and the id are passed by
+// pointer into e, which outlives the append: boxed by value, each would be
+// an allocation per entry.
 func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
 	messenger := e.Envelope != nil && e.Invalid == ""
-	args = append(args, FieldMessageID, e.MessageID)
+	args = append(args, FieldMessageID, &e.MessageID)
 	if !s.cfg.NoAggregateType {
-		args = append(args, FieldAggregateType, e.AggregateType)
+		args = append(args, FieldAggregateType, &e.AggregateType)
 	}
-	args = append(args, FieldAggregateID, e.AggregateID, FieldEventType, e.EventType)
+	args = append(args, FieldAggregateID, &e.AggregateID, FieldEventType, &e.EventType)
 	if messenger {
 		args = append(args, FieldMessage, e.Envelope)
 	} else {
@@ -475,16 +476,17 @@ func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
 	}
 	args = append(args,
 		FieldOccurredAt, e.OccurredAt.UTC().Format(OccurredAtLayout),
-		FieldOutboxID, strconv.FormatUint(e.OutboxID, 10),
+		FieldOutboxID, &e.OutboxID,
 	)
 	if !s.cfg.NoHeaders {
 		args = append(args, FieldHeaders, e.Headers)
 	}
-	for _, f := range e.Fields {
-		args = append(args, f.Name, f.Value)
+	for i := range e.Fields {
+		f := &e.Fields[i]
+		args = append(args, f.Name, &f.Value)
 	}
 	if e.Invalid != "" {
-		args = append(args, FieldReason, e.Invalid)
+		args = append(args, FieldReason, &e.Invalid)
 	}
 	return args
 }
