@@ -36,6 +36,7 @@ const (
 	DefaultConns        = 8
 	DefaultPayloadBytes = 300
 	DefaultLargePayload = 16 << 10
+	DefaultHugePayload  = 512 << 10
 	DefaultStreams      = 16
 	DefaultLiveDuration = 15 * time.Second
 	DefaultBatch        = 2000
@@ -48,6 +49,7 @@ const (
 	WorkStreams  = "streams"   // the same backlog into Config.Streams streams
 	WorkTx       = "tx"        // catch-up of Config.TxRows-row transactions
 	WorkLarge    = "large"     // catch-up of 16 KiB payloads
+	WorkHuge     = "huge"      // catch-up of 512 KiB payloads
 	WorkOneTx    = "onetx"     // catch-up of one Config.Rows-row transaction
 	WorkApp      = "app"       // catch-up of application-shaped transactions
 	WorkPoll     = "poll"      // poll mode catch-up, against the naive relay
@@ -58,7 +60,7 @@ const (
 
 // Workloads returns every workload name, in the order a run takes them.
 func Workloads() []string {
-	return []string{WorkSingle, WorkStreams, WorkTx, WorkLarge, WorkOneTx, WorkApp, WorkPoll, WorkLiveRate, WorkLiveFlat, WorkLivePoll}
+	return []string{WorkSingle, WorkStreams, WorkTx, WorkLarge, WorkHuge, WorkOneTx, WorkApp, WorkPoll, WorkLiveRate, WorkLiveFlat, WorkLivePoll}
 }
 
 // Config configures a benchmark run.
@@ -78,6 +80,9 @@ type Config struct {
 	TxRows int
 	// LargeRows is the backlog of 16 KiB payloads (default Rows/40).
 	LargeRows int
+	// HugeRows is the backlog of 512 KiB payloads (default Rows/5000, at
+	// least 10).
+	HugeRows int
 	// NaiveRows is how many rows the naive relay moves (default Rows/200,
 	// at least 1): it is slow, and its rate is flat.
 	NaiveRows int
@@ -113,6 +118,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LargeRows == 0 {
 		c.LargeRows = max(1, c.Rows/40)
+	}
+	if c.HugeRows == 0 {
+		c.HugeRows = max(10, c.Rows/5000)
 	}
 	if c.NaiveRows == 0 {
 		c.NaiveRows = max(1, c.Rows/200)
@@ -405,21 +413,34 @@ func (r *run) selected(work string) bool {
 	return len(r.cfg.Workloads) == 0 || slices.Contains(r.cfg.Workloads, work)
 }
 
+// backlogs are the tables the catch-up workloads read.
+type backlogs struct {
+	single, tx100, large, huge, onetx, app backlog
+}
+
+func (b *backlogs) all() []*backlog {
+	return []*backlog{&b.single, &b.tx100, &b.large, &b.huge, &b.onetx, &b.app}
+}
+
 func (r *run) all(ctx context.Context) error {
 	c := r.cfg
-	var single, tx100, large, onetx, app backlog
-	single = backlog{table: "single", rows: int64(c.Rows), payload: DefaultPayloadBytes}
-	tx100 = backlog{table: "tx100", rows: int64(c.Rows), payload: DefaultPayloadBytes}
-	large = backlog{table: "large", rows: int64(c.LargeRows), payload: DefaultLargePayload}
-	onetx = backlog{table: "onetx", rows: int64(c.Rows), payload: DefaultPayloadBytes}
-	app = backlog{table: "app", rows: int64(c.AppRows), payload: DefaultPayloadBytes}
+	bl := &backlogs{
+		single: backlog{table: "single", rows: int64(c.Rows), payload: DefaultPayloadBytes},
+		tx100:  backlog{table: "tx100", rows: int64(c.Rows), payload: DefaultPayloadBytes},
+		large:  backlog{table: "large", rows: int64(c.LargeRows), payload: DefaultLargePayload},
+		huge:   backlog{table: "huge", rows: int64(c.HugeRows), payload: DefaultHugePayload},
+		onetx:  backlog{table: "onetx", rows: int64(c.Rows), payload: DefaultPayloadBytes},
+		app:    backlog{table: "app", rows: int64(c.AppRows), payload: DefaultPayloadBytes},
+	}
+	single, tx100, large, huge, onetx, app := &bl.single, &bl.tx100, &bl.large, &bl.huge, &bl.onetx, &bl.app
 	catchUps := []catchUp{
-		{WorkSingle, "catch-up 1-row tx, 1 stream", &single, 0, func() string { return ceilMySQL(single) }},
-		{WorkStreams, fmt.Sprintf("catch-up 1-row tx, %d streams", c.Streams), &single, c.Streams, func() string { return ceilMySQL(single) }},
-		{WorkTx, fmt.Sprintf("catch-up %d-row tx", c.TxRows), &tx100, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
-		{WorkLarge, "catch-up 1-row tx, 16 KiB payload", &large, 0, func() string { return ceilRedisOf(DefaultLargePayload) }},
-		{WorkOneTx, fmt.Sprintf("catch-up one %d-row tx", c.Rows), &onetx, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
-		{WorkApp, "catch-up app-shaped tx (2 wide UPDATEs + 1 outbox row)", &app, 0, func() string { return ceilMySQL(app) }},
+		{WorkSingle, "catch-up 1-row tx, 1 stream", single, 0, func() string { return ceilMySQL(*single) }},
+		{WorkStreams, fmt.Sprintf("catch-up 1-row tx, %d streams", c.Streams), single, c.Streams, func() string { return ceilMySQL(*single) }},
+		{WorkTx, fmt.Sprintf("catch-up %d-row tx", c.TxRows), tx100, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
+		{WorkLarge, "catch-up 1-row tx, 16 KiB payload", large, 0, func() string { return ceilRedisOf(DefaultLargePayload) }},
+		{WorkHuge, "catch-up 1-row tx, 512 KiB payload", huge, 0, func() string { return ceilRedisOf(DefaultHugePayload) }},
+		{WorkOneTx, fmt.Sprintf("catch-up one %d-row tx", c.Rows), onetx, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
+		{WorkApp, "catch-up app-shaped tx (2 wide UPDATEs + 1 outbox row)", app, 0, func() string { return ceilMySQL(*app) }},
 	}
 	// The backlogs the selected workloads read, and the one onetx copies.
 	need := map[*backlog]bool{}
@@ -428,28 +449,28 @@ func (r *run) all(ctx context.Context) error {
 			need[w.b] = true
 		}
 	}
-	if r.selected(WorkPoll) || need[&onetx] {
-		need[&single] = true
+	if r.selected(WorkPoll) || need[onetx] {
+		need[single] = true
 	}
-	for _, b := range []*backlog{&single, &tx100, &large, &onetx, &app} {
+	for _, b := range bl.all() {
 		if need[b] {
 			if err := createTable(ctx, r.db, b.table); err != nil {
 				return fmt.Errorf("create table %s: %w", b.table, err)
 			}
 		}
 	}
-	if need[&app] {
+	if need[app] {
 		if err := createAppTables(ctx, r.db); err != nil {
 			return fmt.Errorf("create the app workload's tables: %w", err)
 		}
 	}
-	if err := r.loadAll(ctx, need, &single, &tx100, &large, &onetx, &app); err != nil {
+	if err := r.loadAll(ctx, need, bl); err != nil {
 		return err
 	}
 
 	// Ceilings of the parts alone.
-	for i, b := range []*backlog{&single, &tx100, &large, &onetx, &app} {
-		if !need[b] || (b == &single && !r.selected(WorkSingle) && !r.selected(WorkStreams)) {
+	for i, b := range bl.all() {
+		if !need[b] || (b == single && !r.selected(WorkSingle) && !r.selected(WorkStreams)) {
 			continue
 		}
 		cpu := r.serverCPU(ctx)
@@ -464,15 +485,18 @@ func (r *run) all(ctx context.Context) error {
 		rows, bytes int
 		used        bool
 	}{
-		{c.Rows, DefaultPayloadBytes, need[&tx100] || need[&onetx] || r.selected(WorkSingle)},
-		{c.LargeRows, DefaultLargePayload, need[&large]},
+		{c.Rows, DefaultPayloadBytes, need[tx100] || need[onetx] || r.selected(WorkSingle)},
+		{c.LargeRows, DefaultLargePayload, need[large]},
+		{c.HugeRows, DefaultHugePayload, need[huge]},
 	} {
 		if !p.used {
 			continue
 		}
 		key := r.prefix + "ceiling"
 		cpu := r.serverCPU(ctx)
-		s, err := xaddCeiling(ctx, r.rdb, key, p.rows, DefaultBatch, p.bytes)
+		// At most 32 MiB per round trip: 2,000 entries of 512 KiB would be
+		// a gigabyte in the harness.
+		s, err := xaddCeiling(ctx, r.rdb, key, p.rows, min(DefaultBatch, max(1, (32<<20)/p.bytes)), p.bytes)
 		if err != nil {
 			return err
 		}
@@ -491,7 +515,7 @@ func (r *run) all(ctx context.Context) error {
 		}
 	}
 	if r.selected(WorkPoll) {
-		if err := r.catchUpPoll(ctx, single); err != nil {
+		if err := r.catchUpPoll(ctx, *single); err != nil {
 			return fmt.Errorf("poll catch-up: %w", err)
 		}
 	}
@@ -499,8 +523,9 @@ func (r *run) all(ctx context.Context) error {
 }
 
 // loadAll loads the backlogs in need with relaxed durability.
-func (r *run) loadAll(ctx context.Context, need map[*backlog]bool, single, tx100, large, onetx, app *backlog) (err error) {
+func (r *run) loadAll(ctx context.Context, need map[*backlog]bool, bl *backlogs) (err error) {
 	c := r.cfg
+	single, onetx, app := &bl.single, &bl.onetx, &bl.app
 	restore, err := durability(ctx, r.db, false)
 	if err != nil {
 		return err
@@ -519,7 +544,7 @@ func (r *run) loadAll(ctx context.Context, need map[*backlog]bool, single, tx100
 		b      *backlog
 		txRows int
 		prefix string
-	}{{single, 1, "S"}, {tx100, c.TxRows, "T"}, {large, 1, "L"}} {
+	}{{single, 1, "S"}, {&bl.tx100, c.TxRows, "T"}, {&bl.large, 1, "L"}, {&bl.huge, 1, "H"}} {
 		if !need[l.b] {
 			continue
 		}

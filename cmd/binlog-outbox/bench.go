@@ -15,7 +15,7 @@ func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "bench",
 		Usage: "measure the relay against the limits of this machine (starts private MariaDB and Redis unless told otherwise)",
-		Description: "Loads backlogs (single-row and multi-row transactions, 16 KiB payloads, one huge transaction,\n" +
+		Description: "Loads backlogs (single-row and multi-row transactions, 16 KiB and 512 KiB payloads, one huge transaction,\n" +
 			"application-shaped transactions that update two wide rows besides their outbox row), runs this binary\n" +
 			"as the relay in a child process for each workload (catch-up and live, binlog and poll mode) and prints\n" +
 			"events/s, latency from COMMIT's return to the entry being readable, peak RSS, CPU per million events\n" +
@@ -29,6 +29,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "rows", Usage: "rows of each catch-up backlog", Value: bench.DefaultRows, EnvVars: []string{"BINLOG_OUTBOX_BENCH_ROWS"}},
 			&cli.IntFlag{Name: "tx-rows", Usage: "rows per transaction of the multi-row backlog", Value: bench.DefaultTxRows},
 			&cli.IntFlag{Name: "large-rows", Usage: "rows of the 16 KiB backlog (default rows/40)"},
+			&cli.IntFlag{Name: "huge-rows", Usage: "rows of the 512 KiB backlog (default rows/5000, at least 10)"},
 			&cli.IntFlag{Name: "naive-rows", Usage: "rows the naive polling relay moves (default rows/200)"},
 			&cli.IntFlag{Name: "app-rows", Usage: "transactions of the application-shaped backlog, each updating two wide rows of other tables and inserting one outbox row (default rows/10)"},
 			&cli.IntFlag{Name: "conns", Usage: "producer connections", Value: bench.DefaultConns},
@@ -63,7 +64,7 @@ func runBench(c *cli.Context) error {
 	}
 	rep, err := bench.Run(c.Context, bench.Config{
 		MySQLDSN: setString(c, "mysql-dsn"), RedisURL: setString(c, "redis-url"), RelayBinary: bin,
-		Rows: c.Int("rows"), TxRows: c.Int("tx-rows"), LargeRows: c.Int("large-rows"), NaiveRows: c.Int("naive-rows"),
+		Rows: c.Int("rows"), TxRows: c.Int("tx-rows"), LargeRows: c.Int("large-rows"), HugeRows: c.Int("huge-rows"), NaiveRows: c.Int("naive-rows"),
 		AppRows: c.Int("app-rows"), Conns: c.Int("conns"), Streams: c.Int("streams"), LiveDuration: c.Duration("live-duration"),
 		LiveRate: c.Float64("live-rate"), SkipBigTx: c.Bool("skip-big-tx"), Workloads: c.StringSlice("workloads"), Log: cfg.Logger.With("component", "bench"),
 	})
