@@ -82,10 +82,9 @@ type binlogTarget struct {
 	rows      int64
 }
 
-// ReadDecodeCeiling is what go-mysql alone achieves: a BinlogSyncer with the
-// relay's settings reads the binlog from t.from and decodes the rows of the
-// table until it has seen t.rows of them. No Redis, no events built.
-func readDecodeCeiling(ctx context.Context, t binlogTarget, serverID uint32, flavor string) (span, error) {
+// ceilingSyncerConfig is a BinlogSyncer with the relay's settings that
+// decodes the rows of t.table only.
+func ceilingSyncerConfig(t binlogTarget, serverID uint32, flavor string) replication.BinlogSyncerConfig {
 	cfg := replication.BinlogSyncerConfig{
 		ServerID: serverID, Flavor: flavor, Host: t.host, Port: t.port, User: t.user, Password: t.pwd,
 		DisableRetrySync: true, TimestampStringLocation: time.UTC, RenderJSONAsMySQLText: true,
@@ -102,9 +101,16 @@ func readDecodeCeiling(ctx context.Context, t binlogTarget, serverID uint32, fla
 		}
 		return ev.DecodeData(pos, data)
 	}
-	syncer := replication.NewBinlogSyncer(cfg)
+	return cfg
+}
+
+// readDecodeCeiling is what go-mysql alone achieves: a BinlogSyncer with the
+// relay's settings reads the binlog from t.from and decodes the rows of the
+// table until it has seen t.rows of them. No Redis, no events built.
+func readDecodeCeiling(ctx context.Context, t binlogTarget, serverID uint32, flavor string) (span, error) {
+	syncer := replication.NewBinlogSyncer(ceilingSyncerConfig(t, serverID, flavor))
 	defer syncer.Close()
-	streamer, err := syncer.StartSync(mysql.Position{Name: t.from.File, Pos: t.from.Pos})
+	streamer, err := syncer.StartSync(t.from.mysql())
 	if err != nil {
 		return span{}, fmt.Errorf("go-mysql ceiling: start sync: %w", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
@@ -35,10 +36,32 @@ const (
 	DefaultConns        = 8
 	DefaultPayloadBytes = 300
 	DefaultLargePayload = 16 << 10
+	DefaultHugePayload  = 512 << 10
 	DefaultStreams      = 16
 	DefaultLiveDuration = 15 * time.Second
 	DefaultBatch        = 2000
+	DefaultLiveRate     = 200
 )
+
+// Workload names, by which Config.Workloads selects a subset.
+const (
+	WorkSingle   = "single"    // catch-up of single-row transactions, one stream
+	WorkStreams  = "streams"   // the same backlog into Config.Streams streams
+	WorkTx       = "tx"        // catch-up of Config.TxRows-row transactions
+	WorkLarge    = "large"     // catch-up of 16 KiB payloads
+	WorkHuge     = "huge"      // catch-up of 512 KiB payloads
+	WorkOneTx    = "onetx"     // catch-up of one Config.Rows-row transaction
+	WorkApp      = "app"       // catch-up of application-shaped transactions
+	WorkPoll     = "poll"      // poll mode catch-up, against the naive relay
+	WorkLiveRate = "live-rate" // live, Config.LiveRate tx/s, beside the minimal relay
+	WorkLiveFlat = "live-flat" // live, Config.Conns producers flat out, beside the minimal relay
+	WorkLivePoll = "live-poll" // live in poll mode, producers flat out
+)
+
+// Workloads returns every workload name, in the order a run takes them.
+func Workloads() []string {
+	return []string{WorkSingle, WorkStreams, WorkTx, WorkLarge, WorkHuge, WorkOneTx, WorkApp, WorkPoll, WorkLiveRate, WorkLiveFlat, WorkLivePoll}
+}
 
 // Config configures a benchmark run.
 type Config struct {
@@ -57,17 +80,31 @@ type Config struct {
 	TxRows int
 	// LargeRows is the backlog of 16 KiB payloads (default Rows/40).
 	LargeRows int
+	// HugeRows is the backlog of 512 KiB payloads (default Rows/5000, at
+	// least 10).
+	HugeRows int
 	// NaiveRows is how many rows the naive relay moves (default Rows/200,
 	// at least 1): it is slow, and its rate is flat.
 	NaiveRows int
+	// AppRows is the backlog of application-shaped transactions, each
+	// updating two wide rows of other tables and inserting one outbox row
+	// (default Rows/10).
+	AppRows int
 	// Conns is the number of producer connections (default 8).
 	Conns int
 	// Streams is the stream count of the many-streams workload (default 16).
 	Streams int
 	// LiveDuration is how long each live workload produces (default 15s).
 	LiveDuration time.Duration
+	// LiveRate is the transactions per second of the paced live workload
+	// (default 200).
+	LiveRate float64
 	// SkipBigTx leaves out the single Rows-row transaction.
 	SkipBigTx bool
+	// Workloads, when not empty, selects the workloads to run by name
+	// (Workloads lists them); only the backlogs and ceilings they need are
+	// loaded and measured.
+	Workloads []string
 	// Log receives progress lines; nil discards them.
 	Log *slog.Logger
 }
@@ -82,11 +119,20 @@ func (c *Config) setDefaults() {
 	if c.LargeRows == 0 {
 		c.LargeRows = max(1, c.Rows/40)
 	}
+	if c.HugeRows == 0 {
+		c.HugeRows = max(10, c.Rows/5000)
+	}
 	if c.NaiveRows == 0 {
 		c.NaiveRows = max(1, c.Rows/200)
 	}
+	if c.AppRows == 0 {
+		c.AppRows = max(1, c.Rows/10)
+	}
 	if c.Conns == 0 {
 		c.Conns = DefaultConns
+	}
+	if c.LiveRate == 0 {
+		c.LiveRate = DefaultLiveRate
 	}
 	if c.Streams == 0 {
 		c.Streams = DefaultStreams
@@ -108,6 +154,13 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("bench: Rows %d must be at least TxRows %d", c.Rows, c.TxRows)
 	case c.NaiveRows >= c.Rows:
 		return fmt.Errorf("bench: NaiveRows %d must be below Rows %d", c.NaiveRows, c.Rows)
+	case c.LiveRate < 0:
+		return fmt.Errorf("bench: LiveRate %v must be positive", c.LiveRate)
+	}
+	for _, w := range c.Workloads {
+		if !slices.Contains(Workloads(), w) {
+			return fmt.Errorf("%w: bench: unknown workload %q; choose from %s", outbox.ErrConfig, w, strings.Join(Workloads(), ", "))
+		}
 	}
 	return nil
 }
@@ -127,6 +180,11 @@ type Report struct {
 type Figure struct {
 	Name         string  `json:"name"`
 	EventsPerSec float64 `json:"events_per_sec"`
+	// RedisCPUus is Redis's CPU time per entry, in microseconds, for the
+	// ceilings that append.
+	RedisCPUus float64 `json:"redis_cpu_us,omitempty"`
+	// MySQLCPUus is the MySQL server's, for the ceilings that read.
+	MySQLCPUus float64 `json:"mysql_cpu_us,omitempty"`
 }
 
 // Result is one workload of the relay.
@@ -138,15 +196,29 @@ type Result struct {
 	// Ceiling names the figure Ratio divides by.
 	Ceiling string  `json:"ceiling,omitempty"`
 	Ratio   float64 `json:"ratio,omitempty"`
-	// Latencies from the producer's COMMIT to the entry being readable, in
-	// milliseconds (live workloads only).
+	// Latencies from the return of the producer's COMMIT to the entry
+	// being readable, in milliseconds (live workloads only); negative for
+	// an entry readable before the producer heard back.
 	P50ms  float64 `json:"p50_ms,omitempty"`
 	P99ms  float64 `json:"p99_ms,omitempty"`
 	P999ms float64 `json:"p999_ms,omitempty"`
+	// CeilP50ms and CeilP99ms are the same latencies of the minimal relay
+	// that ran beside the relay (live binlog workloads only); Ratio is then
+	// P99ms/CeilP99ms and P99DiffMs their difference.
+	CeilP50ms float64 `json:"ceiling_p50_ms,omitempty"`
+	CeilP99ms float64 `json:"ceiling_p99_ms,omitempty"`
+	P99DiffMs float64 `json:"p99_diff_ms,omitempty"`
 	// PeakRSSMB is the relay process's VmHWM.
 	PeakRSSMB float64 `json:"peak_rss_mb"`
 	// CPUSecPerM is the relay's CPU seconds (user+system) per million events.
 	CPUSecPerM float64 `json:"cpu_s_per_m_events"`
+	// RedisCPUus is Redis's CPU time (INFO cpu, user+system) per event
+	// appended, in microseconds (catch-up workloads: live binlog ones
+	// share Redis with the minimal relay).
+	RedisCPUus float64 `json:"redis_cpu_us,omitempty"`
+	// MySQLCPUus is the MySQL server's CPU time per event in microseconds,
+	// when it runs on this machine (its pid_file is readable).
+	MySQLCPUus float64 `json:"mysql_cpu_us,omitempty"`
 	// LagEnd is committed-but-not-appended events when the producers
 	// stopped; LagMax the largest sampled during the run (live only).
 	LagEnd int64 `json:"lag_end"`
@@ -166,6 +238,9 @@ type run struct {
 	prefix   string
 	rep      *Report
 	ceil     map[string]float64
+	// mysqlPid is the MySQL server's process when it runs on this
+	// machine, 0 otherwise.
+	mysqlPid int
 }
 
 const benchDatabase = "binlog_outbox_bench"
@@ -202,6 +277,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		_, _ = r.db.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+benchDatabase+" /* binlog-outbox */")
 	}()
 	r.rep.Machine = r.machine(ctx)
+	r.mysqlPid = r.findMySQLPid(ctx)
 	if err := r.all(ctx); err != nil {
 		return r.rep, err
 	}
@@ -291,7 +367,7 @@ func (r *run) figure(name string, rate float64) {
 }
 
 func (r *run) result(res Result) {
-	if res.Ceiling != "" && r.ceil[res.Ceiling] > 0 {
+	if res.Ratio == 0 && res.Ceiling != "" && r.ceil[res.Ceiling] > 0 {
 		res.Ratio = res.EventsPerSec / r.ceil[res.Ceiling]
 	}
 	r.rep.Results = append(r.rep.Results, res)
@@ -312,123 +388,230 @@ const (
 	ceilProducers     = "producers, durable, 8 conns"
 	ceilRedis         = "go-redis pipelined XADD"
 	ceilNaive         = "naive polling relay"
+	ceilMinimal       = "minimal relay p99, same run"
 )
 
 func ceilMySQL(b backlog) string { return "go-mysql read+decode " + b.table }
 
+func ceilRedisOf(payloadBytes int) string {
+	return fmt.Sprintf("%s %s", ceilRedis, sizeName(payloadBytes))
+}
+
+// catchUp is a catch-up workload in binlog mode.
+type catchUp struct {
+	work       string
+	name       string
+	b          *backlog
+	partitions int
+	ceiling    func() string
+}
+
+func (r *run) selected(work string) bool {
+	if work == WorkOneTx && r.cfg.SkipBigTx {
+		return false
+	}
+	return len(r.cfg.Workloads) == 0 || slices.Contains(r.cfg.Workloads, work)
+}
+
+// backlogs are the tables the catch-up workloads read.
+type backlogs struct {
+	single, tx100, large, huge, onetx, app backlog
+}
+
+func (b *backlogs) all() []*backlog {
+	return []*backlog{&b.single, &b.tx100, &b.large, &b.huge, &b.onetx, &b.app}
+}
+
 func (r *run) all(ctx context.Context) error {
 	c := r.cfg
-	for _, t := range []string{"single", "tx100", "large", "onetx", "live_alone", "live_binlog", "live_poll"} {
-		if err := createTable(ctx, r.db, t); err != nil {
-			return fmt.Errorf("create table %s: %w", t, err)
+	bl := &backlogs{
+		single: backlog{table: "single", rows: int64(c.Rows), payload: DefaultPayloadBytes},
+		tx100:  backlog{table: "tx100", rows: int64(c.Rows), payload: DefaultPayloadBytes},
+		large:  backlog{table: "large", rows: int64(c.LargeRows), payload: DefaultLargePayload},
+		huge:   backlog{table: "huge", rows: int64(c.HugeRows), payload: DefaultHugePayload},
+		onetx:  backlog{table: "onetx", rows: int64(c.Rows), payload: DefaultPayloadBytes},
+		app:    backlog{table: "app", rows: int64(c.AppRows), payload: DefaultPayloadBytes},
+	}
+	single, tx100, large, huge, onetx, app := &bl.single, &bl.tx100, &bl.large, &bl.huge, &bl.onetx, &bl.app
+	catchUps := []catchUp{
+		{WorkSingle, "catch-up 1-row tx, 1 stream", single, 0, func() string { return ceilMySQL(*single) }},
+		{WorkStreams, fmt.Sprintf("catch-up 1-row tx, %d streams", c.Streams), single, c.Streams, func() string { return ceilMySQL(*single) }},
+		{WorkTx, fmt.Sprintf("catch-up %d-row tx", c.TxRows), tx100, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
+		{WorkLarge, "catch-up 1-row tx, 16 KiB payload", large, 0, func() string { return ceilRedisOf(DefaultLargePayload) }},
+		{WorkHuge, "catch-up 1-row tx, 512 KiB payload", huge, 0, func() string { return ceilRedisOf(DefaultHugePayload) }},
+		{WorkOneTx, fmt.Sprintf("catch-up one %d-row tx", c.Rows), onetx, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
+		{WorkApp, "catch-up app-shaped tx (2 wide UPDATEs + 1 outbox row)", app, 0, func() string { return ceilMySQL(*app) }},
+	}
+	// The backlogs the selected workloads read, and the one onetx copies.
+	need := map[*backlog]bool{}
+	for _, w := range catchUps {
+		if r.selected(w.work) {
+			need[w.b] = true
 		}
 	}
+	if r.selected(WorkPoll) || need[onetx] {
+		need[single] = true
+	}
+	for _, b := range bl.all() {
+		if need[b] {
+			if err := createTable(ctx, r.db, b.table); err != nil {
+				return fmt.Errorf("create table %s: %w", b.table, err)
+			}
+		}
+	}
+	if need[app] {
+		if err := createAppTables(ctx, r.db); err != nil {
+			return fmt.Errorf("create the app workload's tables: %w", err)
+		}
+	}
+	if err := r.loadAll(ctx, need, bl); err != nil {
+		return err
+	}
+
+	// Ceilings of the parts alone.
+	for i, b := range bl.all() {
+		if !need[b] || (b == single && !r.selected(WorkSingle) && !r.selected(WorkStreams)) {
+			continue
+		}
+		cpu := r.serverCPU(ctx)
+		s, err := readDecodeCeiling(ctx, r.target(*b), uint32(2001+i), r.flavor)
+		if err != nil {
+			return err
+		}
+		r.figure(ceilMySQL(*b), s.rate())
+		_, r.rep.Ceilings[len(r.rep.Ceilings)-1].MySQLCPUus = cpu.perEvent(ctx, s.total)
+	}
+	for _, p := range []struct {
+		rows, bytes int
+		used        bool
+	}{
+		{c.Rows, DefaultPayloadBytes, need[tx100] || need[onetx] || r.selected(WorkSingle)},
+		{c.LargeRows, DefaultLargePayload, need[large]},
+		{c.HugeRows, DefaultHugePayload, need[huge]},
+	} {
+		if !p.used {
+			continue
+		}
+		key := r.prefix + "ceiling"
+		cpu := r.serverCPU(ctx)
+		// At most 32 MiB per round trip: 2,000 entries of 512 KiB would be
+		// a gigabyte in the harness.
+		s, err := xaddCeiling(ctx, r.rdb, key, p.rows, min(DefaultBatch, max(1, (32<<20)/p.bytes)), p.bytes)
+		if err != nil {
+			return err
+		}
+		r.figure(ceilRedisOf(p.bytes), s.rate())
+		r.rdb.Del(ctx, key)
+		f := &r.rep.Ceilings[len(r.rep.Ceilings)-1]
+		f.RedisCPUus, _ = cpu.perEvent(ctx, s.total)
+	}
+
+	for _, w := range catchUps {
+		if !r.selected(w.work) {
+			continue
+		}
+		if err := r.catchUpBinlog(ctx, w.name, *w.b, w.partitions, w.ceiling()); err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+	}
+	if r.selected(WorkPoll) {
+		if err := r.catchUpPoll(ctx, *single); err != nil {
+			return fmt.Errorf("poll catch-up: %w", err)
+		}
+	}
+	return r.liveAll(ctx)
+}
+
+// loadAll loads the backlogs in need with relaxed durability.
+func (r *run) loadAll(ctx context.Context, need map[*backlog]bool, bl *backlogs) (err error) {
+	c := r.cfg
+	single, onetx, app := &bl.single, &bl.onetx, &bl.app
 	restore, err := durability(ctx, r.db, false)
 	if err != nil {
 		return err
 	}
-	load := func(table string, rows, txRows, payloadBytes int, prefix string) (backlog, float64, error) {
-		b := backlog{table: table, rows: int64(rows), payload: payloadBytes}
+	defer restore()
+	load := func(b *backlog, what string, fn func() (float64, error)) (float64, error) {
 		if b.from, err = binlogEnd(ctx, r.db); err != nil {
-			return b, 0, err
+			return 0, err
 		}
 		began := time.Now()
-		rate, err := loadBacklog(ctx, r.db, table, rows, txRows, c.Conns, payloadBytes, prefix)
-		r.log.Info("loaded backlog", "table", table, "rows", rows, "rows_per_tx", txRows, "took", time.Since(began).Round(time.Millisecond))
-		return b, rate, err
+		rate, err := fn()
+		r.log.Info("loaded backlog", "table", b.table, "rows", b.rows, "shape", what, "took", time.Since(began).Round(time.Millisecond))
+		return rate, err
 	}
-	single, loadRate, err := load("single", c.Rows, 1, DefaultPayloadBytes, "S")
-	if err != nil {
-		restore()
-		return err
-	}
-	r.figure(ceilProducersLoad, loadRate)
-	tx100, _, err := load("tx100", c.Rows, c.TxRows, DefaultPayloadBytes, "T")
-	if err != nil {
-		restore()
-		return err
-	}
-	large, _, err := load("large", c.LargeRows, 1, DefaultLargePayload, "L")
-	if err != nil {
-		restore()
-		return err
-	}
-	onetx := backlog{table: "onetx", rows: int64(c.Rows), payload: DefaultPayloadBytes}
-	if !c.SkipBigTx {
-		if onetx.from, err = binlogEnd(ctx, r.db); err == nil {
-			began := time.Now()
-			err = copyInOneTx(ctx, r.db, "onetx", "single")
-			r.log.Info("loaded one transaction", "rows", c.Rows, "took", time.Since(began).Round(time.Millisecond))
+	for _, l := range []struct {
+		b      *backlog
+		txRows int
+		prefix string
+	}{{single, 1, "S"}, {&bl.tx100, c.TxRows, "T"}, {&bl.large, 1, "L"}, {&bl.huge, 1, "H"}} {
+		if !need[l.b] {
+			continue
 		}
-		if err != nil {
-			restore()
-			return err
-		}
-	}
-	restore()
-
-	// Ceilings of the parts alone.
-	backlogs := []backlog{single, tx100, large}
-	if !c.SkipBigTx {
-		backlogs = append(backlogs, onetx)
-	}
-	for i, b := range backlogs {
-		s, err := readDecodeCeiling(ctx, r.target(b), uint32(2001+i), r.flavor)
+		rate, err := load(l.b, fmt.Sprintf("%d-row tx", l.txRows), func() (float64, error) {
+			return loadBacklog(ctx, r.db, l.b.table, int(l.b.rows), l.txRows, c.Conns, l.b.payload, l.prefix)
+		})
 		if err != nil {
 			return err
 		}
-		r.figure(ceilMySQL(b), s.rate())
+		if l.b == single {
+			r.figure(ceilProducersLoad, rate)
+		}
 	}
-	for _, p := range []struct {
-		rows, bytes int
-	}{{c.Rows, DefaultPayloadBytes}, {c.LargeRows, DefaultLargePayload}} {
-		key := r.prefix + "ceiling"
-		s, err := xaddCeiling(ctx, r.rdb, key, p.rows, DefaultBatch, p.bytes)
-		r.rdb.Del(ctx, key)
-		if err != nil {
+	if need[onetx] {
+		if _, err := load(onetx, "one transaction", func() (float64, error) {
+			return 0, copyInOneTx(ctx, r.db, onetx.table, single.table)
+		}); err != nil {
 			return err
 		}
-		r.figure(fmt.Sprintf("%s %s", ceilRedis, sizeName(p.bytes)), s.rate())
 	}
-
-	// Catch-up, binlog mode.
-	type catch struct {
-		name       string
-		b          backlog
-		partitions int
-	}
-	runs := []catch{
-		{"catch-up 1-row tx, 1 stream", single, 0},
-		{fmt.Sprintf("catch-up 1-row tx, %d streams", c.Streams), single, c.Streams},
-		{fmt.Sprintf("catch-up %d-row tx", c.TxRows), tx100, 0},
-		{"catch-up 1-row tx, 16 KiB payload", large, 0},
-	}
-	if !c.SkipBigTx {
-		runs = append(runs, catch{fmt.Sprintf("catch-up one %d-row tx", c.Rows), onetx, 0})
-	}
-	for _, w := range runs {
-		if err := r.catchUpBinlog(ctx, w.name, w.b, w.partitions); err != nil {
-			return fmt.Errorf("%s: %w", w.name, err)
+	if need[app] {
+		if _, err := load(app, "2 wide UPDATEs + 1 outbox row per tx", func() (float64, error) {
+			return loadApp(ctx, r.db, app.table, int(app.rows), c.Conns, app.payload, "P")
+		}); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	// Catch-up, poll mode, against the naive relay on the same table.
-	if err := r.catchUpPoll(ctx, single); err != nil {
-		return fmt.Errorf("poll catch-up: %w", err)
+// liveAll runs the live workloads with durable settings.
+func (r *run) liveAll(ctx context.Context) error {
+	c := r.cfg
+	lives := []liveRun{
+		{work: WorkLiveRate, name: fmt.Sprintf("live, %.0f tx/s, durable", c.LiveRate), mode: "binlog", rate: c.LiveRate},
+		{work: WorkLiveFlat, name: fmt.Sprintf("live, %d durable producers flat out", c.Conns), mode: "binlog"},
+		{work: WorkLivePoll, name: fmt.Sprintf("live, %d durable producers flat out", c.Conns), mode: "poll"},
 	}
-
-	// Live.
-	restore, err = durability(ctx, r.db, true)
+	var todo []liveRun
+	for _, l := range lives {
+		if r.selected(l.work) {
+			todo = append(todo, l)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	restore, err := durability(ctx, r.db, true)
 	if err != nil {
 		return err
 	}
 	defer restore()
-	if err := r.producersAlone(ctx); err != nil {
-		return err
+	if r.selected(WorkLivePoll) {
+		if err := createTable(ctx, r.db, "live_alone"); err != nil {
+			return err
+		}
+		if err := r.producersAlone(ctx); err != nil {
+			return err
+		}
 	}
-	for _, mode := range []string{"binlog", "poll"} {
-		if err := r.live(ctx, mode); err != nil {
-			return fmt.Errorf("live %s: %w", mode, err)
+	for i, l := range todo {
+		l.table = fmt.Sprintf("live_%d", i)
+		if err := createTable(ctx, r.db, l.table); err != nil {
+			return err
+		}
+		if err := r.live(ctx, l); err != nil {
+			return fmt.Errorf("%s (%s): %w", l.name, l.mode, err)
 		}
 	}
 	return nil
@@ -486,9 +669,10 @@ func (r *run) cleanup(ctx context.Context, keyPrefix string) {
 	}
 }
 
-func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partitions int) error {
+func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partitions int, ceiling string) error {
 	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
 	defer r.cleanup(ctx, kp)
+	cpu := r.serverCPU(ctx)
 	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(b.table, "binlog", kp, partitions, "--start-from", b.from.String()), nil)
 	if err != nil {
 		return err
@@ -502,20 +686,25 @@ func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partiti
 	if err != nil {
 		return err
 	}
-	r.result(Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(),
-		Ceiling: ceilMySQL(b), PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6})
+	res := Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(), Ceiling: ceiling,
+		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6}
+	res.RedisCPUus, res.MySQLCPUus = cpu.perEvent(ctx, s.total)
+	r.result(res)
 	return nil
 }
 
 func (r *run) catchUpPoll(ctx context.Context, b backlog) error {
 	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
 	defer r.cleanup(ctx, kp)
-	began := time.Now()
+	began, cpu := time.Now(), r.serverCPU(ctx)
 	n, err := NaiveRelay(ctx, r.db, r.rdb, b.table, kp+"naive:", r.cfg.NaiveRows)
 	if err != nil {
 		return fmt.Errorf("naive relay: %w", err)
 	}
 	r.figure(ceilNaive, float64(n)/time.Since(began).Seconds())
+	f := &r.rep.Ceilings[len(r.rep.Ceilings)-1]
+	f.RedisCPUus, f.MySQLCPUus = cpu.perEvent(ctx, int64(n))
+	cpu = r.serverCPU(ctx)
 	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(b.table, "poll", kp, 0), nil)
 	if err != nil {
 		return err
@@ -529,8 +718,10 @@ func (r *run) catchUpPoll(ctx context.Context, b backlog) error {
 	if err != nil {
 		return err
 	}
-	r.result(Result{Workload: "catch-up 1-row tx, 1 stream", Mode: "poll", Rows: s.total, EventsPerSec: s.rate(),
-		Ceiling: ceilNaive, PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6})
+	res := Result{Workload: "catch-up 1-row tx, 1 stream", Mode: "poll", Rows: s.total, EventsPerSec: s.rate(),
+		Ceiling: ceilNaive, PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6}
+	res.RedisCPUus, res.MySQLCPUus = cpu.perEvent(ctx, s.total)
+	r.result(res)
 	return nil
 }
 
@@ -540,35 +731,60 @@ func (r *run) producersAlone(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	began := time.Now()
-	if err := p.run(pctx, r.db, "live_alone", r.cfg.Conns, DefaultPayloadBytes, "A"); err != nil {
+	if err := p.run(pctx, r.db, "live_alone", r.cfg.Conns, DefaultPayloadBytes, 0, "A"); err != nil {
 		return fmt.Errorf("producers: %w", err)
 	}
 	r.figure(ceilProducers, float64(p.committed.Load())/time.Since(began).Seconds())
 	return nil
 }
 
-func (r *run) live(ctx context.Context, mode string) error {
+// liveRun is a live workload: producers commit while the relay runs.
+type liveRun struct {
+	work string
+	name string
+	mode string
+	rate float64 // tx/s; 0: flat out
+	// table is the outbox table the producers write.
+	table string
+}
+
+// live runs one live workload. In binlog mode the minimal relay runs beside
+// the relay, from the same binlog position into a stream of its own, and
+// its latencies are the ceiling.
+func (r *run) live(ctx context.Context, l liveRun) error {
 	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
 	defer r.cleanup(ctx, kp)
-	table := "live_" + mode
 	var extra []string
-	if mode == "binlog" {
+	if l.mode == "binlog" {
 		extra = []string{"--start-from", "now"}
 	}
-	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(table, mode, kp, 0, extra...), nil)
+	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(l.table, l.mode, kp, 0, extra...), nil)
 	if err != nil {
 		return err
 	}
 	defer ch.stop()
 	// Binlog mode stores its start position first: then it reads.
-	if err := r.waitStarted(ctx, ch, mode, kp+"position"); err != nil {
+	if err := r.waitStarted(ctx, ch, l.mode, kp+"position"); err != nil {
 		return err
 	}
+	keys := streamKeys(kp, 0)
+	var minimal *minimalRelay
+	if l.mode == "binlog" {
+		t := r.target(backlog{table: l.table})
+		if t.from, err = binlogEnd(ctx, r.db); err != nil {
+			return err
+		}
+		if minimal, err = startMinimalRelay(ctx, t, 2100, r.flavor, r.rdb, kp+"minimal"); err != nil {
+			return err
+		}
+		defer minimal.stop()
+		keys = append(keys, kp+"minimal")
+	}
 	p := newProducers()
-	a := &arrivals{}
+	a := newArrivals(len(keys))
 	rctx, stopReader := context.WithCancel(ctx)
 	readErr := make(chan error, 1)
-	go func() { readErr <- a.read(rctx, r.rdb, streamKeys(kp, 0), p) }()
+	go func() { readErr <- a.read(rctx, r.rdb, keys) }()
 	defer stopReader()
 
 	pctx, stopProducers := context.WithTimeout(ctx, r.cfg.LiveDuration)
@@ -576,7 +792,7 @@ func (r *run) live(ctx context.Context, mode string) error {
 	prodErr := make(chan error, 1)
 	began := time.Now()
 	go func() {
-		prodErr <- p.run(pctx, r.db, table, r.cfg.Conns, DefaultPayloadBytes, strings.ToUpper(mode[:1]))
+		prodErr <- p.run(pctx, r.db, l.table, r.cfg.Conns, DefaultPayloadBytes, l.rate, strings.ToUpper(l.mode[:1]))
 	}()
 	var lagMax int64
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -590,7 +806,7 @@ wait:
 			}
 			break wait
 		case <-tick.C:
-			lagMax = max(lagMax, p.committed.Load()-a.count())
+			lagMax = max(lagMax, p.committed.Load()-a.count(0))
 			if ch.done() {
 				return ch.failure("exited during the live run")
 			}
@@ -598,13 +814,15 @@ wait:
 	}
 	produced := p.committed.Load()
 	elapsed := time.Since(began)
-	lagEnd := produced - a.count()
+	lagEnd := produced - a.count(0)
 	drainBy := time.Now().Add(30 * time.Second)
-	for a.count() < produced {
-		if time.Now().After(drainBy) || ch.done() {
-			return ch.failure(fmt.Sprintf("did not catch up: %d of %d entries", a.count(), produced))
+	for i := range keys {
+		for a.count(i) < produced {
+			if time.Now().After(drainBy) || ch.done() {
+				return ch.failure(fmt.Sprintf("did not catch up: %d of %d entries in %s", a.count(i), produced, keys[i]))
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	stopReader()
 	if err := <-readErr; err != nil {
@@ -614,18 +832,24 @@ wait:
 	if err != nil {
 		return err
 	}
-	lat := a.latencies
-	slices.Sort(lat)
-	pct := func(q float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Microseconds()) / 1000
-	}
-	r.result(Result{Workload: "live, 8 durable producers", Mode: mode, Rows: produced,
+	lat := a.latencies(0, p)
+	res := Result{Workload: l.name, Mode: l.mode, Rows: produced,
 		EventsPerSec: float64(produced) / elapsed.Seconds(), Ceiling: ceilProducers,
-		P50ms: pct(0.50), P99ms: pct(0.99), P999ms: pct(0.999),
-		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(produced) * 1e6, LagEnd: lagEnd, LagMax: lagMax})
+		P50ms: percentile(lat, 0.50), P99ms: percentile(lat, 0.99), P999ms: percentile(lat, 0.999),
+		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(produced) * 1e6, LagEnd: lagEnd, LagMax: lagMax}
+	if minimal != nil {
+		if err := minimal.stop(); err != nil {
+			return err
+		}
+		ml := a.latencies(1, p)
+		res.Ceiling = ceilMinimal
+		res.CeilP50ms, res.CeilP99ms = percentile(ml, 0.50), percentile(ml, 0.99)
+		res.P99DiffMs = res.P99ms - res.CeilP99ms
+		if res.CeilP99ms > 0 {
+			res.Ratio = res.P99ms / res.CeilP99ms
+		}
+	}
+	r.result(res)
 	return nil
 }
 
@@ -652,6 +876,89 @@ func (r *run) waitStarted(ctx context.Context, ch *child, mode, posKey string) e
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// cpuMark is the servers' CPU time at a moment, to take what a stretch of
+// work cost them.
+type cpuMark struct {
+	r            *run
+	redis, mysql float64 // seconds; negative when unknown
+}
+
+func (r *run) serverCPU(ctx context.Context) cpuMark {
+	m := cpuMark{r: r, redis: r.redisCPUSeconds(ctx), mysql: -1}
+	if r.mysqlPid > 0 {
+		if s, err := procCPU(r.mysqlPid); err == nil {
+			m.mysql = s
+		}
+	}
+	return m
+}
+
+// perEvent is the CPU each server used since the mark, in microseconds per
+// event (0 when unknown).
+func (m cpuMark) perEvent(ctx context.Context, events int64) (redisUs, mysqlUs float64) {
+	now := m.r.serverCPU(ctx)
+	per := func(was, is float64) float64 {
+		if was < 0 || is < 0 || events <= 0 {
+			return 0
+		}
+		return (is - was) / float64(events) * 1e6
+	}
+	return per(m.redis, now.redis), per(m.mysql, now.mysql)
+}
+
+// findMySQLPid finds the MySQL server's process when it runs on this
+// machine: its pid file names it, and the process's command is mysqld or
+// mariadbd.
+func (r *run) findMySQLPid(ctx context.Context) int {
+	var file string
+	if err := r.db.QueryRowContext(ctx, "SELECT @@GLOBAL.pid_file /* binlog-outbox */").Scan(&file); err != nil {
+		return 0
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return 0
+	}
+	name := strings.TrimSpace(string(comm))
+	if name != "mysqld" && name != "mariadbd" {
+		return 0
+	}
+	return pid
+}
+
+// redisCPUSeconds is used_cpu_user plus used_cpu_sys of INFO cpu.
+func (r *run) redisCPUSeconds(ctx context.Context) float64 {
+	info, err := r.rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return -1
+	}
+	var total float64
+	found := 0
+	for _, l := range strings.Split(info, "\n") {
+		for _, k := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), k); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return -1
+				}
+				total += f
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return -1
+	}
+	return total
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)

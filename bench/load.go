@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
+
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -20,6 +22,8 @@ type binlogPos struct {
 }
 
 func (p binlogPos) String() string { return fmt.Sprintf("%s:%d", p.File, p.Pos) }
+
+func (p binlogPos) mysql() mysql.Position { return mysql.Position{Name: p.File, Pos: p.Pos} }
 
 // binlogEnd reads the end of the binlog with the statement the server's
 // version understands (MySQL 8.4 has no SHOW MASTER STATUS).
@@ -78,57 +82,38 @@ func loadBacklog(ctx context.Context, db *sql.DB, table string, rows, txRows, co
 	ins := fmt.Sprintf(insertCols, schema.QuoteIdent(table))
 	var next atomic.Int64
 	began := time.Now()
-	gctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, conns)
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := func() error {
-				conn, err := db.Conn(gctx)
-				if err != nil {
-					return err
-				}
-				defer conn.Close()
-				var sb strings.Builder
-				args := make([]any, 0, 3*txRows)
-				for {
-					first := int(next.Add(int64(txRows))) - txRows
-					if first >= rows {
-						return nil
-					}
-					n := min(txRows, rows-first)
-					sb.Reset()
-					sb.WriteString(ins)
-					args = args[:0]
-					for j := range n {
-						if j > 0 {
-							sb.WriteByte(',')
-						}
-						sb.WriteString("(?, 'order', ?, 'order.created', ?)")
-						i := first + j
-						args = append(args, messageID(prefix, i), fmt.Sprintf("agg-%d", i%1000), pay)
-					}
-					if n == 1 {
-						_, err = conn.ExecContext(gctx, sb.String(), args...)
-					} else {
-						err = inTx(gctx, conn, sb.String(), args)
-					}
-					if err != nil {
-						return fmt.Errorf("load %s: %w", table, err)
-					}
-				}
-			}(); err != nil {
-				errs <- err
-				cancel()
+	err := parallel(ctx, db, conns, func(ctx context.Context, conn *sql.Conn) error {
+		var sb strings.Builder
+		args := make([]any, 0, 3*txRows)
+		for {
+			first := int(next.Add(int64(txRows))) - txRows
+			if first >= rows {
+				return nil
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+			n := min(txRows, rows-first)
+			sb.Reset()
+			sb.WriteString(ins)
+			args = args[:0]
+			for j := range n {
+				if j > 0 {
+					sb.WriteByte(',')
+				}
+				sb.WriteString("(?, 'order', ?, 'order.created', ?)")
+				i := first + j
+				args = append(args, messageID(prefix, i), fmt.Sprintf("agg-%d", i%1000), pay)
+			}
+			var err error
+			if n == 1 {
+				_, err = conn.ExecContext(ctx, sb.String(), args...)
+			} else {
+				err = inTx(ctx, conn, sb.String(), args)
+			}
+			if err != nil {
+				return fmt.Errorf("load %s: %w", table, err)
+			}
+		}
+	})
+	if err != nil {
 		return 0, err
 	}
 	return float64(rows) / float64(txRows) / time.Since(began).Seconds(), nil
@@ -159,21 +144,160 @@ func copyInOneTx(ctx context.Context, db *sql.DB, dst, src string) error {
 	return err
 }
 
-// producers commit single-row transactions from conns connections as fast as
-// the server takes them until ctx ends. Before each COMMIT it calls sent with
-// the row's message id; after it, committed is incremented.
+// Wide rows of the application-shaped workload: two tables of appWideRows
+// rows, each row appWideCols VARCHAR columns of appWideBytes characters.
+const (
+	appWideRows  = 1000
+	appWideCols  = 12
+	appWideBytes = 80
+)
+
+// appTables are the application's own tables the app workload updates.
+var appTables = []string{"app_customers", "app_orders"}
+
+// createAppTables makes and fills the wide tables of the app workload.
+func createAppTables(ctx context.Context, db *sql.DB) error {
+	val := strings.Repeat("w", appWideBytes)
+	for _, t := range appTables {
+		var cols, vals strings.Builder
+		for c := range appWideCols {
+			fmt.Fprintf(&cols, ", c%d VARCHAR(%d) NOT NULL", c, appWideBytes+10)
+			fmt.Fprintf(&vals, ", '%s'", val)
+		}
+		q := "DROP TABLE IF EXISTS " + t + " /* binlog-outbox */"
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return err
+		}
+		q = fmt.Sprintf("CREATE TABLE %s (id BIGINT PRIMARY KEY, n BIGINT NOT NULL, updated_at DATETIME(6) NOT NULL%s) /* binlog-outbox */", t, cols.String())
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return err
+		}
+		var ins strings.Builder
+		fmt.Fprintf(&ins, "INSERT INTO %s VALUES ", t)
+		for i := range appWideRows {
+			if i > 0 {
+				ins.WriteByte(',')
+			}
+			fmt.Fprintf(&ins, "(%d, 0, NOW(6)%s)", i+1, vals.String())
+		}
+		if _, err := db.ExecContext(ctx, ins.String()+" /* binlog-outbox */"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appTx is one transaction of the application-shaped workload: it updates a
+// wide row of each of appTables (the whole row changes in the row image) and
+// inserts outbox row i. Each transaction locks a customer before an order, so
+// concurrent ones wait for each other but never deadlock.
+func appTx(ctx context.Context, conn *sql.Conn, ins, pay, prefix string, i int) error {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	c1 := fmt.Sprintf("%0*d", appWideBytes, i)
+	for k, t := range appTables {
+		id := (i*(2*k+1))%appWideRows + 1
+		if _, err := tx.ExecContext(ctx, "UPDATE "+t+" SET n = n + 1, updated_at = NOW(6), c1 = ? WHERE id = ? /* binlog-outbox */", c1, id); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, ins, messageID(prefix, i), fmt.Sprintf("agg-%d", i%1000), pay); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// loadApp commits rows application-shaped transactions (appTx) from conns
+// connections and returns their rate.
+func loadApp(ctx context.Context, db *sql.DB, table string, rows, conns, payloadBytes int, prefix string) (float64, error) {
+	pay := payload(payloadBytes)
+	ins := fmt.Sprintf(insertCols, schema.QuoteIdent(table)) + "(?, 'order', ?, 'order.created', ?)"
+	var next atomic.Int64
+	began := time.Now()
+	err := parallel(ctx, db, conns, func(ctx context.Context, conn *sql.Conn) error {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= rows {
+				return nil
+			}
+			if err := appTx(ctx, conn, ins, pay, prefix, i); err != nil {
+				return fmt.Errorf("load %s: %w", table, err)
+			}
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(rows) / time.Since(began).Seconds(), nil
+}
+
+// parallel runs fn on conns connections at once and returns the first error;
+// the first error cancels the others.
+func parallel(ctx context.Context, db *sql.DB, conns int, fn func(context.Context, *sql.Conn) error) error {
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := db.Conn(gctx)
+			if err == nil {
+				err = fn(gctx, conn)
+				conn.Close()
+			}
+			if err != nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// producers commit single-row transactions from conns connections until ctx
+// ends, as fast as the server takes them or at a given rate. After each
+// COMMIT returns it records the time, keyed by the row's message id.
 type producers struct {
 	committed atomic.Int64
 	seq       atomic.Int64
 	mu        sync.Mutex
-	sentAt    map[string]time.Time
+	doneAt    map[string]time.Time
 }
 
-func newProducers() *producers { return &producers{sentAt: map[string]time.Time{}} }
+func newProducers() *producers { return &producers{doneAt: map[string]time.Time{}} }
 
-func (p *producers) run(ctx context.Context, db *sql.DB, table string, conns, payloadBytes int, prefix string) error {
+// run produces until ctx ends; rate is transactions per second over all
+// connections, 0 for as fast as they go.
+func (p *producers) run(ctx context.Context, db *sql.DB, table string, conns, payloadBytes int, rate float64, prefix string) error {
 	pay := payload(payloadBytes)
 	ins := fmt.Sprintf(insertCols, schema.QuoteIdent(table)) + "(?, 'order', ?, 'order.created', ?)"
+	var tokens chan struct{}
+	if rate > 0 {
+		tokens = make(chan struct{}, conns)
+		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer tick.Stop()
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					select {
+					case tokens <- struct{}{}:
+					default: // the producers fall behind the rate: skip
+					}
+				}
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, conns)
 	for range conns {
@@ -181,6 +305,13 @@ func (p *producers) run(ctx context.Context, db *sql.DB, table string, conns, pa
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				if tokens != nil {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tokens:
+					}
+				}
 				i := int(p.seq.Add(1))
 				id := messageID(prefix, i)
 				tx, err := db.BeginTx(context.Background(), nil)
@@ -193,14 +324,14 @@ func (p *producers) run(ctx context.Context, db *sql.DB, table string, conns, pa
 					errs <- err
 					return
 				}
-				t := time.Now()
-				p.mu.Lock()
-				p.sentAt[id] = t
-				p.mu.Unlock()
 				if err := tx.Commit(); err != nil {
 					errs <- err
 					return
 				}
+				t := time.Now()
+				p.mu.Lock()
+				p.doneAt[id] = t
+				p.mu.Unlock()
 				p.committed.Add(1)
 			}
 		}()
@@ -210,9 +341,10 @@ func (p *producers) run(ctx context.Context, db *sql.DB, table string, conns, pa
 	return <-errs
 }
 
-func (p *producers) sent(id string) (time.Time, bool) {
+// committedAt returns when the COMMIT of message id returned.
+func (p *producers) committedAt(id string) (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t, ok := p.sentAt[id]
+	t, ok := p.doneAt[id]
 	return t, ok
 }

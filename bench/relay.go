@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
 // child is the relay running as its own process, so that its memory and CPU
@@ -81,19 +83,27 @@ func (c *child) usage() (usage, error) {
 			u.PeakRSSMB = kb / 1024
 		}
 	}
+	if u.CPUSeconds, err = procCPU(pid); err != nil {
+		return usage{}, err
+	}
+	return u, nil
+}
+
+// procCPU is the CPU time (utime+stime) process pid used so far, in seconds.
+func procCPU(pid int) (float64, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return usage{}, err
+		return 0, err
 	}
 	// Fields after the command name, which is in parentheses and may hold
 	// spaces: state is field 3, utime 14, stime 15.
 	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(f) > 12 {
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		u.CPUSeconds = (ut + st) / clockTicks
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat has %d fields", pid, len(f))
 	}
-	return u, nil
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / clockTicks, nil
 }
 
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
@@ -191,22 +201,29 @@ func (p progress) waitFor(ctx context.Context, c *child, want int64, stall time.
 	}
 }
 
-// arrivals reads streams with XREAD BLOCK as entries arrive and records, per
-// entry, the time from its producer's COMMIT to its arrival.
+// arrivals reads streams with XREAD BLOCK and records when each entry
+// arrived, per stream, keyed by message id.
 type arrivals struct {
-	mu        sync.Mutex
-	n         int64
-	latencies []time.Duration
-	unknown   int64
+	mu sync.Mutex
+	at []map[string]time.Time // per key of read
 }
 
-func (a *arrivals) count() int64 {
+func newArrivals(streams int) *arrivals {
+	a := &arrivals{at: make([]map[string]time.Time, streams)}
+	for i := range a.at {
+		a.at[i] = map[string]time.Time{}
+	}
+	return a
+}
+
+// count returns the entries seen in the i-th stream.
+func (a *arrivals) count(i int) int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.n
+	return int64(len(a.at[i]))
 }
 
-func (a *arrivals) read(ctx context.Context, rdb *redis.Client, keys []string, p *producers) error {
+func (a *arrivals) read(ctx context.Context, rdb *redis.Client, keys []string) error {
 	ids := make([]string, len(keys))
 	for i := range ids {
 		ids[i] = "0-0"
@@ -225,22 +242,41 @@ func (a *arrivals) read(ctx context.Context, rdb *redis.Client, keys []string, p
 		}
 		a.mu.Lock()
 		for _, st := range res {
-			for i, k := range keys {
-				if k == st.Stream && len(st.Messages) > 0 {
-					ids[i] = st.Messages[len(st.Messages)-1].ID
-				}
+			i := slices.Index(keys, st.Stream)
+			if i < 0 || len(st.Messages) == 0 {
+				continue
 			}
+			ids[i] = st.Messages[len(st.Messages)-1].ID
 			for _, m := range st.Messages {
-				a.n++
-				id, _ := m.Values["message_id"].(string)
-				if t, ok := p.sent(id); ok {
-					a.latencies = append(a.latencies, now.Sub(t))
-				} else {
-					a.unknown++
-				}
+				id, _ := m.Values[redisstream.FieldMessageID].(string)
+				a.at[i][id] = now
 			}
 		}
 		a.mu.Unlock()
 	}
 	return nil
+}
+
+// latencies returns, for the entries of the i-th stream, the time from the
+// return of their producer's COMMIT to their arrival, sorted. A negative one
+// arrived before the producer heard back.
+func (a *arrivals) latencies(i int, p *producers) []time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	lat := make([]time.Duration, 0, len(a.at[i]))
+	for id, at := range a.at[i] {
+		if t, ok := p.committedAt(id); ok {
+			lat = append(lat, at.Sub(t))
+		}
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+// percentile returns the q-quantile of sorted latencies in milliseconds.
+func percentile(lat []time.Duration, q float64) float64 {
+	if len(lat) == 0 {
+		return 0
+	}
+	return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Microseconds()) / 1000
 }

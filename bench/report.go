@@ -11,28 +11,32 @@ import (
 func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "machine: %s\n\n", rep.Machine)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ceiling (measured alone, same run)\tevents/s\t")
+	fmt.Fprintln(tw, "ceiling (measured alone, same run)\tevents/s\tRedis CPU us/ev\tMySQL CPU us/ev\t")
 	for _, c := range rep.Ceilings {
-		fmt.Fprintf(tw, "%s\t%.0f\t\n", c.Name, c.EventsPerSec)
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t\n", c.Name, c.EventsPerSec, orDash(c.RedisCPUus), orDash(c.MySQLCPUus))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tmode\tevents\tevents/s\tx ceiling\tceiling\tp50 ms\tp99 ms\tp99.9 ms\tpeak RSS MB\tCPU s/M ev\tlag end\tlag max\t")
+	fmt.Fprintln(tw, "workload\tmode\tevents\tevents/s\tx ceiling\tceiling\tp50 ms\tp99 ms\tp99.9 ms\tceil p50\tceil p99\tp99 - ceil\tpeak RSS MB\tCPU s/M ev\tRedis CPU us/ev\tMySQL CPU us/ev\tlag end\tlag max\t")
 	for _, r := range rep.Results {
-		lat, lag := "-\t-\t-", "-\t-"
-		if r.P50ms > 0 {
-			lat = fmt.Sprintf("%.2f\t%.2f\t%.2f", r.P50ms, r.P99ms, r.P999ms)
+		lat, lag := "-\t-\t-\t-\t-\t-", "-\t-"
+		if r.P99ms != 0 {
+			lat = fmt.Sprintf("%.2f\t%.2f\t%.2f\t-\t-\t-", r.P50ms, r.P99ms, r.P999ms)
+			if r.CeilP99ms != 0 {
+				lat = fmt.Sprintf("%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%+.2f", r.P50ms, r.P99ms, r.P999ms, r.CeilP50ms, r.CeilP99ms, r.P99DiffMs)
+			}
 			lag = fmt.Sprintf("%d\t%d", r.LagEnd, r.LagMax)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%s\t%s\t%.1f\t%.1f\t%s\t\n",
-			r.Workload, r.Mode, r.Rows, r.EventsPerSec, r.Ratio, r.Ceiling, lat, r.PeakRSSMB, r.CPUSecPerM, lag)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t\n",
+			r.Workload, r.Mode, r.Rows, r.EventsPerSec, r.Ratio, r.Ceiling, lat, r.PeakRSSMB, r.CPUSecPerM, orDash(r.RedisCPUus), orDash(r.MySQLCPUus), lag)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "\nx ceiling: events/s over the ceiling's; in the live binlog rows, the relay's p99 over the minimal relay's (lower is better)")
 	if rep.Duration != "" {
 		fmt.Fprintf(w, "\nrun took %s\n", rep.Duration)
 	}
@@ -44,4 +48,11 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+func orDash(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v)
 }

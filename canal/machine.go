@@ -105,15 +105,18 @@ type machine struct {
 	guard eventGuard // for the events the switch has no case for
 }
 
-// decode turns a row of table f into its event, prepared for the sink's
-// entry format.
-func (m *machine) decode(f *followed, l layout, row []any, skipped []int, commitTime uint32) outbox.Event {
-	ev := decodeRow(l, row, skipped, commitTime)
+// decode appends a row of table f's event to dst, prepared for the sink's
+// entry format, and returns its Size. The event is prepared where it lies in
+// dst: a pointer to a local passed to prepare would put every row's Event on
+// the heap once more.
+func (m *machine) decode(dst *[]outbox.Event, f *followed, l layout, row []any, skipped []int, commitTime uint32) int {
+	*dst = append(*dst, decodeRow(l, row, skipped, commitTime))
+	ev := &(*dst)[len(*dst)-1]
 	ev.Database, ev.Table = f.name.Database, f.name.Table
 	if m.prepare != nil {
-		m.prepare(&ev)
+		m.prepare(ev)
 	}
-	return ev
+	return ev.Size()
 }
 
 // savepoint is a savepoint of the transaction: its name as given, and how
@@ -558,9 +561,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 				m.done++
 				continue
 			}
-			ev := m.decode(f, l, row, skipped, h.Timestamp)
-			m.pending.events = append(m.pending.events, ev)
-			m.pending.bytes += ev.Size()
+			m.pending.bytes += m.decode(&m.pending.events, f, l, row, skipped, h.Timestamp)
 			m.done++
 			// The batch must be appendable at any moment (the flusher may
 			// take it when idle), so its position follows every row.
@@ -581,9 +582,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		if m.overflow {
 			continue
 		}
-		ev := m.decode(f, l, row, skipped, h.Timestamp)
-		m.rows = append(m.rows, ev)
-		m.txBytes += ev.Size()
+		m.txBytes += m.decode(&m.rows, f, l, row, skipped, h.Timestamp)
 		if m.txBytes > m.maxTxBytes {
 			// Holding the whole transaction would take unbounded memory.
 			// Drop what it has; at its commit it is read again in chunks.

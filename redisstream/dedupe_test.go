@@ -159,3 +159,48 @@ func TestModeStore(t *testing.T) {
 		t.Errorf("stored under the mode key: %q, want poll", got)
 	}
 }
+
+// TestSink_AppendRuns appends a batch whose entries change stream and field
+// names in every way a run of shared names can break (see build), with
+// duplicates inside runs: each stream gets exactly its entries, in order,
+// each with its own fields.
+func TestSink_AppendRuns(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	ctx := context.Background()
+	s, c := newSink(t, r.NewDB(t), Config{Dedupe: Dedupe{Window: time.Minute, KeyPrefix: "dd:"}})
+	withField := func(e outbox.Event, v string) outbox.Event {
+		e.Fields = []outbox.Field{{Name: "tenant", Value: v}}
+		return e
+	}
+	// 2 and 5 were appended before: they are skipped where they stand.
+	if _, err := s.Publish(ctx, []outbox.Event{event(2, "order", "o"), event(5, "order", "o")}); err != nil {
+		t.Fatal(err)
+	}
+	c.Del(ctx, "outbox:order")
+	batch := []outbox.Event{
+		event(1, "order", "o"), event(2, "order", "o"), event(3, "order", "o"), // one run, its middle a duplicate
+		event(4, "invoice", "i"),                                                       // another stream
+		withField(event(5, "order", "o"), "a"), withField(event(6, "order", "o"), "b"), // other names
+		event(7, "order", "o"), // the first names again
+	}
+	if err := s.Append(ctx, batch, nil, []byte("p")); err != nil {
+		t.Fatal(err)
+	}
+	got := func(stream string) (ids []string, tenants []any) {
+		for _, m := range c.XRange(ctx, stream, "-", "+").Val() {
+			ids = append(ids, m.Values[FieldOutboxID].(string))
+			tenants = append(tenants, m.Values["tenant"])
+		}
+		return ids, tenants
+	}
+	ids, tenants := got("outbox:order")
+	if want := []string{"1", "3", "6", "7"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("outbox:order outbox ids = %v, want %v", ids, want)
+	}
+	if want := []any{nil, nil, "b", nil}; !reflect.DeepEqual(tenants, want) {
+		t.Errorf("outbox:order tenant fields = %v, want %v", tenants, want)
+	}
+	if ids, _ := got("outbox:invoice"); !reflect.DeepEqual(ids, []string{"4"}) {
+		t.Errorf("outbox:invoice outbox ids = %v, want [4]", ids)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -137,6 +136,12 @@ type Sink struct {
 	named int
 	// slots are the per-slot positions (Config.Cluster only).
 	slots slotState
+	// streamOf is each event's stream index, pairs one event's fields and
+	// runNames the field names of the run being built (see build).
+	streamOf []int
+	pairs    []any
+	runNames []string
+	keyBuf   []byte
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -198,14 +203,18 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 // = none), ARGV[3] new position, ARGV[4] dedupe window in milliseconds,
 // ARGV[5] number of streams S, ARGV[6] number of groups G, ARGV[7] the lease
 // as this relay holds it (with the lease only), then the G group names,
-// then S flags ("1": make sure the stream has every group), then per entry:
-// stream index into KEYS, dedupe key index into KEYS (0: none), number of
-// field/value arguments, the arguments. KEYS: the position key (with the
-// position only), the lease key (with the lease only), the streams, then the
-// dedupe keys. It returns {1, "", appended}; without writing anything, {2,
-// lease} when the lease is not the relay's, or {0, stored} when the stored
-// position is not the expected one. Every command it will run is checked
-// against the user's ACL before the first write.
+// then S flags ("1": make sure the stream has every group), then the
+// entries in runs: consecutive entries of one stream with the same field
+// names share a header (stream index into KEYS, the first entry's dedupe key
+// index into KEYS (0: none; the run's others follow it), number of fields F,
+// number of entries M), the F field names, then each entry's F values. Each
+// entry's own header and names were most of what Redis converted per entry
+// besides the XADD. KEYS: the position key (with the position only), the
+// lease key (with the lease only), the streams, then the dedupe keys, one
+// per entry in order. It returns {1, "", appended}; without writing
+// anything, {2, lease} when the lease is not the relay's, or {0, stored}
+// when the stored position is not the expected one. Every command it will
+// run is checked against the user's ACL before the first write.
 var appendScript = redis.NewScript(aclCheckLua + `
 local base = tonumber(ARGV[1])
 local ns = tonumber(ARGV[5])
@@ -276,15 +285,27 @@ end
 local added = 0
 local i = flags + ns + 1
 local n = #ARGV
+local fv = {}
 while i <= n do
-  local k = tonumber(ARGV[i])
+  local key = KEYS[tonumber(ARGV[i])]
   local d = tonumber(ARGV[i + 1])
-  local c = tonumber(ARGV[i + 2])
-  if d == 0 or redis.call('SET', KEYS[d], '1', 'NX', 'PX', ARGV[4]) then
-    redis.call('XADD', KEYS[k], '*', unpack(ARGV, i + 3, i + 2 + c))
-    added = added + 1
+  local f = tonumber(ARGV[i + 2])
+  local m = tonumber(ARGV[i + 3])
+  i = i + 4
+  for j = 1, f do
+    fv[2 * j - 1] = ARGV[i + j - 1]
   end
-  i = i + 3 + c
+  i = i + f
+  for e = 0, m - 1 do
+    if d == 0 or redis.call('SET', KEYS[d + e], '1', 'NX', 'PX', ARGV[4]) then
+      for j = 1, f do
+        fv[2 * j] = ARGV[i + j - 1]
+      end
+      redis.call('XADD', key, '*', unpack(fv, 1, 2 * f))
+      added = added + 1
+    end
+    i = i + f
+  end
 end
 if base >= 1 then
   redis.call('SET', KEYS[1], ARGV[3])
@@ -374,9 +395,10 @@ func (s *Sink) build(events []outbox.Event, positionKey string, prev, next []byt
 	// An event the reader did not prepare is prepared here, before its
 	// stream is chosen: one the format cannot carry is a dead letter.
 	first := len(s.keys)
+	s.streamOf = s.streamOf[:0]
 	for i := range events {
 		s.Prepare(&events[i])
-		s.streamIndex(&events[i])
+		s.streamOf = append(s.streamOf, s.streamIndex(&events[i]))
 	}
 	s.named = len(s.keys)
 	s.args = append(s.args[:0], check, string(prev), string(next), window, len(s.keys)-first, len(s.cfg.Groups), lease)
@@ -391,10 +413,11 @@ func (s *Sink) build(events []outbox.Event, positionKey string, prev, next []byt
 		}
 		s.args = append(s.args, flag)
 	}
+	run, runLen := -1, 0 // where the open run's header is in args, its entries
 	for i := range events {
 		e := &events[i]
 		dedupe := 0
-		stream := s.streamIndex(e)
+		stream := s.streamOf[i]
 		if window > 0 {
 			key := s.cfg.Dedupe.key(e)
 			if s.cfg.Cluster {
@@ -403,11 +426,42 @@ func (s *Sink) build(events []outbox.Event, positionKey string, prev, next []byt
 			s.keys = append(s.keys, key)
 			dedupe = len(s.keys)
 		}
-		countAt := len(s.args) + 2
-		s.args = append(s.args, stream, dedupe, 0)
-		s.args = s.appendFields(s.args, e)
-		s.args[countAt] = len(s.args) - countAt - 1
+		s.pairs = s.appendFields(s.pairs[:0], e)
+		if run < 0 || s.streamOf[i] != s.streamOf[i-1] || !sameNames(s.pairs, s.runNames) {
+			if run >= 0 {
+				s.args[run+3] = runLen
+			}
+			run, runLen = len(s.args), 0
+			s.args = append(s.args, s.streamOf[i], dedupe, len(s.pairs)/2, 0)
+			s.runNames = s.runNames[:0]
+			for j := 0; j < len(s.pairs); j += 2 {
+				s.args = append(s.args, s.pairs[j])
+				s.runNames = append(s.runNames, s.pairs[j].(string))
+			}
+		}
+		for j := 1; j < len(s.pairs); j += 2 {
+			s.args = append(s.args, s.pairs[j])
+		}
+		runLen++
 	}
+	if run >= 0 {
+		s.args[run+3] = runLen
+	}
+	clear(s.pairs) // the events' values, held until the next batch otherwise
+}
+
+// sameNames reports whether the field names of pairs (name, value, ...) are
+// names.
+func sameNames(pairs []any, names []string) bool {
+	if len(pairs) != 2*len(names) {
+		return false
+	}
+	for j, n := range names {
+		if pairs[2*j] != n {
+			return false
+		}
+	}
+	return true
 }
 
 // scriptError classifies an error reply to the append script. Redis checks
@@ -458,14 +512,19 @@ func (s *Sink) streamKey(e *outbox.Event) string {
 
 // streamIndex returns the 1-based KEYS index of e's stream, adding it.
 func (s *Sink) streamIndex(e *outbox.Event) int {
-	key := s.streamKey(e)
-	idx, ok := s.keyIdx[key]
-	if !ok {
-		s.keys = append(s.keys, key)
-		idx = len(s.keys)
-		s.keyIdx[key] = idx
+	s.keyBuf = s.keyBuf[:0]
+	if e.Invalid == "" {
+		s.keyBuf = s.template.AppendTo(s.keyBuf, e)
+	} else {
+		s.keyBuf = append(s.keyBuf, s.cfg.DeadLetterStream...)
 	}
-	return idx
+	if idx, ok := s.keyIdx[string(s.keyBuf)]; ok {
+		return idx
+	}
+	key := string(s.keyBuf)
+	s.keys = append(s.keys, key)
+	s.keyIdx[key] = len(s.keys)
+	return len(s.keys)
 }
 
 // Prepare implements outbox.Sink: it applies Config.Format.
@@ -473,14 +532,16 @@ func (s *Sink) Prepare(e *outbox.Event) { s.cfg.Format.prepare(e, !s.cfg.NoAggre
 
 // appendFields appends an entry's field/value pairs in a fixed order. In
 // FormatMessenger the payload travels in the message field only; dead
-// letters are flat in every format.
+// letters are flat in every format. The strings and the id are passed by
+// pointer into e, which outlives the append: boxed by value, each would be
+// an allocation per entry.
 func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
 	messenger := e.Envelope != nil && e.Invalid == ""
-	args = append(args, FieldMessageID, e.MessageID)
+	args = append(args, FieldMessageID, &e.MessageID)
 	if !s.cfg.NoAggregateType {
-		args = append(args, FieldAggregateType, e.AggregateType)
+		args = append(args, FieldAggregateType, &e.AggregateType)
 	}
-	args = append(args, FieldAggregateID, e.AggregateID, FieldEventType, e.EventType)
+	args = append(args, FieldAggregateID, &e.AggregateID, FieldEventType, &e.EventType)
 	if messenger {
 		args = append(args, FieldMessage, e.Envelope)
 	} else {
@@ -488,16 +549,17 @@ func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
 	}
 	args = append(args,
 		FieldOccurredAt, e.OccurredAt.UTC().Format(OccurredAtLayout),
-		FieldOutboxID, strconv.FormatUint(e.OutboxID, 10),
+		FieldOutboxID, &e.OutboxID,
 	)
 	if !s.cfg.NoHeaders {
 		args = append(args, FieldHeaders, e.Headers)
 	}
-	for _, f := range e.Fields {
-		args = append(args, f.Name, f.Value)
+	for i := range e.Fields {
+		f := &e.Fields[i]
+		args = append(args, f.Name, &f.Value)
 	}
 	if e.Invalid != "" {
-		args = append(args, FieldReason, e.Invalid)
+		args = append(args, FieldReason, &e.Invalid)
 	}
 	return args
 }

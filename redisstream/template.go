@@ -146,26 +146,32 @@ func (t *Template) Render(e *outbox.Event) string {
 	if len(t.parts) == 1 && t.parts[0].placeholder == "" {
 		return t.parts[0].literal
 	}
-	var b strings.Builder
+	return string(t.AppendTo(nil, e))
+}
+
+// AppendTo appends e's stream key to b: a caller that looks the key up in a
+// map of keys it has (the sink, for each event of a batch) allocates only
+// for a key it has not seen.
+func (t *Template) AppendTo(b []byte, e *outbox.Event) []byte {
 	for _, p := range t.parts {
 		switch p.placeholder {
 		case "":
-			b.WriteString(p.literal)
+			b = append(b, p.literal...)
 		case PlaceholderAggregateType:
-			b.WriteString(e.AggregateType)
+			b = append(b, e.AggregateType...)
 		case PlaceholderAggregateID:
-			b.WriteString(e.AggregateID)
+			b = append(b, e.AggregateID...)
 		case PlaceholderEventType:
-			b.WriteString(e.EventType)
+			b = append(b, e.EventType...)
 		case PlaceholderPartition:
-			b.WriteString(strconv.FormatUint(uint64(Partition(e.AggregateID, t.partitions)), 10))
+			b = strconv.AppendUint(b, uint64(Partition(e.AggregateID, t.partitions)), 10)
 		case PlaceholderDatabase:
-			b.WriteString(e.Database)
+			b = append(b, e.Database...)
 		case PlaceholderTable:
-			b.WriteString(e.Table)
+			b = append(b, e.Table...)
 		}
 	}
-	return b.String()
+	return b
 }
 
 // Partition maps an aggregate id to one of n partitions: the IEEE CRC-32 of the

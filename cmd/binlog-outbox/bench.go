@@ -15,10 +15,12 @@ func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "bench",
 		Usage: "measure the relay against the limits of this machine (starts private MariaDB and Redis unless told otherwise)",
-		Description: "Loads backlogs (single-row and multi-row transactions, 16 KiB payloads, one huge transaction),\n" +
-			"runs this binary as the relay in a child process for each workload (catch-up and live, binlog and\n" +
-			"poll mode) and prints events/s, commit-to-append latency, peak RSS, CPU per million events and lag,\n" +
-			"next to what go-mysql, go-redis, the producers and a naive polling relay reach alone in the same run.\n" +
+		Description: "Loads backlogs (single-row and multi-row transactions, 16 KiB and 512 KiB payloads, one huge transaction,\n" +
+			"application-shaped transactions that update two wide rows besides their outbox row), runs this binary\n" +
+			"as the relay in a child process for each workload (catch-up and live, binlog and poll mode) and prints\n" +
+			"events/s, latency from COMMIT's return to the entry being readable, peak RSS, CPU per million events\n" +
+			"and lag, next to what go-mysql, go-redis, the producers, a naive polling relay and a minimal relay\n" +
+			"(go-mysql rows pipelined into Redis as decoded, beside the live relay) reach in the same run.\n" +
 			"The global --mysql-dsn and --redis-url, when set, point it at existing servers instead of private ones:\n" +
 			"the DSN's user must be administrative (the database binlog_outbox_bench is created and dropped, and\n" +
 			"innodb_flush_log_at_trx_commit and sync_binlog are changed for the run and restored), and Redis keys\n" +
@@ -27,10 +29,14 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "rows", Usage: "rows of each catch-up backlog", Value: bench.DefaultRows, EnvVars: []string{"BINLOG_OUTBOX_BENCH_ROWS"}},
 			&cli.IntFlag{Name: "tx-rows", Usage: "rows per transaction of the multi-row backlog", Value: bench.DefaultTxRows},
 			&cli.IntFlag{Name: "large-rows", Usage: "rows of the 16 KiB backlog (default rows/40)"},
+			&cli.IntFlag{Name: "huge-rows", Usage: "rows of the 512 KiB backlog (default rows/5000, at least 10)"},
 			&cli.IntFlag{Name: "naive-rows", Usage: "rows the naive polling relay moves (default rows/200)"},
+			&cli.IntFlag{Name: "app-rows", Usage: "transactions of the application-shaped backlog, each updating two wide rows of other tables and inserting one outbox row (default rows/10)"},
 			&cli.IntFlag{Name: "conns", Usage: "producer connections", Value: bench.DefaultConns},
 			&cli.IntFlag{Name: "streams", Usage: "streams of the many-streams workload", Value: bench.DefaultStreams},
 			&cli.DurationFlag{Name: "live-duration", Usage: "how long each live workload produces", Value: bench.DefaultLiveDuration},
+			&cli.Float64Flag{Name: "live-rate", Usage: "transactions per second of the paced live workload", Value: bench.DefaultLiveRate},
+			&cli.StringSliceFlag{Name: "workloads", Usage: "run only these workloads (comma-separated): " + strings.Join(bench.Workloads(), ", ") + " (default: all)"},
 			&cli.BoolFlag{Name: "skip-big-tx", Usage: "leave out the single transaction of --rows rows"},
 			&cli.StringFlag{Name: "relay-binary", Usage: "binlog-outbox executable to run as the relay (default: this one)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
@@ -58,9 +64,9 @@ func runBench(c *cli.Context) error {
 	}
 	rep, err := bench.Run(c.Context, bench.Config{
 		MySQLDSN: setString(c, "mysql-dsn"), RedisURL: setString(c, "redis-url"), RelayBinary: bin,
-		Rows: c.Int("rows"), TxRows: c.Int("tx-rows"), LargeRows: c.Int("large-rows"), NaiveRows: c.Int("naive-rows"),
-		Conns: c.Int("conns"), Streams: c.Int("streams"), LiveDuration: c.Duration("live-duration"),
-		SkipBigTx: c.Bool("skip-big-tx"), Log: cfg.Logger.With("component", "bench"),
+		Rows: c.Int("rows"), TxRows: c.Int("tx-rows"), LargeRows: c.Int("large-rows"), HugeRows: c.Int("huge-rows"), NaiveRows: c.Int("naive-rows"),
+		AppRows: c.Int("app-rows"), Conns: c.Int("conns"), Streams: c.Int("streams"), LiveDuration: c.Duration("live-duration"),
+		LiveRate: c.Float64("live-rate"), SkipBigTx: c.Bool("skip-big-tx"), Workloads: c.StringSlice("workloads"), Log: cfg.Logger.With("component", "bench"),
 	})
 	if err != nil {
 		if rep != nil && len(rep.Results) > 0 {

@@ -10,46 +10,70 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/bench"
 )
 
+// benchReport runs `bench --json` at a tiny size with extra flags.
+func benchReport(t *testing.T, extra ...string) bench.Report {
+	t.Helper()
+	app := NewApp()
+	var out, errOut bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &errOut
+	args := append([]string{"binlog-outbox", "--log-level", "warn", "bench", "--rows", "400", "--tx-rows", "10",
+		"--naive-rows", "50", "--app-rows", "100", "--live-duration", "1s", "--relay-binary", binary(t), "--json"}, extra...)
+	if err := app.RunContext(context.Background(), args); err != nil {
+		t.Fatalf("bench: %v\n%s", err, errOut.String())
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out.String()[strings.Index(out.String(), "{"):]), &rep); err != nil {
+		t.Fatalf("parse --json output: %v\n%s", err, out.String())
+	}
+	return rep
+}
+
 // TestBench_Smoke runs `bench` at a tiny size: the table prints and every
 // ratio is computed. It asserts no timing: benchmarks are not timed tests.
 func TestBench_Smoke(t *testing.T) {
-	bin := binary(t)
-	run := func(extra ...string) string {
-		t.Helper()
-		app := NewApp()
-		var out, errOut bytes.Buffer
-		app.Writer, app.ErrWriter = &out, &errOut
-		args := append([]string{"binlog-outbox", "--log-level", "warn", "bench", "--rows", "400", "--tx-rows", "10",
-			"--naive-rows", "50", "--live-duration", "1s", "--relay-binary", bin}, extra...)
-		if err := app.RunContext(context.Background(), args); err != nil {
-			t.Fatalf("bench: %v\n%s", err, errOut.String())
-		}
-		return out.String()
-	}
-	out := run("--json")
-	var rep bench.Report
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &rep); err != nil {
-		t.Fatalf("parse --json output: %v\n%s", err, out)
-	}
-	if len(rep.Ceilings) < 8 || len(rep.Results) < 8 {
-		t.Fatalf("got %d ceilings and %d results, want at least 8 of each:\n%s", len(rep.Ceilings), len(rep.Results), out)
+	rep := benchReport(t)
+	if len(rep.Ceilings) < 10 || len(rep.Results) != len(bench.Workloads()) {
+		t.Fatalf("got %d ceilings and %d results, want at least 10 ceilings and %d results: %+v", len(rep.Ceilings), len(rep.Results), len(bench.Workloads()), rep)
 	}
 	for _, r := range rep.Results {
 		if r.Ratio <= 0 || r.EventsPerSec <= 0 || r.PeakRSSMB <= 0 {
 			t.Errorf("%s (%s): ratio %v, events/s %v, peak RSS %v; want all positive", r.Workload, r.Mode, r.Ratio, r.EventsPerSec, r.PeakRSSMB)
 		}
-		if strings.HasPrefix(r.Workload, "live") && r.P99ms <= 0 {
+		if strings.HasPrefix(r.Workload, "live") && r.P99ms == 0 {
 			t.Errorf("%s (%s): no latency measured", r.Workload, r.Mode)
+		}
+		if strings.HasPrefix(r.Workload, "live") && r.Mode == "binlog" && (r.CeilP99ms == 0 || r.Ratio != r.P99ms/r.CeilP99ms) {
+			t.Errorf("%s (%s): p99 %v, minimal relay's p99 %v, ratio %v; want the ratio of the two", r.Workload, r.Mode, r.P99ms, r.CeilP99ms, r.Ratio)
 		}
 	}
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"x ceiling", "go-mysql read+decode single", "naive polling relay", "catch-up one 400-row tx", "live, 8 durable producers"} {
+	for _, want := range []string{"x ceiling", "go-mysql read+decode single", "go-mysql read+decode app", "naive polling relay",
+		"catch-up one 400-row tx", "catch-up app-shaped tx", "live, 200 tx/s", "live, 8 durable producers", "minimal relay p99"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
 	}
 	t.Logf("\n%s", table.String())
+}
+
+// TestBench_Workloads runs one workload: only it and the ceilings it is
+// compared with are measured.
+func TestBench_Workloads(t *testing.T) {
+	rep := benchReport(t, "--workloads", bench.WorkApp)
+	if len(rep.Results) != 1 || !strings.HasPrefix(rep.Results[0].Workload, "catch-up app-shaped") {
+		t.Fatalf("got results %+v, want the app workload's only", rep.Results)
+	}
+	if len(rep.Ceilings) != 1 || rep.Ceilings[0].Name != rep.Results[0].Ceiling {
+		t.Errorf("got ceilings %+v, want only %q", rep.Ceilings, rep.Results[0].Ceiling)
+	}
+	app := NewApp()
+	var out, errOut bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &errOut
+	err := app.RunContext(context.Background(), []string{"binlog-outbox", "bench", "--workloads", "app,nope"})
+	if err == nil || !strings.Contains(err.Error(), `unknown workload "nope"`) || !strings.Contains(err.Error(), bench.WorkLiveRate) {
+		t.Errorf("bench --workloads app,nope: got %v, want an error naming the workload and the valid ones", err)
+	}
 }
