@@ -45,6 +45,10 @@ type Event struct {
 	// envelope), set by Sink.Prepare as the event is read so that Size
 	// counts it; nil otherwise.
 	Envelope []byte
+	// Database and Table name the outbox table the row is in, as the server
+	// names it: the stream template's {database} and {table}. They share
+	// the reader's strings, so Size leaves them out.
+	Database, Table string
 	// Invalid, when not empty, says why the row cannot be delivered as an
 	// event (a NULL in a required column, a payload that is not JSON). Such a
 	// row goes to the dead-letter stream with the reason instead of blocking
@@ -138,6 +142,12 @@ var (
 	// this relay wrote last, e.g. Redis lost acknowledged writes on a restart.
 	// The reader restarts from the stored position; streams rolled back with it.
 	ErrPositionRolledBack = errors.New("stored position is older than the last one written")
+
+	// ErrLeaseLost means another relay holds the lease of the position, or
+	// this relay's lease expired before it was renewed: the relay appends
+	// nothing more, stops reading and waits to take the lease again. It is
+	// never final: the relay that lost the lease stands by.
+	ErrLeaseLost = errors.New("the lease of the position is not held by this relay")
 
 	// ErrPositionGone means the binlog the stored position points into is no
 	// longer on the server (purged) or belongs to another server.

@@ -137,8 +137,7 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 	t.Helper()
 	start := position.Point{File: file, Pos: 4}
 	h := newHarness(t, func(m *machine) {
-		m.name = schema.Name{Database: ft.database, Table: ft.table}
-		m.dec = newRowDecoder(ft.schemaMapping(), nil, ft.columns, nil)
+		m.tables = oneTable(schema.Name{Database: ft.database, Table: ft.table}, newRowDecoder(ft.schemaMapping(), nil, ft.columns, nil))
 		m.file, m.boundary = file, start
 		if tweak != nil {
 			tweak(m)
@@ -166,7 +165,7 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 		gs = &gtidStandIn{}
 	}
 	ctx := context.Background()
-	p := newFixtureParser(decodeConfig(position.FlavorMySQL, schema.Name{Database: ft.database, Table: ft.table}))
+	p := newFixtureParser(decodeConfig(position.FlavorMySQL, schema.Name{Database: ft.database, Table: ft.table}.Matches))
 	err := p.ParseFile(filepath.Join(fixtureDir, file), 0, func(ev *replication.BinlogEvent) error {
 		count(ev)
 		if gs != nil {
@@ -175,11 +174,11 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 		if err := h.m.handle(ctx, ev); err != nil {
 			return err
 		}
-		if ft.columns != nil && h.m.dec.columns == nil {
+		if dec := h.m.tables.only().dec; ft.columns != nil && dec.columns == nil {
 			// The machine forgot the layout at a DDL on the table (the
 			// fixtures create their tables). The fixture's columns are
 			// the layout after it: what the reader's proof would find.
-			h.m.dec.columns = ft.columns
+			dec.columns = ft.columns
 		}
 		if !h.m.inTx && h.m.pending.dirty {
 			return h.m.flush(ctx)
@@ -601,7 +600,8 @@ func TestFixture_EventTypes(t *testing.T) {
 func TestReader_SyncerDecodesAsFixtures(t *testing.T) {
 	for _, flavor := range []string{position.FlavorMySQL, position.FlavorMariaDB} {
 		r := &Reader{cfg: Config{Flavor: flavor, Database: "app", Table: "outbox", ServerID: 1001}, log: testLogger(t)}
-		got, want := r.syncerConfig(nil, nil), decodeConfig(flavor, schema.Name{Database: "app", Table: "outbox"})
+		r.sources = newSourceSet([]Source{{Pattern: schema.Pattern{Database: "app", Table: "outbox"}}}, 0, nil)
+		got, want := r.syncerConfig(nil, nil), decodeConfig(flavor, schema.Name{Database: "app", Table: "outbox"}.Matches)
 		type decoding struct {
 			Flavor                                         string
 			RawMode, ParseTime, UseDecimal, TrailingZero   bool

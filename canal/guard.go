@@ -40,7 +40,7 @@ func (m *machine) unhandled(h *replication.EventHeader, e replication.Event) err
 	case *replication.TableMapEvent:
 		// A table id is reused for another table after the outbox table
 		// leaves the table cache: the latest map of an id counts.
-		if m.name.Matches(string(e.Schema), string(e.Table)) {
+		if m.tables.src.matches(string(e.Schema), string(e.Table)) {
 			if m.guard.outboxIDs == nil {
 				m.guard.outboxIDs = map[uint64]bool{}
 			}
@@ -63,8 +63,8 @@ func (m *machine) genericEvent(h *replication.EventHeader, e *replication.Generi
 		if ok && !m.guard.outboxIDs[id] {
 			return nil // another table's rows
 		}
-		return outbox.WithHint(fmt.Errorf("%w: binlog event %d (a compressed rows event of version 2) for %s.%s at %s:%d: the binlog library cannot decode it, and skipping it would lose outbox rows",
-			outbox.ErrConfig, et, m.name.Database, m.name.Table, m.file, h.LogPos),
+		return outbox.WithHint(fmt.Errorf("%w: binlog event %d (a compressed rows event of version 2) for %s at %s:%d: the binlog library cannot decode it, and skipping it would lose outbox rows",
+			outbox.ErrConfig, et, m.tables.src, m.file, h.LogPos),
 			"turn binlog compression off: SET GLOBAL log_bin_compress=OFF (and log_bin_compress=OFF in my.cnf), then point the relay at the first transaction written after it with `binlog-outbox position set --start-from <file>:<pos>` (SHOW BINLOG EVENTS shows where), and republish the rows written in between with `binlog-outbox run --mode poll`")
 	case et == replication.INCIDENT_EVENT:
 		// The server says it may have failed to log changes (LOST_EVENTS,
@@ -79,8 +79,8 @@ func (m *machine) genericEvent(h *replication.EventHeader, e *replication.Generi
 		// marks as safe to ignore for replicas that do not know it.
 		return nil
 	default:
-		return outbox.WithHint(fmt.Errorf("%w: unknown binlog event type %d at %s:%d: it may carry rows of %s.%s, which the relay cannot read",
-			outbox.ErrConfig, et, m.file, h.LogPos, m.name.Database, m.name.Table),
+		return outbox.WithHint(fmt.Errorf("%w: unknown binlog event type %d at %s:%d: it may carry rows of %s, which the relay cannot read",
+			outbox.ErrConfig, et, m.file, h.LogPos, m.tables.src),
 			"the server writes an event type this version of binlog-outbox does not know; upgrade binlog-outbox, or relay with --mode poll")
 	}
 }
@@ -117,11 +117,11 @@ func knownEventType(et replication.EventType) bool {
 // updates.
 func (m *machine) unknownRows(h *replication.EventHeader, e *replication.RowsEvent) error {
 	if e.Type() != replication.EnumRowsEventTypeUnknown || h.EventType == replication.PARTIAL_UPDATE_ROWS_EVENT || e.Table == nil ||
-		!m.name.Matches(string(e.Table.Schema), string(e.Table.Table)) {
+		!m.tables.src.matches(string(e.Table.Schema), string(e.Table.Table)) {
 		return nil
 	}
 	return outbox.WithHint(fmt.Errorf("%w: rows event of type %s for %s.%s at %s:%d is neither an INSERT, an UPDATE nor a DELETE to the binlog library; skipping it could lose outbox rows",
-		outbox.ErrConfig, h.EventType, m.name.Database, m.name.Table, m.file, h.LogPos),
+		outbox.ErrConfig, h.EventType, e.Table.Schema, e.Table.Table, m.file, h.LogPos),
 		"this version of binlog-outbox cannot read the rows events the server writes; upgrade binlog-outbox, or relay with --mode poll")
 }
 

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,22 +39,28 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/sqlscan"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // errNoLayout is the decoder's answer for a row without column names while no
 // layout is proven.
 var errNoLayout = errors.New("no column layout proven for rows without column names")
 
-// errLayoutRestart asks the reader to prove the table's column layout and
-// read again from the transaction that has the first row without names.
-type errLayoutRestart struct{ start position.Point }
-
-func (e *errLayoutRestart) Error() string {
-	return fmt.Sprintf("rows without column names at %s:%d; proving the table's column layout", e.start.File, e.start.Pos)
+// errLayoutRestart asks the reader to prove the column layout and read
+// again from the transaction that has the first row of table without names.
+type errLayoutRestart struct {
+	start position.Point
+	table schema.Name
 }
 
-// ddlEvent is a DDL statement on the outbox table in the binlog.
+func (e *errLayoutRestart) Error() string {
+	return fmt.Sprintf("rows of %s without column names at %s:%d; proving the table's column layout", e.table, e.start.File, e.start.Pos)
+}
+
+// ddlEvent is a DDL statement on a followed table in the binlog.
 type ddlEvent struct {
+	// db and table name the table as the statement does.
+	db, table  string
 	file       string
 	start, end uint32 // the event's first byte and the position after it
 	gset       position.GTIDSet
@@ -61,26 +68,55 @@ type ddlEvent struct {
 	when       uint32
 }
 
-// layoutProof is the outcome of proving the layout at a session start:
-// either columns, in force from the start on, or the DDL ahead before which
-// no layout can be proven.
+// layoutProof is the outcome of proving the layouts at a session start:
+// per table either its columns, in force from the start on, or the DDL
+// ahead before which no layout can be proven.
 type layoutProof struct {
-	columns  []Column
-	ddlAhead *ddlEvent
+	columns map[string][]Column // by tableKey
+	ddl     []*ddlEvent         // the first DDL ahead on each table it names
 }
 
-// proveLayout proves the table's column layout for the rows from start on;
-// see the comment at the top of this file.
-func (r *Reader) proveLayout(ctx context.Context, start position.Point) (layoutProof, error) {
+// ddlFor returns the DDL ahead on database.table (any letter case), or nil.
+func (p *layoutProof) ddlFor(database, table string) *ddlEvent {
+	for _, d := range p.ddl {
+		if strings.EqualFold(d.db, database) && strings.EqualFold(d.table, table) {
+			return d
+		}
+	}
+	return nil
+}
+
+// forget drops the proof for database.table (any letter case): the stream
+// passed a DDL on it.
+func (p *layoutProof) forget(database, table string) {
+	for k := range p.columns {
+		db, t, _ := strings.Cut(k, "\x00")
+		if strings.EqualFold(db, database) && strings.EqualFold(t, table) {
+			delete(p.columns, k)
+		}
+	}
+	p.ddl = slices.DeleteFunc(p.ddl, func(d *ddlEvent) bool {
+		return strings.EqualFold(d.db, database) && strings.EqualFold(d.table, table)
+	})
+}
+
+// proveLayout proves the column layouts of the followed tables for the rows
+// from start on; see the comment at the top of this file. want is the table
+// whose rows without names asked for it. carried are the layouts the
+// session before had proven (Reader.carried): in force at start, they stay
+// whatever DDL lies ahead, up to the stream's next DDL on their table.
+// Without them a table created, or a reconnect, while the relay lags behind
+// another table's ALTER would stop the relay at rows whose layout it knows.
+func (r *Reader) proveLayout(ctx context.Context, start position.Point, want schema.Name, carried map[string][]Column) (layoutProof, error) {
 	cols, err := r.tableColumns(ctx)
 	if err != nil {
 		return layoutProof{}, err
 	}
-	if len(cols) == 0 {
+	if want.Table != "" && len(cols[tableKey(want.Database, want.Table, r.sources.lctn)]) == 0 {
 		// No layout to prove, and no reason the next session would find
 		// one: say so rather than restart for ever.
 		return layoutProof{}, outbox.WithHint(fmt.Errorf("%w: the binlog has rows of %s.%s without column names, and information_schema shows the relay no columns of that table",
-			outbox.ErrConfig, r.name.Database, r.name.Table),
+			outbox.ErrConfig, want.Database, want.Table),
 			"grant the relay's user SELECT on the table (information_schema hides tables a user cannot read), or set binlog_row_metadata=FULL so that rows carry their column names")
 	}
 	// The end of the binlog only now, after the layout: see the proof.
@@ -88,22 +124,39 @@ func (r *Reader) proveLayout(ctx context.Context, start position.Point) (layoutP
 	if err != nil {
 		return layoutProof{}, err
 	}
+	proof := layoutProof{columns: cols}
 	if start.GTIDSet.IsZero() && start.File == file && start.Pos >= pos {
-		return layoutProof{columns: cols}, nil
+		return proof, nil
 	}
 	began := time.Now()
-	ddl, err := r.scanForDDL(ctx, start, file, pos)
+	ddls, err := r.scanForDDL(ctx, start, file, pos)
 	if err != nil {
 		return layoutProof{}, err
 	}
-	if ddl != nil {
+	for _, d := range ddls {
+		if _, ok := carried[tableKey(d.db, d.table, r.sources.lctn)]; ok {
+			continue
+		}
 		r.log.Warn("DDL on the outbox table ahead: rows without column names before it cannot be mapped",
-			"ddl_at", fmt.Sprintf("%s:%d", ddl.file, ddl.start), "query", logging.Truncate(ddl.query, 300))
-		return layoutProof{ddlAhead: ddl}, nil
+			"table", d.db+"."+d.table, "ddl_at", fmt.Sprintf("%s:%d", d.file, d.start), "query", logging.Truncate(d.query, 300))
+		proof.forget(d.db, d.table)
 	}
-	r.log.Info("column layout proven for rows without column names",
-		"columns", columnNames(cols, ","), "from", start.String(), "checked_to", fmt.Sprintf("%s:%d", file, pos), "took", time.Since(began).Round(time.Millisecond))
-	return layoutProof{columns: cols}, nil
+	for k, c := range carried {
+		proof.columns[k] = c
+	}
+	proof.ddl = ddls
+	attrs := []any{"from", start.String(), "checked_to", fmt.Sprintf("%s:%d", file, pos), "took", time.Since(began).Round(time.Millisecond)}
+	if len(r.sources.list) == 1 && r.sources.list[0].Pattern.Exact() {
+		for _, c := range proof.columns {
+			attrs = append(attrs, "columns", columnNames(c, ","))
+		}
+	} else {
+		attrs = append(attrs, "tables", len(proof.columns))
+	}
+	if len(proof.columns) > 0 {
+		r.log.Info("column layout proven for rows without column names", attrs...)
+	}
+	return proof, nil
 }
 
 func columnNames(cols []Column, sep string) string {
@@ -114,36 +167,59 @@ func columnNames(cols []Column, sep string) string {
 	return strings.Join(names, sep)
 }
 
-// tableColumns reads the outbox table's columns in ordinal order, as rows
-// carry them, with their signedness: part of the layout, since rows without
-// names carry none on MariaDB.
-func (r *Reader) tableColumns(ctx context.Context) ([]Column, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT /* binlog-outbox */ COLUMN_NAME, DATA_TYPE, COLUMN_TYPE LIKE '%unsigned%'
-		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?
-		ORDER BY ORDINAL_POSITION`, r.name.Database, r.name.Table)
-	if err != nil {
-		return nil, fmt.Errorf("read the columns of %s.%s: %w", r.name.Database, r.name.Table, err)
-	}
-	defer rows.Close()
-	var cols []Column
-	for rows.Next() {
-		var c Column
-		if err := rows.Scan(&c.Name, &c.DataType, &c.Unsigned); err != nil {
-			return nil, fmt.Errorf("read the columns of %s.%s: %w", r.name.Database, r.name.Table, err)
+// tableColumns reads the columns of every followed table, by tableKey, in
+// ordinal order, as rows carry them, with their signedness: part of the
+// layout, since rows without names carry none on MariaDB. One query per
+// --table value, whatever the number of tables it matches.
+func (r *Reader) tableColumns(ctx context.Context) (map[string][]Column, error) {
+	out := map[string][]Column{}
+	for _, src := range r.sources.list {
+		p := src.Pattern
+		where, args := "TABLE_SCHEMA = ? AND TABLE_NAME = ?", []any{p.Database, p.Table}
+		if !p.Exact() {
+			where, args = "TABLE_SCHEMA LIKE ? AND TABLE_NAME LIKE ?", []any{schema.Like(p.Database), schema.Like(p.Table)}
 		}
-		c.DataType = strings.ToLower(c.DataType)
-		cols = append(cols, c)
+		if err := r.readColumns(ctx, where, args, p.String(), out); err != nil {
+			return nil, err
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the columns of %s.%s: %w", r.name.Database, r.name.Table, err)
-	}
-	return cols, nil
+	return out, nil
 }
 
-// scanForDDL reads the binlog from start to file:pos and returns the first
-// DDL naming the outbox table, or nil. It decodes no rows: a catch-up reads
-// its range twice, the second time at the speed of the network.
-func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile string, endPos uint32) (*ddlEvent, error) {
+func (r *Reader) readColumns(ctx context.Context, where string, args []any, what string, out map[string][]Column) error {
+	rows, err := r.db.QueryContext(ctx, `SELECT /* binlog-outbox */ TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE LIKE '%unsigned%'
+		FROM information_schema.COLUMNS WHERE `+where+`
+		ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION`, args...)
+	if err != nil {
+		return fmt.Errorf("read the columns of %s: %w", what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var db, table string
+		var c Column
+		if err := rows.Scan(&db, &table, &c.Name, &c.DataType, &c.Unsigned); err != nil {
+			return fmt.Errorf("read the columns of %s: %w", what, err)
+		}
+		// LIKE compares by information_schema's collation: keep the
+		// tables the server takes for followed ones.
+		if !r.sources.matches(db, table) {
+			continue
+		}
+		c.DataType = strings.ToLower(c.DataType)
+		key := tableKey(db, table, r.sources.lctn)
+		out[key] = append(out[key], c)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the columns of %s: %w", what, err)
+	}
+	return nil
+}
+
+// scanForDDL reads the binlog from start to file:pos and returns, for each
+// followed table a DDL names, the first such DDL. It decodes no rows: a
+// catch-up reads its range twice, the second time at the speed of the
+// network.
+func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile string, endPos uint32) ([]*ddlEvent, error) {
 	cfg := r.syncerConfig(nil, nil)
 	cfg.RowsEventDecodeFunc = func(*replication.RowsEvent, []byte) error { return nil }
 	// In GTID mode only a heartbeat may say where the stream is once it
@@ -163,6 +239,7 @@ func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile s
 		return nil, r.streamError(fmt.Errorf("scan the binlog for DDL from %s: %w", start.String(), err), !start.GTIDSet.IsZero())
 	}
 	file := start.File
+	var found []*ddlEvent
 	for {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {
@@ -173,7 +250,7 @@ func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile s
 		case *replication.RotateEvent:
 			file = string(e.NextLogName)
 			if position.FileAtOrPast(file, uint32(e.Position), endFile, endPos) {
-				return nil, nil
+				return found, nil
 			}
 			continue
 		case *replication.HeartbeatEvent:
@@ -181,24 +258,26 @@ func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile s
 				file = e.Filename
 			}
 		case *replication.QueryEvent:
-			if isDDLOn(e.Schema, e.Query, r.name.Database, r.name.Table) {
-				d := &ddlEvent{file: file, start: h.LogPos, end: h.LogPos, gset: position.GTIDSetOf(e.GSet), query: string(stripComments(e.Query)), when: h.Timestamp}
+			for _, t := range ddlTargets(e.Schema, e.Query, r.sources.matchesFold) {
+				if slices.ContainsFunc(found, func(d *ddlEvent) bool { return strings.EqualFold(d.db, t[0]) && strings.EqualFold(d.table, t[1]) }) {
+					continue
+				}
+				d := &ddlEvent{db: t[0], table: t[1], file: file, start: h.LogPos, end: h.LogPos, gset: position.GTIDSetOf(e.GSet), query: string(stripComments(e.Query)), when: h.Timestamp}
 				if h.LogPos >= h.EventSize {
 					d.start = h.LogPos - h.EventSize
 				}
-				return d, nil
+				found = append(found, d)
 			}
 		}
 		if h.LogPos > 0 && position.FileAtOrPast(file, h.LogPos, endFile, endPos) {
-			return nil, nil
+			return found, nil
 		}
 	}
 }
 
 // unknownLayoutError is the stop for rows without names before a DDL whose
 // earlier layout the relay cannot know.
-func (m *machine) unknownLayoutError(tm *replication.TableMapEvent) error {
-	d := m.ddlAhead
+func (m *machine) unknownLayoutError(d *ddlEvent, tm *replication.TableMapEvent) error {
 	resume := fmt.Sprintf("%s:%d", d.file, d.end)
 	if !d.gset.IsZero() {
 		resume = d.gset.String()
@@ -214,11 +293,12 @@ func (m *machine) unknownLayoutError(tm *replication.TableMapEvent) error {
 		resume, m.txStart.File, m.txStart.Pos, d.file, d.end, m.txStart.Pos, d.end, d.file)
 }
 
-// isDDLOn reports whether q, run with default schema def, is a DDL statement
-// that names db.table. It errs on the side of yes (any mention of the table
-// in an ALTER, RENAME, DROP, CREATE or TRUNCATE): a false yes costs a
-// re-read of the layout, a false no a wrong mapping.
-func isDDLOn(def, q []byte, db, table string) bool {
+// ddlTargets returns the tables that q, run with default schema def, names
+// if it is a DDL statement and match accepts them, each as {database,
+// table}, once. It errs on the side of yes (any mention of a table in an
+// ALTER, RENAME, DROP, CREATE or TRUNCATE): a false yes costs a re-read of
+// the layout, a false no a wrong mapping.
+func ddlTargets(def, q []byte, match func(database, table string) bool) [][2]string {
 	q = stripComments(q)
 	ddl := false
 	for _, kw := range []string{"ALTER", "RENAME", "DROP", "CREATE", "TRUNCATE"} {
@@ -228,27 +308,38 @@ func isDDLOn(def, q []byte, db, table string) bool {
 		}
 	}
 	if !ddl {
-		return false
+		return nil
 	}
-	defaultIsDB := strings.EqualFold(string(def), db)
+	var out [][2]string
+	add := func(db, table string) {
+		if !match(db, table) {
+			return
+		}
+		for _, o := range out {
+			if strings.EqualFold(o[0], db) && strings.EqualFold(o[1], table) {
+				return
+			}
+		}
+		out = append(out, [2]string{db, table})
+	}
 	toks := identTokens(q)
 	for i, t := range toks {
-		if t.dot || !strings.EqualFold(t.name, table) {
+		if t.dot || t.name == "" {
 			continue
 		}
-		qualified := i >= 2 && toks[i-1].dot && !toks[i-2].dot
+		qualified := i >= 2 && toks[i-1].dot && !toks[i-2].dot && toks[i-2].name != ""
 		qualifier := i+1 < len(toks) && toks[i+1].dot
 		switch {
-		case qualified && strings.EqualFold(toks[i-2].name, db):
-			return true
-		case !qualified && !qualifier && defaultIsDB:
-			return true
-		case !qualified && qualifier && i+2 < len(toks) && !toks[i+2].dot && defaultIsDB:
+		case qualified:
+			add(toks[i-2].name, t.name)
+		case !qualifier:
+			add(string(def), t.name)
+		case i+2 < len(toks) && !toks[i+2].dot:
 			// table.column: the table, unqualified.
-			return true
+			add(string(def), t.name)
 		}
 	}
-	return false
+	return out
 }
 
 // token is an identifier or a dot of a statement; a token with neither

@@ -132,7 +132,7 @@ func TestReader_NamelessRowsBeforeAlterWhileStopped(t *testing.T) {
 	}
 }
 
-func binlogPos(t *testing.T, env *relaytest.Env) (string, uint32) {
+func binlogPos(t testing.TB, env *relaytest.Env) (string, uint32) {
 	t.Helper()
 	var file string
 	var pos uint32
@@ -166,7 +166,7 @@ func gtidPos(t *testing.T, env *relaytest.Env) string {
 	return gtid
 }
 
-func TestIsDDLOn(t *testing.T) {
+func TestDDLTargets(t *testing.T) {
 	tests := []struct {
 		name, def, q string
 		want         bool
@@ -197,8 +197,9 @@ func TestIsDDLOn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := isDDLOn([]byte(tt.def), []byte(tt.q), "app", "outbox"); got != tt.want {
-				t.Errorf("isDDLOn(%q, %q) = %v, want %v", tt.def, tt.q, got, tt.want)
+			outboxTable := func(db, table string) bool { return strings.EqualFold(db, "app") && strings.EqualFold(table, "outbox") }
+			if got := len(ddlTargets([]byte(tt.def), []byte(tt.q), outboxTable)) > 0; got != tt.want {
+				t.Errorf("ddlTargets(%q, %q) names app.outbox: %v, want %v", tt.def, tt.q, got, tt.want)
 			}
 		})
 	}
@@ -245,8 +246,9 @@ func TestMachine_DDLForgetsPositionalLayout(t *testing.T) {
 func TestMachine_NamelessRowBeforeDDLAhead(t *testing.T) {
 	tm := outboxTableMap(false)
 	h := newHarness(t, func(m *machine) {
-		m.dec.forget()
-		m.ddlAhead = &ddlEvent{file: testFile, start: 900, end: 1000, query: "ALTER TABLE outbox DROP COLUMN headers"}
+		f := m.tables.only()
+		f.dec.forget()
+		f.ddlAhead = &ddlEvent{db: "app", table: "outbox", file: testFile, start: 900, end: 1000, query: "ALTER TABLE outbox DROP COLUMN headers"}
 	})
 	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, "{}"))))
 	if !errors.Is(err, outbox.ErrConfig) {

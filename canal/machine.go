@@ -14,7 +14,6 @@ import (
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/position"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // batch is what the reader hands to the flusher: the events of complete
@@ -62,9 +61,8 @@ type flushFunc func(ctx context.Context) error
 // the committed outbox INSERTs into batches. It runs on the reader's
 // goroutine only.
 type machine struct {
-	// name is the outbox table as the server names it in the binlog.
-	name           schema.Name
-	dec            *rowDecoder
+	// tables are the followed tables, each with its decoder.
+	tables         *tableSet
 	log            *slog.Logger
 	maxTxBytes     int
 	maxBatchEvents int
@@ -72,6 +70,8 @@ type machine struct {
 
 	file     string
 	boundary position.Point // after the last complete transaction: where to resume
+	// cuts are the points at which a batch must end (sessionCuts).
+	cuts     []position.Point
 	lastGTID position.GTID
 
 	inTx       bool
@@ -92,10 +92,6 @@ type machine struct {
 	skip    uint64
 	done    uint64
 
-	// ddlAhead is the DDL on the outbox table the session's layout proof
-	// found: rows without names before it have no provable layout.
-	ddlAhead *ddlEvent
-
 	pending *batch
 	flush   flushFunc
 	// prepare is the sink's Prepare (nil: none), applied to each event as
@@ -109,9 +105,11 @@ type machine struct {
 	guard eventGuard // for the events the switch has no case for
 }
 
-// decode turns a row into its event, prepared for the sink's entry format.
-func (m *machine) decode(l layout, row []any, skipped []int, commitTime uint32) outbox.Event {
+// decode turns a row of table f into its event, prepared for the sink's
+// entry format.
+func (m *machine) decode(f *followed, l layout, row []any, skipped []int, commitTime uint32) outbox.Event {
 	ev := decodeRow(l, row, skipped, commitTime)
+	ev.Database, ev.Table = f.name.Database, f.name.Table
 	if m.prepare != nil {
 		m.prepare(&ev)
 	}
@@ -463,7 +461,7 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 		if db == "" {
 			db = string(e.Schema)
 		}
-		if !m.name.Matches(db, table) {
+		if !m.tables.src.matches(db, table) {
 			return
 		}
 		m.statementDML++
@@ -472,22 +470,12 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 			logging.KeyHint, "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, then re-insert the lost events")
 		return
 	}
-	if isDDLOn(e.Schema, q, m.name.Database, m.name.Table) {
+	for _, t := range ddlTargets(e.Schema, q, m.tables.src.matchesFold) {
 		// The layout for rows without names is proven up to here at most.
 		m.log.Info("DDL on the outbox table; rows without column names after it need its layout proven again",
-			"file", m.file, "pos", h.LogPos, "query", logging.Truncate(string(q), 300))
-		m.dec.forget()
-		m.ddlAhead = nil
+			"table", t[0]+"."+t[1], "file", m.file, "pos", h.LogPos, "query", logging.Truncate(string(q), 300))
+		m.tables.forget(t[0], t[1])
 	}
-}
-
-// mentionsTable reports whether q contains the outbox table's name, in any
-// letter case where the server compares names so.
-func (m *machine) mentionsTable(q []byte) bool {
-	if m.name.LowerCaseTableNames == 0 {
-		return bytes.Contains(q, []byte(m.name.Table))
-	}
-	return containsFold(string(q), m.name.Table)
 }
 
 // insertTarget parses the target table of INSERT, REPLACE and LOAD DATA.
@@ -538,8 +526,11 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 	if err := m.unknownRows(h, e); err != nil {
 		return err
 	}
-	if e.Table == nil || e.Type() != replication.EnumRowsEventTypeInsert ||
-		!m.name.Matches(string(e.Table.Schema), string(e.Table.Table)) {
+	if e.Table == nil || e.Type() != replication.EnumRowsEventTypeInsert {
+		return nil
+	}
+	f := m.tables.lookup(e.Table)
+	if f == nil {
 		return nil
 	}
 	if !m.inTx {
@@ -547,12 +538,12 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 			return err
 		}
 	}
-	l, err := m.dec.layoutFor(e.Table)
+	l, err := f.dec.layoutFor(e.Table)
 	if errors.Is(err, errNoLayout) {
-		if m.ddlAhead != nil {
-			return m.unknownLayoutError(e.Table)
+		if f.ddlAhead != nil {
+			return m.unknownLayoutError(f.ddlAhead, e.Table)
 		}
-		return &errLayoutRestart{start: m.txStart}
+		return &errLayoutRestart{start: m.txStart, table: f.name}
 	}
 	if err != nil {
 		return err
@@ -567,7 +558,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 				m.done++
 				continue
 			}
-			ev := m.decode(l, row, skipped, h.Timestamp)
+			ev := m.decode(f, l, row, skipped, h.Timestamp)
 			m.pending.events = append(m.pending.events, ev)
 			m.pending.bytes += ev.Size()
 			m.done++
@@ -576,7 +567,11 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 			m.pending.at = m.txStart
 			m.pending.at.TxRows = m.done
 			m.pending.dirty = true
-			if len(m.pending.events) >= m.maxBatchEvents || m.pending.bytes >= m.maxBatchBytes {
+			cut, err := m.atCut()
+			if err != nil {
+				return err
+			}
+			if cut || len(m.pending.events) >= m.maxBatchEvents || m.pending.bytes >= m.maxBatchBytes {
 				if err := m.flush(ctx); err != nil {
 					return err
 				}
@@ -586,7 +581,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		if m.overflow {
 			continue
 		}
-		ev := m.decode(l, row, skipped, h.Timestamp)
+		ev := m.decode(f, l, row, skipped, h.Timestamp)
 		m.rows = append(m.rows, ev)
 		m.txBytes += ev.Size()
 		if m.txBytes > m.maxTxBytes {

@@ -190,8 +190,7 @@ func newHarness(t testing.TB, tweak func(*machine)) *harness {
 	start := position.Point{File: testFile, Pos: 4}
 	h := &harness{spare: &batch{}}
 	h.m = &machine{
-		name:       schema.Name{Database: "app", Table: "outbox"},
-		dec:        newRowDecoder(schema.DefaultMapping(), nil, tableColumns(), nil),
+		tables:     oneTable(schema.Name{Database: "app", Table: "outbox"}, newRowDecoder(schema.DefaultMapping(), nil, tableColumns(), nil)),
 		log:        testLogger(t),
 		maxTxBytes: 1 << 20, maxBatchEvents: 1000, maxBatchBytes: 1 << 20,
 		file: start.File, boundary: start, pending: &batch{},
@@ -210,6 +209,23 @@ func newHarness(t testing.TB, tweak func(*machine)) *harness {
 		tweak(h.m)
 	}
 	return h
+}
+
+// oneTable is the table set of a session of a relay of the table name, with
+// its decoder dec (and the layout proven in it).
+func oneTable(name schema.Name, dec *rowDecoder) *tableSet {
+	src := newSourceSet([]Source{{Pattern: schema.Pattern{Database: name.Database, Table: name.Table}, Tables: []Table{{Name: name}}}}, name.LowerCaseTableNames, nil)
+	ts := newTableSet(src, layoutProof{})
+	ts.byKey[tableKey(name.Database, name.Table, name.LowerCaseTableNames)] = &followed{name: name, dec: dec}
+	return ts
+}
+
+// only returns the followed table of a set that oneTable made.
+func (ts *tableSet) only() *followed {
+	for _, f := range ts.byKey {
+		return f
+	}
+	return nil
 }
 
 // feed hands the events to the machine and returns the first error.

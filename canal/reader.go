@@ -53,6 +53,7 @@ const (
 	DefaultMaxTxBytes      = 4 << 20
 	DefaultIdleCheckpoint  = time.Second
 	DefaultMaxBackoff      = 30 * time.Second
+	DefaultLeaseRenew      = time.Second
 )
 
 // Config configures a Reader.
@@ -76,11 +77,12 @@ type Config struct {
 	// must differ from the server's and every other replica's id.
 	ServerID uint32
 
-	// Database and Table name the outbox table; only INSERTs into it
-	// become events. The reader resolves them once to the names the server
-	// uses (schema.ResolveName: with lower_case_table_names 1 or 2 the
-	// binlog may name it in another letter case) and stops on a name that
-	// matches no table.
+	// Database and Table name the outbox table of a relay of one table;
+	// only INSERTs into it become events (Sources replaces them, and Name,
+	// Mapping and Absent, for several). The reader resolves them once to
+	// the names the server uses (schema.ResolveName: with
+	// lower_case_table_names 1 or 2 the binlog may name it in another
+	// letter case) and stops on a name that matches no table.
 	Database string
 	Table    string
 	// Name, when its Table is set, is the table as the caller already
@@ -97,6 +99,11 @@ type Config struct {
 	// name (an ALTER TABLE added it) stops the reader: relaying on without it
 	// would silently leave out a field the producers now fill.
 	Absent []string
+	// Sources, when set, are the tables the reader follows instead of
+	// Database and Table: one position covers all of them, the binlog is
+	// read once, and the rows of each are decoded with its own mapping and
+	// proven layout (tables.go).
+	Sources []Source
 	// Extra are the columns the entries carry as fields of their own
 	// beside the schema_version column (--extra-column). Rows are mapped
 	// to them as to the logical columns: by name, or by the proven layout.
@@ -139,6 +146,22 @@ type Config struct {
 	IdleCheckpoint time.Duration
 	// MaxBackoff caps the wait between reconnects (default 30s).
 	MaxBackoff time.Duration
+	// Lease, when set, makes the reader a standby until it holds the lease
+	// of the position (standby.go): of the relays of one position only the
+	// holder reads, and one that loses it waits to take it again instead of
+	// stopping. Without it a second relay is fenced by the position and
+	// stops (--lease=false).
+	Lease Lease
+	// LeaseRenew is how often the holder renews the lease and a standby
+	// tries to take it (default 1s); it must stay well below the lease's
+	// TTL.
+	LeaseRenew time.Duration
+	// Ahead, when set, returns the positions past the one the sink's
+	// Position returned last that parts of the sink hold already
+	// (redisstream.Sink.Ahead: Redis Cluster slots whose scripts ran before
+	// a stop in the middle of a batch). Each session ends a batch exactly
+	// at each of them, so that those parts can skip whole batches.
+	Ahead func() [][]byte
 	// ServerIDClashGrace is how long the server may refuse the relay's
 	// server id before the relay gives up (default 60s): after a crash the
 	// server keeps the dead connection until it notices.
@@ -176,6 +199,9 @@ func (c *Config) setDefaults() {
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = DefaultMaxBackoff
 	}
+	if c.LeaseRenew == 0 {
+		c.LeaseRenew = DefaultLeaseRenew
+	}
 	if c.ServerIDClashGrace == 0 {
 		c.ServerIDClashGrace = time.Minute
 	}
@@ -191,12 +217,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: canal: Flavor %q is neither mysql nor mariadb", outbox.ErrConfig, c.Flavor)
 	case c.Host == "" || c.Port == 0:
 		return fmt.Errorf("%w: canal: Host and Port are required", outbox.ErrConfig)
-	case c.Database == "" || c.Table == "":
-		return fmt.Errorf("%w: canal: Database and Table are required", outbox.ErrConfig)
+	case len(c.Sources) == 0 && (c.Database == "" || c.Table == ""):
+		return fmt.Errorf("%w: canal: Database and Table, or Sources, are required", outbox.ErrConfig)
 	case c.HeartbeatPeriod < 0 || c.ReadTimeout < c.HeartbeatPeriod:
 		return fmt.Errorf("%w: canal: ReadTimeout %s must be at least HeartbeatPeriod %s", outbox.ErrConfig, c.ReadTimeout, c.HeartbeatPeriod)
 	case c.EventCacheCount < 0 || c.EventCacheBytes < 0:
 		return fmt.Errorf("%w: canal: EventCacheCount %d and EventCacheBytes %d must not be negative", outbox.ErrConfig, c.EventCacheCount, c.EventCacheBytes)
+	case c.LeaseRenew < 0:
+		return fmt.Errorf("%w: canal: LeaseRenew %s must not be negative", outbox.ErrConfig, c.LeaseRenew)
 	}
 	return nil
 }
@@ -223,11 +251,25 @@ type Reader struct {
 	// reads: the binlog had rows without column names.
 	needLayout bool
 
+	// leader is set while the reader reads: it holds the lease, or runs
+	// without one.
+	leader atomic.Bool
+	// waiting is set while another relay holds the lease (Stats.Standby).
+	waiting atomic.Bool
+
 	// eventBytesHigh is the high-water mark of the event queue's bytes.
 	eventBytesHigh atomic.Int64
-	// name is the table as the server names it, once resolveName ran.
-	name     schema.Name
-	resolved bool
+	// sources are what the reader follows, once resolveSources ran.
+	sources *sourceSet
+	// layoutTable is the table whose rows without names ended the last
+	// session: the next one's proof must find its columns.
+	layoutTable schema.Name
+	// carried are the layouts the last session had proven when it ended,
+	// for the next session's proof. They are in force wherever the next
+	// one starts: the stored position only moves forward from the last
+	// session's start, and that session forgot each layout at the first
+	// DDL on its table it read; a position that went back drops them.
+	carried map[string][]Column
 
 	// noticed is the last change of server noticeNewServer logged.
 	noticed string
@@ -259,6 +301,12 @@ type Stats struct {
 	// Retrying is the error the reader is retrying after, "" while it
 	// reads: the relay is not ready meanwhile.
 	Retrying string
+	// Leader is set while the reader reads: it holds the lease, or runs
+	// without one; a standby waiting for the lease has it unset.
+	Leader bool
+	// Standby is set while another relay holds the lease and this one
+	// waits for it (not while the lease cannot be read: Redis down).
+	Standby bool
 }
 
 // New returns a Reader. db is a connection pool to the same server, used for
@@ -290,6 +338,8 @@ func (r *Reader) Stats() Stats {
 	s := r.stats
 	s.EventBytesHigh = uint64(r.eventBytesHigh.Load())
 	s.Retrying = r.retry.Failure()
+	s.Leader = r.leader.Load()
+	s.Standby = r.waiting.Load()
 	return s
 }
 
@@ -298,8 +348,21 @@ func (r *Reader) Stats() Stats {
 // position, or another relay fencing this one. Other errors (connection loss,
 // server restart, Redis down or full) are logged, rate-limited, and the reader
 // starts over from the stored position after a capped exponential backoff that
-// progress (an append) resets.
+// progress (an append) resets. With Config.Lease it reads only while it holds
+// the lease, and waits whenever another relay does (standby).
 func (r *Reader) Run(ctx context.Context) error {
+	if r.cfg.Lease != nil {
+		return r.standby(ctx)
+	}
+	r.leader.Store(true)
+	defer r.leader.Store(false)
+	return r.relay(ctx)
+}
+
+// relay reads sessions from the stored position, retrying as Run says, until
+// ctx is cancelled, a final error, or the sink refuses the lease
+// (outbox.ErrLeaseLost, returned for the standby loop to wait again).
+func (r *Reader) relay(ctx context.Context) error {
 	var clashSince time.Time
 	for {
 		// Progress is reported to r.retry by the flusher as it appends
@@ -316,8 +379,8 @@ func (r *Reader) Run(ctx context.Context) error {
 		}
 		var layoutRestart *errLayoutRestart
 		if errors.As(err, &layoutRestart) {
-			r.log.Info("rows without column names; proving the table's column layout before reading them", "file", layoutRestart.start.File, "pos", layoutRestart.start.Pos)
-			r.needLayout = true
+			r.log.Info("rows without column names; proving the table's column layout before reading them", "table", layoutRestart.table.String(), "file", layoutRestart.start.File, "pos", layoutRestart.start.Pos)
+			r.needLayout, r.layoutTable = true, layoutRestart.table
 			continue
 		}
 		if errors.Is(err, errServerIDClash) {
@@ -330,7 +393,11 @@ func (r *Reader) Run(ctx context.Context) error {
 		} else {
 			clashSince = time.Time{}
 		}
+		if errors.Is(err, outbox.ErrLeaseLost) {
+			return err
+		}
 		if errors.Is(err, outbox.ErrPositionRolledBack) {
+			r.carried = nil
 			r.log.Warn("stored position went back (Redis lost acknowledged writes); re-reading from it, the streams lost the same entries", logging.KeyError, err)
 			continue
 		}
@@ -342,28 +409,6 @@ func (r *Reader) Run(ctx context.Context) error {
 			return nil
 		}
 	}
-}
-
-// resolveName replaces the configured names with the server's for them,
-// once: compared with the binlog, a name the server folds differently, or
-// one of no table, would skip every row while the position moves on.
-func (r *Reader) resolveName(ctx context.Context) error {
-	if r.resolved {
-		return nil
-	}
-	if r.cfg.Name.Table != "" {
-		r.name, r.resolved = r.cfg.Name, true
-		return nil
-	}
-	n, err := schema.ResolveName(ctx, r.db, r.cfg.Database, r.cfg.Table)
-	if errors.Is(err, schema.ErrTableNotFound) {
-		return fmt.Errorf("%w: %w", outbox.ErrConfig, err)
-	}
-	if err != nil {
-		return err
-	}
-	r.name, r.resolved = n, true
-	return nil
 }
 
 // recordBatch updates the counters after an append; the flusher calls it.

@@ -49,16 +49,19 @@ func newReader(t testing.TB, env *relaytest.Env, tweak func(*Config)) (*Reader, 
 // newReaderLogging is newReader with the reader's logs going to logger.
 func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), logger *slog.Logger) (*Reader, *redisstream.Sink) {
 	t.Helper()
+	return newReaderSink(t, env, redisstream.Config{}, tweak, logger)
+}
+
+// newReaderSink is newReaderLogging with the sink configured as sc says
+// (its position key is the reader's).
+func newReaderSink(t testing.TB, env *relaytest.Env, sc redisstream.Config, tweak func(*Config), logger *slog.Logger) (*Reader, *redisstream.Sink) {
+	t.Helper()
 	client, err := redisstream.NewClient(env.RedisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
 	key := "binlog-outbox:position:" + env.Database + "." + env.Table
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
 	host, port := env.MySQLHostPort(t)
 	cfg := Config{
 		Host: host, Port: port, User: env.MariaDB.User(), Password: env.MariaDB.Password(),
@@ -71,6 +74,13 @@ func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), log
 	}
 	if tweak != nil {
 		tweak(&cfg)
+	}
+	// The sink checks the lease the reader waits for, as run sets them up.
+	lease, _ := cfg.Lease.(*redisstream.Lease)
+	sc.PositionKey, sc.Lease = key, lease
+	sink, err := redisstream.New(client, sc)
+	if err != nil {
+		t.Fatal(err)
 	}
 	r, err := New(env.RelayDB(t), sink, cfg, logger)
 	if err != nil {

@@ -43,18 +43,24 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 
 	f := newFlusher(r.sink, prev, r.encode, r.recordBatch, st.cancel)
 	st.spawn(func() { f.loop(sctx) })
+	l := &relayLoop{r: r, st: st, f: f, m: r.newMachine(start, proof, f), lastFlush: time.Now()}
 	defer func() {
 		st.close()
 		progressed = f.appended > 0
+		if r.needLayout {
+			r.carried = l.m.tables.proven()
+		}
 	}()
-	l := &relayLoop{r: r, st: st, f: f, m: r.newMachine(start, proof, f), lastFlush: time.Now()}
+	if l.m.cuts, err = r.sessionCuts(start); err != nil {
+		return false, err
+	}
 	return false, l.run(sctx)
 }
 
 // begin decides where the session starts. prev is the stored position the
 // first append must find; proof the column layout, when the binlog needs one.
 func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, proof layoutProof, err error) {
-	if err := r.resolveName(ctx); err != nil {
+	if err := r.resolveSources(ctx); err != nil {
 		return start, nil, proof, err
 	}
 	start, prev, err = r.resolveStart(ctx)
@@ -82,7 +88,9 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 	r.stats.Stored = start
 	r.mu.Unlock()
 	if r.needLayout {
-		if proof, err = r.proveLayout(ctx, start); err != nil {
+		proof, err = r.proveLayout(ctx, start, r.layoutTable, r.carried)
+		r.carried = nil
+		if err != nil {
 			return start, nil, proof, err
 		}
 	}
@@ -176,9 +184,7 @@ func (r *Reader) deadConnection(st *stream, err error) error {
 // a batch of the flusher's.
 func (r *Reader) newMachine(start position.Point, proof layoutProof, f *flusher) *machine {
 	m := &machine{
-		name:       r.name,
-		dec:        newRowDecoder(r.cfg.Mapping, r.cfg.Extra, proof.columns, r.cfg.Absent),
-		ddlAhead:   proof.ddlAhead,
+		tables:     newTableSet(r.sources, proof),
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,
 		file: start.File, boundary: start, pending: f.take(), prepare: r.sink.Prepare,
@@ -307,12 +313,15 @@ func (l *relayLoop) stopAfterPending(ctx context.Context, stop error) error {
 // last store is IdleCheckpoint old.
 func (l *relayLoop) offer(ctx context.Context, idle bool) error {
 	b, cfg := l.m.pending, &l.r.cfg
-	full := len(b.events) >= cfg.MaxBatchEvents || b.bytes >= cfg.MaxBatchBytes
-	if len(b.events) == 0 && !idle && time.Since(l.lastFlush) < cfg.IdleCheckpoint {
+	cut, err := l.m.atCut()
+	if err != nil {
+		return err
+	}
+	full := cut || len(b.events) >= cfg.MaxBatchEvents || b.bytes >= cfg.MaxBatchBytes
+	if !full && len(b.events) == 0 && !idle && time.Since(l.lastFlush) < cfg.IdleCheckpoint {
 		return nil
 	}
 	var next *batch
-	var err error
 	if full {
 		next, err = l.f.handOff(ctx, b)
 	} else {

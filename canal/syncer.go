@@ -9,14 +9,13 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/binlog-outbox/binlog-outbox/position"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // syncerConfig configures go-mysql for one session: lk dials (and counts the
 // bytes the watchdog sees), q receives the events, bounded by bytes. Without
 // them (the layout proof's scan) go-mysql dials and queues as it does.
 func (r *Reader) syncerConfig(lk *link, q *eventQueue) replication.BinlogSyncerConfig {
-	cfg := decodeConfig(r.cfg.Flavor, r.name)
+	cfg := decodeConfig(r.cfg.Flavor, r.sources.matches)
 	cfg.ServerID = r.cfg.ServerID
 	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.TLSConfig = r.cfg.Host, r.cfg.Port, r.cfg.User, r.cfg.Password, r.cfg.TLSConfig
 	cfg.HeartbeatPeriod = r.cfg.HeartbeatPeriod
@@ -50,10 +49,11 @@ func (r *Reader) syncerConfig(lk *link, q *eventQueue) replication.BinlogSyncerC
 
 // decodeConfig is the part of the syncer's configuration that decides what
 // the events look like: how rows, times, decimals and JSON are decoded, and
-// which rows are decoded at all. The tests that replay binlog files recorded
+// which rows are decoded at all: those of the tables match accepts. match
+// runs on go-mysql's parsing goroutine. The tests that replay binlog files recorded
 // by real MySQL servers build their parser from it, so what they check is
 // what the live reader decodes.
-func decodeConfig(flavor string, name schema.Name) replication.BinlogSyncerConfig {
+func decodeConfig(flavor string, match func(database, table string) bool) replication.BinlogSyncerConfig {
 	cfg := replication.BinlogSyncerConfig{
 		Flavor:                  flavor,
 		TimestampStringLocation: time.UTC,
@@ -70,7 +70,7 @@ func decodeConfig(flavor string, name schema.Name) replication.BinlogSyncerConfi
 		}
 		// Rows of other tables are never decoded: on a busy server they are
 		// most of the binlog.
-		if ev.Table == nil || !name.Matches(string(ev.Table.Schema), string(ev.Table.Table)) {
+		if ev.Table == nil || !match(string(ev.Table.Schema), string(ev.Table.Table)) {
 			return nil
 		}
 		return ev.DecodeData(pos, data)

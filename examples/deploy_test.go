@@ -573,14 +573,17 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Fatalf("want one Deployment, Secret and ConfigMap; have %d, %d, %d", len(docs["Deployment"]), len(docs["Secret"]), len(docs["ConfigMap"]))
 	}
 	d := docs["Deployment"][0]
-	if got := at(d, "spec", "replicas"); got != 1 {
-		t.Errorf("Deployment replicas %v, want 1 (one relay per position)", got)
+	// Two relays take turns through the lease: one reads, one stands by, and
+	// a rollout never stops both.
+	if got := at(d, "spec", "replicas"); got != 2 {
+		t.Errorf("Deployment replicas %v, want 2 (a standby with the lease)", got)
 	}
-	if got := at(d, "spec", "strategy", "type"); got != "Recreate" {
-		t.Errorf("Deployment strategy %v, want Recreate (never two relays during a rollout)", got)
+	if got, unavailable := at(d, "spec", "strategy", "type"), at(d, "spec", "strategy", "rollingUpdate", "maxUnavailable"); got != "RollingUpdate" || unavailable != 0 {
+		t.Errorf("Deployment strategy %v with maxUnavailable %v, want RollingUpdate with 0 (a rollout keeps a relay)", got, unavailable)
 	}
 	pod := at(d, "spec", "template", "spec")
 	c := at(pod, "containers", 0)
+
 	for probe, path := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz", "startupProbe": "/healthz"} {
 		if got := at(c, probe, "httpGet", "path"); got != path {
 			t.Errorf("%s on %v, want %s", probe, got, path)
@@ -606,6 +609,9 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Fatalf("container args %q: want run first", args)
 	}
 	set := checkRunArgs(t, "deployment.yaml", args[1:], flags)
+	if lease, _ := at(docs["ConfigMap"][0], "data", "BINLOG_OUTBOX_LEASE").(string); strings.EqualFold(lease, "false") || strings.EqualFold(set["lease"], "false") {
+		t.Error("two replicas without the lease: one of them would be fenced and exit")
+	}
 	mount, _ := at(c, "volumeMounts", 0, "mountPath").(string)
 	secret := docs["Secret"][0]
 	for _, f := range []string{"mysql-password-file", "redis-password-file"} {

@@ -35,6 +35,10 @@ type Relay struct {
 	// "" before the first (or in GTID mode before the first rotate).
 	File string
 	Pos  uint32
+	// Standby is set while the relay waits for the lease another relay
+	// holds: it measures nothing (its own position is not the one being
+	// advanced) and is ready, doing what it should.
+	Standby bool
 }
 
 // MonitorConfig configures a Monitor. Relay, PingMySQL and PingRedis are
@@ -189,6 +193,15 @@ func (m *Monitor) Step(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.Interval+DefaultDumpTimeout)
 	defer cancel()
 	relay := m.cfg.Relay()
+	if relay.Standby {
+		// The holder's figures are the ones that mean something; a
+		// standby's would be of a position it no longer advances.
+		m.mu.Lock()
+		m.last = Sample{}
+		m.prog = progress{}
+		m.mu.Unlock()
+		return nil
+	}
 	m.mu.Lock()
 	s := m.last
 	m.mu.Unlock()
@@ -259,6 +272,9 @@ func (m *Monitor) readiness(ctx context.Context) (bool, string) {
 		return false, "redis unreachable: " + logging.Truncate(err.Error(), 200)
 	}
 	r := m.cfg.Relay()
+	if r.Standby {
+		return true, "ready: standby, waiting for the lease"
+	}
 	if r.Retrying != "" {
 		return false, "the relay is retrying after an error: " + logging.Truncate(r.Retrying, 200)
 	}

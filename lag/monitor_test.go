@@ -40,6 +40,9 @@ func TestMonitor_Ready(t *testing.T) {
 		{"redis down", Relay{}, func(context.Context) error { return errors.New("connection refused") }, time.Hour, "redis unreachable: connection refused"},
 		{"retrying", Relay{Retrying: "append: OOM"}, up, time.Hour, "the relay is retrying after an error: append: OOM"},
 		{"stuck", Relay{}, up, time.Nanosecond, "stuck: "},
+		// Another relay holds the lease: this one waits, as it should,
+		// and measures nothing of a position it does not advance.
+		{"standby", Relay{Standby: true}, up, time.Nanosecond, "ready: standby"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,12 +60,16 @@ func TestMonitor_Ready(t *testing.T) {
 			if err := mon.Step(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if s := mon.Latest(); s.Binlog.BytesBehind == 0 || s.Binlog.Oldest.IsZero() {
+			if tt.relay.Standby {
+				if s := mon.Latest(); !s.At.IsZero() {
+					t.Errorf("a standby's sample %+v; want none, so that its metrics are absent", s)
+				}
+			} else if s := mon.Latest(); s.Binlog.BytesBehind == 0 || s.Binlog.Oldest.IsZero() {
 				t.Fatalf("sample %+v; want bytes behind and the oldest transaction's time", s.Binlog)
 			}
 			time.Sleep(time.Millisecond)
 			ok, why := mon.Ready(ctx)
-			if ok != (tt.want == "ready") || !strings.HasPrefix(why, tt.want) {
+			if ok != strings.HasPrefix(tt.want, "ready") || !strings.HasPrefix(why, tt.want) {
 				t.Errorf("Ready = %v, %q; want %q", ok, why, tt.want)
 			}
 		})

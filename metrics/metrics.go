@@ -76,6 +76,7 @@ func BinlogCollector(stats func() canal.Stats) prometheus.Collector {
 		gauges: []counter[canal.Stats]{
 			{desc(m, "last_append_timestamp_seconds", "When the last batch was appended (Unix time)."), func(s canal.Stats) float64 { return unix(s.LastAppend) }},
 			{desc(m, "last_commit_timestamp_seconds", "Commit time of the newest transaction appended, from the binlog (Unix time)."), func(s canal.Stats) float64 { return unix(s.LastCommit) }},
+			{desc(m, "leader", "1 while this relay reads (it holds the lease of the position, or runs with --lease=false), 0 while it stands by."), func(s canal.Stats) float64 { return bool01(s.Leader) }},
 		},
 	}
 }
@@ -95,6 +96,13 @@ func PollCollector(stats func() poller.Stats) prometheus.Collector {
 			{desc(m, "errors_total", "Failed rounds (retried)."), func(s poller.Stats) float64 { return float64(s.Errors) }},
 		},
 	}
+}
+
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func unix(t time.Time) float64 {

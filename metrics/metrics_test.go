@@ -15,7 +15,7 @@ import (
 
 func TestBinlogCollector(t *testing.T) {
 	c := BinlogCollector(func() canal.Stats {
-		return canal.Stats{Events: 42, DeadLetters: 1, Batches: 7, Sessions: 2, StatementDML: 3, LastCommit: time.Unix(1700000000, 0)}
+		return canal.Stats{Events: 42, DeadLetters: 1, Batches: 7, Sessions: 2, StatementDML: 3, LastCommit: time.Unix(1700000000, 0), Leader: true}
 	})
 	want := `
 # HELP binlog_outbox_events_appended_total Events appended to streams, dead letters included.
@@ -27,13 +27,16 @@ binlog_outbox_statement_inserts_total{mode="binlog"} 3
 # HELP binlog_outbox_last_commit_timestamp_seconds Commit time of the newest transaction appended, from the binlog (Unix time).
 # TYPE binlog_outbox_last_commit_timestamp_seconds gauge
 binlog_outbox_last_commit_timestamp_seconds{mode="binlog"} 1.7e+09
+# HELP binlog_outbox_leader 1 while this relay reads (it holds the lease of the position, or runs with --lease=false), 0 while it stands by.
+# TYPE binlog_outbox_leader gauge
+binlog_outbox_leader{mode="binlog"} 1
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
-		"binlog_outbox_events_appended_total", "binlog_outbox_statement_inserts_total", "binlog_outbox_last_commit_timestamp_seconds"); err != nil {
+		"binlog_outbox_events_appended_total", "binlog_outbox_statement_inserts_total", "binlog_outbox_last_commit_timestamp_seconds", "binlog_outbox_leader"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(c); n != 7 {
-		t.Errorf("binlog collector exposes %d metrics, want 7", n)
+	if n := testutil.CollectAndCount(c); n != 8 {
+		t.Errorf("binlog collector exposes %d metrics, want 8", n)
 	}
 }
 

@@ -65,6 +65,48 @@ func Resolve(ctx context.Context, log *slog.Logger, rep preflight.Report, reques
 	return m, nil
 }
 
+// ResolveSeveral chooses the mode of a relay of several tables: binlog mode,
+// the only one that relays several tables in one process, so poll mode is
+// refused and auto mode never falls back to it. Each table's stored mode
+// counts as it does for a table alone: auto mode does not take over a table
+// relayed in poll mode (that would be a switch, made deliberately), and
+// --mode binlog over one warns as a switch does. binlog is stored for every
+// table once all of them can take it, so that a relay of one of them alone
+// later knows it ran in binlog mode.
+func ResolveSeveral(ctx context.Context, log *slog.Logger, rep preflight.Report, requested string, stores []Store) (string, error) {
+	if requested == Poll {
+		return "", outbox.WithHint(fmt.Errorf("%w: poll mode relays one table, and --table names several", outbox.ErrConfig),
+			"run binlog mode (--mode binlog or auto), which relays every table with one position; or one poll relay per table, each with its own --table")
+	}
+	stored := make([]string, len(stores))
+	for i, s := range stores {
+		m, err := s.Load(ctx)
+		if err != nil {
+			return "", fmt.Errorf("read the mode this table ran in (%s): %w", s.Key(), err)
+		}
+		stored[i] = m
+		if m != Poll {
+			continue
+		}
+		if requested == Auto {
+			return "", outbox.WithHint(fmt.Errorf("%w: auto mode: a table of --table is relayed in poll mode (%s), and several tables are relayed in binlog mode only", outbox.ErrConfig, s.Key()),
+				"switch that table to binlog mode deliberately as docs/switching-modes.md describes, then run with --mode binlog; or relay it on its own in poll mode and leave it out of --table")
+		}
+		log.Warn("switching modes: follow docs/switching-modes.md to lose and repeat nothing", "from", m, "to", Binlog, "mode_key", s.Key())
+	}
+	if err := rep.Err(preflight.ModeBinlog); err != nil {
+		return "", err
+	}
+	for i, s := range stores {
+		if stored[i] != Binlog {
+			if err := s.Save(ctx, Binlog); err != nil {
+				return "", fmt.Errorf("store the mode (%s): %w", s.Key(), err)
+			}
+		}
+	}
+	return Binlog, nil
+}
+
 // Choose applies the requested mode (--mode) to the preflight report and to the mode the
 // table ran in before (stored in Redis). Auto mode prefers binlog mode on a
 // first start and says in one line why it falls back to polling; after that

@@ -110,3 +110,50 @@ func TestResolve(t *testing.T) {
 		t.Fatal("Resolve() with an unreadable store succeeded")
 	}
 }
+
+func TestResolveSeveral(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	stores := func(modes ...string) []Store {
+		out := make([]Store, len(modes))
+		for i, m := range modes {
+			out[i] = &memStore{mode: m}
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		rep       preflight.Report
+		requested string
+		stored    []string
+		wantErr   bool
+	}{
+		{"auto, first start", report(), Auto, []string{"", ""}, false},
+		{"auto, one table ran in binlog mode", report(), Auto, []string{Binlog, ""}, false},
+		{"auto never takes over a table polled before", report(), Auto, []string{"", Poll}, true},
+		{"binlog over a table polled before is a switch", report(), Binlog, []string{"", Poll}, false},
+		{"poll refused", report(), Poll, []string{"", ""}, true},
+		{"auto, binlog unusable: no fallback", report(preflight.ModeBinlog), Auto, []string{"", ""}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ss := stores(tt.stored...)
+			got, err := ResolveSeveral(ctx, log, tt.rep, tt.requested, ss)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ResolveSeveral() = %q, %v; want error %v", got, err, tt.wantErr)
+			}
+			for i, s := range ss {
+				m := s.(*memStore)
+				switch {
+				case err == nil && (got != Binlog || m.mode != Binlog):
+					t.Errorf("store %d holds %q after %q, want binlog", i, m.mode, got)
+				case err != nil && m.saves > 0:
+					t.Errorf("store %d saved %q although ResolveSeveral failed", i, m.mode)
+				}
+			}
+			if err != nil && outbox.HintOf(err) == "" {
+				t.Errorf("error %v has no hint", err)
+			}
+		})
+	}
+}

@@ -78,7 +78,8 @@ const (
 // Config configures a Poller.
 type Config struct {
 	// Database and Table name the outbox table; an empty Database means the
-	// connection's current one.
+	// connection's current one. The events carry them as given, for the
+	// stream template's {database} and {table}.
 	Database string
 	Table    string
 	// Server is the server as the caller inspected it; when its Flavor is

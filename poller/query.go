@@ -394,7 +394,9 @@ func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullStr
 	}
 	// As binlog mode uses the commit time: the closest truth at hand.
 	b.OccurredAt(occurred, now)
-	return b.Event(), oversize
+	e = b.Event()
+	e.Database, e.Table = p.cfg.Database, p.cfg.Table
+	return e, oversize
 }
 
 // foreign is an unsent row below the batch's largest id.

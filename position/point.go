@@ -133,7 +133,7 @@ func (m Mismatch) Err() error {
 			who = "another process"
 		}
 		return outbox.WithHint(fmt.Errorf("%w: it was written by %s", outbox.ErrFenced, who),
-			"two relays must not run for the same outbox table and position key; stop the other one, or give each its own --position-key; this relay stops so that no event is appended twice")
+			"a relay that does not take the lease (--lease=false, or a version without it) or `binlog-outbox position set` wrote the position while this relay held it: run every relay of a position with --lease (the default), so that they take turns, or give each its own --position-key; this relay stops so that no event is appended twice")
 	}
 	return errors.New("position: no mismatch")
 }
@@ -199,4 +199,39 @@ func serverName(id uint32, uuid string) string {
 		return "server_id " + strconv.FormatUint(uint64(id), 10)
 	}
 	return "server_id " + strconv.FormatUint(uint64(id), 10) + " (" + uuid + ")"
+}
+
+// Order compares two points of one binlog: -1, 0 or 1 as a is before, at or
+// after b. Points of GTID mode compare by their sets, others by file and
+// offset; within one transaction by TxRows. It fails for points that do not
+// compare: GTID sets neither of which holds the other (two histories), or
+// one point in GTID mode and the other not.
+func Order(a, b Point) (int, error) {
+	var c int
+	switch {
+	case !a.GTIDSet.IsZero() && !b.GTIDSet.IsZero():
+		switch {
+		case a.GTIDSet.Equal(b.GTIDSet):
+		case a.GTIDSet.Contains(b.GTIDSet):
+			c = 1
+		case b.GTIDSet.Contains(a.GTIDSet):
+			c = -1
+		default:
+			return 0, fmt.Errorf("position: GTID sets %s and %s do not compare: neither holds the other", a.GTIDSet, b.GTIDSet)
+		}
+	case a.GTIDSet.IsZero() != b.GTIDSet.IsZero():
+		return 0, fmt.Errorf("position: %s and %s do not compare: one is a GTID position, the other a file position", a, b)
+	case a.File != b.File || a.Pos != b.Pos:
+		c = 1
+		if !FileAtOrPast(a.File, a.Pos, b.File, b.Pos) {
+			c = -1
+		}
+	}
+	if c == 0 && a.TxRows != b.TxRows {
+		c = 1
+		if a.TxRows < b.TxRows {
+			c = -1
+		}
+	}
+	return c, nil
 }

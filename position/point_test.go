@@ -330,3 +330,41 @@ func TestBinlog_Passed(t *testing.T) {
 		}
 	}
 }
+
+func TestOrder(t *testing.T) {
+	gtid := func(s string) GTIDSet {
+		set, err := ParseGTIDSet(FlavorMySQL, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	tests := []struct {
+		name string
+		a, b Point
+		want int
+	}{
+		{"same offset", Point{File: "b.000001", Pos: 100}, Point{File: "b.000001", Pos: 100}, 0},
+		{"later offset", Point{File: "b.000001", Pos: 200}, Point{File: "b.000001", Pos: 100}, 1},
+		{"earlier file", Point{File: "b.000001", Pos: 900}, Point{File: "b.000002", Pos: 4}, -1},
+		{"longer file name is later", Point{File: "b.1000000", Pos: 4}, Point{File: "b.999999", Pos: 900}, 1},
+		{"rows of one transaction", Point{File: "b.000001", Pos: 100, TxRows: 3}, Point{File: "b.000001", Pos: 100, TxRows: 5}, -1},
+		{"gtid superset", Point{GTIDSet: gtid(testUUID + ":1-9"), File: "b.000001", Pos: 4}, Point{GTIDSet: gtid(testUUID + ":1-8"), File: "b.000009", Pos: 4}, 1},
+		{"gtid subset", Point{GTIDSet: gtid(testUUID + ":1-8")}, Point{GTIDSet: gtid(testUUID + ":1-9")}, -1},
+		{"gtid equal, rows", Point{GTIDSet: gtid(testUUID + ":1-8"), TxRows: 2}, Point{GTIDSet: gtid(testUUID + ":1-8")}, 1},
+	}
+	for _, tt := range tests {
+		got, err := Order(tt.a, tt.b)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: Order(%s, %s) = %d, %v; want %d", tt.name, tt.a, tt.b, got, err, tt.want)
+		}
+	}
+	for _, tt := range []struct{ a, b Point }{
+		{Point{GTIDSet: gtid(testUUID + ":1-8")}, Point{GTIDSet: gtid(testUUID + ":1-7:9")}},
+		{Point{GTIDSet: gtid(testUUID + ":1-8")}, Point{File: "b.000001", Pos: 4}},
+	} {
+		if got, err := Order(tt.a, tt.b); err == nil {
+			t.Errorf("Order(%s, %s) = %d, want an error", tt.a, tt.b, got)
+		}
+	}
+}

@@ -84,16 +84,19 @@ const defaultConnectTimeout = 5 * time.Second
 // checkMySQL checks the server, its binlog settings, the user's privileges and
 // the outbox table.
 // gtid is the server's GTID state (gtidState), for checkFailover.
-func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *schema.Resolution, results []Result, gtid string) {
+func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *schema.Resolution, tables []TableMatch, results []Result, gtid string) {
 	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
 	if err != nil {
-		return mysqlserver.Server{}, nil, append([]Result{fail(NameMySQL,
+		return mysqlserver.Server{}, nil, nil, append([]Result{fail(NameMySQL,
 			"cannot parse the MySQL DSN "+logging.RedactDSN(cfg.MySQLDSN)+": "+parseError(err, logging.DSNPassword(cfg.MySQLDSN)),
 			"write it as user:password@tcp(host:3306)/database", both)},
 			skipAll(afterMySQL, "not checked: the DSN is invalid")...), ""
 	}
 	scrub := func(err error) string { return safeError(err, dsn.Passwd) }
 	database := dsn.DBName
+	if cfg.Database != "" {
+		database = cfg.Database
+	}
 	conn := dsn.Clone()
 	// Connect without the database: a user without any privilege on it is
 	// refused at connect time (error 1044), which would hide which privilege
@@ -104,7 +107,7 @@ func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *s
 	}
 	connector, err := mysql.NewConnector(conn)
 	if err != nil {
-		return mysqlserver.Server{}, nil, append([]Result{fail(NameMySQL, "invalid MySQL DSN: "+scrub(err),
+		return mysqlserver.Server{}, nil, nil, append([]Result{fail(NameMySQL, "invalid MySQL DSN: "+scrub(err),
 			"write it as user:password@tcp(host:3306)/database", both)},
 			skipAll(afterMySQL, "not checked: the DSN is invalid")...), ""
 	}
@@ -121,7 +124,7 @@ func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *s
 		if f := tlsFix(err, "mysql"); f != "" {
 			fix = f
 		}
-		return mysqlserver.Server{}, nil, append([]Result{fail(NameMySQL,
+		return mysqlserver.Server{}, nil, nil, append([]Result{fail(NameMySQL,
 			fmt.Sprintf("cannot connect to %s as %s: %s", dsn.Addr, dsn.User, scrub(err)), fix, both)},
 			skipAll(afterMySQL, "not checked: the MySQL server is unreachable")...), ""
 	}
@@ -145,8 +148,12 @@ func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *s
 	acct := quoteAccount(account)
 	results = append(results, checkReplicationPrivileges(ctx, db, srv, acct)...)
 	results = append(results, checkServerID(ctx, db, srv, cfg.ServerID, acct))
+	if len(cfg.Sources) > 0 {
+		tables, tableResults := checkTables(ctx, db, database, acct, cfg)
+		return srv, nil, tables, append(results, tableResults...), gtid
+	}
 	res, tableResults := checkTable(ctx, db, srv, database, acct, cfg)
-	return srv, res, append(results, tableResults...), gtid
+	return srv, res, nil, append(results, tableResults...), gtid
 }
 
 // checkVersion requires MySQL 8.0 or MariaDB 10.6: the oldest versions with

@@ -120,8 +120,15 @@ type Config struct {
 	// sentinels' credentials, so that the check connects exactly as the
 	// relay does. Run leaves it as it is.
 	Redis *redisstream.Target
-	// Table is the outbox table's name in the DSN's database.
-	Table string
+	// Table is the outbox table's name in Database, or in the DSN's
+	// database when Database is empty.
+	Table    string
+	Database string
+	// Sources, for a relay of several tables (more than one --table, or a
+	// pattern), replace Table, Database, Mapping and Declared: every table
+	// they match is checked, poll mode is refused, and binlog mode needs
+	// PositionKey. A value without a database is in the DSN's.
+	Sources []schema.Source
 	// Mapping maps logical to physical column names; nil means
 	// schema.DefaultMapping.
 	Mapping schema.Mapping
@@ -159,6 +166,22 @@ type Report struct {
 	// `run` relays with in either mode; nil when the table could not be
 	// inspected or does not exist (the table's Result says why).
 	Table *schema.Resolution
+	// Tables are, with Config.Sources, the tables they matched, each with
+	// the mapping resolved against it; Table is nil then.
+	Tables []TableMatch
+}
+
+// Mapping is the mapping resolved against the table, or against the first
+// of the tables with Config.Sources (which must agree on the optional
+// columns that shape the entries: checkTables); nil when none was inspected.
+func (r Report) Mapping() schema.Mapping {
+	switch {
+	case r.Table != nil:
+		return r.Table.Mapping
+	case len(r.Tables) > 0:
+		return r.Tables[0].Resolution.Mapping
+	}
+	return nil
 }
 
 // Failed returns the results that fail mode.
@@ -221,8 +244,8 @@ func Run(ctx context.Context, cfg Config) Report {
 	}
 	var rep Report
 	add := func(rs ...Result) { rep.Results = append(rep.Results, rs...) }
-	srv, res, mysqlResults, gtid := checkMySQL(ctx, cfg)
-	rep.Server, rep.Table = srv, res
+	srv, res, tables, mysqlResults, gtid := checkMySQL(ctx, cfg)
+	rep.Server, rep.Table, rep.Tables = srv, res, tables
 	add(mysqlResults...)
 	redisResults, stored, storedErr := checkRedis(ctx, cfg.Redis, cfg.PositionKey)
 	add(redisResults...)
@@ -231,7 +254,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		stream := cfg.Stream
 		if stream == "" {
 			stream = redisstream.DefaultStream
-			if res != nil && !res.Mapping.Has(schema.ColAggregateType) {
+			if m := rep.Mapping(); m != nil && !m.Has(schema.ColAggregateType) {
 				stream = redisstream.DefaultStreamNoAggregateType
 			}
 		}

@@ -39,7 +39,13 @@ import (
 const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@all " +
 	"+ping +select +info +evalsha +eval +get +set +del +exists +type +scan " +
 	"+xadd +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xgroup|create " +
-	"+zadd +zrangebyscore +expire"
+	"+zadd +zrangebyscore +expire +pexpire +pttl"
+
+// ClusterACLRules are what the relay's user needs on every node of a Redis
+// Cluster (--redis-cluster) beside ACLRules: go-redis's cluster client reads
+// the slot map (CLUSTER SLOTS) and the command table (COMMAND), which it
+// routes by.
+const ClusterACLRules = "+cluster|slots +command"
 
 // SentinelACLRules are the ACL rules of the user the relay authenticates to
 // the sentinels as (--redis-sentinel-user), on each sentinel: Sentinel has

@@ -22,6 +22,28 @@ type Dedupe struct {
 	// DefaultDedupeKeyPrefix). It must name the source table: KeysFor
 	// gives the prefix both modes use.
 	KeyPrefix string
+	// BySource, for a relay of several tables, replaces KeyPrefix with the
+	// prefix of each event's own table (KeysFor(e.Database, e.Table)): the
+	// keys a relay of that table alone, in either mode, uses.
+	BySource bool
+}
+
+// key returns the dedupe key of e.
+func (d *Dedupe) key(e *outbox.Event) string {
+	return d.prefix(e) + e.MessageID
+}
+
+// slottedKey is key in the Redis Cluster slot of tag, the slot of the
+// event's stream, so that one script sets both.
+func (d *Dedupe) slottedKey(e *outbox.Event, tag string) string {
+	return d.prefix(e) + "{" + tag + "}:" + e.MessageID
+}
+
+func (d *Dedupe) prefix(e *outbox.Event) string {
+	if d.BySource {
+		return KeysFor(e.Database, e.Table, "").DedupePrefix
+	}
+	return d.KeyPrefix
 }
 
 // Publish appends events to their streams (dead letters to the dead-letter
@@ -38,7 +60,16 @@ func (s *Sink) Publish(ctx context.Context, events []outbox.Event) (int, error) 
 	if len(events) == 0 {
 		return 0, nil
 	}
-	s.build(events, false, nil, nil)
+	if s.cfg.Cluster {
+		return s.publishSlots(ctx, events)
+	}
+	return s.publish(ctx, events)
+}
+
+// publish runs the script of Publish for events whose keys share a slot
+// (all of them on a standalone Redis).
+func (s *Sink) publish(ctx context.Context, events []outbox.Event) (int, error) {
+	s.build(events, "", nil, nil, "")
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		return 0, fmt.Errorf("publish %d events: %w", len(events), s.scriptError(err))

@@ -88,6 +88,27 @@ func TestSink_PublishChecksBeforeWriting(t *testing.T) {
 	}
 }
 
+// A relay of several tables remembers each event's message id under its own
+// table's prefix: the keys a relay of that table alone uses.
+func TestSink_PublishDedupeBySource(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	ctx := context.Background()
+	s, c := newSink(t, r.NewDB(t), Config{Dedupe: Dedupe{Window: time.Minute, BySource: true}})
+	a, b := event(1, "order", "o-1"), event(1, "order", "o-1")
+	a.Database, a.Table = "tenant_01", "outbox"
+	b.Database, b.Table = "tenant_02", "outbox"
+	n, err := s.Publish(ctx, []outbox.Event{a, b, a})
+	if err != nil || n != 2 {
+		t.Fatalf("Publish() = %d, %v; want 2 (the same message id in two tables, once again in the first), nil", n, err)
+	}
+	for _, e := range []outbox.Event{a, b} {
+		key := KeysFor(e.Database, e.Table, "").DedupePrefix + e.MessageID
+		if c.Exists(ctx, key).Val() != 1 {
+			t.Errorf("dedupe key %s missing", key)
+		}
+	}
+}
+
 func TestKeysFor(t *testing.T) {
 	tests := []struct {
 		db, table, positionKey string
@@ -95,10 +116,17 @@ func TestKeysFor(t *testing.T) {
 	}{
 		{"app", "outbox", "", Keys{
 			Position: "binlog-outbox:position:app.outbox", Mode: "binlog-outbox:mode:app.outbox",
+			Lease:        "binlog-outbox:position:app.outbox:lease",
 			DedupePrefix: "binlog-outbox:dedupe:app.outbox:",
 		}},
 		{"app", "outbox", "custom", Keys{
-			Position: "custom", Mode: "binlog-outbox:mode:app.outbox",
+			Position: "custom", Mode: "binlog-outbox:mode:app.outbox", Lease: "custom:lease",
+			DedupePrefix: "binlog-outbox:dedupe:app.outbox:",
+		}},
+		// Relays sharing a position share its lease, and a hash tag in the
+		// position key holds for the lease too.
+		{"app", "outbox", "{app}:pos", Keys{
+			Position: "{app}:pos", Mode: "binlog-outbox:mode:app.outbox", Lease: "{app}:pos:lease",
 			DedupePrefix: "binlog-outbox:dedupe:app.outbox:",
 		}},
 	}

@@ -17,6 +17,11 @@ type Keys struct {
 	// Mode records the mode the table is relayed in, so that auto mode
 	// never switches by itself.
 	Mode string
+	// Lease holds the lease of the position: the one relay of the position
+	// that reads holds it, the others wait (binlog mode, --lease). It is
+	// named after the position key, so that relays sharing a position share
+	// the lease, and a hash tag in the position key holds for it too.
+	Lease string
 	// DedupePrefix prefixes the message ids the dedupe window remembers;
 	// both modes use it, so a switch skips what the other mode appended.
 	DedupePrefix string
@@ -42,7 +47,16 @@ func KeysFor(database, table, positionKey string) Keys {
 	if positionKey != "" {
 		k.Position = positionKey
 	}
+	k.Lease = k.Position + ":lease"
 	return k
+}
+
+// SlotPositionKey returns the key of a relay's position in one hash slot of a
+// Redis Cluster (--redis-cluster): the position key, a colon and the slot's
+// hash tag (SlotTag), e.g. binlog-outbox:position:app.outbox:{a3}. The
+// append script of the slot's streams checks and writes it with them.
+func SlotPositionKey(positionKey string, slot int) string {
+	return positionKey + ":{" + SlotTag(slot) + "}"
 }
 
 // ModeStore keeps the mode a table is relayed in (binlog or poll) under

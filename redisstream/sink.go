@@ -61,6 +61,11 @@ type Config struct {
 	// Append; it names the source (database and table) so that relays of
 	// different outbox tables can share a Redis.
 	PositionKey string
+	// Lease, when set, is checked by Append in the same script as the
+	// position: unless this process holds it, nothing is written and Append
+	// returns outbox.ErrLeaseLost. A relay that lost its lease while paused
+	// can then never append, whatever it had in flight.
+	Lease *Lease
 	// NoAggregateType and NoHeaders say the table lacks these optional
 	// columns: their fields are then left out of every entry.
 	NoAggregateType bool
@@ -80,6 +85,13 @@ type Config struct {
 	Groups []string
 	// Format is the entry format (default FormatFlat; format.go).
 	Format Format
+	// Cluster says the client is a Redis Cluster client (--redis-cluster).
+	// One script cannot span hash slots, so Append groups a batch by the
+	// slot of each event's stream and appends each group with a position
+	// key of its own in that slot (SlotPositionKey), then stores the
+	// position under PositionKey; dedupe keys carry their stream's slot
+	// tag. A lease is refused: its key lies in one slot only.
+	Cluster bool
 }
 
 func (c *Config) setDefaults() {
@@ -123,6 +135,8 @@ type Sink struct {
 	// named is how many of keys are the position and the streams; the
 	// dedupe keys follow.
 	named int
+	// slots are the per-slot positions (Config.Cluster only).
+	slots slotState
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -152,6 +166,11 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 	if err := cfg.Format.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Cluster {
+		if err := cfg.validateCluster(); err != nil {
+			return nil, err
+		}
+	}
 	t, err := ParseTemplate(cfg.Stream, cfg.Partitions, !cfg.NoAggregateType)
 	if err != nil {
 		return nil, err
@@ -174,26 +193,31 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 // streams flagged for it: a new stream is created with them (MKSTREAM), an
 // existing one gets those it lacks, from id 0.
 //
-// ARGV[1] "1" with the position, "0" without; ARGV[2] expected position (""
+// ARGV[1] the number of KEYS before the streams: "0" without the position,
+// "1" with it, "2" with it and the lease; ARGV[2] expected position (""
 // = none), ARGV[3] new position, ARGV[4] dedupe window in milliseconds,
-// ARGV[5] number of streams S, ARGV[6] number of groups G, then the G group
-// names, then S flags ("1": make sure the stream has every group), then per
-// entry: stream index into KEYS, dedupe key index into KEYS (0: none), number
-// of field/value arguments, the arguments. KEYS: the position key (with the
-// position only), the streams, then the dedupe keys. It returns {1, "",
-// appended} or, when the stored position is not the expected one, {0,
-// stored} without writing anything.
+// ARGV[5] number of streams S, ARGV[6] number of groups G, ARGV[7] the lease
+// as this relay holds it (with the lease only), then the G group names,
+// then S flags ("1": make sure the stream has every group), then per entry:
+// stream index into KEYS, dedupe key index into KEYS (0: none), number of
+// field/value arguments, the arguments. KEYS: the position key (with the
+// position only), the lease key (with the lease only), the streams, then the
+// dedupe keys. It returns {1, "", appended}; without writing anything, {2,
+// lease} when the lease is not the relay's, or {0, stored} when the stored
+// position is not the expected one. Every command it will run is checked
+// against the user's ACL before the first write.
 var appendScript = redis.NewScript(aclCheckLua + `
-local base = 0
-if ARGV[1] == '1' then
-  base = 1
-end
+local base = tonumber(ARGV[1])
 local ns = tonumber(ARGV[5])
 local ng = tonumber(ARGV[6])
-local flags = 6 + ng
+local flags = 7 + ng
 local denied
-if base == 1 then
+if base >= 1 then
   denied = deny('GET', '', KEYS[1]) or deny('SET', '', KEYS[1], ARGV[3])
+  if denied then return denied end
+end
+if base == 2 then
+  denied = deny('GET', '', KEYS[2])
   if denied then return denied end
 end
 for s = 1, ns do
@@ -208,7 +232,14 @@ for d = base + ns + 1, #KEYS do
   denied = deny('SET', '', KEYS[d], '1', 'NX', 'PX', '1')
   if denied then return denied end
 end
-if base == 1 then
+if base == 2 then
+  local lease = redis.call('GET', KEYS[2])
+  if lease ~= ARGV[7] then
+    if lease == false then lease = '' end
+    return {2, lease}
+  end
+end
+if base >= 1 then
   local cur = redis.call('GET', KEYS[1])
   if cur == false then cur = '' end
   if cur ~= ARGV[2] then
@@ -234,7 +265,7 @@ for s = 1, ns do
         end
       end
     end
-    for j = 7, 6 + ng do
+    for j = 8, 7 + ng do
       if not have[ARGV[j]] then
         redis.call('XGROUP', 'CREATE', key, ARGV[j], '0', 'MKSTREAM')
         have[ARGV[j]] = true
@@ -255,7 +286,7 @@ while i <= n do
   end
   i = i + 3 + c
 end
-if base == 1 then
+if base >= 1 then
   redis.call('SET', KEYS[1], ARGV[3])
 end
 return {1, '', added}
@@ -266,7 +297,16 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 	if s.cfg.PositionKey == "" {
 		return fmt.Errorf("%w: redisstream: no position key configured", outbox.ErrConfig)
 	}
-	s.build(events, true, prev, next)
+	if s.cfg.Cluster {
+		return s.appendSlots(ctx, events, prev, next)
+	}
+	lease := ""
+	if s.cfg.Lease != nil {
+		if lease = s.cfg.Lease.Value(); lease == "" {
+			return fmt.Errorf("append %d events: %w", len(events), outbox.ErrLeaseLost)
+		}
+	}
+	s.build(events, s.cfg.PositionKey, prev, next, lease)
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		if !uncertain(err) {
@@ -285,14 +325,24 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 		if string(stored) == string(prev) {
 			return fmt.Errorf("append %d events: %w", len(events), classify(err))
 		}
+		if lerr := s.leaseLost(ctx, lease); lerr != nil {
+			// Another relay moved the position while holding the lease:
+			// the script refused this one, not fenced it.
+			return lerr
+		}
 		return &outbox.PositionMismatchError{Stored: stored}
 	}
 	if len(res) >= 2 {
-		if ok, _ := res[0].(int64); ok == 1 {
+		code, _ := res[0].(int64)
+		cur, _ := res[1].(string)
+		switch code {
+		case 1:
 			s.ran()
 			return nil
+		case 2:
+			s.cfg.Lease.lost(lease)
+			return fmt.Errorf("append %d events: %w: it is held by %s", len(events), outbox.ErrLeaseLost, holderOrNobody(cur))
 		}
-		cur, _ := res[1].(string)
 		var stored []byte
 		if cur != "" {
 			stored = []byte(cur)
@@ -302,16 +352,21 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 	return fmt.Errorf("append: unexpected script reply %v", res)
 }
 
-// build fills s.keys and s.args for appendScript; withPosition adds the
-// position check and write of binlog mode.
-func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte) {
+// build fills s.keys and s.args for appendScript; a position key adds the
+// position check and write of binlog mode, a lease (as this relay holds it)
+// the lease check.
+func (s *Sink) build(events []outbox.Event, positionKey string, prev, next []byte, lease string) {
 	clear(s.keyIdx)
 	s.keys = s.keys[:0]
 	s.batchNew = s.batchNew[:0]
 	check := "0"
-	if withPosition {
-		s.keys = append(s.keys, s.cfg.PositionKey)
+	if positionKey != "" {
+		s.keys = append(s.keys, positionKey)
 		check = "1"
+		if lease != "" {
+			s.keys = append(s.keys, s.cfg.Lease.Key())
+			check = "2"
+		}
 	}
 	window := s.cfg.Dedupe.Window.Milliseconds()
 	// Streams first in KEYS: the script checks their types before writing,
@@ -324,7 +379,7 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 		s.streamIndex(&events[i])
 	}
 	s.named = len(s.keys)
-	s.args = append(s.args[:0], check, string(prev), string(next), window, len(s.keys)-first, len(s.cfg.Groups))
+	s.args = append(s.args[:0], check, string(prev), string(next), window, len(s.keys)-first, len(s.cfg.Groups), lease)
 	for _, g := range s.cfg.Groups {
 		s.args = append(s.args, g)
 	}
@@ -339,12 +394,17 @@ func (s *Sink) build(events []outbox.Event, withPosition bool, prev, next []byte
 	for i := range events {
 		e := &events[i]
 		dedupe := 0
+		stream := s.streamIndex(e)
 		if window > 0 {
-			s.keys = append(s.keys, s.cfg.Dedupe.KeyPrefix+e.MessageID)
+			key := s.cfg.Dedupe.key(e)
+			if s.cfg.Cluster {
+				key = s.cfg.Dedupe.slottedKey(e, SlotTag(Slot(s.keys[stream-1])))
+			}
+			s.keys = append(s.keys, key)
 			dedupe = len(s.keys)
 		}
 		countAt := len(s.args) + 2
-		s.args = append(s.args, s.streamIndex(e), dedupe, 0)
+		s.args = append(s.args, stream, dedupe, 0)
 		s.args = s.appendFields(s.args, e)
 		s.args[countAt] = len(s.args) - countAt - 1
 	}
@@ -360,7 +420,11 @@ func (s *Sink) scriptError(err error) error {
 	}
 	keys := strings.Join(s.keys[:s.named], ", ")
 	if n := len(s.keys) - s.named; n > 0 {
-		keys += fmt.Sprintf(" and %d dedupe keys %s*", n, s.cfg.Dedupe.KeyPrefix)
+		prefix := s.cfg.Dedupe.KeyPrefix
+		if s.cfg.Dedupe.BySource {
+			prefix = DefaultDedupeKeyPrefix
+		}
+		keys += fmt.Sprintf(" and %d dedupe keys %s*", n, prefix)
 	}
 	return fmt.Errorf("%w (the script's keys: %s)", err, keys)
 }
@@ -383,12 +447,18 @@ func (s *Sink) ran() {
 	}
 }
 
+// streamKey returns the stream e goes to: its template's, or the
+// dead-letter stream.
+func (s *Sink) streamKey(e *outbox.Event) string {
+	if e.Invalid != "" {
+		return s.cfg.DeadLetterStream
+	}
+	return s.template.Render(e)
+}
+
 // streamIndex returns the 1-based KEYS index of e's stream, adding it.
 func (s *Sink) streamIndex(e *outbox.Event) int {
-	key := s.cfg.DeadLetterStream
-	if e.Invalid == "" {
-		key = s.template.Render(e)
-	}
+	key := s.streamKey(e)
 	idx, ok := s.keyIdx[key]
 	if !ok {
 		s.keys = append(s.keys, key)
@@ -432,8 +502,17 @@ func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
 	return args
 }
 
-// Position implements outbox.Sink.
+// Position implements outbox.Sink. On Redis Cluster it is the position
+// to read again from, which some slots may be past (Ahead).
 func (s *Sink) Position(ctx context.Context) ([]byte, error) {
+	if s.cfg.Cluster {
+		return s.clusterPosition(ctx)
+	}
+	return s.storedPosition(ctx)
+}
+
+// storedPosition reads the position key.
+func (s *Sink) storedPosition(ctx context.Context) ([]byte, error) {
 	v, err := s.client.Get(ctx, s.cfg.PositionKey).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -533,6 +612,38 @@ func NewClient(url string) (*redis.Client, error) {
 			"use redis://[user:password@]host:port/db, or rediss:// for TLS")
 	}
 	return t.NewClient(DefaultTimeout), nil
+}
+
+// DefaultClusterReload is how often a cluster client reads the slot map
+// again while it is used. go-redis reloads it on MOVED replies only (and
+// every minute by default): after a master died, the client would dial the
+// dead address for up to a minute, as no reply redirects it. Reading it
+// each second costs one CLUSTER SLOTS and lets the relay follow a failover
+// within a second of the cluster's.
+const DefaultClusterReload = time.Second
+
+// NewClusterClientFromOptions opens a Redis Cluster client (--redis-cluster)
+// with the settings of ClientOptions. It follows MOVED and ASK redirects,
+// as a failover needs, and retries a command whose reply it lost: the
+// append scripts compare-and-set a position, so a second run of one that
+// ran is refused and recognised (Sink.Append).
+func NewClusterClientFromOptions(o *redis.ClusterOptions) *redis.ClusterClient {
+	c := *o
+	c.MaxRetries = -1
+	if c.DialTimeout == 0 {
+		c.DialTimeout = defaultDialTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultTimeout
+	}
+	c.ContextTimeoutEnabled = true
+	if c.ClusterStateReloadInterval == 0 {
+		c.ClusterStateReloadInterval = DefaultClusterReload
+	}
+	return redis.NewClusterClient(&c)
 }
 
 // ClientOptions sets on o (parsed from a URL or built by hand) what every

@@ -23,6 +23,11 @@ const (
 	PlaceholderAggregateID   = "aggregate_id"
 	PlaceholderEventType     = "event_type"
 	PlaceholderPartition     = "partition"
+	// PlaceholderDatabase and PlaceholderTable name the outbox table of
+	// the event, for a relay of several tables (a stream per tenant
+	// database: 'outbox:{database}:{aggregate_type}').
+	PlaceholderDatabase = "database"
+	PlaceholderTable    = "table"
 )
 
 // Template renders the stream key of an event from a pattern such as
@@ -43,7 +48,7 @@ type part struct {
 // hasAggregateType is false when the table has no aggregate_type column, which
 // makes a template naming it a configuration error.
 func ParseTemplate(src string, partitions int, hasAggregateType bool) (*Template, error) {
-	hint := "placeholders are {aggregate_type}, {aggregate_id}, {event_type} and {partition}, e.g. --stream 'outbox:{aggregate_type}:{partition}'"
+	hint := "placeholders are {aggregate_type}, {aggregate_id}, {event_type}, {partition}, {database} and {table}, e.g. --stream 'outbox:{aggregate_type}:{partition}'"
 	if src == "" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: --stream is empty", outbox.ErrConfig), "%s", hint)
 	}
@@ -74,7 +79,7 @@ func ParseTemplate(src string, partitions int, hasAggregateType bool) (*Template
 		}
 		name := rest[open+1 : open+end]
 		switch name {
-		case PlaceholderAggregateID, PlaceholderEventType, PlaceholderPartition:
+		case PlaceholderAggregateID, PlaceholderEventType, PlaceholderPartition, PlaceholderDatabase, PlaceholderTable:
 		case PlaceholderAggregateType:
 			if !hasAggregateType {
 				return nil, outbox.WithHint(fmt.Errorf("%w: --stream %q uses {aggregate_type} but the table has no aggregate_type column", outbox.ErrConfig, src),
@@ -154,6 +159,10 @@ func (t *Template) Render(e *outbox.Event) string {
 			b.WriteString(e.EventType)
 		case PlaceholderPartition:
 			b.WriteString(strconv.FormatUint(uint64(Partition(e.AggregateID, t.partitions)), 10))
+		case PlaceholderDatabase:
+			b.WriteString(e.Database)
+		case PlaceholderTable:
+			b.WriteString(e.Table)
 		}
 	}
 	return b.String()

@@ -10,7 +10,7 @@ import (
 )
 
 func TestTemplate_Render(t *testing.T) {
-	e := &outbox.Event{AggregateType: "order", AggregateID: "o-42", EventType: "order.paid"}
+	e := &outbox.Event{AggregateType: "order", AggregateID: "o-42", EventType: "order.paid", Database: "tenant_07", Table: "outbox"}
 	tests := []struct {
 		src        string
 		partitions int
@@ -22,6 +22,8 @@ func TestTemplate_Render(t *testing.T) {
 		{"a:{aggregate_type}:{aggregate_id}:b", 1, "a:order:o-42:b"},
 		{"outbox:{aggregate_type}:{partition}", 1, "outbox:order:0"},
 		{"outbox:{aggregate_type}:{partition}", 8, "outbox:order:" + itoa(Partition("o-42", 8))},
+		{"outbox:{database}:{aggregate_type}", 1, "outbox:tenant_07:order"},
+		{"{database}.{table}", 1, "tenant_07.outbox"},
 	}
 	for _, tt := range tests {
 		tpl, err := ParseTemplate(tt.src, tt.partitions, true)

@@ -230,15 +230,15 @@ func globalFlags() []cli.Flag {
 			Usage:   "read the sentinels' password (requirepass or the --redis-sentinel-user's, in sentinel.conf) from this file; the URL's password is the master's",
 			EnvVars: []string{envRedisSentinelPasswordFile},
 		},
-		&cli.StringFlag{
+		&cli.StringSliceFlag{
 			Name:    "table",
-			Usage:   "name of the outbox table",
+			Usage:   "the outbox table: `table` (in the DSN's database) or database.table; in binlog mode repeatable, and a pattern with * (tenant_*.outbox) follows every table it matches, those created later too, with one position (docs/scaling.md); comma-separated in the environment variable",
 			EnvVars: []string{envTable},
-			Value:   defaultTable,
+			Value:   cli.NewStringSlice(defaultTable),
 		},
 		&cli.StringSliceFlag{
 			Name:    "column",
-			Usage:   "map a logical column to the table's column, `logical=physical` (logical=- if the table has none); repeatable, comma-separated in the environment variable",
+			Usage:   "map a logical column to the table's column, `logical=physical` (logical=- if the table has none), for every table or, as table:logical=physical with a --table value, for its tables; repeatable, comma-separated in the environment variable",
 			EnvVars: []string{envColumns},
 		},
 		&cli.StringSliceFlag{
@@ -265,6 +265,7 @@ func globalFlags() []cli.Flag {
 			Value:   defaultServerID,
 		},
 		laravelEnvFlag(),
+		redisClusterFlag(),
 	}, append(mysqlTLSFlags(), redisTLSFlags()...)...)
 }
 
@@ -281,12 +282,23 @@ type config struct {
 	// flags and the --redis-sentinel-* flags. Open clients from it
 	// (Redis.NewClient), never from the URL alone, which lacks the flags.
 	Redis *redisstream.Target
+	// RedisCluster, with --redis-cluster, is the cluster --redis-url names
+	// (Redis then holds its first node); open the client with
+	// config.redisClient.
+	RedisCluster *redis.ClusterOptions
 	// redisURL is the URL as given, with the password from the file; log it
 	// only through RedactURL.
 	redisURL string
 	// Table is the outbox table's name. Commands that connect replace
 	// Database and Table with the names the server uses (resolveTable).
+	// It is "" when --table names several tables (Several).
 	Table string
+	// Sources are the --table values with their column mappings, each
+	// with its database filled in once the DSN is known; Several says they
+	// may name more than one table (several values, or a pattern), which
+	// only binlog mode, check and position relay or handle.
+	Sources []schema.Source
+	Several bool
 	// LowerCaseTableNames is the server's lower_case_table_names, set by
 	// resolveTable.
 	LowerCaseTableNames int
@@ -317,8 +329,8 @@ func (c config) DSN() string { return c.MySQL.FormatDSN() }
 func (c config) LogValue() slog.Value {
 	attrs := []slog.Attr{
 		slog.String("redis_url", logging.RedactURL(c.redisURL)),
-		slog.String("table", c.Table),
-		slog.String("columns", c.Mapping.String()),
+		slog.String("table", c.tableString()),
+		slog.String("columns", c.columnsString()),
 		slog.String("extra_columns", extraString(c.Extra)),
 		slog.Uint64("server_id", uint64(c.ServerID)),
 	}
@@ -329,6 +341,40 @@ func (c config) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("laravel_env", c.LaravelEnv))
 	}
 	return slog.GroupValue(attrs...)
+}
+
+// tableString is the table, or the --table values of several, for the log.
+func (c config) tableString() string {
+	if !c.Several {
+		return c.Table
+	}
+	return schema.PatternsOf(c.Sources).String()
+}
+
+// columnsString is the mapping, or each --table value's, for the log.
+func (c config) columnsString() string {
+	if !c.Several {
+		return c.Mapping.String()
+	}
+	parts := make([]string, len(c.Sources))
+	for i, s := range c.Sources {
+		parts[i] = s.Spec + ":" + s.Mapping.String()
+	}
+	return strings.Join(parts, " ")
+}
+
+// commandName is the command as typed, "schema print" for a subcommand.
+func commandName(c *cli.Context) string {
+	return strings.TrimPrefix(c.Command.HelpName, c.App.Name+" ")
+}
+
+// requireOneTable refuses several tables for a command that works on one.
+func requireOneTable(cfg config, command string) error {
+	if !cfg.Several {
+		return nil
+	}
+	return outbox.WithHint(fmt.Errorf("%w: %s works on one table, and --table names several (%s)", outbox.ErrConfig, command, cfg.tableString()),
+		"run it once per table, with that table's --table (and its --column flags)")
 }
 
 // extraString renders extra columns as their flags, for the log.
@@ -379,6 +425,13 @@ func loadConfig(c *cli.Context) (config, error) {
 	}
 	cfg.MySQL = my
 	cfg.Database = my.DBName
+	for i := range cfg.Sources {
+		cfg.Sources[i].Pattern = cfg.Sources[i].Pattern.WithDatabase(my.DBName)
+	}
+	if !cfg.Several && cfg.Sources[0].Pattern.Database != "" {
+		// --table database.table: the table is in that database.
+		cfg.Database = cfg.Sources[0].Pattern.Database
+	}
 	cfg.Logger.Debug("starting", "version", versionString(), "config", cfg)
 	return cfg, nil
 }
@@ -456,11 +509,23 @@ func resolveTable(ctx context.Context, cfg *config, db *sql.DB) error {
 	return nil
 }
 
+// loadOneTableConfig is loadConfig for a command that works on one table.
+func loadOneTableConfig(c *cli.Context) (config, error) {
+	cfg, err := loadConfig(c)
+	if err == nil {
+		err = requireOneTable(cfg, commandName(c))
+	}
+	return cfg, err
+}
+
 // loadTableConfig reads the global flags of a command that only needs the
 // table and its mapping (schema print): it works without a DSN.
 func loadTableConfig(c *cli.Context) (config, error) {
 	cfg, err := loadFlags(c, nil)
 	if err != nil {
+		return config{}, err
+	}
+	if err := requireOneTable(cfg, commandName(c)); err != nil {
 		return config{}, err
 	}
 	cfg.Logger.Debug("starting", "version", versionString(), "config", cfg)
@@ -477,18 +542,22 @@ func loadFlags(c *cli.Context, env *laravelEnv) (config, error) {
 	// go-redis logs dial failures to stderr on its own; route them to debug,
 	// since the relay reports the errors it gets anyway.
 	redis.SetLogger(redisLogger{log})
-	cfg := config{Logger: log, Table: strings.TrimSpace(globalString(c, "table")), redisURL: globalString(c, "redis-url")}
-	if cfg.Table == "" || strings.ContainsAny(cfg.Table, "`.") {
-		return config{}, outbox.WithHint(fmt.Errorf("%w: --table %q is not a table name", outbox.ErrConfig, cfg.Table),
-			"give the plain table name, without database or quotes; the database comes from --mysql-dsn")
-	}
-	columns := globalCtx(c, "column").StringSlice("column")
-	if cfg.Mapping, err = schema.ParseMapping(columns); err != nil {
+	cfg := config{Logger: log, redisURL: globalString(c, "redis-url")}
+	if cfg.Sources, err = schema.ParseSources(globalCtx(c, "table").StringSlice("table"), globalCtx(c, "column").StringSlice("column")); err != nil {
 		return config{}, err
 	}
-	cfg.Declared = schema.DeclaredColumns(columns)
-	if cfg.Extra, err = schema.ParseExtraColumns(globalCtx(c, "extra-column").StringSlice("extra-column"), cfg.Mapping, redisstream.BuiltinFields()); err != nil {
-		return config{}, err
+	cfg.Several = schema.PatternsOf(cfg.Sources).Several()
+	// One table: its mapping is the mapping; several: the first value's
+	// stands in where one is needed before the tables are inspected.
+	first := cfg.Sources[0]
+	cfg.Mapping, cfg.Declared = first.Mapping, first.Declared
+	if !cfg.Several {
+		cfg.Table = first.Pattern.Table
+	}
+	for _, src := range cfg.Sources {
+		if cfg.Extra, err = schema.ParseExtraColumns(globalCtx(c, "extra-column").StringSlice("extra-column"), src.Mapping, redisstream.BuiltinFields()); err != nil {
+			return config{}, err
+		}
 	}
 	id := globalCtx(c, "server-id").Uint("server-id")
 	if id == 0 || id > math.MaxUint32 {
@@ -508,6 +577,9 @@ func loadFlags(c *cli.Context, env *laravelEnv) (config, error) {
 		if cfg.redisURL, err = withRedisPassword(cfg.redisURL, path); err != nil {
 			return config{}, err
 		}
+	}
+	if globalCtx(c, "redis-cluster").Bool("redis-cluster") {
+		return cfg, loadRedisCluster(c, &cfg)
 	}
 	if cfg.Redis, err = redisTarget(c, cfg.redisURL); err != nil {
 		return config{}, err

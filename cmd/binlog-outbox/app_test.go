@@ -174,6 +174,7 @@ func TestConfigErrors(t *testing.T) {
 		{"extra column that is a mapped column", []string{"--column", "event_type=kind", "--extra-column", "kind", "schema", "print"}, "column kind is the table's event_type column", 2},
 		{"extra column twice", []string{"--extra-column", "tenant,tenant=t", "schema", "print"}, "column tenant is given twice", 2},
 		{"bad mode", []string{"--mysql-dsn", "u@tcp(h)/app", "check", "--mode", "fast"}, "want binlog, poll or auto", 2},
+		{"lease renewed too rarely", []string{"--mysql-dsn", "u@tcp(h)/app", "run", "--lease-ttl", "2s", "--lease-renew", "1s"}, "hint: keep the defaults (--lease-ttl 5s --lease-renew 1s)", 2},
 		{"unknown flag", []string{"check", "--bogus"}, "incorrect usage", 2},
 		{"unknown command", []string{"frobnicate"}, "unknown command", 2},
 		{"unreachable", []string{"--mysql-dsn", fmt.Sprintf("u:hunter2pw@tcp(127.0.0.1:%d)/app", closedPort(t)), "schema", "apply"}, "connection refused", 1},

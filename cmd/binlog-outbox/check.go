@@ -44,19 +44,7 @@ func runCheck(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	rep := preflight.Run(ctx, preflight.Config{
-		MySQLDSN:    cfg.DSN(),
-		Redis:       cfg.Redis,
-		Table:       cfg.Table,
-		Mapping:     cfg.Mapping,
-		Declared:    cfg.Declared,
-		Extra:       cfg.Extra,
-		ServerID:    cfg.ServerID,
-		PositionKey: positionKey(c, cfg),
-		Format:      &format,
-		Stream:      givenStream(c),
-		Partitions:  c.Int("partitions"),
-	})
+	rep := preflight.Run(ctx, preflightConfig(c, cfg, &format, ""))
 	printReport(c.App.Writer, rep)
 
 	if requested == mode.Auto {

@@ -123,7 +123,7 @@ func runCleanup(c *cli.Context) error {
 	if pause < 0 || wait < 0 {
 		return usageError{errors.New("--pause and --wait must not be negative")}
 	}
-	cfg, err := loadConfig(c)
+	cfg, err := loadOneTableConfig(c)
 	if err != nil {
 		return err
 	}

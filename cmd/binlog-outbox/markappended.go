@@ -54,7 +54,7 @@ type markStats struct {
 }
 
 func markAppended(c *cli.Context) error {
-	cfg, err := loadConfig(c)
+	cfg, err := loadOneTableConfig(c)
 	if err != nil {
 		return err
 	}

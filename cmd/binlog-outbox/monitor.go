@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -69,7 +70,7 @@ func openProbeDB(cfg config) (*sql.DB, error) {
 // set by the caller) and, with --metrics-addr, serves the metrics of cs, the
 // lag, the consumer groups (--group-metrics) and /readyz. stop ends them
 // and waits.
-func startMonitor(c *cli.Context, cfg config, relayMode string, db *sql.DB, client *redis.Client, mcfg lag.MonitorConfig, cs ...prometheus.Collector) (stop func(), err error) {
+func startMonitor(c *cli.Context, cfg config, relayMode string, db *sql.DB, client redis.UniversalClient, mcfg lag.MonitorConfig, cs ...prometheus.Collector) (stop func(), err error) {
 	mcfg.Interval = c.Duration("probe-interval")
 	mcfg.MaxStall = c.Duration("ready-max-stall")
 	mcfg.PingMySQL = db.PingContext
@@ -119,7 +120,12 @@ func startMonitor(c *cli.Context, cfg config, relayMode string, db *sql.DB, clie
 
 // groupMetrics builds the collector of --group-metrics over the streams the
 // --stream template names and the dead-letter stream, as status reads them.
-func groupMetrics(c *cli.Context, cfg config, relayMode string, client *redis.Client) (*metrics.Groups, error) {
+func groupMetrics(c *cli.Context, cfg config, relayMode string, universal redis.UniversalClient) (*metrics.Groups, error) {
+	client, ok := universal.(*redis.Client)
+	if !ok {
+		return nil, outbox.WithHint(fmt.Errorf("%w: --group-metrics does not support --redis-cluster yet: it lists the streams with SCAN of one node", outbox.ErrConfig),
+			"drop --group-metrics, and watch the groups with redis-cli --cluster call <node> XINFO GROUPS <stream>")
+	}
 	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return nil, err

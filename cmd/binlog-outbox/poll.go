@@ -77,7 +77,7 @@ func pollOnSent(c *cli.Context, m string) string {
 	return strings.ToLower(c.String("on-sent"))
 }
 
-func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, table *schema.Table) error {
+func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, table *schema.Table) error {
 	payloadJSON := false
 	if table != nil {
 		if col, ok := table.Column(cfg.Mapping[schema.ColPayload]); ok {
@@ -87,7 +87,7 @@ func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, cli
 	// The same sink as binlog mode's (streams, dead letters, dedupe keys,
 	// groups): entries a consumer cannot tell apart, and a switch between
 	// the modes that skips what the other one appended.
-	sink, err := newSink(c, cfg, client)
+	sink, err := newSink(c, cfg, client, nil)
 	if err != nil {
 		return err
 	}

@@ -92,7 +92,7 @@ func positionSet(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect to mysql: %w", err)
 	}
-	reader, err := newReader(c, cfg, srv, db, sink, nil, start)
+	reader, err := newReader(c, cfg, srv, db, sink, nil, nil, nil, start, nil)
 	if err != nil {
 		return err
 	}
@@ -134,6 +134,9 @@ func positionReset(c *cli.Context) error {
 func positionSink(c *cli.Context) (config, *redisstream.Sink, func(), error) {
 	cfg, err := loadConfig(c)
 	if err != nil {
+		return config{}, nil, nil, err
+	}
+	if err := requirePositionKey(c, cfg); err != nil {
 		return config{}, nil, nil, err
 	}
 	if c.String("position-key") == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"runtime/debug"
@@ -36,7 +37,7 @@ func streamFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name:    "stream",
-			Usage:   "stream key template; placeholders {aggregate_type}, {aggregate_id}, {event_type}, {partition} (default \"outbox\" when the table has no aggregate_type column)",
+			Usage:   "stream key template; placeholders {aggregate_type}, {aggregate_id}, {event_type}, {partition}, {database}, {table} (default \"outbox\" when the table has no aggregate_type column)",
 			EnvVars: []string{"BINLOG_OUTBOX_STREAM"},
 			Value:   redisstream.DefaultStream,
 		},
@@ -67,7 +68,7 @@ func ensureGroupFlag() cli.Flag {
 func positionKeyFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:    "position-key",
-		Usage:   "Redis key of the binlog position (default binlog-outbox:position:<database>.<table>)",
+		Usage:   "Redis key of the binlog position (default binlog-outbox:position:<database>.<table>; required with several tables or a pattern)",
 		EnvVars: []string{"BINLOG_OUTBOX_POSITION_KEY"},
 	}
 }
@@ -114,6 +115,24 @@ func runCommand() *cli.Command {
 			EnvVars: []string{"BINLOG_OUTBOX_MAX_TX_BYTES"},
 			Value:   canal.DefaultMaxTxBytes,
 		},
+		&cli.BoolFlag{
+			Name:    "lease",
+			Usage:   "binlog mode: relays of one position take turns: the one holding a lease in Redis reads, the others stand by and take over within --lease-ttl of its death or pause; false: a second relay is fenced by the position and exits",
+			EnvVars: []string{"BINLOG_OUTBOX_LEASE"},
+			Value:   true,
+		},
+		&cli.DurationFlag{
+			Name:    "lease-ttl",
+			Usage:   "binlog mode: how long the lease outlives its holder's last renewal; a standby takes over within about this plus --lease-renew",
+			EnvVars: []string{"BINLOG_OUTBOX_LEASE_TTL"},
+			Value:   redisstream.DefaultLeaseTTL,
+		},
+		&cli.DurationFlag{
+			Name:    "lease-renew",
+			Usage:   "binlog mode: how often the holder renews the lease and a standby tries to take it; at most a third of --lease-ttl",
+			EnvVars: []string{"BINLOG_OUTBOX_LEASE_RENEW"},
+			Value:   redisstream.DefaultLeaseRenew,
+		},
 		&cli.IntFlag{
 			Name:    "event-cache-bytes",
 			Usage:   "binlog mode: most bytes of binlog events read ahead of the relay (one larger event still passes, alone)",
@@ -143,6 +162,9 @@ func runRelay(c *cli.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
+	if err := checkLeaseFlags(c); err != nil {
+		return err
+	}
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
@@ -161,12 +183,19 @@ func runRelay(c *cli.Context) error {
 	log := cfg.Logger
 	log.Info("binlog-outbox starting", "version", versionString(), "config", cfg, "mode", requested)
 
+	if cfg.Several {
+		if requested == mode.Poll {
+			// Refused before any check: the checks would say the same.
+			_, err := mode.ResolveSeveral(c.Context, log, preflight.Report{}, requested, nil)
+			return err
+		}
+		if err := requirePositionKey(c, cfg); err != nil {
+			return err
+		}
+	}
+
 	checkCtx, cancel := context.WithTimeout(c.Context, 30*time.Second)
-	rep := preflight.Run(checkCtx, preflight.Config{
-		MySQLDSN: cfg.DSN(), Redis: cfg.Redis, Table: cfg.Table, Mapping: cfg.Mapping, Declared: cfg.Declared,
-		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: pollOnSent(c, requested), PositionKey: positionKey(c, cfg),
-		Format: &format, Stream: givenStream(c), Partitions: c.Int("partitions"),
-	})
+	rep := preflight.Run(checkCtx, preflightConfig(c, cfg, &format, pollOnSent(c, requested)))
 	cancel()
 	if c.Context.Err() != nil {
 		return nil
@@ -180,23 +209,26 @@ func runRelay(c *cli.Context) error {
 	defer db.Close()
 	db.SetMaxOpenConns(4)
 	// Before any key is built from the names: they must be the server's.
-	if err := resolveTable(c.Context, &cfg, db); err != nil {
-		return err
+	if !cfg.Several {
+		if err := resolveTable(c.Context, &cfg, db); err != nil {
+			return err
+		}
 	}
 
 	if err := redisUnreachable(rep); err != nil {
 		return err
 	}
-	client := cfg.Redis.NewClient(redisstream.DefaultTimeout)
+	client := cfg.redisClient()
 	defer client.Close()
+	if cfg.Several {
+		return runSeveral(c, cfg, rep, requested, format, db, client)
+	}
 	store := redisstream.NewModeStore(client, redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode)
 	relayMode, err := mode.Resolve(c.Context, log, rep, requested, store)
 	if err != nil {
 		return err
 	}
-	for _, w := range rep.Warned(preflight.Mode(relayMode)) {
-		log.Warn("preflight: "+w.Name, "detail", w.Detail, logging.KeyHint, w.Fix)
-	}
+	logWarnings(log, rep, relayMode)
 
 	// The preflight resolved the mapping against the table once; both modes
 	// relay with that same mapping, so they fill the same fields.
@@ -216,10 +248,7 @@ func runRelay(c *cli.Context) error {
 	if d := schema.DescribeFields(res.Fields); d != "" {
 		log.Info("entries carry columns beside the built-in fields", "fields", d)
 	}
-
-	if format.Name != redisstream.FormatFlat {
-		log.Info("entry format", "format", format.String())
-	}
+	logFormat(log, format)
 
 	stopTrim, err := startTrimmer(c, cfg, client)
 	if err != nil {
@@ -229,7 +258,34 @@ func runRelay(c *cli.Context) error {
 	if relayMode == mode.Poll {
 		return runPoll(c, cfg, rep.Server, db, client, res.Table)
 	}
-	return runBinlog(c, cfg, rep.Server, db, client, res.Absent)
+	return runBinlog(c, cfg, rep.Server, db, client, res.Absent, nil)
+}
+
+// preflightConfig is what `check` and `run` check: the table or tables of
+// cfg, the stream and format flags, the position key.
+func preflightConfig(c *cli.Context, cfg config, format *redisstream.Format, onSent string) preflight.Config {
+	pc := preflight.Config{
+		MySQLDSN: cfg.DSN(), Redis: cfg.Redis, Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
+		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: onSent, PositionKey: positionKey(c, cfg),
+		Format: format, Stream: givenStream(c), Partitions: c.Int("partitions"),
+	}
+	if cfg.Several {
+		pc.Sources = cfg.Sources
+	}
+	return pc
+}
+
+// logWarnings logs the preflight's warnings that concern the mode, once.
+func logWarnings(log *slog.Logger, rep preflight.Report, relayMode string) {
+	for _, w := range rep.Warned(preflight.Mode(relayMode)) {
+		log.Warn("preflight: "+w.Name, "detail", w.Detail, logging.KeyHint, w.Fix)
+	}
+}
+
+func logFormat(log *slog.Logger, format redisstream.Format) {
+	if format.Name != redisstream.FormatFlat {
+		log.Info("entry format", "format", format.String())
+	}
 }
 
 // redisUnreachable returns the check's failure to reach Redis, or the
@@ -260,7 +316,9 @@ func tolerateOwnServerID(rep *preflight.Report) {
 	}
 }
 
-func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client *redis.Client, absent []string) error {
+// runBinlog relays in binlog mode: the one table of cfg (its absent
+// columns) or, with several, the tables the preflight matched.
+func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, absent []string, tables []preflight.TableMatch) error {
 	start, err := position.ParseStart(c.String("start-from"))
 	if err != nil {
 		return err
@@ -268,12 +326,20 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 	if err := checkOldPositionKey(c, cfg, client); err != nil {
 		return err
 	}
-	sink, err := newSink(c, cfg, client)
+	lease, err := newLease(c, cfg, client)
+	if err != nil {
+		return err
+	}
+	sink, err := newSink(c, cfg, client, lease)
 	if err != nil {
 		return err
 	}
 	appends := metrics.NewAppends(mode.Binlog)
-	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), absent, start)
+	var ahead func() [][]byte
+	if cfg.RedisCluster != nil {
+		ahead = sink.Ahead
+	}
+	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), ahead, absent, tables, start, lease)
 	if err != nil {
 		return err
 	}
@@ -286,7 +352,7 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 		Binlog: &lag.Binlog{DB: probeDB, Server: srv, Dumper: dumperFor(cfg, srv.Flavor)},
 		Relay: func() lag.Relay {
 			s := reader.Stats()
-			return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos}
+			return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos, Standby: s.Standby}
 		},
 	}, metrics.BinlogCollector(reader.Stats), appends)
 	if err != nil {
@@ -296,8 +362,32 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 	return reader.Run(c.Context)
 }
 
-// newSink builds the Redis sink from the stream and format flags.
-func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisstream.Sink, error) {
+// newLease builds the lease of the position from --lease, --lease-ttl and
+// --lease-renew; nil with --lease=false.
+func newLease(c *cli.Context, cfg config, client redis.UniversalClient) (*redisstream.Lease, error) {
+	if !c.Bool("lease") {
+		return nil, nil
+	}
+	if err := checkLeaseFlags(c); err != nil {
+		return nil, err
+	}
+	return redisstream.NewLease(client, redisstream.LeaseConfig{Key: redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Lease, TTL: c.Duration("lease-ttl")})
+}
+
+// checkLeaseFlags refuses lease timings under which a holder would step
+// down at the first missed renewal, before the start checks run.
+func checkLeaseFlags(c *cli.Context) error {
+	ttl, renew := c.Duration("lease-ttl"), c.Duration("lease-renew")
+	if ttl < 100*time.Millisecond || renew <= 0 || renew > ttl/3 {
+		return usageError{outbox.WithHint(fmt.Errorf("--lease-ttl %s with --lease-renew %s: the TTL must be at least 100ms and the renewals at most a third of it", ttl, renew),
+			"keep the defaults (--lease-ttl 5s --lease-renew 1s), or renew at least three times per TTL so that a missed renewal does not make the holder step down")}
+	}
+	return nil
+}
+
+// newSink builds the Redis sink from the stream and format flags; lease,
+// when not nil, is checked with every append.
+func newSink(c *cli.Context, cfg config, client redis.UniversalClient, lease *redisstream.Lease) (*redisstream.Sink, error) {
 	format, err := entryFormat(c)
 	if err != nil {
 		return nil, err
@@ -307,6 +397,7 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisst
 		Partitions:       c.Int("partitions"),
 		DeadLetterStream: c.String("dead-letter-stream"),
 		PositionKey:      positionKey(c, cfg),
+		Lease:            lease,
 		NoAggregateType:  !cfg.Mapping.Has(schema.ColAggregateType),
 		NoHeaders:        !cfg.Mapping.Has(schema.ColHeaders),
 		// The same keys as poll mode's, so that a switch between the
@@ -314,9 +405,11 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient) (*redisst
 		Dedupe: redisstream.Dedupe{
 			Window:    c.Duration("dedupe-window"),
 			KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
+			BySource:  cfg.Several,
 		},
-		Groups: ensureGroups(c),
-		Format: format,
+		Groups:  ensureGroups(c),
+		Format:  format,
+		Cluster: cfg.RedisCluster != nil,
 	})
 }
 
@@ -374,11 +467,30 @@ func checkOldPositionKey(c *cli.Context, cfg config, client redis.UniversalClien
 		old, old, old)
 }
 
+// positionKey is --position-key or, for one table, the table's default key;
+// "" for several tables without --position-key (requirePositionKey).
 func positionKey(c *cli.Context, cfg config) string {
+	if cfg.Several {
+		return c.String("position-key")
+	}
 	return redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Position
 }
 
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, absent []string, start position.Start) (*canal.Reader, error) {
+// requirePositionKey refuses several tables without --position-key: a key
+// derived from the list would change when a table is added or removed, and
+// the relay would start afresh under the new key, skipping what it had not
+// relayed yet.
+func requirePositionKey(c *cli.Context, cfg config) error {
+	if !cfg.Several || c.String("position-key") != "" {
+		return nil
+	}
+	return outbox.WithHint(fmt.Errorf("%w: --table names several tables (%s), and one position covers them all: give it a key with --position-key", outbox.ErrConfig, cfg.tableString()),
+		"choose a key that stays when tables are added or removed, e.g. --position-key binlog-outbox:position:tenants; to go on from a relay of one of these tables alone, give its key, binlog-outbox:position:<database>.<table> (`binlog-outbox position show` with that --table prints it)")
+}
+
+// newReader builds the binlog reader; ahead, when not nil, is the sink's
+// Ahead (Redis Cluster).
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, ahead func() [][]byte, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
 	host, portStr, err := net.SplitHostPort(cfg.MySQL.Addr)
 	if err != nil || cfg.MySQL.Net != "tcp" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, cfg.MySQL.Net, cfg.MySQL.Addr),
@@ -393,16 +505,23 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
 		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
 		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
-		Start: start, PositionKey: positionKey(c, cfg),
+		Start: start, PositionKey: positionKey(c, cfg), Ahead: ahead,
 	}
 	if cfg.Resolved {
 		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}
+	}
+	if cfg.Several {
+		rcfg.Sources = canalSources(cfg, tables)
 	}
 	if c.Command.Name == "run" {
 		rcfg.HeartbeatPeriod = c.Duration("heartbeat")
 		rcfg.MaxBatchEvents = c.Int("max-batch-events")
 		rcfg.MaxTxBytes = c.Int("max-tx-bytes")
 		rcfg.EventCacheBytes = c.Int("event-cache-bytes")
+	}
+	if lease != nil {
+		// Not a nil *Lease in the interface: the reader would take it for one.
+		rcfg.Lease, rcfg.LeaseRenew = lease, c.Duration("lease-renew")
 	}
 	return canal.New(db, sink, rcfg, cfg.Logger)
 }

@@ -66,10 +66,14 @@ func startRelay(t testing.TB, env *relaytest.Env, args ...string) *relayProc {
 // names: another server than env's, or a proxy in front of one.
 func startRelayDSN(t testing.TB, env *relaytest.Env, dsn string, args ...string) *relayProc {
 	t.Helper()
-	full := append([]string{"--mysql-dsn", dsn, "--redis-url", env.RedisURL, "--log-format", "json",
+	full := []string{"--mysql-dsn", dsn, "--redis-url", env.RedisURL, "--log-format", "json",
 		// A fixed id per test, as in production: a restarted relay meets
 		// its own previous connection still registered on the server.
-		"--server-id", strconv.Itoa(3000 + int(crc32.ChecksumIEEE([]byte(env.Database))%1000000)), "run"}, args...)
+		"--server-id", strconv.Itoa(3000 + int(crc32.ChecksumIEEE([]byte(env.Database))%1000000))}
+	if env.Cluster != nil {
+		full = append(full, "--redis-cluster")
+	}
+	full = append(append(full, "run"), args...)
 	p := &relayProc{Process: relaytest.StartProcess(t, binary(t), full...)}
 	go p.watchMemory()
 	return p
@@ -104,7 +108,7 @@ func (p *relayProc) watchMemory() {
 func waitStoredPosition(t testing.TB, env *relaytest.Env, key string) {
 	t.Helper()
 	relaytest.WaitFor(t, 30*time.Second, "the relay's start position", func() bool {
-		return env.RDB.Exists(context.Background(), key).Val() == 1
+		return env.Streams().Exists(context.Background(), key).Val() == 1
 	})
 }
 
@@ -116,7 +120,11 @@ func TestRun_KilledRepeatedlyDuringLoadExactlyOnce(t *testing.T) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
-	p := startRelay(t, env, "--mode", "binlog")
+	// Without the lease, so that every kill lands on a relay that appends:
+	// with it, a restarted relay would wait for its predecessor's lease to
+	// expire (TestRun_StandbyTakesOverExactlyOnce kills relays holding it).
+	args := []string{"--mode", "binlog", "--lease=false"}
+	p := startRelay(t, env, args...)
 	waitStoredPosition(t, env, posKey(env))
 
 	var wg sync.WaitGroup
@@ -131,7 +139,7 @@ func TestRun_KilledRepeatedlyDuringLoadExactlyOnce(t *testing.T) {
 		p.Signal(t, syscall.SIGKILL)
 		p.Wait(t, 10*time.Second)
 		kills++
-		p = startRelay(t, env, "--mode", "binlog")
+		p = startRelay(t, env, args...)
 	}
 	wg.Wait()
 	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
@@ -449,7 +457,7 @@ func TestRun_ServesMetrics(t *testing.T) {
 		body = string(out)
 		return resp.StatusCode == http.StatusOK && strings.Contains(body, fmt.Sprintf(`binlog_outbox_events_appended_total{mode="binlog"} %d`, len(rec.Committed)))
 	})
-	for _, want := range []string{"binlog_outbox_batches_total", "binlog_outbox_statement_inserts_total", "binlog_outbox_last_commit_timestamp_seconds", "process_resident_memory_bytes"} {
+	for _, want := range []string{"binlog_outbox_batches_total", "binlog_outbox_statement_inserts_total", "binlog_outbox_last_commit_timestamp_seconds", `binlog_outbox_leader{mode="binlog"} 1`, "process_resident_memory_bytes"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -51,7 +51,7 @@ func schemaPrint(c *cli.Context) error {
 }
 
 func schemaApply(c *cli.Context) error {
-	cfg, err := loadConfig(c)
+	cfg, err := loadOneTableConfig(c)
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,10 @@ type statusReport struct {
 	Server      statusServer    `json:"server"`
 	Streams     []statusStream  `json:"streams"`
 	Warnings    []string        `json:"warnings,omitempty"`
+	// Lease is the binlog relay reading now; nil when none holds the
+	// lease (none runs, or the relays run with --lease=false).
+	Lease    *statusLease `json:"lease"`
+	LeaseKey string       `json:"lease_key"`
 }
 
 type statusPosition struct {
@@ -73,6 +77,15 @@ type statusPosition struct {
 	// unknown.
 	RetentionSeconds *int64 `json:"retention_headroom_seconds"`
 	Retention        string `json:"retention"`
+}
+
+type statusLease struct {
+	// Holder is hostname/pid of the relay holding the lease.
+	Holder      string    `json:"holder"`
+	TokenPrefix string    `json:"token_prefix"`
+	AcquiredAt  time.Time `json:"acquired_at"`
+	// TTLSeconds is how long the lease lasts unless renewed.
+	TTLSeconds float64 `json:"ttl_seconds"`
 }
 
 type statusServer struct {
@@ -104,7 +117,7 @@ type statusGroup struct {
 
 func runStatus(c *cli.Context) error {
 	ctx := c.Context
-	cfg, err := loadConfig(c)
+	cfg, err := loadOneTableConfig(c)
 	if err != nil {
 		return err
 	}
@@ -119,9 +132,14 @@ func runStatus(c *cli.Context) error {
 	}
 	defer client.Close()
 	keys := redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key"))
-	rep := &statusReport{Table: cfg.Database + "." + cfg.Table, ModeKey: keys.Mode, PositionKey: keys.Position}
+	rep := &statusReport{Table: cfg.Database + "." + cfg.Table, ModeKey: keys.Mode, PositionKey: keys.Position, LeaseKey: keys.Lease}
 	if rep.Mode, err = redisstream.NewModeStore(client, keys.Mode).Load(ctx); err != nil {
 		return fmt.Errorf("status: read the mode: %w", err)
+	}
+	if info, ttl, ok, err := redisstream.ReadLease(ctx, client, keys.Lease); err != nil {
+		return fmt.Errorf("status: %w", err)
+	} else if ok {
+		rep.Lease = &statusLease{Holder: info.Holder, TokenPrefix: info.TokenPrefix(), AcquiredAt: info.AcquiredAt, TTLSeconds: ttl.Seconds()}
 	}
 	lb, srv, err := readServer(ctx, cfg, db, &rep.Server)
 	if err != nil {
@@ -269,6 +287,12 @@ func printStatus(w io.Writer, r *statusReport, asJSON bool) error {
 			fmt.Fprintf(&b, "behind:    unknown: %s\n", p.BehindUnknown)
 		}
 		fmt.Fprintf(&b, "retention: %s\n", p.Retention)
+	}
+	if l := r.Lease; l == nil {
+		fmt.Fprintf(&b, "lease:     none held at %s (no binlog relay reads with --lease)\n", r.LeaseKey)
+	} else {
+		fmt.Fprintf(&b, "lease:     held by %s/%s since %s, %s left unless renewed (%s)\n", l.Holder, l.TokenPrefix,
+			l.AcquiredAt.Format(time.RFC3339), (time.Duration(l.TTLSeconds * float64(time.Second))).Round(100*time.Millisecond), r.LeaseKey)
 	}
 	if len(r.Streams) == 0 {
 		b.WriteString("streams:   none\n")

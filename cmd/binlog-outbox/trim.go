@@ -54,6 +54,10 @@ func startTrimmer(c *cli.Context, cfg config, client redis.UniversalClient) (sto
 	if mode == trimOff && c.Int64("max-len") == 0 {
 		return func() {}, nil
 	}
+	if cfg.RedisCluster != nil {
+		return nil, outbox.WithHint(fmt.Errorf("%w: --trim and --max-len do not support --redis-cluster yet: they list the streams with SCAN of one node", outbox.ErrConfig),
+			"drop them, and trim with XTRIM on each master (redis-cli --cluster call)")
+	}
 	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return nil, err

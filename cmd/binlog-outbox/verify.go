@@ -172,7 +172,7 @@ func runVerify(c *cli.Context) error {
 	if onSent != poller.OnSentMark && onSent != poller.OnSentDelete {
 		return usageError{fmt.Errorf("--on-sent %q: want mark or delete", c.String("on-sent"))}
 	}
-	cfg, err := loadConfig(c)
+	cfg, err := loadOneTableConfig(c)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,9 @@ type Env struct {
 	MySQLAddr string
 	RedisURL  string
 	RDB       *redis.Client
+	// Cluster, in an Env of NewClusterEnv, reaches the Redis Cluster
+	// RedisURL names; RDB is nil there.
+	Cluster *redis.ClusterClient
 	// Mapping (nil: schema.DefaultMapping) and Extra (--extra-column) are
 	// what the relay under test maps the table with, when a case changes
 	// them.
@@ -84,6 +87,31 @@ func newTableEnv(t testing.TB, srv *testsvc.MariaDB) *Env {
 	}
 	e.MySQLAddr = srv.Addr()
 	return e
+}
+
+// NewClusterEnv is NewEnv with the streams on a private Redis Cluster, which
+// the test has to itself: RedisURL names it in go-redis's cluster URL form.
+func NewClusterEnv(t testing.TB, srv *testsvc.MariaDB, rc *testsvc.RedisCluster) *Env {
+	t.Helper()
+	e := &Env{MariaDB: srv, Table: "outbox"}
+	e.Database = srv.NewDatabase(t)
+	e.DB = srv.Open(t, e.Database)
+	e.DB.SetMaxOpenConns(32)
+	if err := schema.Apply(context.Background(), e.DB, e.Table, schema.DefaultMapping()); err != nil {
+		t.Fatalf("create outbox table: %v", err)
+	}
+	e.MySQLAddr = srv.Addr()
+	e.RedisURL = rc.URL()
+	e.Cluster = rc.Client(t)
+	return e
+}
+
+// Streams returns the test's client of the Redis the streams are in.
+func (e *Env) Streams() redis.UniversalClient {
+	if e.Cluster != nil {
+		return e.Cluster
+	}
+	return e.RDB
 }
 
 // RelayDB returns the connection pool the relay under test uses: env.DB when
@@ -303,17 +331,17 @@ type Entry struct {
 }
 
 // ReadAll reads every entry of every stream whose key starts with prefix.
-func ReadAll(ctx context.Context, t testing.TB, rdb *redis.Client, prefix string) []Entry {
+func ReadAll(ctx context.Context, t testing.TB, rdb redis.UniversalClient, prefix string) []Entry {
 	t.Helper()
 	var keys []string
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		if rdb.Type(ctx, iter.Val()).Val() == "stream" {
-			keys = append(keys, iter.Val())
-		}
-	}
-	if err := iter.Err(); err != nil {
+	all, err := scanKeys(ctx, rdb, prefix+"*")
+	if err != nil {
 		t.Fatalf("scan streams: %v", err)
+	}
+	for _, k := range all {
+		if rdb.Type(ctx, k).Val() == "stream" {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	var out []Entry
@@ -347,12 +375,15 @@ type CheckOptions struct {
 	Skip map[string]bool
 	// Prefix of the stream keys (default "outbox:").
 	Prefix string
+	// StreamOf names the stream an event belongs in (default: Prefix and
+	// the aggregate type), for a --stream template of the case's own.
+	StreamOf func(Sent) string
 }
 
 // Check verifies the streams against the record: every committed event
 // present with the right fields, no rolled-back event, per-aggregate order,
 // and no duplicates where promised. It returns the number of entries read.
-func Check(ctx context.Context, t testing.TB, rdb *redis.Client, rec *Produced, o CheckOptions) int {
+func Check(ctx context.Context, t testing.TB, rdb redis.UniversalClient, rec *Produced, o CheckOptions) int {
 	t.Helper()
 	if o.Prefix == "" {
 		o.Prefix = "outbox:"
@@ -390,7 +421,11 @@ func Check(ctx context.Context, t testing.TB, rdb *redis.Client, rec *Produced, 
 			report("unknown event %s in %s: %v", id, e.Stream, e.Values)
 			continue
 		}
-		if want := o.Prefix + s.AggregateType; e.Stream != want {
+		want := o.Prefix + s.AggregateType
+		if o.StreamOf != nil {
+			want = o.StreamOf(s)
+		}
+		if e.Stream != want {
 			report("event %s in stream %s, want %s", id, e.Stream, want)
 		}
 		for field, want := range map[string]string{"aggregate_type": s.AggregateType, "aggregate_id": s.AggregateID, "event_type": s.EventType} {
@@ -455,13 +490,40 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 }
 
 // CountEntries returns the number of entries in streams with the prefix.
-func CountEntries(ctx context.Context, rdb *redis.Client, prefix string) int {
+func CountEntries(ctx context.Context, rdb redis.UniversalClient, prefix string) int {
 	var n int64
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		if l, err := rdb.XLen(ctx, iter.Val()).Result(); err == nil {
+	keys, _ := scanKeys(ctx, rdb, prefix+"*")
+	for _, k := range keys {
+		if l, err := rdb.XLen(ctx, k).Result(); err == nil {
 			n += l
 		}
 	}
 	return int(n)
+}
+
+// scanKeys lists the keys matching match: on a Redis Cluster those of
+// every master.
+func scanKeys(ctx context.Context, rdb redis.UniversalClient, match string) ([]string, error) {
+	scan := func(ctx context.Context, c redis.Cmdable) ([]string, error) {
+		var keys []string
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		return keys, iter.Err()
+	}
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return scan(ctx, rdb)
+	}
+	var mu sync.Mutex
+	var all []string
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		keys, err := scan(ctx, c)
+		mu.Lock()
+		all = append(all, keys...)
+		mu.Unlock()
+		return err
+	})
+	return all, err
 }

@@ -229,6 +229,6 @@ func WaitDelivered(t testing.TB, env *Env, rec *Produced, timeout time.Duration)
 	want := len(rec.Committed)
 	rec.mu.Unlock()
 	WaitFor(t, timeout, "all committed events in the streams", func() bool {
-		return CountEntries(context.Background(), env.RDB, "outbox:") >= want
+		return CountEntries(context.Background(), env.Streams(), "outbox:") >= want
 	})
 }

@@ -21,6 +21,9 @@ type Redis struct {
 	args []string
 	tls  *RedisTLS
 	port int
+	// clusterPort is the cluster bus port of a cluster node, 0 for a
+	// standalone server.
+	clusterPort int
 	handle
 }
 
@@ -59,6 +62,10 @@ func StartRedisTLS(ctx context.Context, dir string, args []string, t *RedisTLS) 
 // writes: after Kill, it is a restart from the AOF.
 func (r *Redis) Start(ctx context.Context) error {
 	args := []string{"--port", strconv.Itoa(r.port)}
+	if r.clusterPort != 0 {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(r.clusterPort),
+			"--cluster-config-file", filepath.Join(r.dir, "nodes.conf"))
+	}
 	probeTLS, err := r.ProbeTLS()
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
@@ -84,6 +91,11 @@ func (r *Redis) Start(ctx context.Context) error {
 		// start their servers through this package. One attempt per poll.
 		c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: time.Second, ContextTimeoutEnabled: true, TLSConfig: probeTLS})
 		defer c.Close()
+		if r.clusterPort != 0 {
+			// A node takes no writes before it has slots; the cluster's
+			// readiness is RedisCluster's to check.
+			return c.Ping(ctx).Err()
+		}
 		// PING answers while the AOF still loads; a write proves readiness.
 		// An OOM reply also proves it: the data set is loaded and full; so
 		// does READONLY, a replica's (--replicaof) refusal once it is up.

@@ -1,0 +1,221 @@
+package canal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// Source is one --table value the reader follows: a table, or a pattern
+// whose tables are followed from wherever the binlog first names them, those
+// created while the relay runs included.
+type Source struct {
+	// Pattern names the tables. An exact one is resolved to the server's
+	// name for it once (schema.ResolveName), unless Tables has it.
+	Pattern schema.Pattern
+	// Mapping maps the logical columns of a table of the source that
+	// Tables does not list, one created after the start: by the names the
+	// rows carry, or by a layout proven from the table's first rows on.
+	Mapping schema.Mapping
+	// Tables are the source's tables the caller inspected, with the mapping
+	// resolved against each (schema.Resolution's Mapping and Absent).
+	Tables []Table
+}
+
+// Table is a followed table as the caller inspected it.
+type Table struct {
+	Name    schema.Name
+	Mapping schema.Mapping
+	// Absent are the optional logical columns the table lacked: see
+	// Config.Absent.
+	Absent []string
+}
+
+// sourceSet is what the reader follows, resolved once: it never changes
+// afterwards, so go-mysql's parsing goroutine asks it too (decodeConfig).
+type sourceSet struct {
+	lctn     int
+	patterns schema.Patterns
+	list     []Source
+	known    map[string]Table // by tableKey
+	extra    []schema.ExtraColumn
+}
+
+// tableKey is how the reader tells tables apart: as the server compares
+// their names.
+func tableKey(db, table string, lctn int) string {
+	if lctn != 0 {
+		db, table = strings.ToLower(db), strings.ToLower(table)
+	}
+	return db + "\x00" + table
+}
+
+func newSourceSet(list []Source, lctn int, extra []schema.ExtraColumn) *sourceSet {
+	s := &sourceSet{lctn: lctn, list: list, known: map[string]Table{}, extra: extra}
+	for i := range list {
+		if list[i].Mapping == nil {
+			list[i].Mapping = schema.DefaultMapping()
+		}
+		s.patterns = append(s.patterns, list[i].Pattern)
+		for _, t := range list[i].Tables {
+			if t.Mapping == nil {
+				t.Mapping = list[i].Mapping
+			}
+			s.known[tableKey(t.Name.Database, t.Name.Table, lctn)] = t
+		}
+	}
+	return s
+}
+
+// matches reports whether rows of database.table are relayed.
+func (s *sourceSet) matches(database, table string) bool {
+	return s.patterns.Index(database, table, s.lctn) >= 0
+}
+
+// matchesFold is matches in any letter case: a DDL statement may name a
+// followed table otherwise than the binlog's rows do, and a false yes only
+// costs proving a layout again.
+func (s *sourceSet) matchesFold(database, table string) bool {
+	for _, p := range s.patterns {
+		if p.MatchesFold(database, table) {
+			return true
+		}
+	}
+	return false
+}
+
+// String names what is followed, for messages: "app.outbox" for one table.
+func (s *sourceSet) String() string { return s.patterns.String() }
+
+// resolveSources replaces exact names with the server's, once: compared
+// with the binlog, a name the server folds differently, or one of no table,
+// would skip every row while the position moves on.
+func (r *Reader) resolveSources(ctx context.Context) error {
+	if r.sources != nil {
+		return nil
+	}
+	fail := func(err error) error {
+		if errors.Is(err, schema.ErrTableNotFound) {
+			return fmt.Errorf("%w: %w", outbox.ErrConfig, err)
+		}
+		return err
+	}
+	if len(r.cfg.Sources) == 0 {
+		n := r.cfg.Name
+		if n.Table == "" {
+			var err error
+			if n, err = schema.ResolveName(ctx, r.db, r.cfg.Database, r.cfg.Table); err != nil {
+				return fail(err)
+			}
+		}
+		r.sources = newSourceSet([]Source{{
+			Pattern: schema.Pattern{Database: n.Database, Table: n.Table},
+			Mapping: r.cfg.Mapping,
+			Tables:  []Table{{Name: n, Mapping: r.cfg.Mapping, Absent: r.cfg.Absent}},
+		}}, n.LowerCaseTableNames, r.cfg.Extra)
+		return nil
+	}
+	lctn, err := schema.LowerCaseTableNames(ctx, r.db)
+	if err != nil {
+		return err
+	}
+	list := make([]Source, len(r.cfg.Sources))
+	copy(list, r.cfg.Sources)
+	for i, src := range list {
+		if !src.Pattern.Exact() || len(src.Tables) > 0 {
+			continue
+		}
+		n, err := schema.ResolveName(ctx, r.db, src.Pattern.Database, src.Pattern.Table)
+		if err != nil {
+			return fail(err)
+		}
+		list[i].Pattern = schema.Pattern{Database: n.Database, Table: n.Table}
+	}
+	r.sources = newSourceSet(list, lctn, r.cfg.Extra)
+	return nil
+}
+
+// followed is a table of a session that the binlog named: its decoder and
+// the DDL ahead of the session's start that bounds its proven layout.
+type followed struct {
+	name     schema.Name
+	dec      *rowDecoder
+	ddlAhead *ddlEvent
+}
+
+// tableSet is a session's view of the followed tables: a decoder per table
+// as the binlog names them, made when the first rows of it arrive, with
+// the layout the session proved for it, if any.
+type tableSet struct {
+	src   *sourceSet
+	proof layoutProof
+	byKey map[string]*followed
+	// The table map of the last rows event, and what it named (nil:
+	// another table): a transaction's rows events share their table map.
+	lastTM *replication.TableMapEvent
+	lastF  *followed
+}
+
+func newTableSet(src *sourceSet, proof layoutProof) *tableSet {
+	return &tableSet{src: src, proof: proof, byKey: map[string]*followed{}}
+}
+
+// lookup returns the followed table tm names, or nil.
+func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
+	if tm == ts.lastTM && tm != nil {
+		return ts.lastF
+	}
+	db, table := string(tm.Schema), string(tm.Table)
+	key := tableKey(db, table, ts.src.lctn)
+	f := ts.byKey[key]
+	if f == nil {
+		i := ts.src.patterns.Index(db, table, ts.src.lctn)
+		if i >= 0 {
+			f = ts.follow(i, db, table, key)
+		}
+	}
+	ts.lastTM, ts.lastF = tm, f
+	return f
+}
+
+// follow starts following a table of source i: with the mapping resolved
+// against it at start, or the source's for a table created since.
+func (ts *tableSet) follow(i int, db, table, key string) *followed {
+	t, ok := ts.src.known[key]
+	if !ok {
+		t = Table{Name: schema.Name{Database: db, Table: table, LowerCaseTableNames: ts.src.lctn}, Mapping: ts.src.list[i].Mapping}
+	}
+	f := &followed{
+		name:     t.Name,
+		dec:      newRowDecoder(t.Mapping, ts.src.extra, ts.proof.columns[key], t.Absent),
+		ddlAhead: ts.proof.ddlFor(db, table),
+	}
+	ts.byKey[key] = f
+	return f
+}
+
+// proven returns a copy of the layouts in force: those of the session's
+// proof that no DDL in the stream ended since.
+func (ts *tableSet) proven() map[string][]Column {
+	return maps.Clone(ts.proof.columns)
+}
+
+// forget drops what the session knows of the layout of database.table (any
+// letter case) at a DDL on it: rows without names after it need it proven
+// again.
+func (ts *tableSet) forget(database, table string) {
+	for _, f := range ts.byKey {
+		if strings.EqualFold(f.name.Database, database) && strings.EqualFold(f.name.Table, table) {
+			f.dec.forget()
+			f.ddlAhead = nil
+		}
+	}
+	ts.proof.forget(database, table)
+}

@@ -1,0 +1,252 @@
+package canal
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// tenantTableMap is the table map of tenant db's outbox table.
+func tenantTableMap(db string, withNames bool) *replication.TableMapEvent {
+	tm := outboxTableMap(withNames)
+	tm.Schema = []byte(db)
+	return tm
+}
+
+// tenantHarness is a machine following tenant_*.outbox and app.legacy, with
+// the layout of tenant_01.outbox and app.legacy proven, as a session
+// starting while tenant_02 does not exist yet.
+func tenantHarness(t *testing.T) *harness {
+	t.Helper()
+	src := newSourceSet([]Source{
+		{Pattern: schema.Pattern{Database: "tenant_*", Table: "outbox"}},
+		{Pattern: schema.Pattern{Database: "app", Table: "legacy"}},
+	}, 0, nil)
+	proof := layoutProof{columns: map[string][]Column{
+		tableKey("tenant_01", "outbox", 0): tableColumns(),
+		tableKey("app", "legacy", 0):       tableColumns(),
+	}}
+	return newHarness(t, func(m *machine) { m.tables = newTableSet(src, proof) })
+}
+
+// Rows of every matching table become events that name their table, in
+// commit order, under one position; the rows of other tables are skipped.
+func TestMachine_SeveralTables(t *testing.T) {
+	h := tenantHarness(t)
+	t1, legacy := tenantTableMap("tenant_01", false), tableMap("app", "legacy", nil, outboxTableMap(false).ColumnType)
+	named := tenantTableMap("tenant_02", true)
+	ignored := tenantTableMap("other", true)
+	notTenant := tenantTableMap("tenant01", true)
+	err := h.feed(
+		ev(100, mariaGTID(10)), ev(150, t1), ev(200, insert(t, t1, outboxRow(1, "{}"))),
+		ev(210, legacy), ev(250, insert(t, legacy, outboxRow(2, "{}"))), ev(280, xid(nil)),
+		// A tenant created after the start: its rows carry names.
+		ev(300, mariaDDLGTID(11)), ev(350, query("CREATE DATABASE tenant_02")),
+		ev(400, mariaDDLGTID(12)), ev(450, query("CREATE TABLE tenant_02.outbox (id INT)")),
+		ev(500, mariaGTID(13)), ev(520, named), ev(550, insert(t, named, outboxRow(3, "{}"))),
+		ev(560, ignored), ev(570, insert(t, ignored, outboxRow(4, "{}"))),
+		ev(580, notTenant), ev(590, insert(t, notTenant, outboxRow(5, "{}"))), ev(600, xid(nil)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.m.pending.events
+	want := []struct {
+		id        uint64
+		db, table string
+	}{{1, "tenant_01", "outbox"}, {2, "app", "legacy"}, {3, "tenant_02", "outbox"}}
+	if len(got) != len(want) {
+		t.Fatalf("got events %v, want ids 1, 2, 3", ids(got))
+	}
+	for i, w := range want {
+		if got[i].OutboxID != w.id || got[i].Database != w.db || got[i].Table != w.table {
+			t.Errorf("event %d = id %d from %s.%s, want id %d from %s.%s", i, got[i].OutboxID, got[i].Database, got[i].Table, w.id, w.db, w.table)
+		}
+	}
+	if h.m.pending.at.Pos != 600 {
+		t.Errorf("position %d, want 600 (one position covers every table)", h.m.pending.at.Pos)
+	}
+}
+
+// A table created after the session's proof has no layout for rows without
+// names: the session ends before its transaction, asking for a proof of
+// that very table; the other tables keep theirs.
+func TestMachine_NewTableWithoutNamesAsksForItsLayout(t *testing.T) {
+	h := tenantHarness(t)
+	t1, t2 := tenantTableMap("tenant_01", false), tenantTableMap("tenant_02", false)
+	err := h.feed(
+		ev(100, mariaGTID(10)), ev(150, t1), ev(200, insert(t, t1, outboxRow(1, "{}"))), ev(280, xid(nil)),
+		ev(400, mariaDDLGTID(12)), ev(450, query("CREATE TABLE tenant_02.outbox (id INT)")),
+		ev(500, mariaGTID(13)), ev(520, t2), ev(550, insert(t, t2, outboxRow(3, "{}"))),
+	)
+	var restart *errLayoutRestart
+	if !errors.As(err, &restart) {
+		t.Fatalf("got %v, want a layout restart", err)
+	}
+	if restart.table.String() != "tenant_02.outbox" || restart.start.Pos != 450 {
+		t.Errorf("restart for %s at %d, want tenant_02.outbox at 450 (after the CREATE TABLE)", restart.table, restart.start.Pos)
+	}
+	if ids := ids(h.m.pending.events); len(ids) != 1 || ids[0] != 1 {
+		t.Errorf("pending events %v, want tenant_01's row 1", ids)
+	}
+}
+
+// A DDL on one tenant's table forgets that table's layout only.
+func TestMachine_DDLOnOneTableForgetsItsLayoutOnly(t *testing.T) {
+	h := tenantHarness(t)
+	t1, legacy := tenantTableMap("tenant_01", false), tableMap("app", "legacy", nil, outboxTableMap(false).ColumnType)
+	err := h.feed(
+		ev(100, mariaDDLGTID(10)), ev(150, query("ALTER TABLE app.legacy ADD x INT")),
+		ev(200, mariaGTID(11)), ev(250, t1), ev(300, insert(t, t1, outboxRow(1, "{}"))), ev(350, xid(nil)),
+		ev(400, mariaGTID(12)), ev(450, legacy), ev(500, insert(t, legacy, outboxRow(2, "{}"))),
+	)
+	var restart *errLayoutRestart
+	if !errors.As(err, &restart) || restart.table.String() != "app.legacy" {
+		t.Fatalf("got %v, want a layout restart for app.legacy", err)
+	}
+	if ids := ids(h.m.pending.events); len(ids) != 1 || ids[0] != 1 {
+		t.Errorf("pending events %v, want tenant_01's row 1", ids)
+	}
+}
+
+func TestDDLTargets_Patterns(t *testing.T) {
+	src := newSourceSet([]Source{{Pattern: schema.Pattern{Database: "tenant_*", Table: "outbox"}}}, 0, nil)
+	tests := []struct {
+		def, q string
+		want   [][2]string
+	}{
+		{"app", "CREATE TABLE tenant_21.outbox (id INT)", [][2]string{{"tenant_21", "outbox"}}},
+		{"tenant_21", "CREATE TABLE `outbox` (id INT)", [][2]string{{"tenant_21", "outbox"}}},
+		{"app", "RENAME TABLE tenant_1.outbox TO tenant_2.outbox", [][2]string{{"tenant_1", "outbox"}, {"tenant_2", "outbox"}}},
+		{"app", "CREATE DATABASE tenant_21", nil},
+		{"tenant_21", "CREATE TABLE orders (id INT)", nil},
+		{"app", "ALTER TABLE outbox ADD x INT", nil},
+	}
+	for _, tt := range tests {
+		got := ddlTargets([]byte(tt.def), []byte(tt.q), src.matchesFold)
+		if len(got) != len(tt.want) {
+			t.Errorf("ddlTargets(%q, %q) = %v, want %v", tt.def, tt.q, got, tt.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Errorf("ddlTargets(%q, %q) = %v, want %v", tt.def, tt.q, got, tt.want)
+			}
+		}
+	}
+}
+
+// The layout proof's DDL ahead bounds the table it names only.
+func TestLayoutProof_DDLForAndForget(t *testing.T) {
+	p := layoutProof{
+		columns: map[string][]Column{tableKey("t1", "outbox", 0): tableColumns(), tableKey("t2", "outbox", 0): tableColumns()},
+		ddl:     []*ddlEvent{{db: "T1", table: "OUTBOX", query: "ALTER TABLE T1.OUTBOX ADD x INT"}},
+	}
+	if p.ddlFor("t1", "outbox") == nil || p.ddlFor("t2", "outbox") != nil {
+		t.Errorf("ddlFor: want the DDL for t1.outbox (in any letter case) and none for t2.outbox")
+	}
+	p.forget("t1", "outbox")
+	if p.ddlFor("t1", "outbox") != nil || p.columns[tableKey("t1", "outbox", 0)] != nil || p.columns[tableKey("t2", "outbox", 0)] == nil {
+		t.Errorf("forget(t1.outbox) left %+v, want t1's proof gone and t2's kept", p)
+	}
+}
+
+// Rows without column names in several tables: each table's layout is proven
+// on its own, a tenant created while the reader runs is followed from its
+// first row (its layout proven from its CREATE TABLE on), and an ALTER that
+// swaps two columns of one tenant's table changes the mapping of that table
+// only.
+func TestReader_SeveralTablesWithoutColumnNames(t *testing.T) {
+	srv := namelessServer(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
+	prefix := relaytest.TenantPrefix(t)
+	tenants := relaytest.NewTenants(t, srv, prefix, 2)
+	r, _ := newReaderSink(t, env, redisstream.Config{Stream: "outbox:{database}:{aggregate_type}"}, func(c *Config) {
+		c.Sources = []Source{{Pattern: schema.Pattern{Database: prefix + "_tenant_*", Table: "outbox"}}}
+	}, testLogger(t))
+	stop := startReader(r)
+	waitStarted(t, r)
+	produce := func(tn *relaytest.Tenant) {
+		relaytest.Produce(ctx, t, tn.DB, "outbox", relaytest.ProduceOptions{Producers: 2, Transactions: 5}, tn.Rec)
+	}
+	for _, tn := range tenants {
+		produce(tn)
+	}
+	late := relaytest.NewTenant(t, srv, relaytest.TenantName(prefix, 3))
+	produce(late)
+	srv.Exec(t, "ALTER TABLE `"+tenants[0].Database+"`.outbox "+swapColumns)
+	all := append(tenants, late)
+	for _, tn := range all {
+		produce(tn)
+	}
+	for _, tn := range all {
+		relaytest.WaitFor(t, 30*time.Second, tn.Database+"'s events", func() bool {
+			return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
+		})
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range all {
+		relaytest.Check(ctx, t, env.RDB, tn.Rec, relaytest.CheckOptions{ExactlyOnce: true, Prefix: "outbox:" + tn.Database + ":"})
+	}
+}
+
+// A reconnect while the reader lags behind an ALTER of one table: the next
+// session keeps the layout the last one proved for it, which is in force up
+// to the ALTER, instead of stopping at the rows before the ALTER as a reader
+// starting afresh must.
+func TestReader_SeveralTablesKeepLayoutsAcrossReconnect(t *testing.T) {
+	srv := namelessServer(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	proxy := testsvc.StartProxy(t, srv.Addr())
+	env.MySQLAddr = proxy.Addr()
+	ctx := context.Background()
+	prefix := relaytest.TenantPrefix(t)
+	tenants := relaytest.NewTenants(t, srv, prefix, 2)
+	r, _ := newReaderSink(t, env, redisstream.Config{Stream: "outbox:{database}:{aggregate_type}"}, func(c *Config) {
+		c.Sources = []Source{{Pattern: schema.Pattern{Database: prefix + "_tenant_*", Table: "outbox"}}}
+	}, testLogger(t))
+	stop := startReader(r)
+	waitStarted(t, r)
+	produce := func(tn *relaytest.Tenant) {
+		relaytest.Produce(ctx, t, tn.DB, "outbox", relaytest.ProduceOptions{Producers: 2, Transactions: 5}, tn.Rec)
+	}
+	wait := func() {
+		for _, tn := range tenants {
+			relaytest.WaitFor(t, 30*time.Second, tn.Database+"'s events", func() bool {
+				return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
+			})
+		}
+	}
+	for _, tn := range tenants {
+		produce(tn)
+	}
+	wait()
+	sessions := r.Stats().Sessions
+	proxy.Stall()
+	produce(tenants[0])
+	srv.Exec(t, "ALTER TABLE `"+tenants[0].Database+"`.outbox "+swapColumns)
+	produce(tenants[0])
+	proxy.Cut()
+	proxy.Resume()
+	wait()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Stats().Sessions; got < sessions+2 {
+		t.Errorf("%d sessions after the cut, want a reconnect and a proof after the ALTER (%d before)", got, sessions)
+	}
+	for _, tn := range tenants {
+		relaytest.Check(ctx, t, env.RDB, tn.Rec, relaytest.CheckOptions{ExactlyOnce: true, Prefix: "outbox:" + tn.Database + ":"})
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
+)
+
+const envRedisCluster = "BINLOG_OUTBOX_REDIS_CLUSTER"
+
+func redisClusterFlag() cli.Flag {
+	return &cli.BoolFlag{
+		Name:    "redis-cluster",
+		Usage:   "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot (docs/scaling.md); run and check only, and run needs --lease=false",
+		EnvVars: []string{envRedisCluster},
+	}
+}
+
+// clusterCommands are the commands that know Redis Cluster: the others
+// read keys (SCAN, the position) as one standalone Redis holds them.
+var clusterCommands = map[string]bool{"run": true, "check": true}
+
+// loadRedisCluster parses --redis-url as a cluster URL when --redis-cluster
+// is set. cfg.Redis then holds the options of the first node, which check
+// inspects, with the TLS flags applied; cfg.RedisCluster shares them.
+func loadRedisCluster(c *cli.Context, cfg *config) error {
+	if !globalCtx(c, "redis-cluster").Bool("redis-cluster") {
+		return nil
+	}
+	if !clusterCommands[c.Command.Name] {
+		return usageError{outbox.WithHint(fmt.Errorf("%w: %s does not support --redis-cluster yet", outbox.ErrConfig, c.Command.FullName()),
+			"run it against one master with --redis-url redis://host:port and without --redis-cluster; only run and check know a cluster's slots")}
+	}
+	co, err := redis.ParseClusterURL(cfg.redisURL)
+	if err != nil {
+		return outbox.WithHint(fmt.Errorf("%w: --redis-url %s is not a cluster URL: %s", outbox.ErrConfig, logging.RedactURL(cfg.redisURL), withheld(cfg.redisURL, err)),
+			"write it as redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (any nodes of the cluster; the rest are discovered), rediss:// for TLS")
+	}
+	u, err := url.Parse(cfg.redisURL)
+	if err != nil {
+		return fmt.Errorf("%w: --redis-url %s does not parse", outbox.ErrConfig, logging.RedactURL(cfg.redisURL))
+	}
+	q := u.Query()
+	q.Del("addr")
+	u.RawQuery = q.Encode()
+	if u.Path != "" && u.Path != "/" && u.Path != "/0" {
+		return outbox.WithHint(fmt.Errorf("%w: --redis-url names database %s: a Redis Cluster has database 0 only", outbox.ErrConfig, u.Path[1:]),
+			"drop the database from the URL, or write /0")
+	}
+	if globalString(c, "redis-sentinel-master") != "" {
+		return usageError{outbox.WithHint(fmt.Errorf("%w: --redis-cluster and --redis-sentinel-master name two kinds of Redis", outbox.ErrConfig),
+			"give one: a cluster's nodes with --redis-cluster, or the sentinels of one master with --redis-sentinel-master")}
+	}
+	first, err := redis.ParseURL(u.String())
+	if err != nil {
+		return outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse: %s", outbox.ErrConfig, logging.RedactURL(cfg.redisURL), withheld(cfg.redisURL, err)),
+			"write it as redis://[user:pass@]host1:port1?addr=host2:port2")
+	}
+	cfg.Redis = &redisstream.Target{Options: first}
+	if err := applyRedisTLS(c, cfg.Redis); err != nil {
+		return err
+	}
+	co.TLSConfig = first.TLSConfig
+	cfg.RedisCluster = co
+	return nil
+}
+
+// withheld is a URL parser's message, unless the URL has a password the
+// message may quote part of.
+func withheld(rawURL string, err error) string {
+	if logging.URLPassword(rawURL) != "" {
+		return "the parser's message is withheld, as it may quote part of the password"
+	}
+	return err.Error()
+}
+
+// redisClient opens the client of the relay's appends: a cluster client
+// with --redis-cluster, a client of cfg.Redis otherwise.
+func (c config) redisClient() redis.UniversalClient {
+	if c.RedisCluster != nil {
+		return redisstream.NewClusterClientFromOptions(c.RedisCluster)
+	}
+	return c.Redis.NewClient(redisstream.DefaultTimeout)
+}

@@ -1,0 +1,169 @@
+package preflight
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// Requirement names of a relay of several tables, as `check` prints them.
+const (
+	NameTables      = "outbox tables"
+	NamePollTables  = "poll mode tables"
+	NamePositionKey = "position key"
+)
+
+// TableMatch is a table that Config.Sources matched, with the mapping of its
+// source resolved against it.
+type TableMatch struct {
+	schema.Match
+	Resolution schema.Resolution
+}
+
+// listShown bounds the tables the tables line names; the table lines below
+// it name each.
+const listShown = 10
+
+// checkTables checks the tables of a relay of several tables: how many each
+// --table value matches (a pattern that matches none yet warns: its tables
+// may be created later, and are followed from their first row), SELECT on
+// and the fitness of each, that they agree on the optional columns that
+// shape every entry, that binlog mode has a position key that the list of
+// tables does not change, and that poll mode is not asked for.
+func checkTables(ctx context.Context, db *sql.DB, database, acct string, cfg Config) ([]TableMatch, []Result) {
+	out := []Result{
+		fail(NamePollTables, "poll mode relays one table, and --table names "+describeSources(cfg.Sources),
+			"run binlog mode (--mode binlog), which relays every table with one position; or one poll relay per table, each with its own --table", pollOnly),
+	}
+	if cfg.PositionKey == "" {
+		out = append(out, fail(NamePositionKey, "one position covers every table, and --position-key is not set",
+			"give the position a key of its own, e.g. --position-key binlog-outbox:position:tenants; a key derived from the list would change when a table is added, and the relay would start afresh, skipping what it had not relayed. "+
+				"To go on from a relay of one of these tables alone, give its key: binlog-outbox:position:<database>.<table>", binlogOnly))
+	} else {
+		out = append(out, pass(NamePositionKey, cfg.PositionKey+" covers every table", binlogOnly))
+	}
+	ps := make(schema.Patterns, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		if s.Pattern.Database == "" && database == "" {
+			return nil, append(out, fail(NameTables, "the MySQL DSN names no database, and --table "+s.Spec+" names none either",
+				"add the database to the DSN (user:password@tcp(host:3306)/app) or write --table database.table", both))
+		}
+		ps[i] = s.Pattern.WithDatabase(database)
+	}
+	matches, err := schema.ListMatching(ctx, db, ps)
+	if err != nil {
+		fix := outbox.HintOf(err)
+		if fix == "" {
+			fix = "make sure the relay user can read information_schema for the tables"
+		}
+		return nil, append(out, fail(NameTables, "cannot list the tables of --table "+ps.String()+": "+err.Error(), fix, both))
+	}
+	counts := make([]int, len(ps))
+	for _, m := range matches {
+		counts[m.Pattern]++
+	}
+	var none []string
+	var per []string
+	for i, p := range ps {
+		per = append(per, fmt.Sprintf("%s: %d", p, counts[i]))
+		if counts[i] == 0 {
+			none = append(none, p.String())
+		}
+	}
+	names := make([]string, 0, listShown)
+	for i, m := range matches {
+		if i == listShown {
+			names = append(names, fmt.Sprintf("and %d more", len(matches)-listShown))
+			break
+		}
+		names = append(names, m.String())
+	}
+	detail := fmt.Sprintf("%d tables match (%s)", len(matches), strings.Join(per, ", "))
+	if len(names) > 0 {
+		detail += ": " + strings.Join(names, ", ")
+	}
+	if len(none) > 0 {
+		out = append(out, warn(NameTables, detail+"; "+strings.Join(none, ", ")+" matches no table yet: its tables are followed from their first row once created",
+			"if the tables exist, grant the relay user SELECT on them (information_schema hides tables a user cannot read), e.g. GRANT SELECT ON `tenant\\_%`.* TO "+acct+"; or correct the pattern", both))
+	} else {
+		out = append(out, pass(NameTables, detail, both))
+	}
+
+	var tables []TableMatch
+	var unreadable []string
+	for _, m := range matches {
+		qtable := schema.QuoteIdent(m.Database) + "." + schema.QuoteIdent(m.Table)
+		if err := probe(ctx, db, "SELECT /* binlog-outbox */ 1 FROM "+qtable+" LIMIT 0"); err != nil {
+			unreadable = append(unreadable, m.String()+" ("+err.Error()+")")
+			continue
+		}
+		src := cfg.Sources[m.Pattern]
+		tcfg := cfg
+		tcfg.Mapping, tcfg.Declared = src.Mapping, src.Declared
+		res, r := validateTable(ctx, db, m.Name, tcfg)
+		out = append(out, r)
+		if res != nil {
+			tables = append(tables, TableMatch{Match: m, Resolution: *res})
+		}
+	}
+	switch {
+	case len(unreadable) > 0:
+		out = append(out, fail(NameSelect, "SELECT denied or failed on "+strings.Join(unreadable, "; "),
+			"GRANT SELECT ON each of these tables (or on their databases, e.g. `tenant\\_%`.*) TO "+acct+";", both))
+	case len(matches) > 0:
+		out = append(out, pass(NameSelect, fmt.Sprintf("SELECT works on all %d tables", len(matches)), both))
+	}
+	if r, ok := checkEntryShape(tables); ok {
+		out = append(out, r)
+	}
+	return tables, out
+}
+
+// checkEntryShape fails tables that differ in the optional columns every
+// entry has a field for or not (aggregate_type, headers): one relay writes
+// entries of one shape, and a stream template with {aggregate_type} needs
+// the column in every table.
+func checkEntryShape(tables []TableMatch) (Result, bool) {
+	var problems []string
+	for _, col := range []string{schema.ColAggregateType, schema.ColHeaders} {
+		var with, without []string
+		for _, t := range tables {
+			if t.Resolution.Mapping.Has(col) {
+				with = append(with, t.String())
+			} else {
+				without = append(without, t.String())
+			}
+		}
+		if len(with) > 0 && len(without) > 0 {
+			problems = append(problems, fmt.Sprintf("%s is a column of %s but not of %s", col, shortList(with), shortList(without)))
+		}
+	}
+	if len(problems) == 0 {
+		return Result{}, false
+	}
+	return fail(NameTables, "the tables differ in the columns that shape every entry: "+strings.Join(problems, "; "),
+		"add the column to the tables that lack it, or leave it out of every table's entries with --column aggregate_type=- (or headers=-)", both), true
+}
+
+func shortList(names []string) string {
+	if len(names) > 3 {
+		return strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more", len(names)-3)
+	}
+	return strings.Join(names, ", ")
+}
+
+// describeSources names the --table values, for messages.
+func describeSources(sources []schema.Source) string {
+	specs := make([]string, len(sources))
+	for i, s := range sources {
+		specs[i] = s.Spec
+	}
+	if len(sources) == 1 {
+		return "the pattern " + specs[0]
+	}
+	return fmt.Sprintf("%d values (%s)", len(sources), strings.Join(specs, ", "))
+}

@@ -1,0 +1,388 @@
+package redisstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/position"
+)
+
+// ClusterSlots is the number of hash slots of a Redis Cluster.
+const ClusterSlots = 16384
+
+// Slot returns the hash slot of key as Redis Cluster computes it: CRC16
+// (XMODEM) of the key, or of its hash tag (what stands between the first
+// "{" and the next "}", when that is not empty), modulo 16384.
+func Slot(key string) int {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			key = key[open+1 : open+1+end]
+		}
+	}
+	return int(crc16(key) % ClusterSlots)
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), Redis
+// Cluster's key hash.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+var (
+	slotTagsOnce sync.Once
+	slotTags     [ClusterSlots]string
+)
+
+// SlotTag returns the hash tag the relay's keys of slot carry: the first of
+// the numbers 0, 1, 2, ... written in base 36 (0-9, a-z) whose CRC16 falls in
+// the slot. Keys named with it are found again by every later version, so
+// the rule must never change.
+func SlotTag(slot int) string {
+	slotTagsOnce.Do(func() {
+		left := ClusterSlots
+		for n := uint64(0); left > 0; n++ {
+			tag := strconv.FormatUint(n, 36)
+			if s := crc16(tag) % ClusterSlots; slotTags[s] == "" {
+				slotTags[s] = tag
+				left--
+			}
+		}
+	})
+	return slotTags[slot]
+}
+
+// slotState is what a cluster sink knows of the per-slot positions.
+type slotState struct {
+	// stored is the value each slot's position key holds as this session
+	// read it (Position) or last wrote it: the next script of the slot
+	// expects it. A slot missing here holds none.
+	stored map[int][]byte
+	// written is what this process last wrote to each slot, across
+	// sessions: a slot that holds an older value of its own lost writes
+	// (a failover, asynchronous replication) and is read again from there.
+	written map[int][]byte
+	// ahead are the slots whose position is past the one Position returned
+	// (a stop between the scripts of one batch, or a slot's master that
+	// lost writes): they skip the batches their position covers.
+	ahead map[int]aheadSlot
+}
+
+type aheadSlot struct {
+	raw []byte
+	at  position.Point
+}
+
+// validateCluster refuses what cannot be kept exactly-once over slots.
+func (c *Config) validateCluster() error {
+	if c.Lease != nil {
+		return outbox.WithHint(fmt.Errorf("%w: --lease with --redis-cluster: the lease lives in one hash slot, and the append scripts of the other slots cannot check it", outbox.ErrConfig),
+			"run one relay per position with --lease=false (an orchestrator restarts it; the per-slot positions still fence a second relay), or use a standalone Redis or Sentinel for standby relays")
+	}
+	if strings.ContainsAny(c.PositionKey, "{}") {
+		return outbox.WithHint(fmt.Errorf("%w: --position-key %q has a hash tag: with --redis-cluster the relay adds one per slot itself", outbox.ErrConfig, c.PositionKey),
+			"give a position key without { and }")
+	}
+	return nil
+}
+
+// slotGroup is the part of a batch that goes to one hash slot.
+type slotGroup struct {
+	slot   int
+	events []outbox.Event
+}
+
+// groupBySlot splits events by the hash slot of their streams, keeping the
+// order of the events within each group (a stream lies in one slot, so the
+// order of each stream is kept) and the groups in the order of their first
+// event.
+func (s *Sink) groupBySlot(events []outbox.Event) []slotGroup {
+	var groups []slotGroup
+	index := map[int]int{}
+	for i := range events {
+		e := &events[i]
+		s.Prepare(e)
+		slot := Slot(s.streamKey(e))
+		g, ok := index[slot]
+		if !ok {
+			g = len(groups)
+			index[slot] = g
+			groups = append(groups, slotGroup{slot: slot})
+		}
+		groups[g].events = append(groups[g].events, *e)
+	}
+	return groups
+}
+
+// appendSlots is Append on Redis Cluster: one script per hash slot of the
+// batch, each with the slot's own position key (SlotPositionKey), then the
+// position key itself. A stop between the scripts leaves some slots past
+// the position; Position finds them, and each skips what its position
+// covers once the reader re-reads from there.
+func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, next []byte) error {
+	at, err := decodePoint(next)
+	if err != nil {
+		return err
+	}
+	if s.slots.stored == nil {
+		// Append before Position: learn the slots' positions first.
+		if _, err := s.Position(ctx); err != nil {
+			return err
+		}
+	}
+	for _, g := range s.groupBySlot(events) {
+		if a, ok := s.slots.ahead[g.slot]; ok {
+			o, err := position.Order(at, a.at)
+			if err != nil {
+				return fmt.Errorf("compare the batch's position with the one of slot %d: %w", g.slot, err)
+			}
+			if o <= 0 {
+				continue // appended before the stop: the slot's position covers it
+			}
+			delete(s.slots.ahead, g.slot)
+		}
+		if err := s.appendSlot(ctx, g, next); err != nil {
+			return err
+		}
+	}
+	// The position key is a lower bound of every slot's: written last, it
+	// is where the next start reads again from.
+	res, err := casScript.Run(ctx, s.client, []string{s.cfg.PositionKey}, string(prev), string(next)).Slice()
+	if err != nil {
+		if !uncertain(err) {
+			return fmt.Errorf("store position %s: %w", s.cfg.PositionKey, s.scriptError(err))
+		}
+		stored, perr := s.storedPosition(ctx)
+		if perr != nil {
+			return fmt.Errorf("store position %s: %w (and reading it back failed: %v)", s.cfg.PositionKey, classify(err), perr)
+		}
+		if !bytes.Equal(stored, next) {
+			return fmt.Errorf("store position %s: %w", s.cfg.PositionKey, classify(err))
+		}
+		return nil
+	}
+	if len(res) >= 2 {
+		if code, _ := res[0].(int64); code != 1 {
+			return mismatch(res[1])
+		}
+	}
+	return nil
+}
+
+// appendSlot runs the append script for one slot's events, checking and
+// replacing the slot's position.
+func (s *Sink) appendSlot(ctx context.Context, g slotGroup, next []byte) error {
+	key := SlotPositionKey(s.cfg.PositionKey, g.slot)
+	expect := s.slots.stored[g.slot]
+	s.build(g.events, key, expect, next, "")
+	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
+	if err != nil {
+		if !uncertain(err) {
+			return fmt.Errorf("append %d events to slot %d: %w", len(g.events), g.slot, s.scriptError(err))
+		}
+		// The slot's position tells whether the script ran: it writes it
+		// last and atomically.
+		stored, gerr := s.client.Get(ctx, key).Bytes()
+		if gerr != nil && !errors.Is(gerr, redis.Nil) {
+			return fmt.Errorf("append %d events to slot %d: %w (and reading its position back failed: %v)", len(g.events), g.slot, classify(err), gerr)
+		}
+		switch {
+		case bytes.Equal(stored, next):
+		case bytes.Equal(stored, expect):
+			return fmt.Errorf("append %d events to slot %d: %w", len(g.events), g.slot, classify(err))
+		default:
+			return &outbox.PositionMismatchError{Stored: stored}
+		}
+	} else if len(res) < 2 {
+		return fmt.Errorf("append: unexpected script reply %v", res)
+	} else if code, _ := res[0].(int64); code != 1 {
+		// The cluster client retries a script whose reply it lost; the
+		// position then shows the first run.
+		if cur, _ := res[1].(string); cur != string(next) {
+			return mismatch(res[1])
+		}
+	}
+	s.ran()
+	s.slots.stored[g.slot] = next
+	s.slots.written[g.slot] = next
+	return nil
+}
+
+// mismatch is the error of a refused compare-and-set whose script replied
+// the stored position cur ("" for none).
+func mismatch(cur any) error {
+	var stored []byte
+	if v, _ := cur.(string); v != "" {
+		stored = []byte(v)
+	}
+	return &outbox.PositionMismatchError{Stored: stored}
+}
+
+// casScript replaces the position KEYS[1] holding ARGV[1] ("": none) with
+// ARGV[2]; it returns {1, ""}, or {0, stored} without writing.
+var casScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur == false then cur = '' end
+if cur ~= ARGV[1] then return {0, cur} end
+redis.call('SET', KEYS[1], ARGV[2])
+return {1, ''}
+`)
+
+// clusterPosition is Position on Redis Cluster: the position key, after
+// reading every slot's position; when a slot lost writes of this process,
+// the position key is lowered to that slot's position first. The slots past
+// the result skip what they hold (Ahead).
+func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
+	base, err := s.storedPosition(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := s.readSlotPositions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if base == nil && len(stored) > 0 {
+		return nil, outbox.WithHint(fmt.Errorf("%w: %d hash slots hold positions under %s:{...}, but %s holds none", outbox.ErrConfig, len(stored), s.cfg.PositionKey, s.cfg.PositionKey),
+			"the position was deleted, or a relay stopped during its very first batch; to start over, delete the slot positions too (redis-cli --cluster call <node> EVAL \"for _,k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end\" 0 '%s:{*}'), knowing that events appended since the old start may be appended again", s.cfg.PositionKey)
+	}
+	resume := base
+	s.slots.ahead = nil
+	if base != nil {
+		at, err := decodePoint(base)
+		if err != nil {
+			return nil, err
+		}
+		for slot, mine := range s.slots.written {
+			cur, ok := stored[slot]
+			if !ok {
+				return nil, outbox.WithHint(fmt.Errorf("%w: the position of hash slot %d (%s) was deleted while the relay ran", outbox.ErrFenced, slot, SlotPositionKey(s.cfg.PositionKey, slot)),
+					"a master that lost its data (restarted empty, or a replica that never synced took over), or someone deleted the key: the slot's streams may lack events; check them (binlog-outbox verify against that master), then restart the relay, which starts the slot afresh")
+			}
+			if bytes.Equal(cur, mine) {
+				continue
+			}
+			curAt, err1 := decodePoint(cur)
+			mineAt, err2 := decodePoint(mine)
+			if err1 != nil || err2 != nil {
+				continue // not ours: the append refuses it as fenced
+			}
+			if older, err := position.Order(curAt, mineAt); err == nil && older < 0 {
+				if o, err := position.Order(curAt, at); err == nil && o < 0 {
+					resume, at = cur, curAt
+				}
+			}
+		}
+		ahead := map[int]aheadSlot{}
+		for slot, raw := range stored {
+			p, err := decodePoint(raw)
+			if err != nil {
+				return nil, fmt.Errorf("slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, slot), err)
+			}
+			o, err := position.Order(p, at)
+			if err != nil {
+				return nil, fmt.Errorf("slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, slot), err)
+			}
+			if o > 0 {
+				ahead[slot] = aheadSlot{raw: raw, at: p}
+			}
+		}
+		s.slots.ahead = ahead
+	}
+	if !bytes.Equal(resume, base) {
+		// Lower the position key to the slot that lost writes, so that a
+		// restart before they are appended again reads from there too.
+		res, err := casScript.Run(ctx, s.client, []string{s.cfg.PositionKey}, string(base), string(resume)).Slice()
+		if err != nil {
+			return nil, fmt.Errorf("lower position %s to a slot that lost writes: %w", s.cfg.PositionKey, classify(err))
+		}
+		if code, _ := res[0].(int64); code != 1 {
+			return nil, mismatch(res[1])
+		}
+	}
+	s.slots.stored = stored
+	if s.slots.written == nil {
+		s.slots.written = map[int][]byte{}
+	}
+	return resume, nil
+}
+
+// Ahead returns the positions past the one Position returned last that
+// hash slots hold already (Redis Cluster; none otherwise), in no order.
+// The reader must end a batch exactly at each of them: a slot can only
+// skip whole batches.
+func (s *Sink) Ahead() [][]byte {
+	var out [][]byte
+	seen := map[string]bool{}
+	for _, a := range s.slots.ahead {
+		if k := a.at.String(); !seen[k] {
+			seen[k] = true
+			out = append(out, a.raw)
+		}
+	}
+	return out
+}
+
+// readSlotPositions reads the position key of every slot in one pipeline
+// (the cluster client sends each node its share).
+func (s *Sink) readSlotPositions(ctx context.Context) (map[int][]byte, error) {
+	cmds, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for slot := range ClusterSlots {
+			p.Get(ctx, SlotPositionKey(s.cfg.PositionKey, slot))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read the slot positions %s:{...}: %w", s.cfg.PositionKey, classify(err))
+	}
+	out := map[int][]byte{}
+	for slot, c := range cmds {
+		v, err := c.(*redis.StringCmd).Bytes()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, slot), classify(err))
+		}
+		out[slot] = v
+	}
+	return out, nil
+}
+
+func decodePoint(raw []byte) (position.Point, error) {
+	b, err := position.Decode(raw)
+	if err != nil {
+		return position.Point{}, err
+	}
+	return b.Point()
+}
+
+// publishSlots is Publish on Redis Cluster: one script per hash slot.
+func (s *Sink) publishSlots(ctx context.Context, events []outbox.Event) (int, error) {
+	total := 0
+	for _, g := range s.groupBySlot(events) {
+		n, err := s.publish(ctx, g.events)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,321 @@
+package redisstream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+)
+
+// Defaults of LeaseConfig and of the holder's renewals.
+const (
+	// DefaultLeaseTTL keeps a standby's takeover after the holder died or
+	// froze within TTL plus one poll (DefaultLeaseRenew): about 6s.
+	DefaultLeaseTTL = 5 * time.Second
+	// DefaultLeaseRenew renews the lease four times before it could
+	// expire, so that a Redis or network hiccup of a few seconds does not
+	// make the holder step down.
+	DefaultLeaseRenew = time.Second
+)
+
+// LeaseConfig configures a Lease.
+type LeaseConfig struct {
+	// Key holds the lease (Keys.Lease).
+	Key string
+	// TTL is how long the lease outlives its holder's last renewal
+	// (default DefaultLeaseTTL). Shorter takes over sooner after the holder
+	// dies, and makes a holder that cannot reach Redis for TTL step down.
+	TTL time.Duration
+	// Holder names this process in the lease for logs and status (default
+	// hostname/pid).
+	Holder string
+}
+
+// Lease is the lease of one position in Redis: the one relay of the position
+// that reads holds it, the others wait to take it. The holder's token is
+// checked by the append script (Config.Lease), so a holder that lost it
+// (paused past the TTL, then taken over) cannot append any more: the script
+// refuses it before writing anything.
+//
+// Its methods are safe for concurrent use: the holder renews on a goroutine
+// of its own while the sink appends.
+type Lease struct {
+	client redis.UniversalClient
+	cfg    LeaseConfig
+
+	mu sync.Mutex
+	// value is the lease as stored while this process holds it, "" when it
+	// does not; each take has a new token, so that a request of an earlier
+	// tenure that Redis runs late is refused too.
+	value string
+	// validUntil is when the lease expires at the earliest, counted from
+	// before the request that set its expiry.
+	validUntil time.Time
+	// tried is the value of the last take whose reply was lost: if Redis
+	// applied it, the lease holds it.
+	tried     string
+	triedSent time.Time
+}
+
+// LeaseInfo is a lease as stored: JSON, readable with redis-cli GET.
+type LeaseInfo struct {
+	// Holder names the process: hostname/pid.
+	Holder string `json:"holder"`
+	// Token is new at each take.
+	Token      string    `json:"token"`
+	AcquiredAt time.Time `json:"acquired_at"`
+}
+
+// String names the holder as logs and status show it: hostname/pid and the
+// token's first 8 characters, which tell one take from the next.
+func (i LeaseInfo) String() string {
+	return i.Holder + "/" + i.TokenPrefix()
+}
+
+// TokenPrefix is the first 8 characters of the token.
+func (i LeaseInfo) TokenPrefix() string {
+	return i.Token[:min(8, len(i.Token))]
+}
+
+// NewLease returns the lease kept under cfg.Key; nothing is taken yet.
+func NewLease(client redis.UniversalClient, cfg LeaseConfig) (*Lease, error) {
+	if cfg.Key == "" {
+		return nil, fmt.Errorf("%w: redisstream: no lease key configured", outbox.ErrConfig)
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultLeaseTTL
+	}
+	if cfg.TTL < time.Millisecond {
+		return nil, fmt.Errorf("%w: redisstream: lease TTL %s is below a millisecond", outbox.ErrConfig, cfg.TTL)
+	}
+	if cfg.Holder == "" {
+		host, _ := os.Hostname()
+		cfg.Holder = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	return &Lease{client: client, cfg: cfg}, nil
+}
+
+// Key returns the key the lease is kept under.
+func (l *Lease) Key() string { return l.cfg.Key }
+
+// Value returns the lease as stored while this process holds it, "" when it
+// does not; the append script compares it with the stored one.
+func (l *Lease) Value() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.value
+}
+
+// TryAcquire takes the lease, with a new token, when nobody holds it
+// (SET NX PX). It reports whether this process holds it now and, when not,
+// who does ("" when it expired in between: try again).
+func (l *Lease) TryAcquire(ctx context.Context) (held bool, holder string, err error) {
+	token := make([]byte, 16)
+	if _, err := rand.Read(token); err != nil {
+		return false, "", fmt.Errorf("lease token: %w", err)
+	}
+	info := LeaseInfo{Holder: l.cfg.Holder, Token: hex.EncodeToString(token), AcquiredAt: time.Now().UTC()}
+	raw, err := json.Marshal(info)
+	if err != nil {
+		return false, "", fmt.Errorf("encode lease: %w", err)
+	}
+	value := string(raw)
+	sent := time.Now()
+	ok, err := l.client.SetNX(ctx, l.cfg.Key, value, l.cfg.TTL).Result()
+	if err != nil {
+		if uncertain(err) {
+			// Redis may have set it: the next try finds it ours.
+			l.mu.Lock()
+			l.tried, l.triedSent = value, sent
+			l.mu.Unlock()
+		}
+		return false, "", fmt.Errorf("take the lease %s: %w", l.cfg.Key, classify(err))
+	}
+	if ok {
+		l.hold(value, sent)
+		return true, info.String(), nil
+	}
+	cur, err := l.client.Get(ctx, l.cfg.Key).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("read the lease %s: %w", l.cfg.Key, classify(err))
+	}
+	l.mu.Lock()
+	tried, triedSent := l.tried, l.triedSent
+	l.mu.Unlock()
+	if tried != "" && cur == tried {
+		l.hold(cur, triedSent)
+		return true, holderOf(cur), nil
+	}
+	return false, holderOf(cur), nil
+}
+
+func (l *Lease) hold(value string, sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.value, l.validUntil = value, sent.Add(l.cfg.TTL)
+	l.tried = ""
+}
+
+// lost forgets the lease if it still is value: a renewal or an append found
+// it gone.
+func (l *Lease) lost(value string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.value == value {
+		l.value = ""
+	}
+}
+
+// renewScript extends the lease only while it holds the caller's token: a
+// plain PEXPIRE would extend a lease another relay took meanwhile.
+var renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`)
+
+// releaseScript deletes the lease only while it holds the caller's token.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
+
+// Renew extends the lease this process holds by the TTL. held false means
+// it is lost: another relay holds it, it expired, or it could not be renewed
+// before it would expire (err then says why). An error with held true means
+// the renewal failed while the lease is still valid: the next call tries
+// again.
+func (l *Lease) Renew(ctx context.Context) (held bool, err error) {
+	l.mu.Lock()
+	value, until := l.value, l.validUntil
+	l.mu.Unlock()
+	if value == "" {
+		return false, nil
+	}
+	// A renewal that cannot be answered before the lease expires is no use:
+	// give it up to half the TTL, so the next try still counts.
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.TTL/2)
+	defer cancel()
+	sent := time.Now()
+	n, err := renewScript.Run(rctx, l.client, []string{l.cfg.Key}, value, l.cfg.TTL.Milliseconds()).Int()
+	if err != nil {
+		err = fmt.Errorf("renew the lease %s: %w", l.cfg.Key, classify(err))
+		if time.Now().After(until) {
+			l.lost(value)
+			return false, err
+		}
+		return true, err
+	}
+	if n != 1 {
+		l.lost(value)
+		return false, nil
+	}
+	l.mu.Lock()
+	if l.value == value {
+		l.validUntil = sent.Add(l.cfg.TTL)
+	}
+	l.mu.Unlock()
+	return true, nil
+}
+
+// Release gives the lease up when this process still holds it, so that a
+// standby takes over at once instead of when it expires. Safe to call when
+// the lease is lost: another relay's lease is left alone.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	value := l.value
+	if value == "" {
+		// A take whose reply was lost may still hold it.
+		value = l.tried
+	}
+	l.value, l.tried = "", ""
+	l.mu.Unlock()
+	if value == "" {
+		return nil
+	}
+	if err := releaseScript.Run(ctx, l.client, []string{l.cfg.Key}, value).Err(); err != nil {
+		return fmt.Errorf("release the lease %s: %w", l.cfg.Key, classify(err))
+	}
+	return nil
+}
+
+// holderOf names the holder of a stored lease; a value that is not a lease
+// of binlog-outbox is shown as it is, shortened.
+func holderOf(value string) string {
+	var info LeaseInfo
+	if err := json.Unmarshal([]byte(value), &info); err != nil || info.Holder == "" {
+		return fmt.Sprintf("%q", logging.Truncate(value, 60))
+	}
+	return info.String()
+}
+
+// ReadLease reads the lease kept under key and how long it has left, for
+// status. ok is false when nobody holds it.
+func ReadLease(ctx context.Context, client redis.UniversalClient, key string) (info LeaseInfo, ttl time.Duration, ok bool, err error) {
+	var get *redis.StringCmd
+	var pttl *redis.DurationCmd
+	// One round trip, not a MULTI: the relay's ACL has no +multi, and a
+	// lease that expires between the two reads shows as none.
+	_, err = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, key)
+		pttl = p.PTTL(ctx, key)
+		return nil
+	})
+	if errors.Is(get.Err(), redis.Nil) {
+		return LeaseInfo{}, 0, false, nil
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return LeaseInfo{}, 0, false, fmt.Errorf("read the lease %s: %w", key, classify(err))
+	}
+	if pttl.Val() < 0 {
+		return LeaseInfo{}, 0, false, nil
+	}
+	if err := json.Unmarshal([]byte(get.Val()), &info); err != nil {
+		return LeaseInfo{}, 0, false, fmt.Errorf("the lease at %s is not a lease of binlog-outbox (%q): %w", key, logging.Truncate(get.Val(), 60), err)
+	}
+	return info, pttl.Val(), true, nil
+}
+
+// leaseLost returns outbox.ErrLeaseLost when the sink checks a lease (held
+// as lease when the script ran) and the stored one is no longer it, for an
+// append whose reply was lost; nil when it is still this relay's or no lease
+// is checked. When it cannot be read it returns that error, which the
+// reader retries: reporting a fence on a guess would stop the relay.
+func (s *Sink) leaseLost(ctx context.Context, lease string) error {
+	if lease == "" {
+		return nil
+	}
+	cur, err := s.client.Get(ctx, s.cfg.Lease.Key()).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("the position moved and the lease could not be read: %w", classify(err))
+	}
+	if cur == lease {
+		return nil
+	}
+	s.cfg.Lease.lost(lease)
+	return fmt.Errorf("%w: it is held by %s", outbox.ErrLeaseLost, holderOrNobody(cur))
+}
+
+// holderOrNobody names the holder of a stored lease, "" being none.
+func holderOrNobody(value string) string {
+	if value == "" {
+		return "nobody (it expired)"
+	}
+	return holderOf(value)
+}
