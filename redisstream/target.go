@@ -293,7 +293,8 @@ var ErrNoSentinel = errors.New("no sentinel answered")
 // unknown to every sentinel that answered (ErrUnknownMaster, with the
 // names they monitor when they may list them), or none answered
 // (ErrNoSentinel, with each one's error). o gives the TLS configuration and
-// the dial timeout. It returns the address and the sentinel that gave it.
+// the dial timeout; each sentinel gets at most timeout to answer. It
+// returns the address and the sentinel that gave it.
 func (s *Sentinel) MasterAddr(ctx context.Context, o *redis.Options, timeout time.Duration) (addr, from string, err error) {
 	var failures []string
 	var unknown, known []string
@@ -301,7 +302,10 @@ func (s *Sentinel) MasterAddr(ctx context.Context, o *redis.Options, timeout tim
 	for _, sa := range s.Addrs {
 		so := redis.Options{Addr: sa, Username: s.Username, Password: s.Password, TLSConfig: o.TLSConfig, DialTimeout: o.DialTimeout, Protocol: o.Protocol}
 		c := redis.NewSentinelClient(ClientOptions(&so, timeout))
-		got, err := c.GetMasterAddrByName(ctx, s.Master).Result()
+		// A silent sentinel (a dropped SYN) must leave time for the next.
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		got, err := c.GetMasterAddrByName(sctx, s.Master).Result()
+		cancel()
 		switch {
 		case err == nil && len(got) == 2:
 			c.Close()

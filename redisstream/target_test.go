@@ -1,12 +1,16 @@
 package redisstream
 
 import (
+	"context"
 	"errors"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 )
@@ -193,5 +197,32 @@ func TestSetURLPassword(t *testing.T) {
 		if _, _, err := SetURLPassword(bad, "pw"); err == nil {
 			t.Errorf("SetURLPassword(%q) succeeded, want an error", bad)
 		}
+	}
+}
+
+// TestSentinel_MasterAddrNoSentinel: sentinels that refuse connections are
+// ErrNoSentinel, naming each one, with the fix.
+func TestSentinel_MasterAddrNoSentinel(t *testing.T) {
+	var addrs []string
+	for i := 0; i < 2; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, l.Addr().String())
+		l.Close()
+	}
+	s := &Sentinel{Master: "m", Addrs: addrs}
+	_, _, err := s.MasterAddr(context.Background(), &redis.Options{}, time.Second)
+	if !errors.Is(err, ErrNoSentinel) || errors.Is(err, outbox.ErrConfig) {
+		t.Fatalf("error %v, want ErrNoSentinel, retryable", err)
+	}
+	for _, a := range addrs {
+		if !strings.Contains(err.Error(), a) {
+			t.Errorf("error %q does not name %s", err, a)
+		}
+	}
+	if !strings.Contains(outbox.HintOf(err), "sentinel addresses") {
+		t.Errorf("hint %q, want the addresses to check", outbox.HintOf(err))
 	}
 }

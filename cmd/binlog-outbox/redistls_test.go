@@ -29,6 +29,38 @@ func runProcess(t *testing.T, args ...string) (string, int) {
 	return p.Out.String(), code
 }
 
+// checkAndRunFail runs check and then run with the global flags, and wants
+// check to fail with lines (its result lines) and run to stop with one
+// error, each saying every text of want and neither showing secret.
+func checkAndRunFail(t *testing.T, global, lines, want []string, secret string) {
+	t.Helper()
+	out, errOut, code := run(t, append(global, "check", "--mode", "binlog")...)
+	if code == 0 {
+		t.Errorf("check: exit 0, want a failure\n%s%s", out, errOut)
+	}
+	for _, w := range append(lines, want...) {
+		if !strings.Contains(out, w) {
+			t.Errorf("check does not say %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out+errOut, secret) {
+		t.Errorf("check shows the password:\n%s%s", out, errOut)
+	}
+
+	out, code = runProcess(t, append(global, "run", "--mode", "binlog")...)
+	if code == 0 || strings.Count("\n"+out, "\nerror: ") != 1 {
+		t.Errorf("run: exit %d, want one error\n%s", code, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("run does not say %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("run shows the password:\n%s", out)
+	}
+}
+
 // TestRedisTLS: against a Redis that speaks TLS only and requires client
 // certificates, check, run, status and verify connect with a rediss:// URL
 // and the --redis-tls-* flags, as an ACL user whose password comes from a
@@ -115,27 +147,7 @@ func TestRedisTLS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, errOut, code := run(t, append(global(tt.url, tt.args...), "check", "--mode", "binlog")...)
-			if code == 0 || !strings.Contains(out, "FAIL  redis server") {
-				t.Errorf("check: exit %d, want the Redis check failed\n%s%s", code, out, errOut)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("check does not say %q:\n%s", w, out)
-				}
-			}
-			noSecret(t, out+errOut)
-
-			out, code = runProcess(t, append(global(tt.url, tt.args...), "run", "--mode", "binlog")...)
-			if code == 0 || strings.Count("\n"+out, "\nerror: ") != 1 {
-				t.Errorf("run: exit %d, want one error\n%s", code, out)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("run does not say %q:\n%s", w, out)
-				}
-			}
-			noSecret(t, out)
+			checkAndRunFail(t, global(tt.url, tt.args...), []string{"FAIL  redis server"}, tt.want, pw)
 		})
 	}
 

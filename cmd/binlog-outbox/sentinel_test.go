@@ -132,27 +132,7 @@ func TestSentinel_Commands(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, errOut, code := run(t, append(sentinelArgs(env, tt.url, tt.args...), "check", "--mode", "binlog")...)
-			if code == 0 || !strings.Contains(out, "FAIL  redis sentinel") || !strings.Contains(out, "SKIP  redis server") {
-				t.Errorf("check: exit %d, want the sentinel check failed\n%s%s", code, out, errOut)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("check does not say %q:\n%s", w, out)
-				}
-			}
-			noSecret(t, out+errOut)
-
-			out, code = runProcess(t, append(sentinelArgs(env, tt.url, tt.args...), "run", "--mode", "binlog")...)
-			if code == 0 || strings.Count("\n"+out, "\nerror: ") != 1 {
-				t.Errorf("run: exit %d, want one error\n%s", code, out)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("run does not say %q:\n%s", w, out)
-				}
-			}
-			noSecret(t, out)
+			checkAndRunFail(t, sentinelArgs(env, tt.url, tt.args...), []string{"FAIL  redis sentinel", "SKIP  redis server"}, tt.want, pw)
 		})
 	}
 }
