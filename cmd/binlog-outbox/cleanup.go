@@ -127,14 +127,11 @@ func runCleanup(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	db, res, err := openTable(ctx, &cfg, "cleanup")
+	db, res, err := openUsableTable(ctx, &cfg, "cleanup")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
-		return err
-	}
 	client := cfg.Redis.NewClient(redisstream.DefaultTimeout)
 	defer client.Close()
 	keys := redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key"))

@@ -63,14 +63,11 @@ func markAppended(c *cli.Context) error {
 		return usageError{fmt.Errorf("--on-sent %q: want mark or delete", c.String("on-sent"))}
 	}
 	ctx := c.Context
-	db, res, err := openTable(ctx, &cfg, "mark-appended")
+	db, res, err := openUsableTable(ctx, &cfg, "mark-appended")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
-		return err
-	}
 	if onSent == poller.OnSentMark && !cfg.Mapping.Has(schema.ColSentAt) {
 		return outbox.WithHint(fmt.Errorf("%w: --on-sent mark needs the sent_at column, which the table lacks", outbox.ErrConfig),
 			"run with --on-sent delete, as poll mode will")

@@ -36,6 +36,21 @@ func openTable(ctx context.Context, cfg *config, command string) (*sql.DB, schem
 	return db, res, nil
 }
 
+// openUsableTable is openTable for the commands that read the rows as the
+// relay does (mark-appended, verify, cleanup): it refuses a table the
+// mapping cannot read, with the problems and their fixes.
+func openUsableTable(ctx context.Context, cfg *config, command string) (*sql.DB, schema.Resolution, error) {
+	db, res, err := openTable(ctx, cfg, command)
+	if err != nil {
+		return nil, res, err
+	}
+	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
+		db.Close()
+		return nil, res, err
+	}
+	return db, res, nil
+}
+
 // openStreams parses the stream template `run` would use for the resolved
 // table and opens the Redis client; the caller closes the client.
 func openStreams(c *cli.Context, cfg config) (*redisstream.Template, *redis.Client, error) {

@@ -176,14 +176,11 @@ func runVerify(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	db, res, err := openTable(ctx, &cfg, "verify")
+	db, _, err := openUsableTable(ctx, &cfg, "verify")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
-		return err
-	}
 	if !cfg.Mapping.Has(schema.ColSentAt) {
 		onSent = poller.OnSentDelete
 	}
