@@ -140,6 +140,12 @@ func runCommand() *cli.Command {
 			EnvVars: []string{"BINLOG_OUTBOX_LEASE_RENEW"},
 			Value:   redisstream.DefaultLeaseRenew,
 		},
+		&cli.DurationFlag{
+			Name:    "lease-step-down",
+			Usage:   "binlog mode: the holder gives the lease up after failing to read or append for this long (MySQL unreachable from its host, say), so that a standby that can reach the servers takes over; 0: never",
+			EnvVars: []string{"BINLOG_OUTBOX_LEASE_STEP_DOWN"},
+			Value:   canal.DefaultLeaseStepDown,
+		},
 		&cli.IntFlag{
 			Name:    "event-cache-bytes",
 			Usage:   "binlog mode: most bytes of binlog events read ahead of the relay (one larger event still passes, alone)",
@@ -532,6 +538,9 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 	if lease != nil {
 		// Not a nil *Lease in the interface: the reader would take it for one.
 		rcfg.Lease, rcfg.LeaseRenew = lease, c.Duration("lease-renew")
+		if rcfg.LeaseStepDown = c.Duration("lease-step-down"); rcfg.LeaseStepDown <= 0 {
+			rcfg.LeaseStepDown = -1
+		}
 	}
 	return canal.New(db, sink, rcfg, cfg.Logger)
 }
