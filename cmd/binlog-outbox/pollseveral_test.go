@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+)
+
+// pollTenantArgs are the run flags of a poll relay of every tenant under
+// prefix, with a stream per tenant database. The dedupe window makes poll
+// mode exactly once across a kill between a round's append and its COMMIT,
+// as in the one-table poll tests.
+func pollTenantArgs(prefix string) []string {
+	return []string{"--mode", "poll", "--table", relaytest.TenantPattern(prefix), "--stream", "outbox:{database}:{aggregate_type}",
+		"--dedupe-window", "1h", "--poll-list-interval", "300ms"}
+}
+
+// Twenty tenant databases polled by one relay, producers in each, the relay
+// killed with SIGKILL and restarted under the load: every committed event is
+// in its tenant's streams exactly once and in aggregate order. A tenant
+// created while the relay runs is polled from its first row; a tenant
+// dropped has its poller stopped with a log line while the others go on;
+// another database's outbox is left alone; every table's mode key says poll.
+func TestRun_PollManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
+	srv := testsvc.SharedMariaDB(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
+	prefix := relaytest.TenantPrefix(t)
+	tenants := relaytest.NewTenants(t, srv, prefix, 20)
+	other := relaytest.NewTenant(t, srv, prefix+"_other")
+	args := pollTenantArgs(prefix)
+	p := startRelay(t, env, args...)
+	waitLog(t, p, "polling several outbox tables")
+
+	var wg sync.WaitGroup
+	produce := func(tn *relaytest.Tenant, o relaytest.ProduceOptions) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			relaytest.Produce(ctx, t, tn.DB, "outbox", o, tn.Rec)
+		}()
+	}
+	for _, tn := range append(tenants, other) {
+		produce(tn, relaytest.ProduceOptions{Producers: 2, Transactions: 40, Pause: 2 * time.Millisecond})
+	}
+	time.Sleep(600 * time.Millisecond)
+	p.Signal(t, syscall.SIGKILL)
+	p.Wait(t, 10*time.Second)
+	p = startRelay(t, env, args...)
+	waitLog(t, p, "polling several outbox tables")
+	// A tenant signs up while the relay runs: the next listing finds it.
+	late := relaytest.NewTenant(t, srv, relaytest.TenantName(prefix, 21))
+	produce(late, relaytest.ProduceOptions{Producers: 2, Transactions: 20})
+	wg.Wait()
+
+	all := append(tenants, late)
+	for _, tn := range all {
+		relaytest.WaitFor(t, 60*time.Second, tn.Database+"'s events in its streams", func() bool {
+			return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
+		})
+	}
+	if !strings.Contains(p.Out.String(), "polling an outbox table found since the start") || !strings.Contains(p.Out.String(), late.Database+".outbox") {
+		t.Errorf("no log line about the late tenant's table:\n%s", relaytest.TailLines(p.Out.String(), 20))
+	}
+
+	// A tenant leaves: its poller stops, the others go on.
+	srv.Exec(t, "DROP DATABASE `"+tenants[19].Database+"`")
+	waitLog(t, p, "outbox table no longer listed")
+	before := tenants[0].Committed()
+	relaytest.Produce(ctx, t, tenants[0].DB, "outbox", relaytest.ProduceOptions{Producers: 1, Transactions: 10}, tenants[0].Rec)
+	if tenants[0].Committed() == before {
+		t.Fatal("no event committed after the drop")
+	}
+	relaytest.WaitFor(t, 30*time.Second, "events after the drop", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tenants[0].Database+":") >= tenants[0].Committed()
+	})
+
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("relay exit code after SIGTERM = %d, want 0\n%s", code, relaytest.TailLines(p.Out.String(), 20))
+	}
+	total, committed := 0, 0
+	for _, tn := range all {
+		total += relaytest.Check(ctx, t, env.RDB, tn.Rec, relaytest.CheckOptions{ExactlyOnce: true, Prefix: "outbox:" + tn.Database + ":"})
+		committed += tn.Committed()
+	}
+	if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != total {
+		t.Errorf("the streams hold %d entries, the tenants' streams %d: entries of no tenant (%s's %d events are not to be relayed)", n, total, other.Database, other.Committed())
+	}
+	for _, tn := range all {
+		if m := env.RDB.Get(ctx, "binlog-outbox:mode:"+tn.Database+".outbox").Val(); m != "poll" {
+			t.Errorf("mode of %s = %q, want poll", tn.Database, m)
+		}
+	}
+	if n := strings.Count(p.Out.String(), "poll relay stopped"); n != len(all) {
+		t.Errorf("%d pollers logged their stop, want %d (one per table)", n, len(all))
+	}
+	t.Logf("%d tenants, 1 kill, %d committed events, %d entries", len(all), committed, total)
+}
+
+// check --mode poll with several tables reports each table's poll readiness
+// and is ready only when every table is; --mode auto on a server whose user
+// lacks the REPLICATION privileges polls every table.
+func TestCheckAndRun_PollSeveralTablesWithoutBinlogAccess(t *testing.T) {
+	srv := testsvc.SharedMariaDB(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
+	prefix := relaytest.TenantPrefix(t)
+	tenants := relaytest.NewTenants(t, srv, prefix, 3)
+	pattern := relaytest.TenantPattern(prefix)
+	// A managed server's application user: the tenants' rows, no
+	// REPLICATION privileges. A second one may update two tables only.
+	dbs := "`" + prefix + "\\_tenant\\_%`.*"
+	full, partial := prefix+"full", prefix+"part"
+	srv.Exec(t, "CREATE USER '"+full+"'@'%' IDENTIFIED BY 'pw'", "GRANT SELECT, UPDATE, DELETE ON "+dbs+" TO '"+full+"'@'%'",
+		"CREATE USER '"+partial+"'@'%' IDENTIFIED BY 'pw'", "GRANT SELECT ON "+dbs+" TO '"+partial+"'@'%'",
+		"GRANT UPDATE ON `"+tenants[0].Database+"`.outbox TO '"+partial+"'@'%'", "GRANT UPDATE ON `"+tenants[1].Database+"`.outbox TO '"+partial+"'@'%'")
+	t.Cleanup(func() { srv.Exec(t, "DROP USER '"+full+"'@'%'", "DROP USER '"+partial+"'@'%'") })
+	global := func(user string) []string {
+		return []string{"--mysql-dsn", srv.UserDSN(user, "pw", tenants[0].Database), "--redis-url", env.RedisURL, "--table", pattern}
+	}
+
+	out, errOut, code := run(t, append(global(full), "check", "--mode", "poll")...)
+	if code != 0 {
+		t.Fatalf("check --mode poll: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"3 tables match", "PASS  skip locked", "on all 3 tables", "PASS  poll write privilege", "poll mode: ready", "binlog mode: not ready"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = run(t, append(global(partial), "check", "--mode", "poll")...)
+	failing := tenants[2].Database + ".outbox"
+	if code == 0 || !strings.Contains(out, "FAIL  poll write privilege") || !strings.Contains(out, "1 of 3 tables: "+failing) ||
+		strings.Contains(out, tenants[0].Database+".outbox: poll mode") || !strings.Contains(out, "poll mode: not ready") {
+		t.Errorf("check --mode poll with a table the user cannot update: exit %d, want a failure naming %s alone:\n%s", code, failing, out)
+	}
+
+	// --mode auto, the default.
+	p := startRelayDSN(t, env, srv.UserDSN(full, "pw", tenants[0].Database), "--table", pattern, "--position-key", "binlog-outbox:position:"+prefix, "--stream", "outbox:{database}:{aggregate_type}")
+	for _, tn := range tenants {
+		relaytest.Produce(ctx, t, tn.DB, "outbox", relaytest.ProduceOptions{Producers: 2, Transactions: 10}, tn.Rec)
+	}
+	for _, tn := range tenants {
+		relaytest.WaitFor(t, 30*time.Second, tn.Database+"'s events in its streams", func() bool {
+			return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
+		})
+	}
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("relay exit code after SIGTERM = %d, want 0\n%s", code, relaytest.TailLines(p.Out.String(), 20))
+	}
+	if out := p.Out.String(); !strings.Contains(out, "using poll mode") || !strings.Contains(out, "REPLICATION") {
+		t.Errorf("no log line saying why auto mode polls:\n%s", relaytest.TailLines(out, 20))
+	}
+	for _, tn := range tenants {
+		relaytest.Check(ctx, t, env.RDB, tn.Rec, relaytest.CheckOptions{Prefix: "outbox:" + tn.Database + ":"})
+		if m := env.RDB.Get(ctx, "binlog-outbox:mode:"+tn.Database+".outbox").Val(); m != "poll" {
+			t.Errorf("mode of %s = %q, want poll", tn.Database, m)
+		}
+	}
+}
