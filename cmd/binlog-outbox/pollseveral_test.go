@@ -166,3 +166,34 @@ func TestCheckAndRun_PollSeveralTablesWithoutBinlogAccess(t *testing.T) {
 		}
 	}
 }
+
+// A table a pattern matches that is created while the relay polls, and fails
+// the checks (a required column missing), is never skipped in silence: while
+// it holds no row the relay warns and looks again at every listing; its first
+// row stops the relay with the reason.
+func TestRun_PollSeveralStopsAtAnUnfitNewTable(t *testing.T) {
+	srv := testsvc.SharedMariaDB(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	prefix := relaytest.TenantPrefix(t)
+	relaytest.NewTenants(t, srv, prefix, 1)
+	p := startRelay(t, env, pollTenantArgs(prefix)...)
+	waitLog(t, p, "polling several outbox tables")
+
+	unfit := relaytest.TenantName(prefix, 2)
+	t.Cleanup(func() { srv.Exec(t, "DROP DATABASE IF EXISTS `"+unfit+"`") })
+	srv.Exec(t, "CREATE DATABASE `"+unfit+"`",
+		"CREATE TABLE `"+unfit+"`.outbox (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, message_id CHAR(26) NOT NULL, "+
+			"aggregate_type VARCHAR(255) NOT NULL, aggregate_id VARCHAR(255) NOT NULL, payload JSON NOT NULL, sent_at DATETIME(6) NULL)")
+	waitLog(t, p, "not polled yet")
+	if p.Exited() {
+		t.Fatalf("the relay stopped at an empty unfit table:\n%s", relaytest.TailLines(p.Out.String(), 20))
+	}
+	srv.Exec(t, "INSERT INTO `"+unfit+"`.outbox (message_id, aggregate_type, aggregate_id, payload) VALUES ('"+relaytest.MessageID()+"', 'order', 'o-1', '{}')")
+	if code := p.Wait(t, 30*time.Second); code == 0 {
+		t.Fatalf("relay exit code %d with an unfit table holding a row, want a failure", code)
+	}
+	out := p.Out.String()
+	if !strings.Contains(out, "cannot be polled") || !strings.Contains(out, unfit+".outbox") || !strings.Contains(out, "event_type") || !strings.Contains(out, "hint") {
+		t.Errorf("the relay's stop does not name the table, the missing column and the fix:\n%s", relaytest.TailLines(out, 10))
+	}
+}
