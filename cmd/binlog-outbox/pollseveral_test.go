@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -143,15 +145,24 @@ func TestCheckAndRun_PollSeveralTablesWithoutBinlogAccess(t *testing.T) {
 	}
 
 	// --mode auto, the default.
-	p := startRelayDSN(t, env, srv.UserDSN(full, "pw", tenants[0].Database), "--table", pattern, "--position-key", "binlog-outbox:position:"+prefix, "--stream", "outbox:{database}:{aggregate_type}")
+	port := closedPort(t)
+	p := startRelayDSN(t, env, srv.UserDSN(full, "pw", tenants[0].Database), "--table", pattern, "--position-key", "binlog-outbox:position:"+prefix,
+		"--stream", "outbox:{database}:{aggregate_type}", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--probe-interval", "200ms")
+	committed := 0
 	for _, tn := range tenants {
 		relaytest.Produce(ctx, t, tn.DB, "outbox", relaytest.ProduceOptions{Producers: 2, Transactions: 10}, tn.Rec)
+		committed += tn.Committed()
 	}
 	for _, tn := range tenants {
 		relaytest.WaitFor(t, 30*time.Second, tn.Database+"'s events in its streams", func() bool {
 			return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
 		})
 	}
+	// The metrics sum the tables.
+	s := scraper{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	s.waitValue(`binlog_outbox_events_appended_total{mode="poll"}`, fmt.Sprintf("= the %d events of all tables", committed), func(v float64) bool { return v == float64(committed) })
+	s.waitValue(`binlog_outbox_unsent_rows{mode="poll"}`, "= 0 once relayed", func(v float64) bool { return v == 0 })
+	s.waitReady(http.StatusOK, "ready")
 	p.Signal(t, syscall.SIGTERM)
 	if code := p.Wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("relay exit code after SIGTERM = %d, want 0\n%s", code, relaytest.TailLines(p.Out.String(), 20))
