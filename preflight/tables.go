@@ -125,8 +125,9 @@ func checkTables(ctx context.Context, db *sql.DB, srv mysqlserver.Server, databa
 // checkPollTables checks what poll mode needs of each table, as checkTable
 // does for one (SKIP LOCKED, the right to mark or delete relayed rows), and
 // sums each requirement up in one line that names every table failing it:
-// twenty tenants' lines would bury the one that matters. A table that
-// failed its own checks (tables lacks it) fails poll mode on its own line.
+// twenty tenants' lines would bury the one that matters. A table the relay
+// cannot read is not in tables: the select privilege line fails it, for
+// both modes.
 func checkPollTables(ctx context.Context, db *sql.DB, srv mysqlserver.Server, acct string, cfg Config, tables []TableMatch) []Result {
 	if err := srv.SkipLocked(); err != nil {
 		return []Result{fail(NameSkipLocked, err.Error(), outbox.HintOf(err), pollOnly),
@@ -135,7 +136,7 @@ func checkPollTables(ctx context.Context, db *sql.DB, srv mysqlserver.Server, ac
 	if len(tables) == 0 {
 		return []Result{
 			pass(NameSkipLocked, srv.String()+" supports SKIP LOCKED (not tried: no table matches yet)", pollOnly),
-			pass(NamePollWrite, "no table matches yet; grant the relay user UPDATE or DELETE on the tables to come, as SELECT", pollOnly),
+			pass(NamePollWrite, "not tried: no table matches yet (the relay user needs UPDATE of sent_at or DELETE on the tables to come, as it needs SELECT)", pollOnly),
 		}
 	}
 	var locks, writes []Result
