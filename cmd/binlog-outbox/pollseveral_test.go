@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 )
@@ -178,33 +180,84 @@ func TestCheckAndRun_PollSeveralTablesWithoutBinlogAccess(t *testing.T) {
 	}
 }
 
-// A table a pattern matches that is created while the relay polls, and fails
-// the checks (a required column missing), is never skipped in silence: while
-// it holds no row the relay warns and looks again at every listing; its first
-// row stops the relay with the reason.
-func TestRun_PollSeveralStopsAtAnUnfitNewTable(t *testing.T) {
+// The relay in-process (so that -race sees the pollers, the listing and the
+// metrics together), scraped all along: a tenant created while it polls is
+// polled, one dropped has its poller stopped, and a table created that fails
+// the checks (a required column missing) is never skipped in silence: while
+// it holds no row the relay warns and looks again at every listing; its
+// first row stops the relay with the reason.
+func TestRun_PollSeveralTablesComeAndGo(t *testing.T) {
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
 	prefix := relaytest.TenantPrefix(t)
 	relaytest.NewTenants(t, srv, prefix, 1)
-	p := startRelay(t, env, pollTenantArgs(prefix)...)
-	waitLog(t, p, "polling several outbox tables")
+	out := &logging.Buffer{}
+	app := NewApp()
+	app.Writer, app.ErrWriter = out, out
+	runCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	port := closedPort(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunContext(runCtx, append([]string{"binlog-outbox", "--mysql-dsn", srv.DSN(env.Database), "--redis-url", env.RedisURL, "--log-format", "json", "run"},
+			append(pollTenantArgs(prefix), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--probe-interval", "20ms")...))
+	}()
+	waitIn := func(what string) {
+		t.Helper()
+		relaytest.WaitFor(t, 30*time.Second, "the relay to log "+what, func() bool { return strings.Contains(out.String(), what) })
+	}
+	waitIn("polling several outbox tables")
+	scrapes := make(chan int)
+	go func() {
+		n := 0
+		s := scraper{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+		for runCtx.Err() == nil {
+			if code, _ := s.get("/metrics"); code == http.StatusOK {
+				n++
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		scrapes <- n
+	}()
 
-	unfit := relaytest.TenantName(prefix, 2)
+	late := relaytest.NewTenant(t, srv, relaytest.TenantName(prefix, 2))
+	relaytest.Produce(ctx, t, late.DB, "outbox", relaytest.ProduceOptions{Producers: 1, Transactions: 5}, late.Rec)
+	relaytest.WaitFor(t, 30*time.Second, "the late tenant's events", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, "outbox:"+late.Database+":") >= late.Committed()
+	})
+	relaytest.Check(ctx, t, env.RDB, late.Rec, relaytest.CheckOptions{ExactlyOnce: true, Prefix: "outbox:" + late.Database + ":"})
+	srv.Exec(t, "DROP DATABASE `"+late.Database+"`")
+	waitIn("outbox table no longer listed")
+
+	unfit := relaytest.TenantName(prefix, 3)
 	t.Cleanup(func() { srv.Exec(t, "DROP DATABASE IF EXISTS `"+unfit+"`") })
 	srv.Exec(t, "CREATE DATABASE `"+unfit+"`",
 		"CREATE TABLE `"+unfit+"`.outbox (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, message_id CHAR(26) NOT NULL, "+
-			"aggregate_type VARCHAR(255) NOT NULL, aggregate_id VARCHAR(255) NOT NULL, payload JSON NOT NULL, sent_at DATETIME(6) NULL)")
-	waitLog(t, p, "not polled yet")
-	if p.Exited() {
-		t.Fatalf("the relay stopped at an empty unfit table:\n%s", relaytest.TailLines(p.Out.String(), 20))
+			"aggregate_type VARCHAR(255) NOT NULL, aggregate_id VARCHAR(255) NOT NULL, payload JSON NOT NULL, headers JSON NULL, sent_at DATETIME(6) NULL)")
+	waitIn("not polled yet")
+	time.Sleep(time.Second) // listings that find it again, still empty
+	select {
+	case err := <-done:
+		t.Fatalf("the relay stopped at an empty unfit table: %v\n%s", err, relaytest.TailLines(out.String(), 20))
+	default:
 	}
 	srv.Exec(t, "INSERT INTO `"+unfit+"`.outbox (message_id, aggregate_type, aggregate_id, payload) VALUES ('"+relaytest.MessageID()+"', 'order', 'o-1', '{}')")
-	if code := p.Wait(t, 30*time.Second); code == 0 {
-		t.Fatalf("relay exit code %d with an unfit table holding a row, want a failure", code)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the relay went on with an unfit table holding a row:\n%s", relaytest.TailLines(out.String(), 20))
 	}
-	out := p.Out.String()
-	if !strings.Contains(out, "cannot be polled") || !strings.Contains(out, unfit+".outbox") || !strings.Contains(out, "event_type") || !strings.Contains(out, "hint") {
-		t.Errorf("the relay's stop does not name the table, the missing column and the fix:\n%s", relaytest.TailLines(out, 10))
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "cannot be polled") || !strings.Contains(err.Error(), unfit+".outbox") ||
+		!strings.Contains(err.Error(), "event_type") || outbox.HintOf(err) == "" {
+		t.Errorf("the relay stopped with %v (hint %q); want the table, the missing column and the fix", err, outbox.HintOf(err))
+	}
+	if n := strings.Count(out.String(), "not polled yet"); n != 1 {
+		t.Errorf("the empty unfit table was warned of %d times, want once", n)
+	}
+	if n := <-scrapes; n == 0 {
+		t.Error("no scrape of /metrics succeeded")
 	}
 }
