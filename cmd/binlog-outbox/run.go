@@ -93,7 +93,7 @@ func runCommand() *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{
 			Name:    "mode",
-			Usage:   "binlog (tail the binary log), poll (SELECT ... FOR UPDATE SKIP LOCKED) or auto (binlog when its requirements are met)",
+			Usage:   "binlog (tail the binary log), poll (SELECT ... FOR UPDATE SKIP LOCKED) or auto (binlog when its requirements are met, else poll); with several tables one mode for all of them",
 			EnvVars: []string{"BINLOG_OUTBOX_MODE"},
 			Value:   mode.Auto,
 		},
@@ -199,12 +199,10 @@ func runRelay(c *cli.Context) error {
 	log := cfg.Logger
 	log.Info("binlog-outbox starting", "version", versionString(), "config", cfg, "mode", requested)
 
-	if cfg.Several {
-		if requested == mode.Poll {
-			// Refused before any check: the checks would say the same.
-			_, err := mode.ResolveSeveral(c.Context, log, preflight.Report{}, requested, nil)
-			return err
-		}
+	if cfg.Several && requested != mode.Poll {
+		// Poll mode keeps each table's progress in its rows; auto mode
+		// needs the key even so, or a missing flag would be a reason to
+		// fall back to polling.
 		if err := requirePositionKey(c, cfg); err != nil {
 			return err
 		}
