@@ -32,12 +32,15 @@ type relayState struct {
 }
 
 // loadRelayState reads the mode and the position the relay stores under keys.
-func loadRelayState(ctx context.Context, client *redis.Client, keys redisstream.Keys, command string) (relayState, error) {
+func loadRelayState(ctx context.Context, client redis.UniversalClient, keys redisstream.Keys, command string) (relayState, error) {
 	m, err := redisstream.NewModeStore(client, keys.Mode).Load(ctx)
 	if err != nil {
 		return relayState{}, fmt.Errorf("%s: read the mode: %w", command, err)
 	}
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: keys.Position})
+	// On a cluster, Position is where the relay would read again from: the
+	// position key, a lower bound of every slot's.
+	_, cluster := client.(*redis.ClusterClient)
+	sink, err := redisstream.New(client, redisstream.Config{PositionKey: keys.Position, Cluster: cluster})
 	if err != nil {
 		return relayState{}, err
 	}
