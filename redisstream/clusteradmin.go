@@ -3,6 +3,7 @@ package redisstream
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -207,7 +208,7 @@ func ScanStreams(ctx context.Context, client redis.UniversalClient, glob string)
 	}
 	for _, addr := range strings.Split(before, ",") {
 		addr, _, _ = strings.Cut(addr, "=")
-		if !scanned[addr] {
+		if !scannedAs(addr, scanned) {
 			return nil, outbox.WithHint(fmt.Errorf("list the streams %s: master %s owns slots but was not scanned: the client's view of the cluster is behind it", glob, addr),
 				"run the command again in a few seconds (the client reads the slot map every second)")
 		}
@@ -238,6 +239,31 @@ func slotMasters(ctx context.Context, cc *redis.ClusterClient) (string, error) {
 	}
 	sort.Strings(items)
 	return strings.Join(items, ","), nil
+}
+
+// scannedAs reports whether the master CLUSTER SLOTS names by addr is among
+// the scanned ones, which go-redis names as it dials them: it replaces a
+// loopback host with the host the client reached the cluster by, and a port
+// 0 (a TLS-only cluster) with the port it used.
+func scannedAs(addr string, scanned map[string]bool) bool {
+	if scanned[addr] {
+		return true
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	for s := range scanned {
+		sh, sp, err := net.SplitHostPort(s)
+		if err != nil {
+			continue
+		}
+		if (ip != nil && ip.IsLoopback() && sp == port) || (port == "0" && sh == host) {
+			return true
+		}
+	}
+	return false
 }
 
 func dedupSorted(keys []string) []string {
