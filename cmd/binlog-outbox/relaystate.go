@@ -37,10 +37,11 @@ func loadRelayState(ctx context.Context, client redis.UniversalClient, keys redi
 	if err != nil {
 		return relayState{}, fmt.Errorf("%s: read the mode: %w", command, err)
 	}
-	// On a cluster, Position is where the relay would read again from: the
-	// position key, a lower bound of every slot's.
-	_, cluster := client.(*redis.ClusterClient)
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: keys.Position, Cluster: cluster})
+	// On a Redis Cluster too the position key alone is read: it is where a
+	// relay started now resumes (written after every slot's script of a
+	// batch, it is a lower bound of their positions), and waitPassed polls
+	// it, which must not cost the 16384 GETs of the slot positions.
+	sink, err := redisstream.New(client, redisstream.Config{PositionKey: keys.Position})
 	if err != nil {
 		return relayState{}, err
 	}
