@@ -21,7 +21,8 @@ import (
 // one master; mark-appended refuses the stream that lost it, then marks the
 // others; status and position show report a slot ahead and a foreign one;
 // position set deletes every slot position and a restarted relay resumes
-// from it; position reset deletes everything.
+// from it, and one running is fenced by it; position reset deletes
+// everything.
 func TestRedisCluster_StatusPositionVerifyMark(t *testing.T) {
 	rc := testsvc.StartRedisCluster(t)
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
@@ -226,6 +227,18 @@ func TestRedisCluster_StatusPositionVerifyMark(t *testing.T) {
 	}
 	if len(count) != len(entries)-1+len(resumed.Committed) {
 		t.Errorf("%d distinct events in the streams, want %d", len(count), len(entries)-1+len(resumed.Committed))
+	}
+
+	// position set under a running relay fences it: its next store of the
+	// position key, or its next script in a slot it holds, is refused.
+	p = startRelay(t, env, clusterArgs...)
+	waitLog(t, p, "reading binlog")
+	if out, errOut, code := run(t, cmd("position", "set", "--start-from", "now")...); code != 0 {
+		t.Fatalf("position set under the relay: exit %d\n%s%s", code, out, errOut)
+	}
+	insertEvent(t, env.DB, relaytest.NewProduced(), "fence", 0)
+	if code := p.Wait(t, 30*time.Second); code == 0 || !strings.Contains(p.Out.String(), "error: stored position was advanced by another relay") {
+		t.Errorf("relay after position set under it: exit %d, want it fenced\n%s", code, relaytest.TailLines(p.Out.String(), 10))
 	}
 
 	// position reset: the slot positions, then the key.
