@@ -32,14 +32,17 @@ type ClusterPositions struct {
 // hash slot (16384 GETs in one pipeline: the cluster client sends each
 // master its share, so every master is read). Unlike Sink.Position it
 // judges nothing and writes nothing: a command that shows or repairs the
-// position must see it also when the relay would refuse it.
+// position must see it also when the relay would refuse it. The slots are
+// read first: a running relay writes them before the key, so a slot found
+// ahead of the key was ahead of it when the key was read, not merely written
+// in between.
 func ReadClusterPositions(ctx context.Context, client redis.UniversalClient, positionKey string) (ClusterPositions, error) {
 	s := &Sink{client: client, cfg: Config{PositionKey: positionKey}}
-	base, err := s.storedPosition(ctx)
+	slots, err := s.readSlotPositions(ctx)
 	if err != nil {
 		return ClusterPositions{}, err
 	}
-	slots, err := s.readSlotPositions(ctx)
+	base, err := s.storedPosition(ctx)
 	if err != nil {
 		return ClusterPositions{}, err
 	}
