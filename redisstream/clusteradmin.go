@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -190,6 +191,11 @@ func ScanStreams(ctx context.Context, client redis.UniversalClient, glob string)
 			mine = append(mine, iter.Val())
 		}
 		if err := iter.Err(); err != nil {
+			var rerr redis.Error
+			if !errors.As(err, &rerr) {
+				return outbox.WithHint(fmt.Errorf("SCAN for streams %s on master %s: %w", glob, m.Options().Addr, err),
+					"the master is unreachable: wait until the cluster replaced it (its replica takes over after cluster-node-timeout; redis-cli --cluster check <node>), then run the command again")
+			}
 			return fmt.Errorf("SCAN for streams %s on master %s: %w", glob, m.Options().Addr, classify(err))
 		}
 		mu.Lock()

@@ -22,7 +22,7 @@ import (
 // others; status and position show report a slot ahead and a foreign one;
 // position set deletes every slot position and a restarted relay resumes
 // from it, and one running is fenced by it; position reset deletes
-// everything.
+// everything; with a master down, the streams are not listed.
 func TestRedisCluster_StatusPositionVerifyMark(t *testing.T) {
 	rc := testsvc.StartRedisCluster(t)
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
@@ -251,6 +251,20 @@ func TestRedisCluster_StatusPositionVerifyMark(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "position:  none stored at "+key) || !strings.Contains(out, "slots:     no hash slot holds a position") {
 		t.Errorf("status after position reset: exit %d\n%s%s", code, out, errOut)
 	}
+
+	// A master down: the streams cannot all be listed, and mark-appended
+	// (which lists them first) says so rather than mark part of them.
+	m, err := rc.MasterOf(ctx, redisstream.Slot(grouped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Nodes[m].Kill()
+	out, errOut, code = run(t, cmd("mark-appended", "--allow-trimmed")...)
+	if code == 0 || out != "" || !(strings.Contains(errOut, "SCAN for streams outbox:*:* on master "+rc.Addrs()[m]) && strings.Contains(errOut, "hint: the master is unreachable") ||
+		strings.Contains(errOut, "CLUSTER SLOTS")) {
+		t.Errorf("mark-appended with master %s down: exit %d, want the listing refused\n%s%s", rc.Addrs()[m], code, out, errOut)
+	}
+	t.Logf("mark-appended with a master down: %s", strings.TrimSpace(errOut))
 	t.Logf("test took %s", time.Since(began).Round(time.Millisecond))
 }
 
