@@ -24,7 +24,7 @@ func redisClusterFlag() cli.Flag {
 
 // clusterCommands are the commands that know Redis Cluster: the others
 // read keys (SCAN, the position) as one standalone Redis holds them.
-var clusterCommands = map[string]bool{"run": true, "check": true}
+var clusterCommands = map[string]bool{"run": true, "check": true, "cleanup": true}
 
 // loadRedisCluster parses --redis-url as a cluster URL when --redis-cluster
 // is set. cfg.Redis then holds the options of the first node, which check

@@ -32,7 +32,7 @@ type relayState struct {
 }
 
 // loadRelayState reads the mode and the position the relay stores under keys.
-func loadRelayState(ctx context.Context, client *redis.Client, keys redisstream.Keys, command string) (relayState, error) {
+func loadRelayState(ctx context.Context, client redis.UniversalClient, keys redisstream.Keys, command string) (relayState, error) {
 	m, err := redisstream.NewModeStore(client, keys.Mode).Load(ctx)
 	if err != nil {
 		return relayState{}, fmt.Errorf("%s: read the mode: %w", command, err)

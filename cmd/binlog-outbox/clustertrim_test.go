@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
+)
+
+// clusterTrimPartitions puts the streams outbox:order:0..3 on all three
+// masters of a test cluster (slots 11138, 15267, 3008, 7137).
+const clusterTrimPartitions = 4
+
+// clusterTrimArgs relay the "order" events to four streams of a cluster.
+var clusterTrimArgs = []string{"--mode", "binlog", "--lease=false", "--stream", "outbox:{aggregate_type}:{partition}",
+	"--partitions", fmt.Sprint(clusterTrimPartitions), "--ensure-group", "g"}
+
+// trimStream is what the test did with one stream.
+type trimStream struct {
+	key    string
+	master int
+	all    []redis.XMessage
+	// delivered entries were read by group g, the first acked of them
+	// acknowledged.
+	delivered, acked int
+}
+
+// TestRun_RedisClusterTrimAndGroupMetrics runs --trim acked and
+// --group-metrics on a cluster whose streams lie on all three masters,
+// with a consumer of group g that acknowledged part of what it read: each
+// stream is trimmed to its first unacknowledged entry, nothing else goes,
+// and the metrics show each stream's pending entries and lag. A manual
+// failover of a stream's master while the trimmer runs is retried: after
+// it, more acknowledgements are trimmed as well. Restarted with --max-len,
+// the relay cuts every stream down to about the cap.
+func TestRun_RedisClusterTrimAndGroupMetrics(t *testing.T) {
+	rc := testsvc.StartRedisCluster(t)
+	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
+	ctx := context.Background()
+	// Small stream nodes, so that MAXLEN ~ can cut a stream of a few dozen
+	// entries (it removes whole nodes, of 100 entries by default).
+	const nodeEntries = 4
+	if err := env.Cluster.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error {
+		return c.ConfigSet(ctx, "stream-node-max-entries", fmt.Sprint(nodeEntries)).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	port := closedPort(t)
+	p := startRelay(t, env, append([]string{"--trim", "acked", "--trim-interval", "100ms",
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--group-metrics", "--group-metrics-interval", "200ms"}, clusterTrimArgs...)...)
+	waitStoredPosition(t, env, posKey(env))
+	rec := relaytest.NewProduced()
+	const perStream = 45
+	for _, agg := range aggregatePerPartition(clusterTrimPartitions) {
+		for seq := 1; seq <= perStream; seq++ {
+			insertEvent(t, env.DB, rec, agg, seq)
+		}
+	}
+	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
+
+	var streams []*trimStream
+	masters := map[int]bool{}
+	for part := range clusterTrimPartitions {
+		s := &trimStream{key: fmt.Sprintf("outbox:order:%d", part)}
+		all, err := env.Cluster.XRange(ctx, s.key, "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != perStream {
+			t.Fatalf("%s has %d entries, want %d", s.key, len(all), perStream)
+		}
+		if s.master, err = rc.MasterOf(ctx, redisstream.Slot(s.key)); err != nil {
+			t.Fatal(err)
+		}
+		masters[s.master] = true
+		s.all, s.delivered, s.acked = all, 2*len(all)/3, len(all)/3
+		consumeGroup(t, env.Cluster, s.key, s.delivered, s.acked)
+		streams = append(streams, s)
+	}
+	if len(masters) < 2 {
+		t.Fatalf("the streams lie on %d master(s), want at least 2", len(masters))
+	}
+	waitTrimmed := func(what string) {
+		for _, s := range streams {
+			relaytest.WaitFor(t, 30*time.Second, s.key+" trimmed to its first unacknowledged entry "+what, func() bool {
+				return env.Cluster.XLen(ctx, s.key).Val() == int64(len(s.all)-s.acked) || p.Exited()
+			})
+			if p.Exited() {
+				t.Fatalf("relay exited:\n%s", relaytest.TailLines(p.Out.String(), 20))
+			}
+			left, err := env.Cluster.XRange(ctx, s.key, "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(left) != len(s.all)-s.acked || left[0].ID != s.all[s.acked].ID || left[len(left)-1].ID != s.all[len(s.all)-1].ID {
+				t.Errorf("%s %s: %d entries from %s; want the %d from %s, the first one g has not acknowledged, to the last",
+					s.key, what, len(left), left[0].ID, len(s.all)-s.acked, s.all[s.acked].ID)
+			}
+		}
+	}
+	waitTrimmed("")
+
+	sc := scraper{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	for _, s := range streams {
+		series := fmt.Sprintf(`{group="g",mode="binlog",stream=%q}`, s.key)
+		pending := s.delivered - s.acked
+		sc.waitValue("binlog_outbox_group_pending"+series, fmt.Sprintf("= %d (master %d)", pending, s.master), func(v float64) bool { return v == float64(pending) })
+		lag := len(s.all) - s.delivered
+		sc.waitValue("binlog_outbox_group_lag"+series, fmt.Sprintf("= %d (master %d)", lag, s.master), func(v float64) bool { return v == float64(lag) })
+	}
+
+	// Fail the first stream's master over to its replica while the trimmer
+	// runs, then acknowledge the rest of what g read: it goes too.
+	r, err := rc.ReplicaOf(ctx, streams[0].master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Failover(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range streams {
+		consumeGroup(t, env.Cluster, s.key, 0, s.delivered)
+		s.acked = s.delivered
+	}
+	waitTrimmed("after a failover")
+	stopRelay(t, p)
+
+	const maxLen = 10
+	p = startRelay(t, env, append([]string{"--max-len", fmt.Sprint(maxLen), "--trim-interval", "100ms"}, clusterTrimArgs...)...)
+	for _, s := range streams {
+		relaytest.WaitFor(t, 30*time.Second, s.key+" cut to about --max-len", func() bool {
+			return env.Cluster.XLen(ctx, s.key).Val() < maxLen+nodeEntries || p.Exited()
+		})
+		if n := env.Cluster.XLen(ctx, s.key).Val(); n < maxLen {
+			t.Errorf("%s has %d entries, want at least --max-len %d: MAXLEN ~ keeps whole nodes", s.key, n, maxLen)
+		}
+	}
+	if !strings.Contains(p.Out.String(), "--max-len cut entries some consumer group had not acknowledged") {
+		t.Errorf("the relay did not warn of the unacknowledged entries --max-len cut:\n%s", relaytest.TailLines(p.Out.String(), 20))
+	}
+	stopRelay(t, p)
+}
+
+// aggregatePerPartition returns an aggregate id for each of n partitions,
+// as the {partition} of a stream template spreads them.
+func aggregatePerPartition(n int) []string {
+	aggs := make([]string, n)
+	for i, left := 0, n; left > 0; i++ {
+		a := fmt.Sprintf("agg-%d", i)
+		if part := crc32.ChecksumIEEE([]byte(a)) % uint32(n); aggs[part] == "" {
+			aggs[part] = a
+			left--
+		}
+	}
+	return aggs
+}
+
+// consumeGroup reads n more entries of key as group g and acknowledges the
+// first ack entries g has pending.
+func consumeGroup(t *testing.T, rdb redis.UniversalClient, key string, n, ack int) {
+	t.Helper()
+	ctx := context.Background()
+	if n > 0 {
+		if err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{key, ">"}, Count: int64(n), Block: -1}).Err(); err != nil {
+			t.Fatalf("XREADGROUP %s: %v", key, err)
+		}
+	}
+	if ack == 0 {
+		return
+	}
+	pending, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: key, Group: "g", Start: "-", End: "+", Count: int64(ack)}).Result()
+	if err != nil {
+		t.Fatalf("XPENDING %s: %v", key, err)
+	}
+	ids := make([]string, 0, len(pending))
+	for _, e := range pending {
+		ids = append(ids, e.ID)
+	}
+	if len(ids) > 0 {
+		if err := rdb.XAck(ctx, key, "g", ids...).Err(); err != nil {
+			t.Fatalf("XACK %s: %v", key, err)
+		}
+	}
+}
