@@ -43,25 +43,50 @@ func (g *clusterGuard) begin(ctx context.Context) error {
 	return err
 }
 
-// slotMap reads CLUSTER SLOTS: a description of which master serves which
-// slots, and how many replicas (not failed) each master has.
+// slotMap reads CLUSTER NODES: a description of the masters that serve
+// slots (id, address, config epoch, slots), and how many replicas (not
+// failed) each master has, by address. The config epoch tells a failover
+// and a failback apart from no failover: each promotion raises it.
 func (g *clusterGuard) slotMap(ctx context.Context) (string, map[string]int, error) {
-	slots, err := g.client.ClusterSlots(ctx).Result()
+	text, err := g.client.ClusterNodes(ctx).Result()
 	if err != nil {
-		return "", nil, fmt.Errorf("read the cluster's slot map: %w", redisstream.Classify(err))
+		return "", nil, fmt.Errorf("read the cluster's nodes: %w", redisstream.Classify(err))
 	}
-	replicas := map[string]int{}
-	parts := make([]string, 0, len(slots))
-	for _, s := range slots {
-		if len(s.Nodes) == 0 {
+	return parseClusterNodes(text)
+}
+
+// parseClusterNodes reads CLUSTER NODES lines: <id> <ip:port@cport[,host]>
+// <flags> <master id or -> <ping-sent> <pong-recv> <config-epoch>
+// <link-state> <slot> ...
+func parseClusterNodes(text string) (string, map[string]int, error) {
+	type node struct{ id, addr, desc string }
+	var masters []node
+	replicasOf := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			return "", nil, fmt.Errorf("read the cluster's nodes: unexpected CLUSTER NODES line %q", line)
+		}
+		flags := "," + f[2] + ","
+		if strings.Contains(flags, ",fail,") || strings.Contains(flags, ",noaddr,") {
 			continue
 		}
-		m := s.Nodes[0]
-		replicas[m.Addr] = len(s.Nodes) - 1
-		parts = append(parts, fmt.Sprintf("%d-%d:%s@%s", s.Start, s.End, m.ID, m.Addr))
+		addr, _, _ := strings.Cut(f[1], "@")
+		switch {
+		case strings.Contains(flags, ",master,") && len(f) > 8:
+			masters = append(masters, node{id: f[0], addr: addr, desc: fmt.Sprintf("%s@%s epoch %s slots %s", f[0], addr, f[6], strings.Join(f[8:], ","))})
+		case strings.Contains(flags, ",slave,"):
+			replicasOf[f[3]]++
+		}
+	}
+	replicas := map[string]int{}
+	parts := make([]string, 0, len(masters))
+	for _, m := range masters {
+		replicas[m.addr] = replicasOf[m.id]
+		parts = append(parts, m.desc)
 	}
 	sort.Strings(parts)
-	return strings.Join(parts, " "), replicas, nil
+	return strings.Join(parts, "; "), replicas, nil
 }
 
 // replicated waits, up to wait, until every replica of every master has

@@ -190,3 +190,80 @@ func consumeGroup(t *testing.T, rdb redis.UniversalClient, key string, n, ack in
 		}
 	}
 }
+
+// TestCleanup_RedisCluster runs cleanup with --redis-cluster beside a
+// binlog relay appending to streams in many slots: it deletes the old rows
+// the relay appended, once the position key passed them and every replica
+// holds what its master does. With the relay stopped, rows it has not read
+// stay, and cleanup says why.
+func TestCleanup_RedisCluster(t *testing.T) {
+	rc := testsvc.StartRedisCluster(t)
+	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	relay := startRelay(t, env, clusterArgs...)
+	waitStoredPosition(t, env, posKey(env))
+	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--redis-cluster"}
+	const n = 50
+	for i := range 8 {
+		insertOldEvents(t, env, rec, fmt.Sprintf("old-%d", i), n)
+	}
+	r, errOut, code := cleanupJSON(t, global, "--older-than", "7d", "--batch", "100")
+	if code != 0 || r.Mode != "binlog" || r.Candidates != 8*n || r.Deleted != 8*n {
+		t.Errorf("cleanup beside the relay: exit %d, %+v; want exit 0 and %d rows deleted\n%s", code, r, 8*n, errOut)
+	}
+	if got := countRows(t, env, oldRows); got != 0 {
+		t.Errorf("%d old rows left, want none", got)
+	}
+	// Every deleted row's event is in its stream, on whichever master.
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stopRelay(t, relay)
+	relaytest.Check(ctx, t, env.Cluster, rec, relaytest.CheckOptions{ExactlyOnce: true, StreamOf: clusterStream})
+
+	insertOldEvents(t, env, relaytest.NewProduced(), "unread", 10)
+	_, errOut, code = cleanupJSON(t, global, "--older-than", "7d", "--wait", "1s")
+	if code != exitFailure || !strings.Contains(errOut, "the relay is behind or stopped") || !strings.Contains(errOut, "hint: see `binlog-outbox status`") {
+		t.Errorf("cleanup with the relay stopped: exit %d, want 1 with the reason and the hint\n%s", code, errOut)
+	}
+	if got := countRows(t, env, oldRows); got != 10 {
+		t.Errorf("cleanup with the relay stopped left %d old rows, want all 10", got)
+	}
+
+	// A failover while cleanup waits for the relay: the master that went
+	// may have lost appends, so the rows stay, even once the relay passed
+	// them; the next run deletes them.
+	type result struct {
+		errOut string
+		code   int
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, errOut, code := run(t, append(global, "cleanup", "--older-than", "7d", "--wait", "60s")...)
+		done <- result{errOut, code}
+	}()
+	time.Sleep(time.Second)
+	m, err := rc.MasterOf(ctx, redisstream.Slot("outbox:order:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica, err := rc.ReplicaOf(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Failover(ctx, replica); err != nil {
+		t.Fatal(err)
+	}
+	relay = startRelay(t, env, clusterArgs...)
+	defer stopRelay(t, relay)
+	res := <-done
+	if res.code != exitFailure || !strings.Contains(res.errOut, "the cluster's masters changed while cleanup waited") || !strings.Contains(res.errOut, "hint:") {
+		t.Errorf("cleanup across a failover: exit %d, want 1 saying the masters changed, with a hint\n%s", res.code, res.errOut)
+	}
+	if got := countRows(t, env, oldRows); got != 10 {
+		t.Errorf("cleanup across a failover left %d old rows, want all 10", got)
+	}
+	r, errOut, code = cleanupJSON(t, global, "--older-than", "7d")
+	if code != 0 || r.Deleted != 10 {
+		t.Errorf("cleanup after the failover: exit %d, %+v; want exit 0 and 10 rows deleted\n%s", code, r, errOut)
+	}
+}
