@@ -51,6 +51,8 @@ func cleanupCommand() *cli.Command {
 			"the binlog end as of that snapshot; if it does not within --wait (the relay is behind or stopped),\n" +
 			"cleanup deletes nothing more and exits 1. Poll mode: only rows marked sent (sent_at set); unsent rows\n" +
 			"stay. A table without sent_at has nothing to clean in poll mode: the poller deletes the rows it sends.\n" +
+			"With --redis-cluster, rows also wait until every master's replicas hold what it does, and stay when a\n" +
+			"failover happens meanwhile (it may have lost appends).\n" +
 			"Exits 0 when done, 1 on failure, 2 for a usage or configuration error. See docs/operations.md.",
 		Flags: []cli.Flag{
 			positionKeyFlag(),
@@ -73,7 +75,7 @@ func cleanupCommand() *cli.Command {
 			&cli.DurationFlag{
 				Name:    "wait",
 				EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_WAIT"},
-				Usage:   "binlog mode: how long to wait for the relay's stored position to pass the rows chosen before giving up",
+				Usage:   "binlog mode: how long to wait for the relay's stored position to pass the rows chosen before giving up (with --redis-cluster, and for the replicas to acknowledge the appends)",
 				Value:   defaultCleanupWait,
 			},
 			&cli.BoolFlag{

@@ -17,13 +17,15 @@ const envRedisCluster = "BINLOG_OUTBOX_REDIS_CLUSTER"
 func redisClusterFlag() cli.Flag {
 	return &cli.BoolFlag{
 		Name:    "redis-cluster",
-		Usage:   "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot (docs/scaling.md); run and check only, and run needs --lease=false",
+		Usage:   "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot (docs/scaling.md); not yet with status, verify, position or mark-appended, and run needs --lease=false",
 		EnvVars: []string{envRedisCluster},
 	}
 }
 
 // clusterCommands are the commands that know Redis Cluster: the others
 // read keys (SCAN, the position) as one standalone Redis holds them.
+// cleanup reads the position key, a lower bound of every slot's, and
+// waits for the replicas (clusterGuard).
 var clusterCommands = map[string]bool{"run": true, "check": true, "cleanup": true}
 
 // loadRedisCluster parses --redis-url as a cluster URL when --redis-cluster
@@ -35,7 +37,7 @@ func loadRedisCluster(c *cli.Context, cfg *config) error {
 	}
 	if !clusterCommands[c.Command.Name] {
 		return usageError{outbox.WithHint(fmt.Errorf("%w: %s does not support --redis-cluster yet", outbox.ErrConfig, c.Command.FullName()),
-			"run it against one master with --redis-url redis://host:port and without --redis-cluster; only run and check know a cluster's slots")}
+			"run it against one master with --redis-url redis://host:port and without --redis-cluster; run, check and cleanup know a cluster's slots")}
 	}
 	co, err := redis.ParseClusterURL(cfg.redisURL)
 	if err != nil {
