@@ -209,7 +209,8 @@ func consumeGroup(t *testing.T, rdb redis.UniversalClient, key string, n, ack in
 // binlog relay appending to streams in many slots: it deletes the old rows
 // the relay appended, once the position key passed them and every replica
 // holds what its master does. With the relay stopped, rows it has not read
-// stay, and cleanup says why.
+// stay, and cleanup says why; so do they when a failover happens while
+// cleanup waits. In poll mode, the rows marked sent go.
 func TestCleanup_RedisCluster(t *testing.T) {
 	rc := testsvc.StartRedisCluster(t)
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
@@ -279,5 +280,27 @@ func TestCleanup_RedisCluster(t *testing.T) {
 	r, errOut, code = cleanupJSON(t, global, "--older-than", "7d")
 	if code != 0 || r.Deleted != 10 {
 		t.Errorf("cleanup after the failover: exit %d, %+v; want exit 0 and 10 rows deleted\n%s", code, r, errOut)
+	}
+
+	// Poll mode, on another table of the same cluster: the rows the
+	// poller marked sent go once the replicas hold the appends; unsent
+	// ones stay.
+	poll := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
+	global = []string{"--mysql-dsn", poll.MariaDB.DSN(poll.Database), "--redis-url", poll.RedisURL, "--redis-cluster"}
+	args := append([]string{}, clusterArgs...)
+	args[1] = "poll"
+	poller := startRelay(t, poll, args...)
+	for i := range 4 {
+		insertOldEvents(t, poll, relaytest.NewProduced(), fmt.Sprintf("sent-%d", i), 10)
+	}
+	relaytest.WaitFor(t, 30*time.Second, "the poller to mark every row sent", func() bool { return countRows(t, poll, "sent_at IS NULL") == 0 })
+	stopRelay(t, poller)
+	insertOldEvents(t, poll, relaytest.NewProduced(), "unsent", 4)
+	r, errOut, code = cleanupJSON(t, global, "--older-than", "7d", "--batch", "10")
+	if code != 0 || r.Mode != "poll" || r.Deleted != 40 || r.KeptUnsent != 4 {
+		t.Errorf("cleanup in poll mode on a cluster: exit %d, %+v; want 40 deleted and 4 unsent kept\n%s", code, r, errOut)
+	}
+	if unsent, all := countRows(t, poll, "sent_at IS NULL AND "+oldRows), countRows(t, poll, "1"); unsent != 4 || all != 4 {
+		t.Errorf("after cleanup in poll mode: %d old unsent rows, %d in all; want 4 and 4", unsent, all)
 	}
 }
