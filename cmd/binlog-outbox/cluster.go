@@ -19,16 +19,17 @@ const envRedisCluster = "BINLOG_OUTBOX_REDIS_CLUSTER"
 func redisClusterFlag() cli.Flag {
 	return &cli.BoolFlag{
 		Name:    "redis-cluster",
-		Usage:   "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot (docs/scaling.md); not supported: --lease (run needs --lease=false), cleanup, bench, --trim, --max-len, --group-metrics",
+		Usage:   "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot (docs/scaling.md); not supported: --lease (run needs --lease=false), bench",
 		EnvVars: []string{envRedisCluster},
 	}
 }
 
 // clusterCommands are the commands that know Redis Cluster (by their path,
 // e.g. "position show"): the others read keys (SCAN, the position) as one
-// standalone Redis holds them.
+// standalone Redis holds them. cleanup reads the position key, a lower
+// bound of every slot's, and waits for the replicas (clusterGuard).
 var clusterCommands = map[string]bool{
-	"run": true, "check": true,
+	"run": true, "check": true, "cleanup": true,
 	"status": true, "verify": true, "mark-appended": true,
 	"position show": true, "position set": true, "position reset": true,
 }
@@ -54,7 +55,7 @@ func loadRedisCluster(c *cli.Context, cfg *config) error {
 	}
 	if name := commandPath(c); !clusterCommands[name] {
 		return usageError{outbox.WithHint(fmt.Errorf("%w: %s does not support --redis-cluster yet", outbox.ErrConfig, name),
-			"run it against one master with --redis-url redis://host:port and without --redis-cluster; the commands that know a cluster's slots are run, check, status, verify, mark-appended and position")}
+			"run it against one master with --redis-url redis://host:port and without --redis-cluster; the commands that know a cluster's slots are run, check, status, verify, mark-appended, position and cleanup")}
 	}
 	co, err := redis.ParseClusterURL(cfg.redisURL)
 	if err != nil {
