@@ -301,10 +301,13 @@ return {1, ''}
 // the result skip what they hold (Ahead).
 func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 	fence := ""
+	var stored map[int][]byte
 	if s.cfg.Lease != nil {
 		// Before reading anything: once the slots are fenced, no earlier
-		// holder writes there, so what is read below stays true.
-		if err := s.ensureFenced(ctx); err != nil {
+		// holder writes there, so what is read (the slots' positions with
+		// their fences, and the position key after them) stays true.
+		var err error
+		if stored, err = s.ensureFenced(ctx); err != nil {
 			return nil, err
 		}
 		fence = s.slots.fencedFor
@@ -313,9 +316,10 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	stored, err := s.readSlotPositions(ctx)
-	if err != nil {
-		return nil, err
+	if stored == nil {
+		if stored, err = s.readSlotPositions(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if base == nil && len(stored) > 0 {
 		return nil, outbox.WithHint(fmt.Errorf("%w: %d hash slots hold positions under %s:{...}, but %s holds none", outbox.ErrConfig, len(stored), s.cfg.PositionKey, s.cfg.PositionKey),

@@ -273,7 +273,8 @@ func TestSink_ClusterSlotRolledBack(t *testing.T) {
 }
 
 // The relay's ACL (ACLRules) with what go-redis's cluster client reads
-// (ClusterACLRules) is enough for appends and positions on a cluster.
+// (ClusterACLRules) is enough for the lease, appends and positions on a
+// cluster.
 func TestSink_ClusterWithTheRelaysACL(t *testing.T) {
 	rc := testsvc.StartRedisCluster(t)
 	admin := rc.Client(t)
@@ -290,7 +291,16 @@ func TestSink_ClusterWithTheRelaysACL(t *testing.T) {
 	}
 	c := NewClusterClientFromOptions(&redis.ClusterOptions{Addrs: rc.Addrs(), Username: "relay", Password: "pw"})
 	defer c.Close()
-	s, err := New(c, Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true})
+	// With the lease: its take counts epochs (INCR), and every slot is
+	// fenced before the positions are read.
+	lease, err := NewLease(c, LeaseConfig{Key: "binlog-outbox:position:app.outbox:lease", Cluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, _, err := lease.TryAcquire(ctx); err != nil || !held {
+		t.Fatalf("take the lease as the relay's ACL user: %v, %v", held, err)
+	}
+	s, err := New(c, Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true, Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,10 +33,11 @@ import (
 //     appender's "<epoch>:<token>"; otherwise they write nothing and the
 //     relay is told its lease is lost (outbox.ErrLeaseLost).
 //  3. So once H fenced a slot, O can never write there again; everything O
-//     wrote before is in the slot when H reads the slot positions, as H
-//     reads them only after fencing them all. H resumes from what is
-//     stored, like any restarted relay, and each slot's compare-and-set
-//     chains H's appends to O's.
+//     wrote before is in the slot when H reads its position, which the
+//     fence script reads right after raising the fence (and the position
+//     key, fenced too, after all of them). H resumes from what is stored,
+//     like any restarted relay, and each slot's compare-and-set chains H's
+//     appends to O's.
 //
 // O may still append between its lease's expiry and H's fence of that slot
 // (not after: and it refuses to by its own clock once its lease may have
@@ -64,18 +65,24 @@ func FenceKey(positionKey string, slot int) string {
 }
 
 // fenceScript raises the fence KEYS[1] to ARGV[1] ("<epoch>:<token>", epoch
-// ARGV[2]) unless it holds that already. It never lowers it: a fence of an
-// equal or higher epoch (a later take) is left alone, and so is a value that
-// is not a fence. It returns {1, ""}, or {0, stored} without writing.
+// ARGV[2]) unless it holds that already, and reads the slot's position
+// KEYS[2]: once fenced, the slot keeps it for this take, so the one step
+// both fences and reads it. It never lowers a fence: one of an equal or
+// higher epoch (a later take) is left alone, and so is a value that is not
+// a fence. It returns {1, "", position ("": none)}, or {0, stored} without
+// writing or reading.
 var fenceScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] then return {1, ''} end
-if cur then
-  local e = tonumber(string.match(cur, '^(%d+):'))
-  if e == nil or e >= tonumber(ARGV[2]) then return {0, cur} end
+if cur ~= ARGV[1] then
+  if cur then
+    local e = tonumber(string.match(cur, '^(%d+):'))
+    if e == nil or e >= tonumber(ARGV[2]) then return {0, cur} end
+  end
+  redis.call('SET', KEYS[1], ARGV[1])
 end
-redis.call('SET', KEYS[1], ARGV[1])
-return {1, ''}
+local pos = redis.call('GET', KEYS[2])
+if pos == false then pos = '' end
+return {1, '', pos}
 `)
 
 // fencedCasScript is casScript behind the fence KEYS[2] of the position
@@ -117,26 +124,31 @@ func fenced(slot int, cur string) error {
 
 // ensureFenced fences every slot for the take of the lease this process
 // holds, once per take, before the positions are read (clusterPosition).
-func (s *Sink) ensureFenced(ctx context.Context) error {
+// When it fenced them it returns the slots' positions, read in the same
+// step; nil when they were fenced before.
+func (s *Sink) ensureFenced(ctx context.Context) (map[int][]byte, error) {
 	fence, epoch := s.cfg.Lease.currentFence()
 	if fence == "" {
-		return fmt.Errorf("read the slot positions: %w", outbox.ErrLeaseLost)
+		return nil, fmt.Errorf("read the slot positions: %w", outbox.ErrLeaseLost)
 	}
 	if s.slots.fencedFor == fence {
-		return nil
+		return nil, nil
 	}
-	if err := s.fenceAll(ctx, fence, epoch); err != nil {
-		return err
+	stored, err := s.fenceAll(ctx, fence, epoch)
+	if err != nil {
+		return nil, err
 	}
 	s.slots.fencedFor = fence
-	return nil
+	return stored, nil
 }
 
 // fenceAll raises the fence of every slot to fence, in pipelines (the
-// cluster client sends each node its share). A slot fenced by an equal or
+// cluster client sends each node its share), and returns the positions the
+// slots hold, as readSlotPositions does. A slot fenced by an equal or
 // higher epoch means the counter went back: it is raised past that epoch,
 // and ErrLeaseLost makes the relay give the lease up and take it again.
-func (s *Sink) fenceAll(ctx context.Context, fence string, epoch int64) error {
+func (s *Sink) fenceAll(ctx context.Context, fence string, epoch int64) (map[int][]byte, error) {
+	stored := map[int][]byte{}
 	pending := make([]int, ClusterSlots)
 	for slot := range pending {
 		pending[slot] = slot
@@ -149,13 +161,13 @@ func (s *Sink) fenceAll(ctx context.Context, fence string, epoch int64) error {
 	// most.
 	for round := 0; len(pending) > 0; round++ {
 		if round > 64 {
-			return fmt.Errorf("fence the hash slots %s:fence:{...}: the script is still not cached after %d rounds", s.cfg.PositionKey, round)
+			return nil, fmt.Errorf("fence the hash slots %s:fence:{...}: the script is still not cached after %d rounds", s.cfg.PositionKey, round)
 		}
 		// The pipeline's own error is its first command's failure: each
 		// command's is looked at below.
 		cmds, _ := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, slot := range pending {
-				fenceScript.EvalSha(ctx, p, []string{FenceKey(s.cfg.PositionKey, slot)}, fence, epoch)
+				fenceScript.EvalSha(ctx, p, s.fenceKeys(slot), fence, epoch)
 			}
 			return nil
 		})
@@ -167,16 +179,16 @@ func (s *Sink) fenceAll(ctx context.Context, fence string, epoch int64) error {
 			switch {
 			case cerr == nil:
 				res, _ := c.(*redis.Cmd).Slice()
-				noteFence(slot, res, &refused, &refusedBy)
+				noteFence(slot, res, stored, &refused, &refusedBy)
 			case !redis.HasErrorPrefix(cerr, "NOSCRIPT"):
-				return fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), classify(cerr))
+				return nil, fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), classify(cerr))
 			case !cached:
 				// Cache the script on this slot's node (EVAL).
-				res, err := fenceScript.Run(ctx, s.client, []string{FenceKey(s.cfg.PositionKey, slot)}, fence, epoch).Slice()
+				res, err := fenceScript.Run(ctx, s.client, s.fenceKeys(slot), fence, epoch).Slice()
 				if err != nil {
-					return fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), classify(err))
+					return nil, fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), classify(err))
 				}
-				noteFence(slot, res, &refused, &refusedBy)
+				noteFence(slot, res, stored, &refused, &refusedBy)
 				cached = true
 			default:
 				again = append(again, slot)
@@ -185,7 +197,7 @@ func (s *Sink) fenceAll(ctx context.Context, fence string, epoch int64) error {
 		pending = again
 	}
 	if len(refused) == 0 {
-		return nil
+		return stored, nil
 	}
 	top := int64(-1)
 	for _, cur := range refusedBy {
@@ -194,19 +206,28 @@ func (s *Sink) fenceAll(ctx context.Context, fence string, epoch int64) error {
 		}
 	}
 	if top < 0 {
-		return outbox.WithHint(fmt.Errorf("%w: %s holds %q, not a fence of binlog-outbox", outbox.ErrConfig, FenceKey(s.cfg.PositionKey, refused[0]), logging.Truncate(refusedBy[0], 60)),
+		return nil, outbox.WithHint(fmt.Errorf("%w: %s holds %q, not a fence of binlog-outbox", outbox.ErrConfig, FenceKey(s.cfg.PositionKey, refused[0]), logging.Truncate(refusedBy[0], 60)),
 			"the relay writes these keys itself; delete it (redis-cli -c DEL %s) and start the relay again", FenceKey(s.cfg.PositionKey, refused[0]))
 	}
 	if err := s.cfg.Lease.raiseEpoch(ctx, top); err != nil {
-		return err
+		return nil, err
 	}
-	return fmt.Errorf("%w: %d hash slots (slot %d first) are fenced by a take of epoch %d, at least this one's (%d): the epoch counter went back; it is raised, and the next take fences them", outbox.ErrLeaseLost, len(refused), refused[0], top, epoch)
+	return nil, fmt.Errorf("%w: %d hash slots (slot %d first) are fenced by a take of epoch %d, at least this one's (%d): the epoch counter went back; it is raised, and the next take fences them", outbox.ErrLeaseLost, len(refused), refused[0], top, epoch)
 }
 
-// noteFence records a fenceScript reply of slot that refused the take.
-func noteFence(slot int, res []any, refused *[]int, refusedBy *[]string) {
-	if len(res) >= 1 {
+// fenceKeys are the keys of fenceScript for slot: its fence and position.
+func (s *Sink) fenceKeys(slot int) []string {
+	return []string{FenceKey(s.cfg.PositionKey, slot), SlotPositionKey(s.cfg.PositionKey, slot)}
+}
+
+// noteFence records a fenceScript reply of slot: its position in stored,
+// or the fence that refused the take.
+func noteFence(slot int, res []any, stored map[int][]byte, refused *[]int, refusedBy *[]string) {
+	if len(res) >= 3 {
 		if code, _ := res[0].(int64); code == 1 {
+			if pos, _ := res[2].(string); pos != "" {
+				stored[slot] = []byte(pos)
+			}
 			return
 		}
 	}
