@@ -52,7 +52,9 @@ type LeaseConfig struct {
 // that reads holds it, the others wait to take it. The holder's token is
 // checked by the append script (Config.Lease), so a holder that lost it
 // (paused past the TTL, then taken over) cannot append any more: the script
-// refuses it before writing anything.
+// refuses it before writing anything. On Redis Cluster (LeaseConfig.Cluster)
+// the scripts of the other slots cannot read it: each take has an epoch,
+// and the scripts check per-slot fences of it instead (fence.go).
 //
 // Its methods are safe for concurrent use: the holder renews on a goroutine
 // of its own while the sink appends.

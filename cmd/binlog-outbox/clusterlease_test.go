@@ -68,7 +68,7 @@ func TestRun_RedisClusterStandbyTakesOverExactlyOnce(t *testing.T) {
 	if got := leaseHolder(env); got != pid(active) {
 		t.Fatalf("lease held by pid %d, want the first relay %d", got, pid(active))
 	}
-	stop := produceInBackground(t, env, rec, relaytest.ProduceOptions{Producers: 4, Transactions: 100000, Pause: time.Millisecond})
+	stop := produceInBackground(t, env, rec, relaytest.ProduceOptions{Producers: 2, Transactions: 100000, Pause: 2 * time.Millisecond})
 	defer stop()
 
 	active, standby = takeovers(t, env, active, standby, []string{"SIGSTOP", "SIGKILL"}, start)
