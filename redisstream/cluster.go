@@ -191,7 +191,7 @@ func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, nex
 		}
 		return nil
 	}
-	return casReply(res, Slot(s.cfg.PositionKey))
+	return casReply(res, Slot(s.cfg.PositionKey), next)
 }
 
 // casPosition compare-and-sets the position key, behind the fence of its
@@ -205,8 +205,10 @@ func (s *Sink) casPosition(ctx context.Context, prev, next []byte, fence string)
 }
 
 // casReply is the error of a reply of casScript or fencedCasScript on the
-// position key (in slot), nil when it wrote.
-func casReply(res []any, slot int) error {
+// position key (in slot), nil when it wrote next: the cluster client runs a
+// script again after a lost reply, and the second run finds the position
+// the first one stored.
+func casReply(res []any, slot int, next []byte) error {
 	if len(res) < 2 {
 		return fmt.Errorf("store position: unexpected script reply %v", res)
 	}
@@ -216,6 +218,9 @@ func casReply(res []any, slot int) error {
 	case 2:
 		cur, _ := res[1].(string)
 		return fenced(slot, cur)
+	}
+	if cur, _ := res[1].(string); cur != "" && cur == string(next) {
+		return nil
 	}
 	return mismatch(res[1])
 }
@@ -375,7 +380,7 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lower position %s to a slot that lost writes: %w", s.cfg.PositionKey, classify(err))
 		}
-		if err := casReply(res, Slot(s.cfg.PositionKey)); err != nil {
+		if err := casReply(res, Slot(s.cfg.PositionKey), resume); err != nil {
 			return nil, err
 		}
 	}

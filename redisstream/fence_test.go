@@ -50,7 +50,8 @@ func entries(t *testing.T, c redis.UniversalClient, streams ...string) int64 {
 // appends; its lease expires while it is paused and B takes it (a higher
 // epoch) and fences every slot. A, woken up with a batch in flight, is
 // refused in a slot it wrote before, in a slot new to both, at the position
-// key, and when the reply of its refused script is lost, writing nothing;
+// key, and when the reply of its refused script is lost, writing nothing (a
+// take whose reply is lost is found by its token);
 // B appends from what A left. The fences are raise-only, a missing fence
 // refuses every append, and an epoch counter that went back is raised and
 // taken again higher.
@@ -72,24 +73,71 @@ func TestSink_ClusterLeaseFencesTheFormerHolder(t *testing.T) {
 		streams = append(streams, "outbox:order:"+strconv.Itoa(a))
 	}
 
-	// A's client reaches the master of outbox:order:0's slot through a
-	// proxy that can drop a reply.
+	// Clients that reach every node through a proxy that can drop a reply.
 	written := Slot("outbox:order:0")
-	m, err := rc.MasterOf(ctx, written)
-	if err != nil {
+	proxies := map[string]*testsvc.Proxy{}
+	for _, addr := range rc.Addrs() {
+		proxies[addr] = testsvc.StartProxy(t, addr)
+	}
+	proxyOf := func(slot int) *testsvc.Proxy {
+		m, err := rc.MasterOf(ctx, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return proxies[rc.Addrs()[m]]
+	}
+	// through returns a client whose connections go through the proxies;
+	// go-redis runs a command again after a network error up to
+	// maxRedirects times (-1: never, so that a lost reply reaches the sink).
+	through := func(maxRedirects int) *redis.ClusterClient {
+		cc := NewClusterClientFromOptions(&redis.ClusterOptions{Addrs: rc.Addrs(), ClusterStateReloadInterval: time.Hour, MaxRedirects: maxRedirects,
+			Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if p, ok := proxies[addr]; ok {
+					addr = p.Addr()
+				}
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			}})
+		t.Cleanup(func() { cc.Close() })
+		// The slot map first, so that a reply dropped is a command's.
+		if err := cc.Get(ctx, clusterLeaseKey).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		return cc
+	}
+	if err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return acquireScript.Load(ctx, n).Err() }); err != nil {
 		t.Fatal(err)
 	}
-	proxy := testsvc.StartProxy(t, rc.Addrs()[m])
-	ac := NewClusterClientFromOptions(&redis.ClusterOptions{Addrs: rc.Addrs(), ClusterStateReloadInterval: time.Hour,
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if addr == rc.Addrs()[m] {
-				addr = proxy.Addr()
+	leaseProxy := proxyOf(Slot(clusterLeaseKey))
+	// A take whose reply is lost is found by its token, with the epoch
+	// Redis gave it: in the run go-redis makes again (which finds the
+	// lease there), or, when it does not run it again, at the next try.
+	for _, redirects := range []int{0, -1} {
+		l, err := NewLease(through(redirects), LeaseConfig{Key: clusterLeaseKey, Holder: "host-p/9", Cluster: true, TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropped := leaseProxy.Dropped()
+		leaseProxy.DropNextReply()
+		held, _, err := l.TryAcquire(ctx)
+		if redirects < 0 {
+			if held || err == nil {
+				t.Fatalf("TryAcquire whose reply was lost, not run again = %v, %v; want an error", held, err)
 			}
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		}})
-	t.Cleanup(func() { ac.Close() })
+			held, _, err = l.TryAcquire(ctx)
+		}
+		if !held || err != nil || leaseProxy.Dropped() != dropped+1 {
+			t.Fatalf("redirects %d: TryAcquire after a lost reply (%d dropped) = %v, %v; want the lease its first run took", redirects, leaseProxy.Dropped()-dropped, held, err)
+		}
+		if f, e := l.currentFence(); f == "" || e < 1 {
+			t.Fatalf("redirects %d: after a lost reply the take has fence %q, epoch %d; want the stored one", redirects, f, e)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 
+	ac := through(-1)
 	a, aLease := leasedClusterSink(t, ac, cfg, "host-a/1")
 	p0, p1, p2, p3 := clusterPos(100, 1), clusterPos(200, 2), clusterPos(300, 3), clusterPos(400, 4)
 	if err := a.Append(ctx, nil, nil, p0); err != nil {
@@ -160,11 +208,13 @@ func TestSink_ClusterLeaseFencesTheFormerHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	before = entries(t, c, streams...)
-	// The uncertain path: A's refused script there loses its reply, and
-	// the slot's position B moved tells A nothing; its fence does.
+	// The uncertain path: A's refused script there loses its reply (A's
+	// client does not run it again), and the slot's position B moved tells
+	// A nothing; its fence does.
+	proxy := proxyOf(written)
 	dropped := proxy.Dropped()
 	proxy.DropNextReply()
-	err = a.Append(ctx, []outbox.Event{event(300, "order", "0")}, p1, clusterPos(250, 9))
+	err := a.Append(ctx, []outbox.Event{event(300, "order", "0")}, p1, clusterPos(250, 9))
 	if proxy.Dropped() == dropped {
 		t.Errorf("no reply was dropped (err %v)", err)
 	}

@@ -177,7 +177,14 @@ func (l *Lease) TryAcquire(ctx context.Context) (held bool, holder string, err e
 	l.mu.Unlock()
 	// The token tells a take of ours whose reply was lost: on Redis
 	// Cluster the stored value also has an epoch this process never saw.
-	if tried != "" && tokenOf(cur) == tried {
+	// The cluster client runs a script again after a lost reply, and the
+	// second run finds the lease the first one took: this try's token.
+	switch tokenOf(cur) {
+	case info.Token:
+		l.hold(cur, sent)
+		return true, holderOf(cur), nil
+	case "":
+	case tried:
 		l.hold(cur, triedSent)
 		return true, holderOf(cur), nil
 	}
