@@ -177,7 +177,7 @@ func TestSink_ClusterSlotsSkipWhatTheyHold(t *testing.T) {
 
 // A cluster sink refuses a lease without epochs, and a position key with a
 // hash tag.
-func TestNew_ClusterRefusesTheLease(t *testing.T) {
+func TestNew_ClusterRefusesALeaseWithoutEpochs(t *testing.T) {
 	r := testsvc.SharedRedis(t)
 	c, err := NewClient(r.NewDB(t))
 	if err != nil {
