@@ -106,6 +106,14 @@ func (f *flusher) appendBatch(ctx context.Context, b *batch) error {
 	return nil
 }
 
+// caughtUp reports whether every batch handed over is appended, without a
+// failure.
+func (f *flusher) caughtUp() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sent == f.finished && f.failure == nil
+}
+
 // err returns the flusher's failure, if any.
 func (f *flusher) err() error {
 	f.mu.Lock()

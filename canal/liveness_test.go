@@ -139,3 +139,31 @@ func TestReader_EventCacheBoundedByBytes(t *testing.T) {
 		t.Errorf("only %d bytes of events read ahead: the reader was not behind, the test proves nothing", high)
 	}
 }
+
+// An idle reader whose binlog connection broke is ready again once it
+// reconnected and the server's heartbeats say it is caught up, not only at
+// the next append: otherwise a quiet outbox keeps /readyz failing (and the
+// not-ready alert firing) for as long as nobody writes.
+func TestReader_IdleReconnectIsNoLongerRetrying(t *testing.T) {
+	srv := testsvc.SharedMariaDB(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	proxy := testsvc.StartProxy(t, srv.Addr())
+	env.MySQLAddr = proxy.Addr()
+	ctx := context.Background()
+	r, _, stop := startedReader(t, env, nil)
+	rec := relaytest.NewProduced()
+	produceDelivered(ctx, t, env, rec, 5)
+	sessions := r.Stats().Sessions
+	proxy.Cut()
+	relaytest.WaitFor(t, 30*time.Second, "the cut to be retried", func() bool {
+		return r.Stats().Retrying != "" || r.Stats().Sessions > sessions
+	})
+	relaytest.WaitFor(t, 30*time.Second, "the reader to reconnect and stop retrying with no new event", func() bool {
+		s := r.Stats()
+		return s.Sessions > sessions && s.Retrying == ""
+	})
+	if got := r.Stats().Events; got != uint64(len(rec.Committed)) {
+		t.Errorf("%d events appended, want %d: the check must not need an append", got, len(rec.Committed))
+	}
+	stopChecked(ctx, t, env, rec, stop)
+}

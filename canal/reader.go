@@ -54,6 +54,9 @@ const (
 	DefaultIdleCheckpoint  = time.Second
 	DefaultMaxBackoff      = 30 * time.Second
 	DefaultLeaseRenew      = time.Second
+	// DefaultLeaseStepDown (Config.LeaseStepDown) outlasts a MySQL or
+	// Redis restart, after which the holder goes on by itself.
+	DefaultLeaseStepDown = 30 * time.Second
 )
 
 // Config configures a Reader.
@@ -156,6 +159,12 @@ type Config struct {
 	// tries to take it (default 1s); it must stay well below the lease's
 	// TTL.
 	LeaseRenew time.Duration
+	// LeaseStepDown is how long the holder may fail to read or append
+	// (MySQL unreachable from its host, say, while Redis is not) before it
+	// gives the lease up, so that a standby that can reach the servers
+	// takes over (default DefaultLeaseStepDown; negative: never). It then
+	// waits as a standby, and takes the lease again if nobody else does.
+	LeaseStepDown time.Duration
 	// Ahead, when set, returns the positions past the one the sink's
 	// Position returned last that parts of the sink hold already
 	// (redisstream.Sink.Ahead: Redis Cluster slots whose scripts ran before
@@ -201,6 +210,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LeaseRenew == 0 {
 		c.LeaseRenew = DefaultLeaseRenew
+	}
+	if c.LeaseStepDown == 0 {
+		c.LeaseStepDown = DefaultLeaseStepDown
 	}
 	if c.ServerIDClashGrace == 0 {
 		c.ServerIDClashGrace = time.Minute
@@ -404,6 +416,11 @@ func (r *Reader) relay(ctx context.Context) error {
 		wait, final := r.retry.Failed(err)
 		if final != nil {
 			return final
+		}
+		if r.cfg.Lease != nil && r.cfg.LeaseStepDown > 0 {
+			if d := r.retry.FailingFor(); d >= r.cfg.LeaseStepDown {
+				return &stepDownError{failingFor: d, err: err}
+			}
 		}
 		if !retry.Sleep(ctx, wait) {
 			return nil

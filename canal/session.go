@@ -273,6 +273,13 @@ func (l *relayLoop) event(ctx context.Context, ev queued) error {
 	if !m.inTx && m.pending.dirty {
 		return l.offer(ctx, false)
 	}
+	if _, ok := ev.ev.Event.(*replication.HeartbeatEvent); ok && !m.inTx && len(m.pending.events) == 0 && l.f.caughtUp() {
+		// The server has nothing more to send and everything read is
+		// stored: the session works. Appends report progress otherwise;
+		// without this an idle relay that reconnected after an outage
+		// would stay "retrying" (not ready) until the next event.
+		l.r.retry.Progressed()
+	}
 	return nil
 }
 

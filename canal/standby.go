@@ -45,12 +45,36 @@ func (r *Reader) standby(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		var down *stepDownError
+		if errors.As(err, &down) {
+			r.log.Warn("gave the lease up: reading or appending failed for "+down.failingFor.Round(time.Second).String()+"; a standby that can reach the servers takes over, or this relay takes the lease again",
+				logging.KeyError, down.err, "failing_for", down.failingFor.Round(time.Millisecond))
+			// The standbys try once per LeaseRenew: leave them two turns
+			// before competing for the lease again.
+			if !retry.Sleep(ctx, 2*r.cfg.LeaseRenew) {
+				return nil
+			}
+			continue
+		}
 		if !errors.Is(err, outbox.ErrLeaseLost) {
 			return err
 		}
 		r.log.Warn("lost the lease; stopped reading, nothing appended past the stored position; waiting to take it again", logging.KeyError, err)
 	}
 }
+
+// stepDownError ends the holder's reading when it failed for
+// Config.LeaseStepDown: the lease goes to a relay that may do better.
+type stepDownError struct {
+	failingFor time.Duration
+	err        error // the last failure
+}
+
+func (e *stepDownError) Error() string {
+	return fmt.Sprintf("failing for %s, giving the lease up: %v", e.failingFor.Round(time.Millisecond), e.err)
+}
+
+func (e *stepDownError) Unwrap() error { return e.err }
 
 // waitLease returns once this process holds the lease, or when ctx is
 // cancelled (nil) or Redis refuses it for good. It tries once per

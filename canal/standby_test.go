@@ -96,3 +96,70 @@ func TestReader_LeaseRefusedByTheScript(t *testing.T) {
 	}
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 }
+
+// A holder that can reach Redis but not MySQL keeps renewing its lease: it
+// must give it up after LeaseStepDown, so that a standby that reaches MySQL
+// takes over, and then wait as a standby itself rather than exit.
+func TestReader_HolderThatCannotReadStepsDown(t *testing.T) {
+	srv := testsvc.SharedMariaDB(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
+	key := "binlog-outbox:position:" + env.Database + "." + env.Table + ":lease"
+	newLease := func(holder string) *redisstream.Lease {
+		l, err := redisstream.NewLease(env.RDB, redisstream.LeaseConfig{Key: key, Holder: holder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	const stepDown = 2 * time.Second
+	proxy := testsvc.StartProxy(t, srv.Addr())
+	env.MySQLAddr = proxy.Addr()
+	var logsA relaytest.Logs
+	a, _ := newReaderLogging(t, env, func(c *Config) { c.Lease, c.LeaseStepDown = newLease("a/1"), stepDown }, logsA.Logger())
+	env.MySQLAddr = srv.Addr()
+	b, _ := newReader(t, env, func(c *Config) { c.Lease, c.LeaseStepDown = newLease("b/2"), stepDown })
+
+	ctxA, cancelA := context.WithCancel(ctx)
+	defer cancelA()
+	doneA := make(chan error, 1)
+	go func() { doneA <- a.Run(ctxA) }()
+	waitStarted(t, a)
+	rec := relaytest.NewProduced()
+	produceDelivered(ctx, t, env, rec, 5)
+	stopB := startReader(b)
+	relaytest.WaitFor(t, 10*time.Second, "b to stand by", func() bool { return b.Stats().Standby })
+
+	proxy.Close() // a reaches Redis, and no longer MySQL
+	cut := time.Now()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10, RollbackRatio: 0.1}, rec)
+	relaytest.WaitFor(t, 30*time.Second, "b to take over", func() bool { return b.Stats().Leader })
+	took := time.Since(cut)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	t.Logf("b took over %s after a lost its MySQL connection", took.Round(time.Millisecond))
+	if took > stepDown+10*time.Second {
+		t.Errorf("b took over after %s; want about LeaseStepDown (%s) plus a renewal", took, stepDown)
+	}
+	found := false
+	for _, l := range logsA.Lines("WARN") {
+		if strings.HasPrefix(l["msg"].(string), "gave the lease up") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("a logged no step-down; its WARN lines: %v", logsA.Lines("WARN"))
+	}
+	select {
+	case err := <-doneA:
+		t.Fatalf("a returned %v after stepping down; want it to stand by", err)
+	default:
+	}
+	if a.Stats().Leader {
+		t.Error("a still says it leads")
+	}
+	cancelA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("a: %v", err)
+	}
+	stopChecked(ctx, t, env, rec, stopB)
+}

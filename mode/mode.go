@@ -65,46 +65,120 @@ func Resolve(ctx context.Context, log *slog.Logger, rep preflight.Report, reques
 	return m, nil
 }
 
-// ResolveSeveral chooses the mode of a relay of several tables: binlog mode,
-// the only one that relays several tables in one process, so poll mode is
-// refused and auto mode never falls back to it. Each table's stored mode
-// counts as it does for a table alone: auto mode does not take over a table
-// relayed in poll mode (that would be a switch, made deliberately), and
-// --mode binlog over one warns as a switch does. binlog is stored for every
-// table once all of them can take it, so that a relay of one of them alone
-// later knows it ran in binlog mode.
+// ResolveSeveral chooses the one mode of a relay of several tables (more
+// than one --table, or a pattern) and stores it for every table: binlog mode
+// reads the binlog once for all of them, poll mode runs a poller per table.
+// Each table's stored mode counts as it does for a table alone (Choose), so
+// that a relay of one of them alone later keeps to it:
+//
+//   - --mode binlog or poll insists, and warns of each table it switches;
+//   - auto mode keeps the mode the tables ran in (a table with none yet joins
+//     them), and on a first start prefers binlog mode and falls back to poll
+//     mode as for one table. Tables that ran in different modes are refused:
+//     one relay runs one mode, and auto mode never switches a table by itself.
+//
+// Nothing is stored when it fails.
 func ResolveSeveral(ctx context.Context, log *slog.Logger, rep preflight.Report, requested string, stores []Store) (string, error) {
-	if requested == Poll {
-		return "", outbox.WithHint(fmt.Errorf("%w: poll mode relays one table, and --table names several", outbox.ErrConfig),
-			"run binlog mode (--mode binlog or auto), which relays every table with one position; or one poll relay per table, each with its own --table")
-	}
 	stored := make([]string, len(stores))
+	var inBinlog, inPoll []string
 	for i, s := range stores {
 		m, err := s.Load(ctx)
 		if err != nil {
 			return "", fmt.Errorf("read the mode this table ran in (%s): %w", s.Key(), err)
 		}
 		stored[i] = m
-		if m != Poll {
-			continue
+		switch m {
+		case Binlog:
+			inBinlog = append(inBinlog, s.Key())
+		case Poll:
+			inPoll = append(inPoll, s.Key())
 		}
-		if requested == Auto {
-			return "", outbox.WithHint(fmt.Errorf("%w: auto mode: a table of --table is relayed in poll mode (%s), and several tables are relayed in binlog mode only", outbox.ErrConfig, s.Key()),
-				"switch that table to binlog mode deliberately as docs/switching-modes.md describes, then run with --mode binlog; or relay it on its own in poll mode and leave it out of --table")
-		}
-		log.Warn("switching modes: follow docs/switching-modes.md to lose and repeat nothing", "from", m, "to", Binlog, "mode_key", s.Key())
 	}
-	if err := rep.Err(preflight.ModeBinlog); err != nil {
+	var m string
+	var err error
+	switch {
+	case requested != Auto:
+		for i, s := range stores {
+			if stored[i] != "" && stored[i] != requested {
+				warnSwitch(log, stored[i], requested, s.Key())
+			}
+		}
+		m, err = requested, rep.Err(preflight.Mode(requested))
+	case len(inBinlog) > 0 && len(inPoll) > 0:
+		return "", outbox.WithHint(fmt.Errorf("%w: auto mode: the tables of --table ran in different modes, %s in binlog mode and %s in poll mode, and one relay relays all its tables in one mode",
+			outbox.ErrConfig, shortKeys(inBinlog), shortKeys(inPoll)),
+			"switch the tables of one mode deliberately as docs/switching-modes.md describes and run with --mode binlog or --mode poll; or relay each group with a relay of its own, each with its own --table")
+	case len(inBinlog) > 0:
+		m, err = Choose(log, rep, Auto, Binlog, inBinlog[0])
+	case len(inPoll) > 0:
+		m, err = Choose(log, rep, Auto, Poll, inPoll[0])
+	default:
+		m, err = Choose(log, rep, Auto, "", "")
+	}
+	if err != nil {
 		return "", err
 	}
 	for i, s := range stores {
-		if stored[i] != Binlog {
-			if err := s.Save(ctx, Binlog); err != nil {
+		if stored[i] != m {
+			if err := s.Save(ctx, m); err != nil {
 				return "", fmt.Errorf("store the mode (%s): %w", s.Key(), err)
 			}
 		}
 	}
-	return Binlog, nil
+	return m, nil
+}
+
+// ResolveAdded claims for relayMode a table that a relay of several tables
+// starts to relay while it runs (a pattern matched a table created since):
+// as at the start (ResolveSeveral), a table whose stored mode differs is a
+// switch, which auto mode refuses and --mode binlog or poll makes with a
+// warning. A table without a stored mode gets relayMode.
+func ResolveAdded(ctx context.Context, log *slog.Logger, requested, relayMode string, s Store) error {
+	stored, err := s.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("read the mode this table ran in (%s): %w", s.Key(), err)
+	}
+	if stored == relayMode {
+		return nil
+	}
+	if stored != "" {
+		if requested == Auto {
+			return outbox.WithHint(fmt.Errorf("%w: auto mode: the relay runs %s mode, and a table it found since the start ran in %s mode (%s)", outbox.ErrConfig, relayMode, stored, s.Key()),
+				"auto mode never switches a table by itself (%s); switch it deliberately as docs/switching-modes.md describes and run with --mode %s, or leave it out of --table", switchCost(stored, relayMode), relayMode)
+		}
+		warnSwitch(log, stored, relayMode, s.Key())
+	}
+	if err := s.Save(ctx, relayMode); err != nil {
+		return fmt.Errorf("store the mode (%s): %w", s.Key(), err)
+	}
+	return nil
+}
+
+// warnSwitch logs, once per table, that --mode switches it from one mode to
+// the other, and what that takes.
+func warnSwitch(log *slog.Logger, from, to, key string) {
+	if from == Binlog && to == Poll {
+		log.Warn("switching modes: poll mode appends again every row binlog mode appended and nobody marked; run `binlog-outbox mark-appended` first (docs/switching-modes.md)",
+			"from", from, "to", to, "mode_key", key)
+		return
+	}
+	log.Warn("switching modes: follow docs/switching-modes.md to lose and repeat nothing", "from", from, "to", to, "mode_key", key)
+}
+
+// switchCost says what a switch made without the documented steps does.
+func switchCost(from, to string) string {
+	if from == Binlog && to == Poll {
+		return "polling would append again every row binlog mode appended"
+	}
+	return "binlog mode starting now would skip the rows not yet polled"
+}
+
+// shortKeys names the first few keys, for messages.
+func shortKeys(keys []string) string {
+	if len(keys) > 3 {
+		return strings.Join(keys[:3], ", ") + fmt.Sprintf(" and %d more", len(keys)-3)
+	}
+	return strings.Join(keys, ", ")
 }
 
 // Choose applies the requested mode (--mode) to the preflight report and to the mode the
@@ -117,12 +191,8 @@ func ResolveSeveral(ctx context.Context, log *slog.Logger, rep preflight.Report,
 func Choose(log *slog.Logger, rep preflight.Report, mode, stored, modeKey string) (string, error) {
 	switch mode {
 	case Binlog, Poll:
-		switch {
-		case stored == Binlog && mode == Poll:
-			log.Warn("switching modes: poll mode appends again every row binlog mode appended and nobody marked; run `binlog-outbox mark-appended` first (docs/switching-modes.md)",
-				"from", stored, "to", mode)
-		case stored != "" && stored != mode:
-			log.Warn("switching modes: follow docs/switching-modes.md to lose and repeat nothing", "from", stored, "to", mode)
+		if stored != "" && stored != mode {
+			warnSwitch(log, stored, mode, modeKey)
 		}
 		return mode, rep.Err(preflight.Mode(mode))
 	}

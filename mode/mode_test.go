@@ -121,38 +121,74 @@ func TestResolveSeveral(t *testing.T) {
 		}
 		return out
 	}
+	binlogDown := report(preflight.ModeBinlog)
 	tests := []struct {
 		name      string
 		rep       preflight.Report
 		requested string
 		stored    []string
-		wantErr   bool
+		want      string // "" for an error
 	}{
-		{"auto, first start", report(), Auto, []string{"", ""}, false},
-		{"auto, one table ran in binlog mode", report(), Auto, []string{Binlog, ""}, false},
-		{"auto never takes over a table polled before", report(), Auto, []string{"", Poll}, true},
-		{"binlog over a table polled before is a switch", report(), Binlog, []string{"", Poll}, false},
-		{"poll refused", report(), Poll, []string{"", ""}, true},
-		{"auto, binlog unusable: no fallback", report(preflight.ModeBinlog), Auto, []string{"", ""}, true},
+		{"auto, first start", report(), Auto, []string{"", ""}, Binlog},
+		{"auto, first start, binlog unusable: poll for all", binlogDown, Auto, []string{"", ""}, Poll},
+		{"auto, first start, neither mode", report(preflight.ModeBinlog, preflight.ModePoll), Auto, []string{"", ""}, ""},
+		{"auto, one table ran in binlog mode", report(), Auto, []string{Binlog, ""}, Binlog},
+		{"auto keeps to poll mode, a new table joins", report(), Auto, []string{"", Poll}, Poll},
+		{"auto never falls back once a table ran in binlog mode", binlogDown, Auto, []string{Binlog, ""}, ""},
+		{"auto refuses tables of both modes", report(), Auto, []string{Binlog, Poll}, ""},
+		{"binlog over a table polled before is a switch", report(), Binlog, []string{"", Poll}, Binlog},
+		{"poll over a table relayed in binlog mode is a switch", report(), Poll, []string{Binlog, ""}, Poll},
+		{"poll, first start", binlogDown, Poll, []string{"", ""}, Poll},
+		{"poll, unusable", report(preflight.ModePoll), Poll, []string{"", ""}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ss := stores(tt.stored...)
 			got, err := ResolveSeveral(ctx, log, tt.rep, tt.requested, ss)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("ResolveSeveral() = %q, %v; want error %v", got, err, tt.wantErr)
+			if (err != nil) != (tt.want == "") || got != tt.want {
+				t.Fatalf("ResolveSeveral() = %q, %v; want %q", got, err, tt.want)
 			}
 			for i, s := range ss {
 				m := s.(*memStore)
 				switch {
-				case err == nil && (got != Binlog || m.mode != Binlog):
-					t.Errorf("store %d holds %q after %q, want binlog", i, m.mode, got)
+				case err == nil && m.mode != got:
+					t.Errorf("store %d holds %q after %q, want %q", i, m.mode, got, got)
 				case err != nil && m.saves > 0:
 					t.Errorf("store %d saved %q although ResolveSeveral failed", i, m.mode)
 				}
 			}
 			if err != nil && outbox.HintOf(err) == "" {
 				t.Errorf("error %v has no hint", err)
+			}
+		})
+	}
+}
+
+func TestResolveAdded(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	tests := []struct {
+		name              string
+		requested, stored string
+		wantErr           bool
+	}{
+		{"a new table", Auto, "", false},
+		{"a table polled before", Auto, Poll, false},
+		{"auto refuses a table relayed in binlog mode", Auto, Binlog, true},
+		{"--mode poll switches it", Poll, Binlog, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &memStore{mode: tt.stored}
+			err := ResolveAdded(ctx, log, tt.requested, Poll, s)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ResolveAdded() = %v, want error %v", err, tt.wantErr)
+			}
+			switch {
+			case err != nil && (s.saves > 0 || !errors.Is(err, outbox.ErrConfig) || outbox.HintOf(err) == ""):
+				t.Errorf("ResolveAdded() = %v after %d saves; want a configuration error with a hint, nothing saved", err, s.saves)
+			case err == nil && s.mode != Poll:
+				t.Errorf("stored %q, want poll", s.mode)
 			}
 		})
 	}

@@ -149,7 +149,7 @@ func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *s
 	results = append(results, checkReplicationPrivileges(ctx, db, srv, acct)...)
 	results = append(results, checkServerID(ctx, db, srv, cfg.ServerID, acct))
 	if len(cfg.Sources) > 0 {
-		tables, tableResults := checkTables(ctx, db, database, acct, cfg)
+		tables, tableResults := checkTables(ctx, db, srv, database, acct, cfg)
 		return srv, nil, tables, append(results, tableResults...), gtid
 	}
 	res, tableResults := checkTable(ctx, db, srv, database, acct, cfg)

@@ -126,7 +126,7 @@ type Config struct {
 	Database string
 	// Sources, for a relay of several tables (more than one --table, or a
 	// pattern), replace Table, Database, Mapping and Declared: every table
-	// they match is checked, poll mode is refused, and binlog mode needs
+	// they match is checked (for poll mode too), and binlog mode needs
 	// PositionKey. A value without a database is in the DSN's.
 	Sources []schema.Source
 	// Mapping maps logical to physical column names; nil means

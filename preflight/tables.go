@@ -4,16 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // Requirement names of a relay of several tables, as `check` prints them.
 const (
 	NameTables      = "outbox tables"
-	NamePollTables  = "poll mode tables"
 	NamePositionKey = "position key"
 )
 
@@ -33,12 +34,10 @@ const listShown = 10
 // may be created later, and are followed from their first row), SELECT on
 // and the fitness of each, that they agree on the optional columns that
 // shape every entry, that binlog mode has a position key that the list of
-// tables does not change, and that poll mode is not asked for.
-func checkTables(ctx context.Context, db *sql.DB, database, acct string, cfg Config) ([]TableMatch, []Result) {
-	out := []Result{
-		fail(NamePollTables, "poll mode relays one table, and --table names "+describeSources(cfg.Sources),
-			"run binlog mode (--mode binlog), which relays every table with one position; or one poll relay per table, each with its own --table", pollOnly),
-	}
+// tables does not change, and what poll mode needs of every table
+// (checkPollTables).
+func checkTables(ctx context.Context, db *sql.DB, srv mysqlserver.Server, database, acct string, cfg Config) ([]TableMatch, []Result) {
+	var out []Result
 	if cfg.PositionKey == "" {
 		out = append(out, fail(NamePositionKey, "one position covers every table, and --position-key is not set",
 			"give the position a key of its own, e.g. --position-key binlog-outbox:position:tenants; a key derived from the list would change when a table is added, and the relay would start afresh, skipping what it had not relayed. "+
@@ -120,7 +119,75 @@ func checkTables(ctx context.Context, db *sql.DB, database, acct string, cfg Con
 	if r, ok := checkEntryShape(tables); ok {
 		out = append(out, r)
 	}
-	return tables, out
+	return tables, append(out, checkPollTables(ctx, db, srv, acct, cfg, tables)...)
+}
+
+// checkPollTables checks what poll mode needs of each table, as checkTable
+// does for one (SKIP LOCKED, the right to mark or delete relayed rows), and
+// sums each requirement up in one line that names every table failing it:
+// twenty tenants' lines would bury the one that matters. A table the relay
+// cannot read is not in tables: the select privilege line fails it, for
+// both modes.
+func checkPollTables(ctx context.Context, db *sql.DB, srv mysqlserver.Server, acct string, cfg Config, tables []TableMatch) []Result {
+	if err := srv.SkipLocked(); err != nil {
+		return []Result{fail(NameSkipLocked, err.Error(), outbox.HintOf(err), pollOnly),
+			skip(NamePollWrite, "not checked: the server has no SKIP LOCKED", pollOnly)}
+	}
+	if len(tables) == 0 {
+		return []Result{
+			pass(NameSkipLocked, srv.String()+" supports SKIP LOCKED (not tried: no table matches yet)", pollOnly),
+			pass(NamePollWrite, "not tried: no table matches yet (the relay user needs UPDATE of sent_at or DELETE on the tables to come, as it needs SELECT)", pollOnly),
+		}
+	}
+	var locks, writes []Result
+	for _, t := range tables {
+		qtable := schema.QuoteIdent(t.Database) + "." + schema.QuoteIdent(t.Table)
+		locks = append(locks, checkSkipLocked(ctx, db, srv, qtable, true, acct))
+		tcfg := cfg
+		tcfg.Mapping = t.Resolution.Mapping
+		writes = append(writes, checkPollWrite(ctx, db, qtable, t.String(), acct, tcfg))
+	}
+	return []Result{
+		sumUp(NameSkipLocked, tables, locks, fmt.Sprintf("SELECT ... FOR UPDATE SKIP LOCKED works on all %d tables", len(tables))),
+		sumUp(NamePollWrite, tables, writes, fmt.Sprintf("%s on all %d tables", pollWriteWorks(cfg.OnSent), len(tables))),
+	}
+}
+
+// pollWriteWorks says what checkPollWrite proved for on-sent, for the line
+// of several tables.
+func pollWriteWorks(onSent string) string {
+	switch strings.ToLower(onSent) {
+	case "mark":
+		return "UPDATE of sent_at works"
+	case "delete":
+		return "DELETE works"
+	}
+	return "marking or deleting relayed rows works"
+}
+
+// sumUp folds the results of one requirement, one per table, into one:
+// FAIL (or SKIP) naming each table that is not PASS, with its detail and
+// the fixes, else PASS with passed.
+func sumUp(name string, tables []TableMatch, rs []Result, passed string) Result {
+	var details, fixes []string
+	status := Pass
+	for i, r := range rs {
+		if r.Status == Pass {
+			continue
+		}
+		if status != Fail {
+			status = r.Status // a failure outweighs a warning or a skip
+		}
+		details = append(details, tables[i].String()+": "+r.Detail)
+		if r.Fix != "" && !slices.Contains(fixes, r.Fix) {
+			fixes = append(fixes, r.Fix)
+		}
+	}
+	if status == Pass {
+		return pass(name, passed, pollOnly)
+	}
+	detail := fmt.Sprintf("%d of %d tables: %s", len(details), len(tables), strings.Join(details, "; "))
+	return Result{Name: name, Status: status, Detail: detail, Fix: strings.Join(fixes, " "), Modes: pollOnly}
 }
 
 // checkEntryShape fails tables that differ in the optional columns every
@@ -154,16 +221,4 @@ func shortList(names []string) string {
 		return strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more", len(names)-3)
 	}
 	return strings.Join(names, ", ")
-}
-
-// describeSources names the --table values, for messages.
-func describeSources(sources []schema.Source) string {
-	specs := make([]string, len(sources))
-	for i, s := range sources {
-		specs[i] = s.Spec
-	}
-	if len(sources) == 1 {
-		return "the pattern " + specs[0]
-	}
-	return fmt.Sprintf("%d values (%s)", len(sources), strings.Join(specs, ", "))
 }

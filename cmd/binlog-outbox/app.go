@@ -232,7 +232,7 @@ func globalFlags() []cli.Flag {
 		},
 		&cli.StringSliceFlag{
 			Name:    "table",
-			Usage:   "the outbox table: `table` (in the DSN's database) or database.table; in binlog mode repeatable, and a pattern with * (tenant_*.outbox) follows every table it matches, those created later too, with one position (docs/scaling.md); comma-separated in the environment variable",
+			Usage:   "the outbox table: `table` (in the DSN's database) or database.table; repeatable, and a pattern with * (tenant_*.outbox) follows every table it matches, those created later too: in binlog mode with one position, in poll mode with a poller per table (docs/scaling.md); comma-separated in the environment variable",
 			EnvVars: []string{envTable},
 			Value:   cli.NewStringSlice(defaultTable),
 		},
@@ -296,7 +296,7 @@ type config struct {
 	// Sources are the --table values with their column mappings, each
 	// with its database filled in once the DSN is known; Several says they
 	// may name more than one table (several values, or a pattern), which
-	// only binlog mode, check and position relay or handle.
+	// only run, check and position relay or handle.
 	Sources []schema.Source
 	Several bool
 	// LowerCaseTableNames is the server's lower_case_table_names, set by

@@ -179,8 +179,7 @@ func TestRedisCluster_RefusedWhereUnsupported(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--redis-cluster", "--redis-url", url, "status"}, "status does not support --redis-cluster"},
-		{[]string{"--redis-cluster", "--redis-url", url, "position", "show"}, "does not support --redis-cluster"},
+		{[]string{"--redis-cluster", "--redis-url", url, "bench"}, "bench does not support --redis-cluster"},
 		{[]string{"--redis-cluster", "--redis-url", "redis://127.0.0.1:1/3?addr=127.0.0.1:2", "check"}, "database 0 only"},
 	} {
 		_, errOut, code := run(t, append([]string{"--mysql-dsn", "u:p@tcp(127.0.0.1:1)/app"}, tt.args...)...)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -38,7 +39,7 @@ func leaderMetric(port int) string {
 // (SIGSTOP until the standby appended), then killed (kill -9, restarted as
 // a standby): two rounds, as each costs a lease TTL of suite time. Each time the standby appends within 10s; the
 // woken relay, whose every slot the new holder fenced, appends nothing and
-// waits; no relay exits; the metrics show one leader; every committed event
+// waits; no relay exits; status and the metrics show the leader; every committed event
 // is in its stream exactly once.
 func TestRun_RedisClusterStandbyTakesOverExactlyOnce(t *testing.T) {
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), testsvc.StartRedisCluster(t))
@@ -73,6 +74,15 @@ func TestRun_RedisClusterStandbyTakesOverExactlyOnce(t *testing.T) {
 
 	active, standby = takeovers(t, env, active, standby, []string{"SIGSTOP", "SIGKILL"}, start)
 
+	// status shows who reads, from the lease key in its slot.
+	out, errOut, code := run(t, "--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--redis-cluster", "status", "--json")
+	var r statusReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 {
+		t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	if r.Lease == nil || pidOf(r.Lease.Holder) != pid(active) || r.Lease.TTLSeconds <= 0 {
+		t.Errorf("status --json lease = %+v, want the active relay %d with TTL left", r.Lease, pid(active))
+	}
 	relaytest.WaitFor(t, 15*time.Second, "the metrics to show the roles", func() bool {
 		return leaderMetric(ports[active]) == `binlog_outbox_leader{mode="binlog"} 1` &&
 			leaderMetric(ports[standby]) == `binlog_outbox_leader{mode="binlog"} 0`

@@ -55,6 +55,7 @@ func pollFlags() []cli.Flag {
 			EnvVars: []string{"BINLOG_OUTBOX_SHUTDOWN_GRACE"},
 			Value:   poller.DefaultShutdownGrace,
 		},
+		pollListFlag(),
 	}
 }
 
@@ -77,24 +78,19 @@ func pollOnSent(c *cli.Context, m string) string {
 	return strings.ToLower(c.String("on-sent"))
 }
 
-func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, table *schema.Table) error {
+// pollerConfig is the poller of database.table (table as the preflight
+// inspected it, nil if not) under the poll flags and cfg's mapping and extra
+// columns.
+func pollerConfig(c *cli.Context, cfg config, srv mysqlserver.Server, database, tableName string, table *schema.Table) poller.Config {
 	payloadJSON := false
 	if table != nil {
 		if col, ok := table.Column(cfg.Mapping[schema.ColPayload]); ok {
 			payloadJSON = col.JSON
 		}
 	}
-	// The same sink as binlog mode's (streams, dead letters, dedupe keys,
-	// groups): entries a consumer cannot tell apart, and a switch between
-	// the modes that skips what the other one appended.
-	sink, err := newSink(c, cfg, client, nil)
-	if err != nil {
-		return err
-	}
-	appends := metrics.NewAppends(mode.Poll)
-	p, err := poller.New(db, appends.Publisher(sink), poller.Config{
-		Database:        cfg.Database,
-		Table:           cfg.Table,
+	return poller.Config{
+		Database:        database,
+		Table:           tableName,
 		Server:          srv,
 		TableInfo:       table,
 		Mapping:         cfg.Mapping,
@@ -106,7 +102,19 @@ func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, cli
 		MaxPayloadBytes: c.Int("max-payload-bytes"),
 		PayloadJSON:     payloadJSON,
 		ShutdownGrace:   c.Duration("shutdown-grace"),
-	}, cfg.Logger)
+	}
+}
+
+func runPoll(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, table *schema.Table) error {
+	// The same sink as binlog mode's (streams, dead letters, dedupe keys,
+	// groups): entries a consumer cannot tell apart, and a switch between
+	// the modes that skips what the other one appended.
+	sink, err := newSink(c, cfg, client, nil)
+	if err != nil {
+		return err
+	}
+	appends := metrics.NewAppends(mode.Poll)
+	p, err := poller.New(db, appends.Publisher(sink), pollerConfig(c, cfg, srv, cfg.Database, cfg.Table, table), cfg.Logger)
 	if err != nil {
 		return err
 	}

@@ -93,7 +93,7 @@ func runCommand() *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{
 			Name:    "mode",
-			Usage:   "binlog (tail the binary log), poll (SELECT ... FOR UPDATE SKIP LOCKED) or auto (binlog when its requirements are met)",
+			Usage:   "binlog (tail the binary log), poll (SELECT ... FOR UPDATE SKIP LOCKED) or auto (binlog when its requirements are met, else poll); with several tables one mode for all of them",
 			EnvVars: []string{"BINLOG_OUTBOX_MODE"},
 			Value:   mode.Auto,
 		},
@@ -139,6 +139,12 @@ func runCommand() *cli.Command {
 			Usage:   "binlog mode: how often the holder renews the lease and a standby tries to take it; at most a third of --lease-ttl",
 			EnvVars: []string{"BINLOG_OUTBOX_LEASE_RENEW"},
 			Value:   redisstream.DefaultLeaseRenew,
+		},
+		&cli.DurationFlag{
+			Name:    "lease-step-down",
+			Usage:   "binlog mode: the holder gives the lease up after failing to read or append for this long (MySQL unreachable from its host, say), so that a standby that can reach the servers takes over; 0: never",
+			EnvVars: []string{"BINLOG_OUTBOX_LEASE_STEP_DOWN"},
+			Value:   canal.DefaultLeaseStepDown,
 		},
 		&cli.IntFlag{
 			Name:    "event-cache-bytes",
@@ -193,12 +199,10 @@ func runRelay(c *cli.Context) error {
 	log := cfg.Logger
 	log.Info("binlog-outbox starting", "version", versionString(), "config", cfg, "mode", requested)
 
-	if cfg.Several {
-		if requested == mode.Poll {
-			// Refused before any check: the checks would say the same.
-			_, err := mode.ResolveSeveral(c.Context, log, preflight.Report{}, requested, nil)
-			return err
-		}
+	if cfg.Several && requested != mode.Poll {
+		// Poll mode keeps each table's progress in its rows; auto mode
+		// needs the key even so, or a missing flag would be a reason to
+		// fall back to polling.
 		if err := requirePositionKey(c, cfg); err != nil {
 			return err
 		}
@@ -533,6 +537,9 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 	if lease != nil {
 		// Not a nil *Lease in the interface: the reader would take it for one.
 		rcfg.Lease, rcfg.LeaseRenew = lease, c.Duration("lease-renew")
+		if rcfg.LeaseStepDown = c.Duration("lease-step-down"); rcfg.LeaseStepDown <= 0 {
+			rcfg.LeaseStepDown = -1
+		}
 	}
 	return canal.New(db, sink, rcfg, cfg.Logger)
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // runSeveral relays several tables (more than one --table, or a pattern) in
-// binlog mode, the one mode that can: the binlog is read once, and one
-// position, under --position-key, covers every table.
+// one mode for all: binlog mode reads the binlog once, and one position,
+// under --position-key, covers every table; poll mode polls each table
+// (runPollSeveral).
 func runSeveral(c *cli.Context, cfg config, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client redis.UniversalClient) error {
 	log := cfg.Logger
 	stores := make([]mode.Store, len(rep.Tables))
@@ -50,8 +51,13 @@ func runSeveral(c *cli.Context, cfg config, rep preflight.Report, requested stri
 		}
 		names = append(names, t.String())
 	}
-	log.Info("relaying several outbox tables with one position", "table_values", cfg.tableString(), "tables", len(rep.Tables),
-		"first", strings.Join(names, ","), "position_key", positionKey(c, cfg), "stream", streamTemplate(c, cfg))
+	if relayMode == mode.Poll {
+		log.Info("relaying several outbox tables in poll mode, each with its own rounds", "table_values", cfg.tableString(), "tables", len(rep.Tables),
+			"first", strings.Join(names, ","), "stream", streamTemplate(c, cfg))
+	} else {
+		log.Info("relaying several outbox tables with one position", "table_values", cfg.tableString(), "tables", len(rep.Tables),
+			"first", strings.Join(names, ","), "position_key", positionKey(c, cfg), "stream", streamTemplate(c, cfg))
+	}
 	if d := schema.DescribeFields(schema.FieldColumns(cfg.Mapping, cfg.Extra)); d != "" {
 		log.Info("entries carry columns beside the built-in fields", "fields", d)
 	}
@@ -62,6 +68,9 @@ func runSeveral(c *cli.Context, cfg config, rep preflight.Report, requested stri
 		return err
 	}
 	defer stopTrim()
+	if relayMode == mode.Poll {
+		return runPollSeveral(c, cfg, rep, requested, db, client)
+	}
 	return runBinlog(c, cfg, rep.Server, db, client, nil, rep.Tables)
 }
 

@@ -64,8 +64,8 @@ func TestSeveralTables_Errors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"poll mode", append(several, "run", "--mode", "poll"), "poll mode relays one table"},
 		{"no position key", append(several, "run", "--mode", "binlog"), "give it a key with --position-key"},
+		{"auto mode without a position key", append(several, "run"), "give it a key with --position-key"},
 		{"position without a key", append(several, "position", "show"), "give it a key with --position-key"},
 		{"a command of one table", append(several, "verify"), "verify works on one table"},
 		{"schema print", append(several, "schema", "print"), "schema print works on one table"},
@@ -169,7 +169,7 @@ func TestRun_ManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
 }
 
 // check lists the tables a pattern matches, warns of a pattern that matches
-// none yet, and says poll mode cannot relay several tables.
+// none yet, and checks poll mode on every table.
 func TestCheck_SeveralTables(t *testing.T) {
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
@@ -187,8 +187,9 @@ func TestCheck_SeveralTables(t *testing.T) {
 		relaytest.TenantName(prefix, 2) + ".outbox",
 		"WARN  outbox tables", prefix + "_later_*.outbox matches no table yet",
 		"PASS  select privilege", "SELECT works on all 4 tables",
-		"FAIL  poll mode tables", "poll mode relays one table",
-		"binlog mode: ready", "poll mode: not ready",
+		"PASS  skip locked", "SELECT ... FOR UPDATE SKIP LOCKED works on all 4 tables",
+		"PASS  poll write privilege", "on all 4 tables",
+		"binlog mode: ready", "poll mode: ready",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("check output lacks %q:\n%s", want, out)

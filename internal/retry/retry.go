@@ -172,6 +172,17 @@ func (p *Policy) Failing() bool {
 	return p.failed > 0
 }
 
+// FailingFor returns how long the loop has been failing: since the first
+// failure after the last progress, 0 while it is not failing.
+func (p *Policy) FailingFor() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed == 0 {
+		return 0
+	}
+	return p.cfg.Now().Sub(p.since)
+}
+
 // Failure returns the text of the last failure while the loop is failing
 // (nothing progressed since), "" otherwise: why a loop is not ready.
 func (p *Policy) Failure() string {

@@ -185,6 +185,35 @@ func TestPolicy_Failing(t *testing.T) {
 	}
 }
 
+func TestPolicy_FailingFor(t *testing.T) {
+	p, _, c := newPolicy(retry.Config{})
+	err := errors.New("boom")
+	steps := []struct {
+		advance time.Duration
+		fail    bool // false: progress
+		want    time.Duration
+	}{
+		{0, true, 0},
+		{10 * time.Second, true, 10 * time.Second},
+		{5 * time.Second, true, 15 * time.Second},
+		{time.Second, false, 0},
+		// A new run of failures counts from its own first one.
+		{time.Minute, true, 0},
+		{2 * time.Second, true, 2 * time.Second},
+	}
+	for i, s := range steps {
+		c.now = c.now.Add(s.advance)
+		if s.fail {
+			p.Failed(err)
+		} else {
+			p.Progressed()
+		}
+		if got := p.FailingFor(); got != s.want {
+			t.Errorf("step %d: FailingFor() = %s, want %s", i, got, s.want)
+		}
+	}
+}
+
 func TestPolicy_Failure(t *testing.T) {
 	p, _, _ := newPolicy(retry.Config{})
 	if got := p.Failure(); got != "" {
