@@ -84,6 +84,9 @@ type slotState struct {
 	// (a stop between the scripts of one batch, or a slot's master that
 	// lost writes): they skip the batches their position covers.
 	ahead map[int]aheadSlot
+	// fencedFor is the take of the lease ("<epoch>:<token>") every slot was
+	// fenced for (fence.go), "" before the first.
+	fencedFor string
 }
 
 type aheadSlot struct {
@@ -93,9 +96,10 @@ type aheadSlot struct {
 
 // validateCluster refuses what cannot be kept exactly-once over slots.
 func (c *Config) validateCluster() error {
-	if c.Lease != nil {
-		return outbox.WithHint(fmt.Errorf("%w: --lease with --redis-cluster: the lease lives in one hash slot, and the append scripts of the other slots cannot check it", outbox.ErrConfig),
-			"run one relay per position with --lease=false (an orchestrator restarts it; the per-slot positions still fence a second relay), or use a standalone Redis or Sentinel for standby relays")
+	if c.Lease != nil && !c.Lease.cfg.Cluster {
+		// Without epochs the slots' fences could not tell one take from
+		// an earlier one (fence.go).
+		return fmt.Errorf("%w: redisstream: a cluster sink needs a lease made with LeaseConfig.Cluster", outbox.ErrConfig)
 	}
 	if strings.ContainsAny(c.PositionKey, "{}") {
 		return outbox.WithHint(fmt.Errorf("%w: --position-key %q has a hash tag: with --redis-cluster the relay adds one per slot itself", outbox.ErrConfig, c.PositionKey),
@@ -148,6 +152,14 @@ func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, nex
 			return err
 		}
 	}
+	fence := ""
+	if s.cfg.Lease != nil {
+		// The slots were fenced, and their positions read, for one take
+		// of the lease: a batch read under another is not appended.
+		if fence, _ = s.cfg.Lease.currentFence(); fence == "" || fence != s.slots.fencedFor {
+			return fmt.Errorf("append %d events: %w", len(events), outbox.ErrLeaseLost)
+		}
+	}
 	for _, g := range s.groupBySlot(events) {
 		if a, ok := s.slots.ahead[g.slot]; ok {
 			o, err := position.Order(at, a.at)
@@ -159,13 +171,13 @@ func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, nex
 			}
 			delete(s.slots.ahead, g.slot)
 		}
-		if err := s.appendSlot(ctx, g, next); err != nil {
+		if err := s.appendSlot(ctx, g, next, fence); err != nil {
 			return err
 		}
 	}
 	// The position key is a lower bound of every slot's: written last, it
 	// is where the next start reads again from.
-	res, err := casScript.Run(ctx, s.client, []string{s.cfg.PositionKey}, string(prev), string(next)).Slice()
+	res, err := s.casPosition(ctx, prev, next, fence)
 	if err != nil {
 		if !uncertain(err) {
 			return fmt.Errorf("store position %s: %w", s.cfg.PositionKey, s.scriptError(err))
@@ -179,20 +191,52 @@ func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, nex
 		}
 		return nil
 	}
-	if len(res) >= 2 {
-		if code, _ := res[0].(int64); code != 1 {
-			return mismatch(res[1])
-		}
+	return casReply(res, Slot(s.cfg.PositionKey), next)
+}
+
+// casPosition compare-and-sets the position key, behind the fence of its
+// slot when fence is set (a lease).
+func (s *Sink) casPosition(ctx context.Context, prev, next []byte, fence string) ([]any, error) {
+	if fence == "" {
+		return casScript.Run(ctx, s.client, []string{s.cfg.PositionKey}, string(prev), string(next)).Slice()
 	}
-	return nil
+	keys := []string{s.cfg.PositionKey, FenceKey(s.cfg.PositionKey, Slot(s.cfg.PositionKey))}
+	return fencedCasScript.Run(ctx, s.client, keys, string(prev), string(next), fence).Slice()
+}
+
+// casReply is the error of a reply of casScript or fencedCasScript on the
+// position key (in slot), nil when it wrote next: the cluster client runs a
+// script again after a lost reply, and the second run finds the position
+// the first one stored.
+func casReply(res []any, slot int, next []byte) error {
+	if len(res) < 2 {
+		return fmt.Errorf("store position: unexpected script reply %v", res)
+	}
+	switch code, _ := res[0].(int64); code {
+	case 1:
+		return nil
+	case 2:
+		cur, _ := res[1].(string)
+		return fenced(slot, cur)
+	}
+	if cur, _ := res[1].(string); cur != "" && cur == string(next) {
+		return nil
+	}
+	return mismatch(res[1])
 }
 
 // appendSlot runs the append script for one slot's events, checking and
-// replacing the slot's position.
-func (s *Sink) appendSlot(ctx context.Context, g slotGroup, next []byte) error {
+// replacing the slot's position; behind the slot's fence when fence is set
+// (a lease).
+func (s *Sink) appendSlot(ctx context.Context, g slotGroup, next []byte, fence string) error {
 	key := SlotPositionKey(s.cfg.PositionKey, g.slot)
 	expect := s.slots.stored[g.slot]
-	s.build(g.events, key, expect, next, "")
+	s.build(g.events, key, expect, next, fence)
+	if fence != "" {
+		// build checks the lease key with the lease; here the script
+		// checks the slot's fence, which it reads the same way.
+		s.keys[1] = FenceKey(s.cfg.PositionKey, g.slot)
+	}
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		if !uncertain(err) {
@@ -209,11 +253,21 @@ func (s *Sink) appendSlot(ctx context.Context, g slotGroup, next []byte) error {
 		case bytes.Equal(stored, expect):
 			return fmt.Errorf("append %d events to slot %d: %w", len(g.events), g.slot, classify(err))
 		default:
+			if fence != "" {
+				// Another holder moved the position behind a fence of
+				// its own: this script was refused, not fenced.
+				if ferr := s.fenceOf(ctx, g.slot, fence); ferr != nil {
+					return ferr
+				}
+			}
 			return &outbox.PositionMismatchError{Stored: stored}
 		}
 	} else if len(res) < 2 {
 		return fmt.Errorf("append: unexpected script reply %v", res)
-	} else if code, _ := res[0].(int64); code != 1 {
+	} else if code, _ := res[0].(int64); code == 2 {
+		cur, _ := res[1].(string)
+		return fmt.Errorf("append %d events to slot %d: %w", len(g.events), g.slot, fenced(g.slot, cur))
+	} else if code != 1 {
 		// The cluster client retries a script whose reply it lost; the
 		// position then shows the first run.
 		if cur, _ := res[1].(string); cur != string(next) {
@@ -251,13 +305,26 @@ return {1, ''}
 // the position key is lowered to that slot's position first. The slots past
 // the result skip what they hold (Ahead).
 func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
+	fence := ""
+	var stored map[int][]byte
+	if s.cfg.Lease != nil {
+		// Before reading anything: once the slots are fenced, no earlier
+		// holder writes there, so what is read (the slots' positions with
+		// their fences, and the position key after them) stays true.
+		var err error
+		if stored, err = s.ensureFenced(ctx); err != nil {
+			return nil, err
+		}
+		fence = s.slots.fencedFor
+	}
 	base, err := s.storedPosition(ctx)
 	if err != nil {
 		return nil, err
 	}
-	stored, err := s.readSlotPositions(ctx)
-	if err != nil {
-		return nil, err
+	if stored == nil {
+		if stored, err = s.readSlotPositions(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if base == nil && len(stored) > 0 {
 		return nil, outbox.WithHint(fmt.Errorf("%w: %d hash slots hold positions under %s:{...}, but %s holds none", outbox.ErrConfig, len(stored), s.cfg.PositionKey, s.cfg.PositionKey),
@@ -309,12 +376,12 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 	if !bytes.Equal(resume, base) {
 		// Lower the position key to the slot that lost writes, so that a
 		// restart before they are appended again reads from there too.
-		res, err := casScript.Run(ctx, s.client, []string{s.cfg.PositionKey}, string(base), string(resume)).Slice()
+		res, err := s.casPosition(ctx, base, resume, fence)
 		if err != nil {
 			return nil, fmt.Errorf("lower position %s to a slot that lost writes: %w", s.cfg.PositionKey, classify(err))
 		}
-		if code, _ := res[0].(int64); code != 1 {
-			return nil, mismatch(res[1])
+		if err := casReply(res, Slot(s.cfg.PositionKey), resume); err != nil {
+			return nil, err
 		}
 	}
 	s.slots.stored = stored

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,13 +40,21 @@ type LeaseConfig struct {
 	// Holder names this process in the lease for logs and status (default
 	// hostname/pid).
 	Holder string
+	// Cluster takes a new epoch with each take (Redis Cluster,
+	// --redis-cluster): the lease key lies in one hash slot, so the append
+	// scripts of the other slots check a fence that the holder raises to
+	// its epoch in every slot instead (fence.go). Default off: a
+	// standalone Redis checks the lease itself.
+	Cluster bool
 }
 
 // Lease is the lease of one position in Redis: the one relay of the position
 // that reads holds it, the others wait to take it. The holder's token is
 // checked by the append script (Config.Lease), so a holder that lost it
 // (paused past the TTL, then taken over) cannot append any more: the script
-// refuses it before writing anything.
+// refuses it before writing anything. On Redis Cluster (LeaseConfig.Cluster)
+// the scripts of the other slots cannot read it: each take has an epoch,
+// and the scripts check per-slot fences of it instead (fence.go).
 //
 // Its methods are safe for concurrent use: the holder renews on a goroutine
 // of its own while the sink appends.
@@ -61,10 +70,13 @@ type Lease struct {
 	// validUntil is when the lease expires at the earliest, counted from
 	// before the request that set its expiry.
 	validUntil time.Time
-	// tried is the value of the last take whose reply was lost: if Redis
+	// tried is the token of the last take whose reply was lost: if Redis
 	// applied it, the lease holds it.
 	tried     string
 	triedSent time.Time
+	// fence is the epoch and token of the take held ("<epoch>:<token>",
+	// with LeaseConfig.Cluster only), what the fences of the slots hold.
+	fence string
 }
 
 // LeaseInfo is a lease as stored: JSON, readable with redis-cli GET.
@@ -74,6 +86,9 @@ type LeaseInfo struct {
 	// Token is new at each take.
 	Token      string    `json:"token"`
 	AcquiredAt time.Time `json:"acquired_at"`
+	// Epoch is the take's number on Redis Cluster (LeaseConfig.Cluster):
+	// each take has a higher one than every take before it, 0 elsewhere.
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // String names the holder as logs and status show it: hostname/pid and the
@@ -131,19 +146,24 @@ func (l *Lease) TryAcquire(ctx context.Context) (held bool, holder string, err e
 	}
 	value := string(raw)
 	sent := time.Now()
-	ok, err := l.client.SetNX(ctx, l.cfg.Key, value, l.cfg.TTL).Result()
+	var ok bool
+	if l.cfg.Cluster {
+		value, ok, err = l.acquireEpoch(ctx, value)
+	} else {
+		ok, err = l.client.SetNX(ctx, l.cfg.Key, value, l.cfg.TTL).Result()
+	}
 	if err != nil {
 		if uncertain(err) {
 			// Redis may have set it: the next try finds it ours.
 			l.mu.Lock()
-			l.tried, l.triedSent = value, sent
+			l.tried, l.triedSent = info.Token, sent
 			l.mu.Unlock()
 		}
 		return false, "", fmt.Errorf("take the lease %s: %w", l.cfg.Key, classify(err))
 	}
 	if ok {
 		l.hold(value, sent)
-		return true, info.String(), nil
+		return true, holderOf(value), nil
 	}
 	cur, err := l.client.Get(ctx, l.cfg.Key).Result()
 	if errors.Is(err, redis.Nil) {
@@ -155,18 +175,114 @@ func (l *Lease) TryAcquire(ctx context.Context) (held bool, holder string, err e
 	l.mu.Lock()
 	tried, triedSent := l.tried, l.triedSent
 	l.mu.Unlock()
-	if tried != "" && cur == tried {
+	// The token tells a take of ours whose reply was lost: on Redis
+	// Cluster the stored value also has an epoch this process never saw.
+	// The cluster client runs a script again after a lost reply, and the
+	// second run finds the lease the first one took: this try's token.
+	switch tokenOf(cur) {
+	case info.Token:
+		l.hold(cur, sent)
+		return true, holderOf(cur), nil
+	case "":
+	case tried:
 		l.hold(cur, triedSent)
 		return true, holderOf(cur), nil
 	}
 	return false, holderOf(cur), nil
 }
 
+// acquireScript takes the lease KEYS[1] when nobody holds it and, in the
+// same step, a new epoch from the counter KEYS[2] (in the lease's slot):
+// the lease is ARGV[1] with the epoch appended, then ARGV[2], for ARGV[3]
+// milliseconds. It returns the stored lease, or false when it is held.
+// The take and its epoch are one step, so that two takes can never share
+// an epoch, and the epoch of a take is above that of every earlier take
+// the counter saw.
+var acquireScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local epoch = redis.call('INCR', KEYS[2])
+local value = ARGV[1] .. epoch .. ARGV[2]
+redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
+return value
+`)
+
+// acquireEpoch is the take of LeaseConfig.Cluster: value (the lease's JSON,
+// without an epoch) gets the epoch the script takes.
+func (l *Lease) acquireEpoch(ctx context.Context, value string) (stored string, ok bool, err error) {
+	head, _ := strings.CutSuffix(value, "}")
+	stored, err = acquireScript.Run(ctx, l.client, []string{l.cfg.Key, EpochKey(l.cfg.Key)}, head+`,"epoch":`, "}", l.cfg.TTL.Milliseconds()).Text()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return stored, true, nil
+}
+
+// EpochKey returns the key of the counter the epochs of the lease kept
+// under leaseKey are taken from (LeaseConfig.Cluster): the lease key,
+// ":epoch:" and the hash tag of the lease key's own slot, so that one
+// script takes both.
+func EpochKey(leaseKey string) string {
+	return leaseKey + ":epoch:{" + SlotTag(Slot(leaseKey)) + "}"
+}
+
+// raiseEpochScript raises the counter KEYS[1] to ARGV[1] unless it is at
+// least that already.
+var raiseEpochScript = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if cur < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+`)
+
+// raiseEpoch makes the next take's epoch higher than epoch: a fence of a
+// slot holds it, so the counter went back (its master lost writes in a
+// failover) and a take with a lower epoch could never fence that slot.
+func (l *Lease) raiseEpoch(ctx context.Context, epoch int64) error {
+	if err := raiseEpochScript.Run(ctx, l.client, []string{EpochKey(l.cfg.Key)}, epoch).Err(); err != nil {
+		return fmt.Errorf("raise the lease's epoch %s to %d: %w", EpochKey(l.cfg.Key), epoch, classify(err))
+	}
+	return nil
+}
+
+// tokenOf returns the token of a stored lease, "" when it is none of ours.
+func tokenOf(value string) string {
+	var info LeaseInfo
+	if err := json.Unmarshal([]byte(value), &info); err != nil {
+		return ""
+	}
+	return info.Token
+}
+
+// currentFence returns what the fences of the slots hold for the take this process
+// holds ("<epoch>:<token>", LeaseConfig.Cluster only) and its epoch; ""
+// when it holds none, or when by its own clock the lease may have expired:
+// a process that wakes up from a pause appends nothing before a renewal
+// told it the lease is still its own.
+func (l *Lease) currentFence() (fence string, epoch int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.value == "" || l.fence == "" || time.Now().After(l.validUntil) {
+		return "", 0
+	}
+	var info LeaseInfo
+	_ = json.Unmarshal([]byte(l.value), &info) // hold parsed it already
+	return l.fence, info.Epoch
+}
+
 func (l *Lease) hold(value string, sent time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.value, l.validUntil = value, sent.Add(l.cfg.TTL)
-	l.tried = ""
+	l.tried, l.fence = "", ""
+	var info LeaseInfo
+	if err := json.Unmarshal([]byte(value), &info); err == nil && info.Epoch > 0 {
+		l.fence = fmt.Sprintf("%d:%s", info.Epoch, info.Token)
+	}
 }
 
 // lost forgets the lease if it still is value: a renewal or an append found
@@ -175,7 +291,7 @@ func (l *Lease) lost(value string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.value == value {
-		l.value = ""
+		l.value, l.fence = "", ""
 	}
 }
 
@@ -239,13 +355,19 @@ func (l *Lease) Renew(ctx context.Context) (held bool, err error) {
 // the lease is lost: another relay's lease is left alone.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
-	value := l.value
-	if value == "" {
-		// A take whose reply was lost may still hold it.
-		value = l.tried
-	}
-	l.value, l.tried = "", ""
+	value, tried := l.value, l.tried
+	l.value, l.tried, l.fence = "", "", ""
 	l.mu.Unlock()
+	if value == "" && tried != "" {
+		// A take whose reply was lost may still hold it.
+		cur, err := l.client.Get(ctx, l.cfg.Key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("release the lease %s: %w", l.cfg.Key, classify(err))
+		}
+		if tokenOf(cur) == tried {
+			value = cur
+		}
+	}
 	if value == "" {
 		return nil
 	}

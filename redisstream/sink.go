@@ -89,7 +89,9 @@ type Config struct {
 	// slot of each event's stream and appends each group with a position
 	// key of its own in that slot (SlotPositionKey), then stores the
 	// position under PositionKey; dedupe keys carry their stream's slot
-	// tag. A lease is refused: its key lies in one slot only.
+	// tag. A Lease must be made with LeaseConfig.Cluster: its key lies in
+	// one slot, so the scripts check per-slot fences of its take instead
+	// (fence.go).
 	Cluster bool
 }
 

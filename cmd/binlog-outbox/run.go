@@ -391,7 +391,8 @@ func newLease(c *cli.Context, cfg config, client redis.UniversalClient) (*rediss
 	if err := checkLeaseFlags(c); err != nil {
 		return nil, err
 	}
-	return redisstream.NewLease(client, redisstream.LeaseConfig{Key: redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Lease, TTL: c.Duration("lease-ttl")})
+	return redisstream.NewLease(client, redisstream.LeaseConfig{Key: redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Lease, TTL: c.Duration("lease-ttl"),
+		Cluster: cfg.RedisCluster != nil})
 }
 
 // checkLeaseFlags refuses lease timings under which a holder would step

@@ -35,7 +35,7 @@ func pidOf(id string) int {
 // leaseHolder returns the pid holding the lease of env's position, 0 when
 // none does.
 func leaseHolder(env *relaytest.Env) int {
-	info, _, ok, err := redisstream.ReadLease(context.Background(), env.RDB, posKey(env)+":lease")
+	info, _, ok, err := redisstream.ReadLease(context.Background(), env.Streams(), posKey(env)+":lease")
 	if err != nil || !ok {
 		return 0
 	}
@@ -44,7 +44,7 @@ func leaseHolder(env *relaytest.Env) int {
 
 // positionWriter returns the pid of the relay that stored env's position.
 func positionWriter(env *relaytest.Env) int {
-	raw, err := env.RDB.Get(context.Background(), posKey(env)).Bytes()
+	raw, err := env.Streams().Get(context.Background(), posKey(env)).Bytes()
 	if err != nil {
 		return 0
 	}
@@ -86,51 +86,7 @@ func TestRun_StandbyTakesOverExactlyOnce(t *testing.T) {
 	}()
 	defer stopLoad()
 
-	for i, fault := range []string{"SIGSTOP", "SIGKILL", "SIGSTOP", "SIGKILL"} {
-		time.Sleep(300 * time.Millisecond) // appends under load before the fault
-		if positionWriter(env) != pid(active) {
-			t.Fatalf("fault %d: the position was not written by the active relay %d but by %d", i+1, pid(active), positionWriter(env))
-		}
-		sig := syscall.SIGSTOP
-		if fault == "SIGKILL" {
-			sig = syscall.SIGKILL
-		}
-		waitsBefore := waitsFor(active, pid(standby))
-		at := time.Now()
-		active.Signal(t, sig)
-		relaytest.WaitFor(t, 30*time.Second, "the standby to take the lease and append", func() bool {
-			return positionWriter(env) == pid(standby) || standby.Exited()
-		})
-		took := time.Since(at)
-		if standby.Exited() {
-			t.Fatalf("fault %d: the standby exited:\n%s", i+1, relaytest.TailLines(standby.Out.String(), 20))
-		}
-		if took > takeoverLimit {
-			t.Errorf("fault %d (%s): the standby appended %s after the fault, want within %s", i+1, fault, took.Round(time.Millisecond), takeoverLimit)
-		}
-		t.Logf("fault %d (%s): the standby appended %s after it", i+1, fault, took.Round(time.Millisecond))
-		old := active
-		if fault == "SIGKILL" {
-			old.Wait(t, 10*time.Second)
-			old, waitsBefore = startRelay(t, env, args...), 0
-		} else {
-			lostBefore := strings.Count(old.Out.String(), "lost the lease")
-			old.Signal(t, syscall.SIGCONT)
-			relaytest.WaitFor(t, 30*time.Second, "the woken relay to notice it lost the lease", func() bool {
-				return strings.Count(old.Out.String(), "lost the lease") > lostBefore || old.Exited()
-			})
-		}
-		relaytest.WaitFor(t, 30*time.Second, "the former active relay to wait for the lease", func() bool {
-			return waitsFor(old, pid(standby)) > waitsBefore || old.Exited()
-		})
-		if old.Exited() {
-			t.Fatalf("fault %d: the former active relay exited:\n%s", i+1, relaytest.TailLines(old.Out.String(), 20))
-		}
-		if w := positionWriter(env); w != pid(standby) {
-			t.Fatalf("fault %d: after the former active relay woke up, the position was written by %d, want the new active relay %d", i+1, w, pid(standby))
-		}
-		active, standby = standby, old
-	}
+	active, standby = takeovers(t, env, active, standby, []string{"SIGSTOP", "SIGKILL", "SIGSTOP", "SIGKILL"}, func() *relayProc { return startRelay(t, env, args...) })
 
 	// status shows who reads.
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
@@ -167,4 +123,61 @@ func waitsFor(p *relayProc, pid int) int {
 		}
 	}
 	return n
+}
+
+// takeovers takes the active relay away once per fault, under the load the
+// caller runs: "SIGKILL" (then restart starts it again, as an orchestrator
+// would, and it waits as a standby) or "SIGSTOP" until the standby has
+// taken over and appended (then SIGCONT). Each time the standby must
+// append within takeoverLimit, the former active relay must notice it lost
+// the lease and wait for the new holder without appending, and no relay
+// may exit. It returns the relays' roles after the last fault.
+func takeovers(t *testing.T, env *relaytest.Env, active, standby *relayProc, faults []string, restart func() *relayProc) (*relayProc, *relayProc) {
+	t.Helper()
+	for i, fault := range faults {
+		time.Sleep(300 * time.Millisecond) // appends under load before the fault
+		if positionWriter(env) != pid(active) {
+			t.Fatalf("fault %d: the position was not written by the active relay %d but by %d", i+1, pid(active), positionWriter(env))
+		}
+		sig := syscall.SIGSTOP
+		if fault == "SIGKILL" {
+			sig = syscall.SIGKILL
+		}
+		waitsBefore := waitsFor(active, pid(standby))
+		at := time.Now()
+		active.Signal(t, sig)
+		relaytest.WaitFor(t, 30*time.Second, "the standby to take the lease and append", func() bool {
+			return positionWriter(env) == pid(standby) || standby.Exited()
+		})
+		took := time.Since(at)
+		if standby.Exited() {
+			t.Fatalf("fault %d: the standby exited:\n%s", i+1, relaytest.TailLines(standby.Out.String(), 20))
+		}
+		if took > takeoverLimit {
+			t.Errorf("fault %d (%s): the standby appended %s after the fault, want within %s", i+1, fault, took.Round(time.Millisecond), takeoverLimit)
+		}
+		t.Logf("fault %d (%s): the standby appended %s after it", i+1, fault, took.Round(time.Millisecond))
+		old := active
+		if fault == "SIGKILL" {
+			old.Wait(t, 10*time.Second)
+			old, waitsBefore = restart(), 0
+		} else {
+			lostBefore := strings.Count(old.Out.String(), "lost the lease")
+			old.Signal(t, syscall.SIGCONT)
+			relaytest.WaitFor(t, 30*time.Second, "the woken relay to notice it lost the lease", func() bool {
+				return strings.Count(old.Out.String(), "lost the lease") > lostBefore || old.Exited()
+			})
+		}
+		relaytest.WaitFor(t, 30*time.Second, "the former active relay to wait for the lease", func() bool {
+			return waitsFor(old, pid(standby)) > waitsBefore || old.Exited()
+		})
+		if old.Exited() {
+			t.Fatalf("fault %d: the former active relay exited:\n%s", i+1, relaytest.TailLines(old.Out.String(), 20))
+		}
+		if w := positionWriter(env); w != pid(standby) {
+			t.Fatalf("fault %d: after the former active relay woke up, the position was written by %d, want the new active relay %d", i+1, w, pid(standby))
+		}
+		active, standby = standby, old
+	}
+	return active, standby
 }
