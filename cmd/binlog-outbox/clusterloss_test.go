@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
+)
+
+// lossBacklog is how much of the replication stream a master must hold
+// unsent for its stopped replica before it is killed: those writes are
+// acknowledged to the relay and die with the master.
+const lossBacklog = 1 << 20
+
+// largePayload is the size of the events that fill the replication stream
+// quickly: the kernel buffers several MiB of it for a stopped replica
+// before the master has to keep any.
+const largePayload = 64 << 10
+
+// TestRun_RedisClusterLostWritesAppendedAgain makes Redis Cluster lose
+// writes it acknowledged, for real, while producers commit and the relay
+// appends: the replica of a master is stopped (SIGSTOP) until the master
+// holds a MiB of replication stream it could not send, the master is
+// killed, and the replica takes over (CLUSTER FAILOVER TAKEOVER) without
+// those writes: entries and slot positions of that master's slots go back
+// together. First on a master that does not hold the position key: the
+// running relay finds its slot position older than the one it wrote and
+// appends again from there. Then on the master that holds the position key,
+// with the relay killed before it noticed: the restarted relay reads the
+// position key, gone back with the slots of its master, and appends again
+// too. Every committed event ends in its stream exactly once.
+func TestRun_RedisClusterLostWritesAppendedAgain(t *testing.T) {
+	rc := testsvc.StartRedisCluster(t)
+	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
+	ctx := context.Background()
+	measureWait(t, rc)
+
+	rec := relaytest.NewProduced()
+	large := &largeEvents{committed: map[string]relaytest.Sent{}}
+	p := startRelay(t, env, clusterArgs...)
+	waitStoredPosition(t, env, posKey(env))
+	stop := produceInBackground(t, env, rec, relaytest.ProduceOptions{Producers: 2, Transactions: 100000, Pause: 2 * time.Millisecond})
+	defer stop()
+
+	posMaster, err := rc.MasterOf(ctx, redisstream.Slot(posKey(env)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := -1
+	for i := range rc.Nodes {
+		if role, err := rc.Role(ctx, i); err == nil && role == "master" && i != posMaster {
+			other = i
+			break
+		}
+	}
+	if other < 0 {
+		t.Fatal("no master without the position key")
+	}
+	p = loseWrites(t, env, rc, p, other, large, false)
+	p = loseWrites(t, env, rc, p, posMaster, large, true)
+	stop()
+	large.addTo(rec)
+	n := finishCluster(t, env, p, rec)
+	t.Logf("%d committed events (%d of %d KiB), %d entries", len(rec.Committed), len(large.committed), largePayload>>10, n)
+}
+
+// loseWrites makes master m lose acknowledged writes of the relay p (see
+// TestRun_RedisClusterLostWritesAppendedAgain) and waits until the streams
+// of m's slots hold again at least what m held: the relay, the same one or
+// (restart) a new one started after the loss, appended them again. It
+// returns the relay that runs.
+func loseWrites(t *testing.T, env *relaytest.Env, rc *testsvc.RedisCluster, p *relayProc, m int, large *largeEvents, restart bool) *relayProc {
+	t.Helper()
+	ctx := context.Background()
+	r, err := rc.ReplicaOf(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams, parts := streamsOn(t, rc, m)
+	master := rc.NodeClient(t, m)
+
+	resume := rc.Pause(t, r)
+	stopLarge := large.produce(t, env, parts)
+	at := time.Now()
+	var backlog int64
+	relaytest.WaitFor(t, 90*time.Second, "the master to hold a MiB for its stopped replica", func() bool {
+		backlog, err = rc.ReplicaBacklog(ctx, m)
+		return (err == nil && backlog >= lossBacklog) || p.Exited()
+	})
+	if p.Exited() {
+		t.Fatalf("relay exited while the replica was stopped:\n%s", relaytest.TailLines(p.Out.String(), 20))
+	}
+	filled := time.Since(at)
+	stopLarge()
+
+	// The relay is stopped too, so that what the master acknowledged is
+	// known exactly: nothing writes to it once its last script ran.
+	p.Signal(t, syscall.SIGSTOP)
+	time.Sleep(300 * time.Millisecond)
+	acked := streamLengths(t, master, streams)
+	backlog, err = rc.ReplicaBacklog(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Nodes[m].Kill()
+	resume()
+	at = time.Now()
+	if err := rc.Takeover(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(at)
+	// The checks' client would dial the dead master until a redirect.
+	env.Cluster.ReloadState(ctx)
+	kept := streamLengths(t, rc.NodeClient(t, r), streams)
+	lost, streamsLost := 0, 0
+	for _, s := range streams {
+		if kept[s] > acked[s] {
+			t.Fatalf("stream %s: %d entries on the new master, more than the %d of the old one", s, kept[s], acked[s])
+		}
+		if d := acked[s] - kept[s]; d > 0 {
+			lost += int(d)
+			streamsLost++
+		}
+	}
+	if lost == 0 {
+		t.Fatalf("no acknowledged write was lost (the master held %d bytes for its replica when killed): the test made no loss", backlog)
+	}
+
+	at = time.Now()
+	if restart {
+		p.Signal(t, syscall.SIGKILL)
+		p.Wait(t, 10*time.Second)
+		p = startRelay(t, env, clusterArgs...)
+		if !rc.Nodes[0].Running() {
+			p = restartPastDeadSeed(t, env, rc, p)
+		}
+	} else {
+		p.Signal(t, syscall.SIGCONT)
+	}
+	relaytest.WaitFor(t, 60*time.Second, "the lost entries appended again", func() bool {
+		if p.Exited() {
+			return true
+		}
+		for _, s := range streams {
+			// Errors pass: the client may still dial the dead master.
+			if n, err := env.Cluster.XLen(ctx, s).Result(); err != nil || n < acked[s] {
+				return false
+			}
+		}
+		return true
+	})
+	if p.Exited() {
+		t.Fatalf("relay exited after the loss:\n%s", relaytest.TailLines(p.Out.String(), 20))
+	}
+	caughtUp := time.Since(at)
+	if !restart && !strings.Contains(p.Out.String(), "stored position went back") {
+		t.Errorf("the relay did not log that a stored position went back:\n%s", relaytest.TailLines(p.Out.String(), 20))
+	}
+	t.Logf("master %d (position key there: %v) killed with %d KiB unsent to its stopped replica %d (filled in %s); takeover %s; "+
+		"Redis lost %d acknowledged entries in %d of its %d streams; the %s relay appended them again within %s",
+		m, restart, backlog>>10, r, filled.Round(time.Millisecond), took.Round(time.Millisecond),
+		lost, streamsLost, len(streams), map[bool]string{false: "same", true: "restarted"}[restart], caughtUp.Round(time.Millisecond))
+	return p
+}
+
+// streamsOn returns the relay's streams (under clusterArgs) whose slots
+// master m serves, and the partitions of its "order" streams among them.
+func streamsOn(t *testing.T, rc *testsvc.RedisCluster, m int) (streams []string, orderParts []int) {
+	t.Helper()
+	for _, typ := range []string{"order", "invoice"} {
+		for part := range clusterPartitions {
+			s := fmt.Sprintf("outbox:%s:%d", typ, part)
+			at, err := rc.MasterOf(context.Background(), redisstream.Slot(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if at == m {
+				streams = append(streams, s)
+				if typ == "order" {
+					orderParts = append(orderParts, part)
+				}
+			}
+		}
+	}
+	if len(orderParts) == 0 {
+		t.Fatalf("master %d serves none of the order streams", m)
+	}
+	return streams, orderParts
+}
+
+// streamLengths returns the length of each stream as c sees it.
+func streamLengths(t *testing.T, c redis.Cmdable, streams []string) map[string]int64 {
+	t.Helper()
+	out := make(map[string]int64, len(streams))
+	for _, s := range streams {
+		n, err := c.XLen(context.Background(), s).Result()
+		if err != nil {
+			t.Fatalf("XLEN %s: %v", s, err)
+		}
+		out[s] = n
+	}
+	return out
+}
+
+// largeEvents records the large events committed beside the producers.
+type largeEvents struct {
+	mu        sync.Mutex
+	n         int
+	committed map[string]relaytest.Sent
+}
+
+// produce commits large events, one per transaction, into the order streams
+// of the partitions parts, until stop is called (which waits). An insert is
+// never cancelled halfway, so each one is known committed or failed.
+func (l *largeEvents) produce(t *testing.T, env *relaytest.Env, parts []int) (stop func()) {
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			id := relaytest.MessageID()
+			var agg string
+			for {
+				l.mu.Lock()
+				l.n++
+				agg = fmt.Sprintf("large-%d", l.n)
+				l.mu.Unlock()
+				if slices.Contains(parts, int(crc32.ChecksumIEEE([]byte(agg))%clusterPartitions)) {
+					break
+				}
+			}
+			prefix := `{"seq":1,"agg":"` + agg + `","text":"héllo \"quoted\" 🙂","pad":"`
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, err := env.DB.ExecContext(ctx, "INSERT INTO `"+env.Table+"` (message_id, aggregate_type, aggregate_id, event_type, payload, headers, occurred_at) "+
+				"VALUES (?, 'order', ?, 'order.changed', CONCAT(?, REPEAT('x', ?), '\"}'), '{}', UTC_TIMESTAMP(6))", id, agg, prefix, largePayload)
+			cancel()
+			if err != nil {
+				t.Errorf("insert a large event: %v", err)
+				return
+			}
+			l.mu.Lock()
+			l.committed[id] = relaytest.Sent{AggregateType: "order", AggregateID: agg, EventType: "order.changed", Seq: 1}
+			l.mu.Unlock()
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// addTo adds the large events to rec; no producer may run.
+func (l *largeEvents) addTo(rec *relaytest.Produced) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, s := range l.committed {
+		rec.Committed[id] = s
+	}
+}
+
+// measureWait logs what WAIT 1 costs after an append script: scripts of the
+// relay's shape (50 entries and a position, one slot) on an idle master,
+// alone and each followed by WAIT 1 on the same connection (WAIT counts the
+// replicas that acknowledged that connection's writes; the cluster client
+// would send a keyless WAIT to any node).
+func measureWait(t *testing.T, rc *testsvc.RedisCluster) {
+	t.Helper()
+	ctx := context.Background()
+	keys := []string{"wait-bench:{w}:stream", "wait-bench:{w}:position"}
+	m, err := rc.MasterOf(ctx, redisstream.Slot(keys[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := rc.NodeClient(t, m).Conn()
+	defer conn.Close()
+	script := redis.NewScript(`
+for i = 1, 50 do redis.call('XADD', KEYS[1], '*', 'payload', ARGV[1]) end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1`)
+	payload := strings.Repeat("p", 300)
+	const rounds = 100
+	round := func(wait bool) time.Duration {
+		at := time.Now()
+		if err := script.Run(ctx, conn, keys, payload, at.UnixNano()).Err(); err != nil {
+			t.Fatalf("append script: %v", err)
+		}
+		if wait {
+			n, err := conn.Do(ctx, "WAIT", 1, 1000).Int()
+			if err != nil || n != 1 {
+				t.Fatalf("WAIT 1 1000 = %d, %v; want 1 replica", n, err)
+			}
+		}
+		return time.Since(at)
+	}
+	round(false) // load the script, warm the connection
+	// Alternated, so that the noise of a shared machine falls on both.
+	var plain, waited []time.Duration
+	for range rounds {
+		plain = append(plain, round(false))
+		waited = append(waited, round(true))
+	}
+	slices.Sort(plain)
+	slices.Sort(waited)
+	q := func(d []time.Duration, f float64) time.Duration {
+		return d[int(f*float64(len(d)-1))].Round(10 * time.Microsecond)
+	}
+	t.Logf("append script of 50 entries: median %s, p90 %s; followed by WAIT 1: median %s, p90 %s (%d rounds each)",
+		q(plain, 0.5), q(plain, 0.9), q(waited, 0.5), q(waited, 0.9), rounds)
+	if err := conn.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restartPastDeadSeed deals with a defect of the relay found here (reported,
+// not fixed: it lies in preflight): with --redis-cluster, run's preflight
+// dials only the first node of --redis-url, and refuses to start when that
+// node is down although the others serve every slot. This test always
+// kills node 0, the URL's first; when the relay p refuses to start for it,
+// the defect is logged and the relay started again with a URL naming the
+// running nodes only, as an operator would have to.
+func restartPastDeadSeed(t *testing.T, env *relaytest.Env, rc *testsvc.RedisCluster, p *relayProc) *relayProc {
+	t.Helper()
+	relaytest.WaitFor(t, 30*time.Second, "the relay to start or refuse", func() bool {
+		return p.Exited() || strings.Contains(p.Out.String(), "reading binlog")
+	})
+	if !p.Exited() {
+		return p
+	}
+	t.Logf("DEFECT (relay): with the first node of --redis-url down, run refuses to start although the cluster serves every slot:\n%s",
+		relaytest.TailLines(p.Out.String(), 2))
+	var live []string
+	for _, n := range rc.Nodes {
+		if n.Running() {
+			live = append(live, n.Addr())
+		}
+	}
+	alive := *env
+	alive.RedisURL = "redis://" + live[0] + "?addr=" + strings.Join(live[1:], "&addr=")
+	return startRelay(t, &alive, clusterArgs...)
+}
