@@ -104,11 +104,18 @@ func loseWrites(t *testing.T, env *relaytest.Env, rc *testsvc.RedisCluster, p *r
 	filled := time.Since(at)
 	stopLarge()
 
+	posThere := false
+	if pm, err := rc.MasterOf(ctx, redisstream.Slot(posKey(env))); err == nil {
+		posThere = pm == m
+	}
 	// The relay is stopped too, so that what the master acknowledged is
 	// known exactly: nothing writes to it once its last script ran.
 	p.Signal(t, syscall.SIGSTOP)
 	time.Sleep(300 * time.Millisecond)
-	acked := streamLengths(t, master, streams)
+	acked := map[string][]tailEntry{}
+	for _, s := range streams {
+		acked[s] = streamTail(t, master, s)
+	}
 	backlog, err = rc.ReplicaBacklog(ctx, m)
 	if err != nil {
 		t.Fatal(err)
@@ -122,15 +129,25 @@ func loseWrites(t *testing.T, env *relaytest.Env, rc *testsvc.RedisCluster, p *r
 	took := time.Since(at)
 	// The checks' client would dial the dead master until a redirect.
 	env.Cluster.ReloadState(ctx)
-	kept := streamLengths(t, rc.NodeClient(t, r), streams)
-	lost, streamsLost := 0, 0
+
+	// What the new master lacks of what the old one acknowledged: the
+	// entries past its last one, which it holds as a prefix.
+	replica := rc.NodeClient(t, r)
+	lostOf := map[string][]tailEntry{}
+	last := map[string]string{}
+	lost := 0
 	for _, s := range streams {
-		if kept[s] > acked[s] {
-			t.Fatalf("stream %s: %d entries on the new master, more than the %d of the old one", s, kept[s], acked[s])
+		top := "0-0"
+		if e := streamTail(t, replica, s); len(e) > 0 {
+			top = e[len(e)-1].id
 		}
-		if d := acked[s] - kept[s]; d > 0 {
-			lost += int(d)
-			streamsLost++
+		i := slices.IndexFunc(acked[s], func(e tailEntry) bool { return e.id == top })
+		if i < 0 && top != "0-0" {
+			t.Fatalf("stream %s: the new master's last entry %s is not among the old one's last %d", s, top, len(acked[s]))
+		}
+		if missing := acked[s][i+1:]; len(missing) > 0 {
+			lostOf[s], last[s] = missing, top
+			lost += len(missing)
 		}
 	}
 	if lost == 0 {
@@ -148,15 +165,25 @@ func loseWrites(t *testing.T, env *relaytest.Env, rc *testsvc.RedisCluster, p *r
 	} else {
 		p.Signal(t, syscall.SIGCONT)
 	}
+	// The lost entries must come back first, in their order, right after
+	// what the new master kept: the slot's position went back with them,
+	// and nothing later of that slot is appended before them.
 	relaytest.WaitFor(t, 60*time.Second, "the lost entries appended again", func() bool {
 		if p.Exited() {
 			return true
 		}
-		for _, s := range streams {
+		for s, want := range lostOf {
 			// Errors pass: the client may still dial the dead master.
-			if n, err := env.Cluster.XLen(ctx, s).Result(); err != nil || n < acked[s] {
+			got, err := env.Cluster.XRangeN(ctx, s, "("+last[s], "+", int64(len(want))).Result()
+			if err != nil || len(got) < len(want) {
 				return false
 			}
+			for i := range want {
+				if id, _ := got[i].Values["message_id"].(string); id != want[i].messageID {
+					t.Fatalf("stream %s: after the entries the new master kept, entry %d is %s, want the lost %s: the lost entries were not appended again", s, i, id, want[i].messageID)
+				}
+			}
+			delete(lostOf, s)
 		}
 		return true
 	})
@@ -169,8 +196,8 @@ func loseWrites(t *testing.T, env *relaytest.Env, rc *testsvc.RedisCluster, p *r
 	}
 	t.Logf("master %d (position key there: %v) killed with %d KiB unsent to its stopped replica %d (filled in %s); takeover %s; "+
 		"Redis lost %d acknowledged entries in %d of its %d streams; the %s relay appended them again within %s",
-		m, restart, backlog>>10, r, filled.Round(time.Millisecond), took.Round(time.Millisecond),
-		lost, streamsLost, len(streams), map[bool]string{false: "same", true: "restarted"}[restart], caughtUp.Round(time.Millisecond))
+		m, posThere, backlog>>10, r, filled.Round(time.Millisecond), took.Round(time.Millisecond),
+		lost, len(last), len(streams), map[bool]string{false: "same", true: "restarted"}[restart], caughtUp.Round(time.Millisecond))
 	return p
 }
 
@@ -199,16 +226,42 @@ func streamsOn(t *testing.T, rc *testsvc.RedisCluster, m int) (streams []string,
 	return streams, orderParts
 }
 
-// streamLengths returns the length of each stream as c sees it.
-func streamLengths(t *testing.T, c redis.Cmdable, streams []string) map[string]int64 {
+// tailDepth is how many of a stream's last entries streamTail returns: more
+// than a master can lose for its stopped replica here (lossBacklog).
+const tailDepth = 300
+
+// tailEntry is a stream entry's id and message_id.
+type tailEntry struct{ id, messageID string }
+
+// tailScript returns the id and message_id of the last ARGV[1] entries of
+// the stream KEYS[1], oldest first: the server reads the payloads, the test
+// gets the ids only.
+var tailScript = redis.NewScript(`
+local es = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1])
+local out = {}
+for i = #es, 1, -1 do
+  local mid = ''
+  local f = es[i][2]
+  for j = 1, #f, 2 do
+    if f[j] == 'message_id' then mid = f[j + 1] end
+  end
+  out[#out + 1] = es[i][1]
+  out[#out + 1] = mid
+end
+return out
+`)
+
+// streamTail returns the last tailDepth entries of stream as the node c
+// holds them.
+func streamTail(t *testing.T, c *redis.Client, stream string) []tailEntry {
 	t.Helper()
-	out := make(map[string]int64, len(streams))
-	for _, s := range streams {
-		n, err := c.XLen(context.Background(), s).Result()
-		if err != nil {
-			t.Fatalf("XLEN %s: %v", s, err)
-		}
-		out[s] = n
+	v, err := tailScript.Run(context.Background(), c, []string{stream}, tailDepth).StringSlice()
+	if err != nil {
+		t.Fatalf("last entries of %s on %s: %v", stream, c.Options().Addr, err)
+	}
+	out := make([]tailEntry, 0, len(v)/2)
+	for i := 0; i+1 < len(v); i += 2 {
+		out = append(out, tailEntry{id: v[i], messageID: v[i+1]})
 	}
 	return out
 }
