@@ -125,6 +125,40 @@ func (c *RedisCluster) ReplicaBacklog(ctx context.Context, m int) (int64, error)
 	return total, nil
 }
 
+// WaitReplicated waits until replica r has processed the replication
+// stream of master m as far as m had written when called: what m held
+// then survives the loss of m.
+func (c *RedisCluster) WaitReplicated(ctx context.Context, m, r int) error {
+	offset := func(i int, field string) (int64, error) {
+		n := c.nodeClient(i)
+		defer n.Close()
+		info, err := n.Info(ctx, "replication").Result()
+		if err != nil {
+			return 0, fmt.Errorf("INFO replication of node %d: %w", i, err)
+		}
+		return infoInt(info, field)
+	}
+	want, err := offset(m, "master_repl_offset")
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := offset(r, "slave_repl_offset")
+		if err == nil && got >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replica %d at offset %d (%v) 30s after its master %d was at %d", r, got, err, m, want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // Takeover makes replica i its master's master without the agreement of
 // the other nodes or of its master (CLUSTER FAILOVER TAKEOVER: what an
 // operator does when the master is gone and the cluster cannot promote on
