@@ -587,6 +587,6 @@ func TestRun_RedisClusterLostFirstSlotWrite(t *testing.T) {
 	}
 	// DEFECT, kept as a log so that the suite stays green: see the test's
 	// comment.
-	t.Logf("DEFECT (relay): a slot whose first script Redis lost (%d entries) stops the relay as fenced, with a hint naming verify (which refuses --redis-cluster); restarted, the relay would start the slot from the position key, past them unless it lay on the same master (here: %v):\n%s",
+	t.Logf("DEFECT (relay): a slot whose first script Redis lost (%d entries) stops the relay as fenced, with a hint naming commands that refuse --redis-cluster (verify, position set); restarted, the relay would start the slot from the position key, past them unless it lay on the same master (here: %v):\n%s",
 		len(lostIDs)-1, posThere, relaytest.TailLines(out, 2))
 }
