@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -42,8 +41,14 @@ type TrimConfig struct {
 	MaxLen int64
 	// Interval is the wait between two passes of Run (default
 	// DefaultTrimInterval). Shorter keeps the streams tighter and costs one
-	// SCAN of the keyspace and one script per stream each time.
+	// SCAN of the keyspace (of every master on a Redis Cluster) and one
+	// script per stream each time.
 	Interval time.Duration
+	// Active, when set, tells whether this relay is the one that should
+	// trim: the lease holder, not a standby (--lease). Run skips a pass while
+	// it returns false, so that relays of one position do not each SCAN
+	// the keyspace and race to trim the same streams. Nil: always.
+	Active func() bool
 }
 
 // Trimmer keeps streams bounded: it removes the entries every consumer
@@ -232,11 +237,21 @@ func (t *Trimmer) Step(ctx context.Context) (TrimStats, error) {
 }
 
 // Run trims every Interval until ctx is done, and returns nil then. A failed
-// pass is logged (repeats rate-limited) and retried; a final error (an old
-// Redis, see Step) is returned.
+// pass is logged (repeats rate-limited) and retried, a master failover on a
+// Redis Cluster included: each stream is trimmed by one script on its
+// current master, so a pass cut short trims nothing wrongly. A final error
+// (an old Redis, see Step) is returned. Passes are skipped while Active
+// says false.
 func (t *Trimmer) Run(ctx context.Context) error {
 	policy := retry.New(t.log, retry.Config{Message: "trim pass failed; retrying", MaxWait: max(t.cfg.Interval, retry.DefaultFirstWait)})
 	for {
+		if t.cfg.Active != nil && !t.cfg.Active() {
+			// A standby checks often: it may take the lease any moment.
+			if !retry.Sleep(ctx, min(t.cfg.Interval, time.Second)) {
+				return nil
+			}
+			continue
+		}
 		st, err := t.Step(ctx)
 		wait := t.cfg.Interval
 		if err != nil {
@@ -303,25 +318,20 @@ func parseVersion(v string) (major, minor int, ok bool) {
 	return major, minor, err1 == nil && err2 == nil
 }
 
-// streams lists the streams Glob matches, sorted, without the excluded ones.
+// streams lists the streams Glob matches, sorted, without the excluded
+// ones; on a Redis Cluster, those of every master.
 func (t *Trimmer) streams(ctx context.Context) ([]string, error) {
-	skip := map[string]bool{}
-	for _, k := range t.cfg.Exclude {
-		skip[k] = true
+	all, err := ScanStreams(ctx, t.client, t.cfg.Glob)
+	if err != nil {
+		return nil, fmt.Errorf("trim: %w", classifyTrim(err))
 	}
-	var keys []string
-	iter := t.client.ScanType(ctx, 0, t.cfg.Glob, 1000, "stream").Iterator()
-	for iter.Next(ctx) {
-		if k := iter.Val(); !skip[k] {
+	keys := all[:0]
+	for _, k := range all {
+		if !slices.Contains(t.cfg.Exclude, k) {
 			keys = append(keys, k)
 		}
 	}
-	if err := iter.Err(); err != nil {
-		return nil, fmt.Errorf("trim: scan streams %s: %w", t.cfg.Glob, classifyTrim(err))
-	}
-	// SCAN may return a key twice.
-	sort.Strings(keys)
-	return slices.Compact(keys), nil
+	return keys, nil
 }
 
 // classifyTrim is classify with the permissions the trimmer needs.

@@ -3,7 +3,9 @@ package redisstream
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -187,6 +189,37 @@ func TestTrimmer_MaxLenCutsAckedFirstAndWarns(t *testing.T) {
 	warns := logs.Lines("WARN")
 	if len(warns) != 1 || warns[0]["stream"] != key || warns[0]["cut"] != float64(st.Unacked) || warns[0]["hint"] == nil {
 		t.Fatalf("warnings %v, want one with the stream, the count cut and a hint", warns)
+	}
+}
+
+// A standby (Active false) trims nothing; once it holds the lease, it does.
+func TestTrimmer_RunTrimsOnlyWhenActive(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	c := r.Client(t, r.NewDB(t))
+	ctx := context.Background()
+	const key = "outbox:order"
+	addEntries(t, c, key, 1, 10)
+	if err := c.XGroupCreate(ctx, key, "g", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, c, key, "g", 10, 1, 2, 3, 4, 5)
+	var active atomic.Bool
+	tr, err := NewTrimmer(c, TrimConfig{Glob: "outbox:*", Acked: true, Interval: 10 * time.Millisecond, Active: active.Load}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(rctx) }()
+	time.Sleep(300 * time.Millisecond)
+	if n := c.XLen(ctx, key).Val(); n != 10 {
+		t.Errorf("a standby's trimmer left %d entries, want all 10", n)
+	}
+	active.Store(true)
+	relaytest.WaitFor(t, 10*time.Second, "the holder's trimmer to trim", func() bool { return c.XLen(ctx, key).Val() == 5 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil once cancelled", err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
@@ -50,6 +51,8 @@ func cleanupCommand() *cli.Command {
 			"the binlog end as of that snapshot; if it does not within --wait (the relay is behind or stopped),\n" +
 			"cleanup deletes nothing more and exits 1. Poll mode: only rows marked sent (sent_at set); unsent rows\n" +
 			"stay. A table without sent_at has nothing to clean in poll mode: the poller deletes the rows it sends.\n" +
+			"With --redis-cluster, rows also wait until every master's replicas hold what it does, and stay when a\n" +
+			"failover happens meanwhile (it may have lost appends).\n" +
 			"Exits 0 when done, 1 on failure, 2 for a usage or configuration error. See docs/operations.md.",
 		Flags: []cli.Flag{
 			positionKeyFlag(),
@@ -72,7 +75,7 @@ func cleanupCommand() *cli.Command {
 			&cli.DurationFlag{
 				Name:    "wait",
 				EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_WAIT"},
-				Usage:   "binlog mode: how long to wait for the relay's stored position to pass the rows chosen before giving up",
+				Usage:   "binlog mode: how long to wait for the relay's stored position to pass the rows chosen before giving up (with --redis-cluster, and for the replicas to acknowledge the appends)",
 				Value:   defaultCleanupWait,
 			},
 			&cli.BoolFlag{
@@ -132,7 +135,7 @@ func runCleanup(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	client := cfg.Redis.NewClient(redisstream.DefaultTimeout)
+	client := cfg.redisClient()
 	defer client.Close()
 	keys := redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key"))
 	st, err := loadRelayState(ctx, client, keys, "cleanup")
@@ -150,6 +153,9 @@ func runCleanup(c *cli.Context) error {
 	cl := &cleaner{
 		db: db, log: cfg.Logger.With("component", "cleanup"), sink: st.Sink, res: r,
 		batch: batch, pause: pause, wait: wait, start: time.Now(),
+	}
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		cl.guard = &clusterGuard{client: cc}
 	}
 	switch {
 	case st.Mode == mode.Binlog:
@@ -184,6 +190,9 @@ type cleaner struct {
 	selectQ, deleteQ string
 	// unsentQ counts the old unsent rows (poll mode; arg: the cutoff).
 	unsentQ string
+	// guard, on a Redis Cluster, makes sure the appends the position
+	// stands for survive a failover before rows are deleted.
+	guard *clusterGuard
 	// cutoff is the cutoff as the time column compares with it.
 	cutoff  any
 	start   time.Time
@@ -233,6 +242,11 @@ func (cl *cleaner) binlogMode(ctx context.Context) error {
 	round := cl.batch * cleanupRoundBatches
 	var after uint64
 	for {
+		if cl.guard != nil {
+			if err := cl.guard.begin(ctx); err != nil {
+				return err
+			}
+		}
 		ids, end, err := cl.snapshot(ctx, srv, after, round)
 		if err != nil || len(ids) == 0 {
 			return err
@@ -299,8 +313,24 @@ func (cl *cleaner) candidates(ctx context.Context, q mysqlserver.Querier, after 
 }
 
 // waitRelayed waits until the stored position passed end, saying so when
-// that takes longer than a running relay would.
+// that takes longer than a running relay would; on a Redis Cluster, then
+// until the masters' replicas hold the appends (clusterGuard), within the
+// same --wait.
 func (cl *cleaner) waitRelayed(ctx context.Context, end position.End, ids []uint64) error {
+	began := time.Now()
+	if err := cl.waitPosition(ctx, end, ids); err != nil || cl.guard == nil {
+		return err
+	}
+	// Replicas acknowledge every second: give them that much at least.
+	if err := cl.guard.replicated(ctx, max(cl.wait-time.Since(began), cleanupQuietWait)); err != nil {
+		return fmt.Errorf("rows %d to %d: %w", ids[0], ids[len(ids)-1], err)
+	}
+	return nil
+}
+
+// waitPosition waits until the stored position passed end, saying so when
+// that takes longer than a running relay would.
+func (cl *cleaner) waitPosition(ctx context.Context, end position.End, ids []uint64) error {
 	passed, why, err := waitPassed(ctx, cl.sink, end, min(cl.wait, cleanupQuietWait))
 	if err == nil && !passed && cl.wait > cleanupQuietWait {
 		cl.log.Info("waiting for the relay to pass the rows to delete", "binlog_end", end.String(), "wait", cl.wait.String(), "why", why)
@@ -316,20 +346,37 @@ func (cl *cleaner) waitRelayed(ctx context.Context, end position.End, ids []uint
 
 // pollMode deletes the old rows marked sent: the poller marks a row in the
 // transaction that follows its append, so a row marked sent was appended.
+// On a Redis Cluster, rows are read a round at a time, and deleted once
+// the replicas hold what the masters do (clusterGuard): a row marked sent
+// then has its entry on a replica too.
 func (cl *cleaner) pollMode(ctx context.Context) error {
 	if err := cl.db.QueryRowContext(ctx, cl.unsentQ, cl.cutoff).Scan(&cl.res.KeptUnsent); err != nil {
 		return fmt.Errorf("count old unsent rows: %w", err)
 	}
+	n := cl.batch
+	if cl.guard != nil {
+		n = cl.batch * cleanupRoundBatches
+	}
 	var after uint64
 	for {
-		ids, err := cl.candidates(ctx, cl.db, after, cl.batch)
+		if cl.guard != nil {
+			if err := cl.guard.begin(ctx); err != nil {
+				return err
+			}
+		}
+		ids, err := cl.candidates(ctx, cl.db, after, n)
 		if err != nil || len(ids) == 0 {
 			return err
+		}
+		if cl.guard != nil {
+			if err := cl.guard.replicated(ctx, max(cl.wait, cleanupQuietWait)); err != nil {
+				return fmt.Errorf("rows %d to %d: %w", ids[0], ids[len(ids)-1], err)
+			}
 		}
 		if err := cl.deleteAll(ctx, ids); err != nil {
 			return err
 		}
-		if len(ids) < cl.batch {
+		if len(ids) < n {
 			return nil
 		}
 		after = ids[len(ids)-1]

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
@@ -17,14 +19,32 @@ const envRedisCluster = "BINLOG_OUTBOX_REDIS_CLUSTER"
 func redisClusterFlag() cli.Flag {
 	return &cli.BoolFlag{
 		Name:    "redis-cluster",
-		Usage:   "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot (docs/scaling.md); run and check only, and run needs --lease=false",
+		Usage:   "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot (docs/scaling.md); not supported: --lease (run needs --lease=false), bench",
 		EnvVars: []string{envRedisCluster},
 	}
 }
 
-// clusterCommands are the commands that know Redis Cluster: the others
-// read keys (SCAN, the position) as one standalone Redis holds them.
-var clusterCommands = map[string]bool{"run": true, "check": true}
+// clusterCommands are the commands that know Redis Cluster (by their path,
+// e.g. "position show"): the others read keys (SCAN, the position) as one
+// standalone Redis holds them. cleanup reads the position key, a lower
+// bound of every slot's, and waits for the replicas (clusterGuard).
+var clusterCommands = map[string]bool{
+	"run": true, "check": true, "cleanup": true,
+	"status": true, "verify": true, "mark-appended": true,
+	"position show": true, "position set": true, "position reset": true,
+}
+
+// commandPath is the command's name after its parents', e.g. "position
+// show" (urfave/cli v2's FullName gives the last name only).
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, l := range c.Lineage() {
+		if l.Command != nil && l.Command.Name != "" && l.Command.Name != c.App.Name {
+			names = append([]string{l.Command.Name}, names...)
+		}
+	}
+	return strings.Join(slices.Compact(names), " ")
+}
 
 // loadRedisCluster parses --redis-url as a cluster URL when --redis-cluster
 // is set. cfg.Redis then holds the options of the first node, which check
@@ -33,9 +53,9 @@ func loadRedisCluster(c *cli.Context, cfg *config) error {
 	if !globalCtx(c, "redis-cluster").Bool("redis-cluster") {
 		return nil
 	}
-	if !clusterCommands[c.Command.Name] {
-		return usageError{outbox.WithHint(fmt.Errorf("%w: %s does not support --redis-cluster yet", outbox.ErrConfig, c.Command.FullName()),
-			"run it against one master with --redis-url redis://host:port and without --redis-cluster; only run and check know a cluster's slots")}
+	if name := commandPath(c); !clusterCommands[name] {
+		return usageError{outbox.WithHint(fmt.Errorf("%w: %s does not support --redis-cluster yet", outbox.ErrConfig, name),
+			"run it against one master with --redis-url redis://host:port and without --redis-cluster; the commands that know a cluster's slots are run, check, status, verify, mark-appended, position and cleanup")}
 	}
 	co, err := redis.ParseClusterURL(cfg.redisURL)
 	if err != nil {

@@ -179,9 +179,10 @@ func TestRedisCluster_RefusedWhereUnsupported(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--redis-cluster", "--redis-url", url, "status"}, "status does not support --redis-cluster"},
-		{[]string{"--redis-cluster", "--redis-url", url, "position", "show"}, "does not support --redis-cluster"},
+		{[]string{"--redis-cluster", "--redis-url", url, "bench"}, "bench does not support --redis-cluster"},
 		{[]string{"--redis-cluster", "--redis-url", "redis://127.0.0.1:1/3?addr=127.0.0.1:2", "check"}, "database 0 only"},
+		// cleanup knows a cluster: it gets as far as the URL.
+		{[]string{"--redis-cluster", "--redis-url", "redis://127.0.0.1:1/3?addr=127.0.0.1:2", "cleanup", "--older-than", "7d"}, "database 0 only"},
 	} {
 		_, errOut, code := run(t, append([]string{"--mysql-dsn", "u:p@tcp(127.0.0.1:1)/app"}, tt.args...)...)
 		if code == 0 || !strings.Contains(errOut, tt.want) || !strings.Contains(errOut, "hint:") {

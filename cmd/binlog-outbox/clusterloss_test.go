@@ -449,18 +449,16 @@ func restartPastDeadSeed(t *testing.T, env *relaytest.Env, rc *testsvc.RedisClus
 //
 // Today it stops as fenced, "... was deleted while the relay ran": from the
 // slot's next script (a compare-and-set that finds no position:
-// position.Compare's Deleted, whose hint is `position reset` / `position
-// set`), or from clusterPosition when another slot's rollback is noticed
-// first ("the position of hash slot N ... was deleted", whose hint is
-// `binlog-outbox verify` and a restart that "starts the slot afresh").
-// Both hints name commands that refuse --redis-cluster. Yet this is a plain
-// replication loss that the relay could repair as it does an older
-// position: the slot held no position when it first wrote there, so it
-// could read again from before that write. Restarted, it starts the slot
-// from the position key, which is past the lost entries unless it lay on
-// the same master: then they stay lost. The test logs that
-// defect (reported to be fixed in redisstream) and fails only on a silent
-// outcome: the relay still running, the lost entries not back.
+// position.Compare's Deleted), or from clusterPosition when another slot's
+// rollback is noticed first ("the position of hash slot N ... was
+// deleted"). Yet this is a plain replication loss that the relay could
+// repair as it does an older position: the slot held no position when it
+// first wrote there, so it could read again from before that write.
+// Restarted, it starts the slot from the position key, which is past the
+// lost entries unless it lay on the same master: then they stay lost. The
+// test logs that defect (reported, to be fixed in redisstream) and fails
+// only on a silent outcome: the relay still running, the lost entries not
+// back.
 func TestRun_RedisClusterLostFirstSlotWrite(t *testing.T) {
 	rc := testsvc.StartRedisCluster(t)
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
@@ -587,6 +585,6 @@ func TestRun_RedisClusterLostFirstSlotWrite(t *testing.T) {
 	}
 	// DEFECT, kept as a log so that the suite stays green: see the test's
 	// comment.
-	t.Logf("DEFECT (relay): a slot whose first script Redis lost (%d entries) stops the relay as fenced, with a hint naming commands that refuse --redis-cluster (verify, position set); restarted, the relay would start the slot from the position key, past them unless it lay on the same master (here: %v):\n%s",
+	t.Logf("DEFECT (relay): a slot whose first script Redis lost (%d entries) stops the relay as fenced instead of appending them again; restarted, the relay would start the slot from the position key, past them unless it lay on the same master (here: %v):\n%s",
 		len(lostIDs)-1, posThere, relaytest.TailLines(out, 2))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,6 +85,8 @@ func markAppended(c *cli.Context) error {
 	}
 	m := newMarker(db, cfg, onSent, res.Table != nil && res.Table.MariaDB)
 	var st markStats
+	// Every stream is checked before any row is marked: a refusal leaves
+	// the table as it was.
 	for _, key := range keys {
 		info, err := client.XInfoStream(ctx, key).Result()
 		if err != nil {
@@ -101,6 +104,8 @@ func markAppended(c *cli.Context) error {
 		case info.EntriesAdded == 0 && info.Length > 0:
 			fmt.Fprintf(c.App.ErrWriter, "warning: Redis before 7.0 does not say whether stream %s was trimmed; rows of trimmed entries stay unsent\n", key)
 		}
+	}
+	for _, key := range keys {
 		if err := m.stream(ctx, client, key, &st); err != nil {
 			return err
 		}
@@ -111,28 +116,21 @@ func markAppended(c *cli.Context) error {
 	return err
 }
 
-// streamKeys lists the streams matching glob, and the dead-letter stream.
-func streamKeys(ctx context.Context, client *redis.Client, glob, deadLetter string) ([]string, error) {
-	seen := map[string]bool{}
-	iter := client.ScanType(ctx, 0, glob, 1000, "stream").Iterator()
-	for iter.Next(ctx) {
-		seen[iter.Val()] = true
-	}
-	if err := iter.Err(); err != nil {
-		return nil, fmt.Errorf("SCAN for streams %s: %w", glob, redisstream.Classify(err))
+// streamKeys lists the streams matching glob (on every master of a Redis
+// Cluster), and the dead-letter stream.
+func streamKeys(ctx context.Context, client redis.UniversalClient, glob, deadLetter string) ([]string, error) {
+	keys, err := redisstream.ScanStreams(ctx, client, glob)
+	if err != nil {
+		return nil, err
 	}
 	typ, err := client.Type(ctx, deadLetter).Result()
 	if err != nil {
 		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, redisstream.Classify(err))
 	}
-	if typ == "stream" {
-		seen[deadLetter] = true
+	if typ == "stream" && !slices.Contains(keys, deadLetter) {
+		keys = append(keys, deadLetter)
+		sort.Strings(keys)
 	}
-	keys := make([]string, 0, len(seen))
-	for k := range seen {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	return keys, nil
 }
 
@@ -164,7 +162,7 @@ func newMarker(db *sql.DB, cfg config, onSent string, mariaDB bool) *marker {
 }
 
 // stream reads every entry of key and marks the rows they name.
-func (m *marker) stream(ctx context.Context, client *redis.Client, key string, st *markStats) error {
+func (m *marker) stream(ctx context.Context, client redis.UniversalClient, key string, st *markStats) error {
 	st.streams++
 	pending := map[uint64]string{} // outbox_id -> message_id
 	start := "-"

@@ -5,13 +5,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -119,13 +119,10 @@ func startMonitor(c *cli.Context, cfg config, relayMode string, db *sql.DB, clie
 }
 
 // groupMetrics builds the collector of --group-metrics over the streams the
-// --stream template names and the dead-letter stream, as status reads them.
-func groupMetrics(c *cli.Context, cfg config, relayMode string, universal redis.UniversalClient) (*metrics.Groups, error) {
-	client, ok := universal.(*redis.Client)
-	if !ok {
-		return nil, outbox.WithHint(fmt.Errorf("%w: --group-metrics does not support --redis-cluster yet: it lists the streams with SCAN of one node", outbox.ErrConfig),
-			"drop --group-metrics, and watch the groups with redis-cli --cluster call <node> XINFO GROUPS <stream>")
-	}
+// --stream template names and the dead-letter stream, as status reads them;
+// on a Redis Cluster, the streams of every master, each read through the
+// cluster client from the master of its slot.
+func groupMetrics(c *cli.Context, cfg config, relayMode string, client redis.UniversalClient) (*metrics.Groups, error) {
 	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return nil, err
@@ -133,7 +130,7 @@ func groupMetrics(c *cli.Context, cfg config, relayMode string, universal redis.
 	glob, deadLetter := tmpl.Glob(), c.String("dead-letter-stream")
 	var warn sync.Once
 	read := func(ctx context.Context) ([]metrics.Group, error) {
-		keys, err := streamKeys(ctx, client, glob, deadLetter)
+		keys, err := groupStreams(ctx, client, glob, deadLetter)
 		if err != nil {
 			return nil, err
 		}
@@ -146,17 +143,39 @@ func groupMetrics(c *cli.Context, cfg config, relayMode string, universal redis.
 		var out []metrics.Group
 		var first error
 		for _, key := range keys {
-			s, err := readStream(ctx, client, key)
+			groups, err := client.XInfoGroups(ctx, key).Result()
 			if err != nil {
-				// A stream deleted since the SCAN; the others still count.
-				first = cmp.Or(first, err)
+				// A stream deleted since the SCAN, or a slot failing
+				// over; the others still count.
+				first = cmp.Or(first, fmt.Errorf("XINFO GROUPS %s: %w", key, redisstream.Classify(err)))
 				continue
 			}
-			for _, g := range s.Groups {
+			for _, g := range groups {
 				out = append(out, metrics.Group{Stream: key, Group: g.Name, Pending: g.Pending, Lag: g.Lag})
 			}
 		}
 		return out, first
 	}
 	return metrics.NewGroups(relayMode, read, c.Duration("group-metrics-interval"), cfg.Logger), nil
+}
+
+// groupStreams lists the streams glob matches (on every master of a
+// cluster) and the dead-letter stream when it is one, sorted.
+func groupStreams(ctx context.Context, client redis.UniversalClient, glob, deadLetter string) ([]string, error) {
+	keys, err := redisstream.ScanStreams(ctx, client, glob)
+	if err != nil {
+		return nil, redisstream.Classify(err)
+	}
+	if slices.Contains(keys, deadLetter) {
+		return keys, nil
+	}
+	typ, err := client.Type(ctx, deadLetter).Result()
+	if err != nil {
+		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, redisstream.Classify(err))
+	}
+	if typ == "stream" {
+		keys = append(keys, deadLetter)
+		slices.Sort(keys)
+	}
+	return keys, nil
 }

@@ -32,11 +32,15 @@ type relayState struct {
 }
 
 // loadRelayState reads the mode and the position the relay stores under keys.
-func loadRelayState(ctx context.Context, client *redis.Client, keys redisstream.Keys, command string) (relayState, error) {
+func loadRelayState(ctx context.Context, client redis.UniversalClient, keys redisstream.Keys, command string) (relayState, error) {
 	m, err := redisstream.NewModeStore(client, keys.Mode).Load(ctx)
 	if err != nil {
 		return relayState{}, fmt.Errorf("%s: read the mode: %w", command, err)
 	}
+	// On a Redis Cluster too the position key alone is read: it is where a
+	// relay started now resumes (written after every slot's script of a
+	// batch, it is a lower bound of their positions), and waitPassed polls
+	// it, which must not cost the 16384 GETs of the slot positions.
 	sink, err := redisstream.New(client, redisstream.Config{PositionKey: keys.Position})
 	if err != nil {
 		return relayState{}, err

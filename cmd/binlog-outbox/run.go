@@ -264,12 +264,13 @@ func runRelay(c *cli.Context) error {
 	}
 	logFormat(log, format)
 
-	stopTrim, err := startTrimmer(c, cfg, client)
-	if err != nil {
-		return err
-	}
-	defer stopTrim()
 	if relayMode == mode.Poll {
+		// Binlog mode starts its trimmer with its lease (runBinlog).
+		stopTrim, err := startTrimmer(c, cfg, client, nil)
+		if err != nil {
+			return err
+		}
+		defer stopTrim()
 		return runPoll(c, cfg, rep.Server, db, client, res.Table)
 	}
 	return runBinlog(c, cfg, rep.Server, db, client, res.Absent, nil)
@@ -344,6 +345,11 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 	if err != nil {
 		return err
 	}
+	stopTrim, err := startTrimmer(c, cfg, client, lease)
+	if err != nil {
+		return err
+	}
+	defer stopTrim()
 	sink, err := newSink(c, cfg, client, lease)
 	if err != nil {
 		return err

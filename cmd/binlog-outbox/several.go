@@ -63,12 +63,13 @@ func runSeveral(c *cli.Context, cfg config, rep preflight.Report, requested stri
 	}
 	logFormat(log, format)
 
-	stopTrim, err := startTrimmer(c, cfg, client)
-	if err != nil {
-		return err
-	}
-	defer stopTrim()
 	if relayMode == mode.Poll {
+		// Binlog mode starts its trimmer with its lease (runBinlog).
+		stopTrim, err := startTrimmer(c, cfg, client, nil)
+		if err != nil {
+			return err
+		}
+		defer stopTrim()
 		return runPollSeveral(c, cfg, rep, requested, db, client)
 	}
 	return runBinlog(c, cfg, rep.Server, db, client, nil, rep.Tables)

@@ -32,7 +32,7 @@ func statusCommand() *cli.Command {
 		Usage: "show the mode, the stored position, how far behind the server it is, binlog retention, and the streams with their consumer groups",
 		Description: "Reads only: the mode and position keys, the server's binlog (SHOW BINARY LOGS, the binlog status)\n" +
 			"and expiry settings, and XLEN and XINFO GROUPS of every stream the --stream template names and of the\n" +
-			"dead-letter stream.",
+			"dead-letter stream. With --redis-cluster, also the position of every hash slot, and the streams of every master.",
 		Flags:  flags,
 		Action: runStatus,
 	}
@@ -53,6 +53,28 @@ type statusReport struct {
 	// lease (none runs, or the relays run with --lease=false).
 	Lease    *statusLease `json:"lease"`
 	LeaseKey string       `json:"lease_key"`
+	// Slots are the per-slot positions of a Redis Cluster
+	// (--redis-cluster); absent otherwise.
+	Slots *statusSlots `json:"slot_positions,omitempty"`
+}
+
+// statusSlots sums up the per-slot positions (redisstream.SlotSummary).
+type statusSlots struct {
+	// Keys is the pattern of their keys.
+	Keys    string           `json:"keys"`
+	Count   int              `json:"count"`
+	Lowest  *statusSlotPoint `json:"lowest"`
+	Highest *statusSlotPoint `json:"highest"`
+	// Ahead are the slots past the position key; Foreign those that hold
+	// no position of this relay.
+	Ahead   []int `json:"ahead"`
+	Foreign []int `json:"foreign"`
+}
+
+type statusSlotPoint struct {
+	Slot     int    `json:"slot"`
+	Key      string `json:"key"`
+	Position string `json:"position"`
 }
 
 type statusPosition struct {
@@ -148,6 +170,13 @@ func runStatus(c *cli.Context) error {
 	if err := readPosition(ctx, client, keys.Position, rep, lb, srv); err != nil {
 		return err
 	}
+	if cfg.RedisCluster != nil {
+		cp, err := redisstream.ReadClusterPositions(ctx, client, keys.Position)
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		rep.Slots, rep.Warnings = slotsStatus(cp, rep.Warnings)
+	}
 	streams, err := streamKeys(ctx, client, tmpl.Glob(), c.String("dead-letter-stream"))
 	if err != nil {
 		return err
@@ -183,7 +212,7 @@ func readServer(ctx context.Context, cfg config, db *sql.DB, out *statusServer) 
 
 // readPosition fills rep.Position from the stored position, measured by lb
 // against the server's binlog srv (nil: the server has none).
-func readPosition(ctx context.Context, client *redis.Client, key string, rep *statusReport, lb *lag.Binlog, srv *lag.Server) error {
+func readPosition(ctx context.Context, client redis.UniversalClient, key string, rep *statusReport, lb *lag.Binlog, srv *lag.Server) error {
 	raw, err := client.Get(ctx, key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil
@@ -234,7 +263,7 @@ func readPosition(ctx context.Context, client *redis.Client, key string, rep *st
 }
 
 // readStream reads the length and consumer groups of a stream.
-func readStream(ctx context.Context, client *redis.Client, key string) (statusStream, error) {
+func readStream(ctx context.Context, client redis.UniversalClient, key string) (statusStream, error) {
 	s := statusStream{Key: key, Groups: []statusGroup{}}
 	var err error
 	if s.Length, err = client.XLen(ctx, key).Result(); err != nil {
@@ -248,6 +277,70 @@ func readStream(ctx context.Context, client *redis.Client, key string) (statusSt
 		s.Groups = append(s.Groups, statusGroup{Name: g.Name, Consumers: g.Consumers, Pending: g.Pending, Lag: g.Lag, LastDeliveredID: g.LastDeliveredID})
 	}
 	return s, nil
+}
+
+// slotsStatus sums up the per-slot positions for status, adding to warnings
+// what stops the relay at its next start.
+func slotsStatus(cp redisstream.ClusterPositions, warnings []string) (*statusSlots, []string) {
+	sum := cp.Summary()
+	out := &statusSlots{Keys: cp.Key + ":{...}", Count: sum.Count, Ahead: sum.Ahead, Foreign: sum.Foreign}
+	if out.Ahead == nil {
+		out.Ahead = []int{}
+	}
+	if out.Foreign == nil {
+		out.Foreign = []int{}
+	}
+	point := func(p *redisstream.SlotPosition) *statusSlotPoint {
+		if p == nil {
+			return nil
+		}
+		return &statusSlotPoint{Slot: p.Slot, Key: p.Key, Position: p.Position.String()}
+	}
+	out.Lowest, out.Highest = point(sum.Lowest), point(sum.Highest)
+	if cp.Base == nil && sum.Count > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d hash slots hold positions but %s holds none: run refuses to start; `binlog-outbox position reset` deletes them (events appended since the old start may be appended again), `position set` stores a new position", sum.Count, cp.Key))
+	}
+	if len(sum.Foreign) > 0 {
+		warnings = append(warnings, fmt.Sprintf("hash slots %s hold no position of this relay (%s): a relay is fenced at its first append there; `binlog-outbox position set` or `reset` deletes them", joinInts(sum.Foreign), redisstream.SlotPositionKey(cp.Key, sum.Foreign[0])))
+	}
+	return out, warnings
+}
+
+// joinInts writes ns as "1, 2, 3", with at most 20 of them.
+func joinInts(ns []int) string {
+	parts := make([]string, 0, min(len(ns), 21))
+	for i, n := range ns {
+		if i == 20 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ns)-20))
+			break
+		}
+		parts = append(parts, strconv.Itoa(n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// slotsText is the text of status and position show about the per-slot
+// positions.
+func slotsText(b *strings.Builder, s *statusSlots) {
+	if s.Count == 0 {
+		fmt.Fprintf(b, "slots:     no hash slot holds a position (%s)\n", s.Keys)
+		return
+	}
+	fmt.Fprintf(b, "slots:     %d hash slots hold a position (%s)", s.Count, s.Keys)
+	switch {
+	case s.Lowest == nil:
+	case s.Lowest.Position == s.Highest.Position:
+		fmt.Fprintf(b, ", all at %s", s.Lowest.Position)
+	default:
+		fmt.Fprintf(b, ", lowest %s (slot %d), highest %s (slot %d)", s.Lowest.Position, s.Lowest.Slot, s.Highest.Position, s.Highest.Slot)
+	}
+	b.WriteString("\n")
+	if len(s.Ahead) > 0 {
+		fmt.Fprintf(b, "  ahead:   slots %s are past the position key (a relay stopped between the scripts of a batch; they skip what they hold at the next start)\n", joinInts(s.Ahead))
+	}
+	if len(s.Foreign) > 0 {
+		fmt.Fprintf(b, "  foreign: slots %s hold no position of this relay\n", joinInts(s.Foreign))
+	}
 }
 
 func printStatus(w io.Writer, r *statusReport, asJSON bool) error {
@@ -287,6 +380,9 @@ func printStatus(w io.Writer, r *statusReport, asJSON bool) error {
 			fmt.Fprintf(&b, "behind:    unknown: %s\n", p.BehindUnknown)
 		}
 		fmt.Fprintf(&b, "retention: %s\n", p.Retention)
+	}
+	if r.Slots != nil {
+		slotsText(&b, r.Slots)
 	}
 	if l := r.Lease; l == nil {
 		fmt.Fprintf(&b, "lease:     none held at %s (no binlog relay reads with --lease)\n", r.LeaseKey)

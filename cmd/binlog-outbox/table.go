@@ -52,13 +52,14 @@ func openUsableTable(ctx context.Context, cfg *config, command string) (*sql.DB,
 }
 
 // openStreams parses the stream template `run` would use for the resolved
-// table and opens the Redis client; the caller closes the client.
-func openStreams(c *cli.Context, cfg config) (*redisstream.Template, *redis.Client, error) {
+// table and opens the Redis client (a cluster client with --redis-cluster);
+// the caller closes the client.
+func openStreams(c *cli.Context, cfg config) (*redisstream.Template, redis.UniversalClient, error) {
 	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return nil, nil, err
 	}
-	return tmpl, cfg.Redis.NewClient(redisstream.DefaultTimeout), nil
+	return tmpl, cfg.redisClient(), nil
 }
 
 // queryColumns are the SQL expressions of the columns a command that

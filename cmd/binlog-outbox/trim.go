@@ -45,8 +45,9 @@ func trimFlags() []cli.Flag {
 }
 
 // startTrimmer starts the stream trimmer of --trim and --max-len, when one
-// is set, after checking that Redis can trim; stop ends it and waits.
-func startTrimmer(c *cli.Context, cfg config, client redis.UniversalClient) (stop func(), err error) {
+// is set, after checking that Redis can trim; stop ends it and waits. With
+// a lease (--lease), only its holder trims: a standby's passes are skipped.
+func startTrimmer(c *cli.Context, cfg config, client redis.UniversalClient, lease *redisstream.Lease) (stop func(), err error) {
 	mode := strings.ToLower(c.String("trim"))
 	if mode != trimOff && mode != trimAcked {
 		return nil, usageError{fmt.Errorf("--trim %q: want off or acked", c.String("trim"))}
@@ -54,18 +55,18 @@ func startTrimmer(c *cli.Context, cfg config, client redis.UniversalClient) (sto
 	if mode == trimOff && c.Int64("max-len") == 0 {
 		return func() {}, nil
 	}
-	if cfg.RedisCluster != nil {
-		return nil, outbox.WithHint(fmt.Errorf("%w: --trim and --max-len do not support --redis-cluster yet: they list the streams with SCAN of one node", outbox.ErrConfig),
-			"drop them, and trim with XTRIM on each master (redis-cli --cluster call)")
-	}
 	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return nil, err
 	}
-	tr, err := redisstream.NewTrimmer(client, redisstream.TrimConfig{
+	tcfg := redisstream.TrimConfig{
 		Glob: tmpl.Glob(), Exclude: []string{c.String("dead-letter-stream")},
 		Acked: mode == trimAcked, MaxLen: c.Int64("max-len"), Interval: c.Duration("trim-interval"),
-	}, cfg.Logger)
+	}
+	if lease != nil {
+		tcfg.Active = func() bool { return lease.Value() != "" }
+	}
+	tr, err := redisstream.NewTrimmer(client, tcfg, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

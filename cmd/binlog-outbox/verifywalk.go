@@ -30,12 +30,12 @@ const maxExactScore = 1 << 53
 // of ids whatever the streams' length. Each member is
 // message_id NUL stream NUL entry-id.
 type entryIndex struct {
-	client *redis.Client
+	client redis.UniversalClient
 	key    string
 	page   int64
 }
 
-func newEntryIndex(client *redis.Client, keys redisstream.Keys, page int) *entryIndex {
+func newEntryIndex(client redis.UniversalClient, keys redisstream.Keys, page int) *entryIndex {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	// Under the relay's prefix, so operators know whose key it is.

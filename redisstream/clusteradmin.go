@@ -1,0 +1,281 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/position"
+)
+
+// ClusterPositions is what a Redis Cluster holds of one relay's position,
+// as the commands beside the relay (status, position, verify) read it: the
+// position key and the per-slot positions (SlotPositionKey).
+type ClusterPositions struct {
+	// Key is the position key.
+	Key string
+	// Base is the position key's value; nil when it holds none.
+	Base []byte
+	// Slots is the value of each slot's position, for the slots that hold
+	// one.
+	Slots map[int][]byte
+}
+
+// ReadClusterPositions reads the position key and the position of every
+// hash slot (16384 GETs in one pipeline: the cluster client sends each
+// master its share, so every master is read). Unlike Sink.Position it
+// judges nothing and writes nothing: a command that shows or repairs the
+// position must see it also when the relay would refuse it. The slots are
+// read first: a running relay writes them before the key, so a slot found
+// ahead of the key was ahead of it when the key was read, not merely written
+// in between.
+func ReadClusterPositions(ctx context.Context, client redis.UniversalClient, positionKey string) (ClusterPositions, error) {
+	s := &Sink{client: client, cfg: Config{PositionKey: positionKey}}
+	slots, err := s.readSlotPositions(ctx)
+	if err != nil {
+		return ClusterPositions{}, err
+	}
+	base, err := s.storedPosition(ctx)
+	if err != nil {
+		return ClusterPositions{}, err
+	}
+	return ClusterPositions{Key: positionKey, Base: base, Slots: slots}, nil
+}
+
+// SlotPosition is one slot's position in a SlotSummary.
+type SlotPosition struct {
+	Slot int
+	// Key is the slot's position key.
+	Key string
+	// Position is the stored position.
+	Position position.Binlog
+}
+
+// SlotSummary sums up the per-slot positions against the position key.
+type SlotSummary struct {
+	// Count is how many slots hold a position.
+	Count int
+	// Lowest and Highest are the lowest and highest of the slots'
+	// positions that are positions of this relay; nil when none is.
+	Lowest, Highest *SlotPosition
+	// Ahead are the slots (in order) past the position key: a relay stopped
+	// between the scripts of one batch; at its next start they skip what
+	// they hold. Without a position key, every slot position is counted
+	// here.
+	Ahead []int
+	// Foreign are the slots (in order) whose value is no position of this
+	// relay: it does not decode as one, or it cannot be compared with the
+	// position key (another server's, or another kind of position). A
+	// relay started on them is fenced there.
+	Foreign []int
+}
+
+// Summary compares every slot's position with the position key.
+func (p ClusterPositions) Summary() SlotSummary {
+	sum := SlotSummary{Count: len(p.Slots)}
+	var base *position.Point
+	if p.Base != nil {
+		if at, err := decodePoint(p.Base); err == nil {
+			base = &at
+		}
+	}
+	slots := make([]int, 0, len(p.Slots))
+	for slot := range p.Slots {
+		slots = append(slots, slot)
+	}
+	sort.Ints(slots)
+	var lowAt, highAt position.Point
+	for _, slot := range slots {
+		raw := p.Slots[slot]
+		b, err := position.Decode(raw)
+		if err != nil {
+			sum.Foreign = append(sum.Foreign, slot)
+			continue
+		}
+		at, err := b.Point()
+		if err != nil {
+			sum.Foreign = append(sum.Foreign, slot)
+			continue
+		}
+		if base != nil {
+			o, err := position.Order(at, *base)
+			if err != nil {
+				sum.Foreign = append(sum.Foreign, slot)
+				continue
+			}
+			if o > 0 {
+				sum.Ahead = append(sum.Ahead, slot)
+			}
+		} else if p.Base == nil {
+			sum.Ahead = append(sum.Ahead, slot)
+		}
+		sp := &SlotPosition{Slot: slot, Key: SlotPositionKey(p.Key, slot), Position: b}
+		if sum.Lowest == nil {
+			sum.Lowest, sum.Highest, lowAt, highAt = sp, sp, at, at
+			continue
+		}
+		if o, err := position.Order(at, lowAt); err == nil && o < 0 {
+			sum.Lowest, lowAt = sp, at
+		}
+		if o, err := position.Order(at, highAt); err == nil && o > 0 {
+			sum.Highest, highAt = sp, at
+		}
+	}
+	return sum
+}
+
+// DeleteSlotPositions deletes the position of every hash slot (16384 DELs in
+// one pipeline, each sent to the slot's master) and returns how many existed.
+// binlog-outbox position set and reset run it, so that a restarted relay
+// finds no slot ahead of the new position nor a slot position without a
+// position key; a running relay that expects one of the deleted positions
+// is fenced at its next script there.
+func DeleteSlotPositions(ctx context.Context, client redis.UniversalClient, positionKey string) (int, error) {
+	cmds, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for slot := range ClusterSlots {
+			p.Del(ctx, SlotPositionKey(positionKey, slot))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete the slot positions %s:{...}: %w", positionKey, classify(err))
+	}
+	n := 0
+	for _, c := range cmds {
+		n += int(c.(*redis.IntCmd).Val())
+	}
+	return n, nil
+}
+
+// ScanStreams lists the streams whose names match glob: with SCAN TYPE stream
+// on a standalone Redis, and on every master of a Redis Cluster. SCAN sees
+// the keys of one node only, so on a cluster a stream missed would be a
+// stream whose rows verify reports missing and mark-appended leaves unsent
+// (poll mode would append them again): the listing is refused unless every
+// slot has a master, every such master was scanned, and the slot map was the
+// same before and after.
+func ScanStreams(ctx context.Context, client redis.UniversalClient, glob string) ([]string, error) {
+	cc, ok := client.(*redis.ClusterClient)
+	if !ok {
+		var keys []string
+		iter := client.ScanType(ctx, 0, glob, 1000, "stream").Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return nil, fmt.Errorf("SCAN for streams %s: %w", glob, classify(err))
+		}
+		return dedupSorted(keys), nil
+	}
+	before, err := slotMasters(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu      sync.Mutex
+		keys    []string
+		scanned = map[string]bool{}
+	)
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		var mine []string
+		iter := m.ScanType(ctx, 0, glob, 1000, "stream").Iterator()
+		for iter.Next(ctx) {
+			mine = append(mine, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			var rerr redis.Error
+			if !errors.As(err, &rerr) {
+				return outbox.WithHint(fmt.Errorf("SCAN for streams %s on master %s: %w", glob, m.Options().Addr, err),
+					"the master is unreachable: wait until the cluster replaced it (its replica takes over after cluster-node-timeout; redis-cli --cluster check <node>), then run the command again")
+			}
+			return fmt.Errorf("SCAN for streams %s on master %s: %w", glob, m.Options().Addr, classify(err))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		keys = append(keys, mine...)
+		scanned[m.Options().Addr] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	after, err := slotMasters(ctx, cc)
+	if err != nil {
+		return nil, err
+	}
+	if before != after {
+		return nil, outbox.WithHint(fmt.Errorf("list the streams %s: the cluster's slot map changed while its masters were scanned (a failover or a resharding), so a stream may have been missed", glob),
+			"run the command again once the cluster is stable (redis-cli --cluster check <node>)")
+	}
+	for _, addr := range strings.Split(before, ",") {
+		addr, _, _ = strings.Cut(addr, "=")
+		if !scannedAs(addr, scanned) {
+			return nil, outbox.WithHint(fmt.Errorf("list the streams %s: master %s owns slots but was not scanned: the client's view of the cluster is behind it", glob, addr),
+				"run the command again in a few seconds (the client reads the slot map every second)")
+		}
+	}
+	return dedupSorted(keys), nil
+}
+
+// slotMasters returns the master of every slot range as the cluster reports
+// it (CLUSTER SLOTS), as "addr=start-end" items in order, or an error when a
+// slot has no master: its streams could not be listed.
+func slotMasters(ctx context.Context, cc *redis.ClusterClient) (string, error) {
+	ranges, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return "", fmt.Errorf("read the cluster's slot map (CLUSTER SLOTS): %w", classify(err))
+	}
+	covered := 0
+	items := make([]string, 0, len(ranges))
+	for _, r := range ranges {
+		if len(r.Nodes) == 0 {
+			continue
+		}
+		covered += int(r.End-r.Start) + 1
+		items = append(items, fmt.Sprintf("%s=%d-%d", r.Nodes[0].Addr, r.Start, r.End))
+	}
+	if covered < ClusterSlots {
+		return "", outbox.WithHint(fmt.Errorf("list the streams: %d of the cluster's %d hash slots have no master, so their streams cannot be read", ClusterSlots-covered, ClusterSlots),
+			"wait until the cluster has a master for every slot (redis-cli --cluster check <node>), then run the command again")
+	}
+	sort.Strings(items)
+	return strings.Join(items, ","), nil
+}
+
+// scannedAs reports whether the master CLUSTER SLOTS names by addr is among
+// the scanned ones, which go-redis names as it dials them: it replaces a
+// loopback host with the host the client reached the cluster by, and a port
+// 0 (a TLS-only cluster) with the port it used.
+func scannedAs(addr string, scanned map[string]bool) bool {
+	if scanned[addr] {
+		return true
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	for s := range scanned {
+		sh, sp, err := net.SplitHostPort(s)
+		if err != nil {
+			continue
+		}
+		if (ip != nil && ip.IsLoopback() && sp == port) || (port == "0" && sh == host) {
+			return true
+		}
+	}
+	return false
+}
+
+func dedupSorted(keys []string) []string {
+	sort.Strings(keys)
+	return slices.Compact(keys)
+}
