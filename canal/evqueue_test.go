@@ -112,3 +112,87 @@ func TestEventQueue_EventsBeforeTheStreamsEnd(t *testing.T) {
 		t.Fatalf("second next: %v, want %v", err, end)
 	}
 }
+
+func eventOf(e replication.Event, size int) *replication.BinlogEvent {
+	return &replication.BinlogEvent{RawData: make([]byte, size), Header: &replication.EventHeader{}, Event: e}
+}
+
+// A transaction's events reach the reader together, at the event that may
+// end it; a long one in groups of maxHeld.
+func TestEventQueue_HandsOverGroups(t *testing.T) {
+	var high atomic.Int64
+	q := newEventQueue(256, 1<<20, &high)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	inside := []*replication.BinlogEvent{
+		eventOf(&replication.MariadbGTIDEvent{}, 10), eventOf(&replication.MariadbAnnotateRowsEvent{}, 10),
+		eventOf(&replication.TableMapEvent{}, 10), eventOf(&replication.RowsEvent{}, 10),
+	}
+	for _, e := range inside {
+		if err := q.HandleEvent(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, err := q.next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("next before the transaction's end: %+v, %v; want nothing yet", e, err)
+	}
+	if err := q.HandleEvent(eventOf(&replication.XIDEvent{}, 10)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range len(inside) + 1 {
+		e, err := q.next(context.Background())
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if i < len(inside) && e.ev != inside[i] {
+			t.Fatalf("event %d is %T, want %T", i, e.ev.Event, inside[i].Event)
+		}
+		q.release(e.size)
+	}
+	for range maxHeld {
+		if err := q.HandleEvent(eventOf(&replication.RowsEvent{}, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range maxHeld {
+		e, err := q.next(context.Background())
+		if err != nil {
+			t.Fatalf("row event %d of a long transaction: %v", i, err)
+		}
+		q.release(e.size)
+	}
+	if u, c := q.used.Load(), q.count.Load(); u != 0 || c != 0 {
+		t.Errorf("%d bytes and %d events held after every release, want none", u, c)
+	}
+}
+
+// Events held back count in the budget; waiting for room hands them over
+// first, or the reader could never release them.
+func TestEventQueue_HandsOverHeldEventsBeforeWaiting(t *testing.T) {
+	var high atomic.Int64
+	q := newEventQueue(3, 100, &high)
+	for range 3 {
+		if err := q.HandleEvent(eventOf(&replication.RowsEvent{}, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A fourth event exceeds the count: the three go to the reader, and
+	// the fourth waits until it released one.
+	done := handleAsync(q, eventOf(&replication.XIDEvent{}, 10))
+	blocked(t, done)
+	first, err := q.next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.release(first.size)
+	if err := returned(t, done); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		e, err := q.next(context.Background())
+		if err != nil {
+			t.Fatalf("event %d after the wait: %v", i+2, err)
+		}
+		q.release(e.size)
+	}
+}
