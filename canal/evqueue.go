@@ -23,15 +23,15 @@ var errQueueClosed = errors.New("binlog session ended")
 // Every event is counted, not only row events: MariaDB's annotate events
 // carry the statement text, as large as the row when values are literals.
 //
-// Events are handed over a group at a time: the events inside a transaction
-// (its GTID, table maps, rows, annotations) wait on the reading goroutine
-// until the event that can end it (an XID, a query, a heartbeat, anything
-// else) or until maxHeld of them, and go to the reader together. Handed over
-// one by one, each woke the reader, which is faster than go-mysql's parsing
-// and so waited again after every event: two goroutine switches per event,
-// a tenth of the relay's CPU in a catch-up of single-row transactions. An
-// event inside a transaction is of no use to the reader before the rest of
-// the transaction, which the server sends right after it.
+// Events are handed over in groups: the reading goroutine holds them back
+// until go-mysql reads from the connection again (handOverHeld, called by
+// the link before every read; go-mysql's 64 KiB buffered reader reads only
+// once it has parsed all it holds), or until maxHeld of them. Handed over
+// one by one, each event woke the reader, which is faster than go-mysql's
+// parsing and so waited again after every event: two goroutine switches per
+// event, a tenth of the relay's CPU in a catch-up of single-row
+// transactions. Before a read nothing more is parsed until bytes arrive, so
+// holding back adds no latency: what arrived together goes on together.
 //
 // No deadlock is possible: an event larger than the whole budget passes when
 // the queue is empty; the events held back are handed over before
@@ -50,8 +50,9 @@ type eventQueue struct {
 	wake    chan struct{}
 	high    *atomic.Int64 // high-water mark of used, kept across sessions
 
-	// held are the events of the open group, not handed over yet; only
-	// the reading goroutine touches it.
+	// held are the events not handed over yet. The reading goroutine
+	// adds to it; the link's reads and the stream's end hand it over.
+	mu   sync.Mutex
 	held []queued
 	// cur is the rest of the group the reader took last; only the
 	// reader touches it.
@@ -67,9 +68,9 @@ type queued struct {
 	size int64
 }
 
-// maxHeld bounds the events held back as one group: a huge transaction's
-// rows reach the reader in groups of this many.
-const maxHeld = 32
+// maxHeld bounds the events held back: a catch-up's reads of 64 KiB
+// bring a hundred small events, or a few large ones.
+const maxHeld = 64
 
 // newEventQueue returns a queue of at most count events (at least one) and
 // limit bytes (one larger event passes alone).
@@ -91,39 +92,38 @@ func (q *eventQueue) HandleEvent(e *replication.BinlogEvent) error {
 	if err := q.acquire(n); err != nil {
 		return err
 	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.held = append(q.held, queued{ev: e, size: n})
-	if insideGroup(e) && len(q.held) < maxHeld {
+	if len(q.held) < maxHeld {
 		return nil
 	}
-	return q.handOver()
+	return q.handOverLocked()
 }
 
-// handOver gives the held events to the reader.
-func (q *eventQueue) handOver() error {
+// handOverHeld gives the events held back to the reader: go-mysql is about
+// to read from the connection, or the stream ended. Safe from any goroutine.
+func (q *eventQueue) handOverHeld() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.held) == 0 {
+		return nil
+	}
+	return q.handOverLocked()
+}
+
+// handOverLocked sends the held events; the send never waits for long:
+// each group holds at least one of the events the budget counts, and the
+// channel has room for as many groups.
+func (q *eventQueue) handOverLocked() error {
 	g := q.held
-	q.held = make([]queued, 0, 8)
+	q.held = make([]queued, 0, 16)
 	select {
 	case q.ch <- g:
 		return nil
 	case <-q.stop:
 		return errQueueClosed
 	}
-}
-
-// insideGroup reports an event that the rest of its transaction follows
-// at once: the server writes a transaction to the binlog whole, at its
-// commit. Every other event may be the last for a while (a commit, a DDL,
-// a heartbeat, a rotate) and is handed over at once, with those before it.
-func insideGroup(e *replication.BinlogEvent) bool {
-	switch ev := e.Event.(type) {
-	case *replication.TableMapEvent, *replication.RowsEvent, *replication.MariadbAnnotateRowsEvent,
-		*replication.RowsQueryEvent, *replication.GTIDEvent, *replication.GtidTaggedLogEvent, *replication.MariadbGTIDEvent,
-		*replication.IntVarEvent:
-		return true
-	case *replication.QueryEvent:
-		return string(ev.Query) == "BEGIN"
-	}
-	return false
 }
 
 // binlogEventSize is what an event holds: its raw bytes, which the decoded values
@@ -152,10 +152,13 @@ func (q *eventQueue) acquire(n int64) error {
 			}
 			return nil
 		}
-		if len(q.held) > 0 {
+		q.mu.Lock()
+		held := len(q.held)
+		q.mu.Unlock()
+		if held > 0 {
 			// Only the reader makes room, and it cannot release what it
 			// has not got.
-			if err := q.handOver(); err != nil {
+			if err := q.handOverHeld(); err != nil {
 				return err
 			}
 			continue
@@ -192,6 +195,9 @@ func (q *eventQueue) release(n int64) {
 // its GetEvent returns only errors.
 func (q *eventQueue) watch(ctx context.Context, s *replication.BinlogStreamer) {
 	_, err := s.GetEvent(ctx)
+	// The events parsed before the end (a parse error ends the stream
+	// without another read) come first.
+	_ = q.handOverHeld()
 	q.errc <- err
 }
 
