@@ -112,9 +112,9 @@ func (q *eventQueue) handOverHeld() error {
 	return q.handOverLocked()
 }
 
-// handOverLocked sends the held events; the send never waits for long:
-// each group holds at least one of the events the budget counts, and the
-// channel has room for as many groups.
+// handOverLocked sends the held events. The send does not wait: each
+// group holds at least one of the events the budget counts, and the channel
+// has room for as many groups as the budget has events.
 func (q *eventQueue) handOverLocked() error {
 	g := q.held
 	q.held = make([]queued, 0, 16)
