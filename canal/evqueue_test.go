@@ -14,10 +14,19 @@ func sizedEvent(size int) *replication.BinlogEvent {
 	return &replication.BinlogEvent{RawData: make([]byte, size), Event: &replication.GenericEvent{}}
 }
 
-// handleAsync runs HandleEvent as go-mysql's reading goroutine would.
+// handle runs HandleEvent as go-mysql's reading goroutine would, followed
+// by its next read from the connection.
+func handle(q *eventQueue, e *replication.BinlogEvent) error {
+	if err := q.HandleEvent(e); err != nil {
+		return err
+	}
+	return q.handOverHeld()
+}
+
+// handleAsync runs handle on a goroutine of its own.
 func handleAsync(q *eventQueue, e *replication.BinlogEvent) <-chan error {
 	done := make(chan error, 1)
-	go func() { done <- q.HandleEvent(e) }()
+	go func() { done <- handle(q, e) }()
 	return done
 }
 
@@ -45,7 +54,7 @@ func TestEventQueue_WaitsForRoomAndPassesLargeEventsAlone(t *testing.T) {
 	var high atomic.Int64
 	q := newEventQueue(16, 100, &high)
 	ctx := context.Background()
-	if err := q.HandleEvent(sizedEvent(60)); err != nil {
+	if err := handle(q, sizedEvent(60)); err != nil {
 		t.Fatal(err)
 	}
 	// 60 + 60 > 100: waits until the reader releases the first.
@@ -85,7 +94,7 @@ func TestEventQueue_WaitsForRoomAndPassesLargeEventsAlone(t *testing.T) {
 func TestEventQueue_CloseUnblocks(t *testing.T) {
 	var high atomic.Int64
 	q := newEventQueue(16, 100, &high)
-	if err := q.HandleEvent(sizedEvent(100)); err != nil {
+	if err := handle(q, sizedEvent(100)); err != nil {
 		t.Fatal(err)
 	}
 	done := handleAsync(q, sizedEvent(1))
@@ -99,7 +108,7 @@ func TestEventQueue_CloseUnblocks(t *testing.T) {
 func TestEventQueue_EventsBeforeTheStreamsEnd(t *testing.T) {
 	var high atomic.Int64
 	q := newEventQueue(16, 100, &high)
-	if err := q.HandleEvent(sizedEvent(10)); err != nil {
+	if err := handle(q, sizedEvent(10)); err != nil {
 		t.Fatal(err)
 	}
 	end := errors.New("connection reset")
@@ -107,6 +116,104 @@ func TestEventQueue_EventsBeforeTheStreamsEnd(t *testing.T) {
 	ctx := context.Background()
 	if e, err := q.next(ctx); err != nil || e.size != 10 {
 		t.Fatalf("first next: %+v, %v; want the queued event", e, err)
+	}
+	if _, err := q.next(ctx); !errors.Is(err, end) {
+		t.Fatalf("second next: %v, want %v", err, end)
+	}
+}
+
+// Events wait on the reading goroutine until it reads from the connection
+// again, and then reach the reader together, in order; never more than
+// maxHeld of them.
+func TestEventQueue_HandsOverAtTheNextRead(t *testing.T) {
+	var high atomic.Int64
+	q := newEventQueue(256, 1<<20, &high)
+	var sent []*replication.BinlogEvent
+	for range 5 {
+		e := sizedEvent(10)
+		sent = append(sent, e)
+		if err := q.HandleEvent(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if e, err := q.next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("next before go-mysql reads again: %+v, %v; want nothing yet", e, err)
+	}
+	if err := q.handOverHeld(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range sent {
+		e, err := q.next(context.Background())
+		if err != nil || e.ev != sent[i] {
+			t.Fatalf("event %d: %p, %v; want %p", i, e.ev, err, sent[i])
+		}
+		q.release(e.size)
+	}
+	for range maxHeld {
+		if err := q.HandleEvent(sizedEvent(10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range maxHeld {
+		e, err := q.next(context.Background())
+		if err != nil {
+			t.Fatalf("event %d of %d held: %v", i, maxHeld, err)
+		}
+		q.release(e.size)
+	}
+	if u, c := q.used.Load(), q.count.Load(); u != 0 || c != 0 {
+		t.Errorf("%d bytes and %d events held after every release, want none", u, c)
+	}
+}
+
+// Events held back count in the budget; waiting for room hands them over
+// first, or the reader could never release them.
+func TestEventQueue_HandsOverHeldEventsBeforeWaiting(t *testing.T) {
+	var high atomic.Int64
+	q := newEventQueue(3, 100, &high)
+	for range 3 {
+		if err := q.HandleEvent(sizedEvent(10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A fourth event exceeds the count: the three go to the reader, and
+	// the fourth waits until it released one.
+	done := handleAsync(q, sizedEvent(10))
+	blocked(t, done)
+	first, err := q.next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.release(first.size)
+	if err := returned(t, done); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		e, err := q.next(context.Background())
+		if err != nil {
+			t.Fatalf("event %d after the wait: %v", i+2, err)
+		}
+		q.release(e.size)
+	}
+}
+
+// The events parsed before the stream ended reach the reader before its
+// end: a parse error ends it without another read.
+func TestEventQueue_HandsOverHeldEventsAtTheEnd(t *testing.T) {
+	var high atomic.Int64
+	q := newEventQueue(16, 100, &high)
+	if err := q.HandleEvent(sizedEvent(10)); err != nil {
+		t.Fatal(err)
+	}
+	s := replication.NewBinlogStreamer()
+	end := errors.New("invalid event")
+	s.AddErrorToStreamer(end)
+	ctx := context.Background()
+	go q.watch(ctx, s)
+	if e, err := q.next(ctx); err != nil || e.size != 10 {
+		t.Fatalf("first next: %+v, %v; want the held event", e, err)
 	}
 	if _, err := q.next(ctx); !errors.Is(err, end) {
 		t.Fatalf("second next: %v, want %v", err, end)

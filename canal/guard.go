@@ -40,7 +40,7 @@ func (m *machine) unhandled(h *replication.EventHeader, e replication.Event) err
 	case *replication.TableMapEvent:
 		// A table id is reused for another table after the outbox table
 		// leaves the table cache: the latest map of an id counts.
-		if m.tables.src.matches(string(e.Schema), string(e.Table)) {
+		if m.tables.matches(e) {
 			if m.guard.outboxIDs == nil {
 				m.guard.outboxIDs = map[uint64]bool{}
 			}

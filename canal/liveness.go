@@ -29,6 +29,11 @@ type link struct {
 	// closeTimeout, once set (closing), bounds every connection dialed
 	// from then on.
 	closeTimeout time.Duration
+	// beforeRead, when set, runs before every read of the connections:
+	// the event queue hands over the events it holds back. Once the
+	// session ends it has nothing to do, and the read of the connection
+	// go-mysql's Close dials to KILL the dump thread must go on.
+	beforeRead func()
 }
 
 // closing bounds the connections dialed from now on to timeout, handshake
@@ -63,7 +68,7 @@ func (l *link) dial(ctx context.Context, network, addr string) (net.Conn, error)
 		}
 	}
 	l.conns = append(l.conns, c)
-	return &countingConn{Conn: c, n: &l.bytes}, nil
+	return &countingConn{Conn: c, n: &l.bytes, before: l.beforeRead}, nil
 }
 
 // kill closes every connection of the session and refuses new ones. Closing
@@ -84,10 +89,14 @@ func (l *link) kill() {
 // 64 KiB buffered reader costs nothing measurable.
 type countingConn struct {
 	net.Conn
-	n *atomic.Uint64
+	n      *atomic.Uint64
+	before func()
 }
 
 func (c *countingConn) Read(b []byte) (int, error) {
+	if c.before != nil {
+		c.before()
+	}
 	n, err := c.Conn.Read(b)
 	if n > 0 {
 		c.n.Add(uint64(n))

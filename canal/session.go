@@ -123,6 +123,9 @@ func (r *Reader) openStream(ctx context.Context, start position.Point) (st *stre
 		wd: &watchdog{bytes: &lk.bytes},
 		lk: lk, killWait: r.cfg.ReadTimeout,
 	}
+	// go-mysql reads from the connection once it parsed what it read
+	// before: the events held back go to the reader then.
+	lk.beforeRead = func() { _ = st.q.handOverHeld() } // fails only once the session is over
 	st.syncer = replication.NewBinlogSyncer(r.syncerConfig(lk, st.q))
 	sctx, st.cancel = context.WithCancel(ctx)
 	st.spawn(func() {

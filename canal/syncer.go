@@ -63,14 +63,26 @@ func decodeConfig(flavor string, match func(database, table string) bool) replic
 		FillZeroLogPos:            flavor == position.FlavorMariaDB,
 		PayloadDecoderConcurrency: 1,
 	}
+	// The parser calls the function on one goroutine (compressed
+	// transactions too: PayloadDecoderConcurrency is 1), so the cache is
+	// its own.
+	var matched nameCache[bool]
 	cfg.RowsEventDecodeFunc = func(ev *replication.RowsEvent, data []byte) error {
 		pos, err := ev.DecodeHeader(data)
 		if err != nil {
 			return err
 		}
+		if ev.Table == nil {
+			return nil
+		}
+		ok, known := matched.get(ev.Table.Schema, ev.Table.Table)
+		if !known {
+			ok = match(string(ev.Table.Schema), string(ev.Table.Table))
+			matched.put(ev.Table.Schema, ev.Table.Table, ok)
+		}
 		// Rows of other tables are never decoded: on a busy server they are
 		// most of the binlog.
-		if ev.Table == nil || !match(string(ev.Table.Schema), string(ev.Table.Table)) {
+		if !ok {
 			return nil
 		}
 		return ev.DecodeData(pos, data)

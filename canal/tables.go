@@ -161,6 +161,10 @@ type tableSet struct {
 	// another table): a transaction's rows events share their table map.
 	lastTM *replication.TableMapEvent
 	lastF  *followed
+	// named are the tables the binlog's names stand for (nil: not
+	// followed), as lookup found them; matched is whether names match.
+	named   nameCache[*followed]
+	matched nameCache[bool]
 }
 
 func newTableSet(src *sourceSet, proof layoutProof) *tableSet {
@@ -172,17 +176,32 @@ func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
 	if tm == ts.lastTM && tm != nil {
 		return ts.lastF
 	}
-	db, table := string(tm.Schema), string(tm.Table)
-	key := tableKey(db, table, ts.src.lctn)
-	f := ts.byKey[key]
-	if f == nil {
-		i := ts.src.patterns.Index(db, table, ts.src.lctn)
-		if i >= 0 {
-			f = ts.follow(i, db, table, key)
+	f, known := ts.named.get(tm.Schema, tm.Table)
+	if !known {
+		db, table := string(tm.Schema), string(tm.Table)
+		key := tableKey(db, table, ts.src.lctn)
+		f = ts.byKey[key]
+		if f == nil {
+			i := ts.src.patterns.Index(db, table, ts.src.lctn)
+			if i >= 0 {
+				f = ts.follow(i, db, table, key)
+			}
 		}
+		ts.named.put(tm.Schema, tm.Table, f)
 	}
 	ts.lastTM, ts.lastF = tm, f
 	return f
+}
+
+// matches reports whether the rows of the table tm names are relayed, as
+// sourceSet.matches does.
+func (ts *tableSet) matches(tm *replication.TableMapEvent) bool {
+	ok, known := ts.matched.get(tm.Schema, tm.Table)
+	if !known {
+		ok = ts.src.matches(string(tm.Schema), string(tm.Table))
+		ts.matched.put(tm.Schema, tm.Table, ok)
+	}
+	return ok
 }
 
 // follow starts following a table of source i: with the mapping resolved

@@ -216,7 +216,10 @@ func parseTime(s string) (time.Time, bool) {
 	if s == "" || strings.HasPrefix(s, "0000-00-00") {
 		return time.Time{}, false
 	}
-	if t, err := time.ParseInLocation("2006-01-02 15:04:05.999999", s, time.UTC); err == nil {
+	if t, ok := parseDatetime(s); ok {
+		return t, true
+	}
+	if t, err := time.ParseInLocation(datetimeLayout, s, time.UTC); err == nil {
 		return t, true
 	}
 	// UNIX_TIMESTAMP(col): seconds with up to six decimals.
@@ -231,4 +234,49 @@ func parseTime(s string) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// datetimeLayout is how the binlog reader's syncer renders DATETIME and
+// TIMESTAMP values, and how the poller's queries return them.
+const datetimeLayout = "2006-01-02 15:04:05.999999"
+
+// parseDatetime reads "YYYY-MM-DD hh:mm:ss" with up to six decimals, as
+// time.ParseInLocation(datetimeLayout, s, time.UTC) does, a few times
+// faster: every binlog row's occurred_at comes as such text. It answers
+// only what it is sure of (ok false: leave it to time.ParseInLocation).
+func parseDatetime(s string) (t time.Time, ok bool) {
+	if len(s) < 19 || len(s) == 20 || len(s) > 26 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':' {
+		return time.Time{}, false
+	}
+	num := func(from, to int) int {
+		n := 0
+		for i := from; i < to; i++ {
+			c := s[i]
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	year, month, day := num(0, 4), num(5, 7), num(8, 10)
+	hour, minute, sec := num(11, 13), num(14, 16), num(17, 19)
+	nsec := 0
+	if len(s) > 19 {
+		if s[19] != '.' {
+			return time.Time{}, false
+		}
+		nsec = num(20, len(s))
+		for i := len(s); i < 29; i++ {
+			nsec *= 10
+		}
+	}
+	if year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 || nsec < 0 {
+		return time.Time{}, false
+	}
+	t = time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	if t.Day() != day {
+		return time.Time{}, false // February 30th: time.Date moved it on
+	}
+	return t, true
 }

@@ -220,3 +220,40 @@ func TestBuilder_Field(t *testing.T) {
 		t.Errorf("Invalid = %q, want the payload problem (a dead letter keeps its fields)", got.Invalid)
 	}
 }
+
+// parseDatetime answers as time.ParseInLocation does wherever it answers.
+func FuzzParseDatetime(f *testing.F) {
+	for _, s := range []string{
+		"2026-11-29 10:00:00.123456", "2026-11-29 10:00:00", "2026-11-29 10:00:00.1", "2024-02-29 23:59:59.999",
+		"2023-02-29 10:00:00", "2026-13-01 00:00:00", "2026-11-29 24:00:00", "2026-11-29 10:60:00", "2026-11-29 10:00:60",
+		"0001-01-01 00:00:00", "2026-11-29 10:00:00.", "2026-11-29 10:00:00.1234567", "2026-11-29T10:00:00", "2026-1-29 10:00:00",
+		"2026-11-29 10:00:0x", "+026-11-29 10:00:00", "2026-11-29 10:00:00,5",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseDatetime(s)
+		want, err := time.ParseInLocation(datetimeLayout, s, time.UTC)
+		if ok && (err != nil || !got.Equal(want) || got.Location() != time.UTC) {
+			t.Fatalf("parseDatetime(%q) = %v; time.ParseInLocation: %v, %v", s, got, want, err)
+		}
+	})
+}
+
+func TestParseDatetime(t *testing.T) {
+	for _, tt := range []struct {
+		s      string
+		wantOK bool
+	}{
+		{"2026-11-29 10:00:00.123456", true}, {"2026-11-29 10:00:00", true}, {"2026-11-29 10:00:00.5", true},
+		{"2024-02-29 00:00:00", true}, {"2023-02-29 00:00:00", false}, {"2026-11-31 00:00:00", false},
+		{"2026-11-29 10:00:00.1234567", false}, {"2026-11-29 24:00:00", false}, {"2026-11-29T10:00:00", false},
+		{"1795946400.123456", false},
+	} {
+		got, ok := parseDatetime(tt.s)
+		want, err := time.ParseInLocation(datetimeLayout, tt.s, time.UTC)
+		if ok != tt.wantOK || (ok && (err != nil || !got.Equal(want))) {
+			t.Errorf("parseDatetime(%q) = %v, %v; want ok %v (time.ParseInLocation: %v, %v)", tt.s, got, ok, tt.wantOK, want, err)
+		}
+	}
+}
