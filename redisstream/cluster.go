@@ -80,6 +80,11 @@ type slotState struct {
 	// sessions: a slot that holds an older value of its own lost writes
 	// (a failover, asynchronous replication) and is read again from there.
 	written map[int][]byte
+	// emptyBefore holds, for each slot that held no position when this
+	// process first wrote there, the position key's value before that
+	// batch: a slot that holds none again lost every write of this process
+	// (its first script among them), and is read again from there.
+	emptyBefore map[int][]byte
 	// ahead are the slots whose position is past the one Position returned
 	// (a stop between the scripts of one batch, or a slot's master that
 	// lost writes): they skip the batches their position covers.
@@ -171,7 +176,7 @@ func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, nex
 			}
 			delete(s.slots.ahead, g.slot)
 		}
-		if err := s.appendSlot(ctx, g, next, fence); err != nil {
+		if err := s.appendSlot(ctx, g, prev, next, fence); err != nil {
 			return err
 		}
 	}
@@ -228,7 +233,7 @@ func casReply(res []any, slot int, next []byte) error {
 // appendSlot runs the append script for one slot's events, checking and
 // replacing the slot's position; behind the slot's fence when fence is set
 // (a lease).
-func (s *Sink) appendSlot(ctx context.Context, g slotGroup, next []byte, fence string) error {
+func (s *Sink) appendSlot(ctx context.Context, g slotGroup, prev, next []byte, fence string) error {
 	key := SlotPositionKey(s.cfg.PositionKey, g.slot)
 	expect := s.slots.stored[g.slot]
 	s.build(g.events, key, expect, next, fence)
@@ -260,7 +265,7 @@ func (s *Sink) appendSlot(ctx context.Context, g slotGroup, next []byte, fence s
 					return ferr
 				}
 			}
-			return &outbox.PositionMismatchError{Stored: stored}
+			return s.slotMismatch(g.slot, stored)
 		}
 	} else if len(res) < 2 {
 		return fmt.Errorf("append: unexpected script reply %v", res)
@@ -271,13 +276,35 @@ func (s *Sink) appendSlot(ctx context.Context, g slotGroup, next []byte, fence s
 		// The cluster client retries a script whose reply it lost; the
 		// position then shows the first run.
 		if cur, _ := res[1].(string); cur != string(next) {
-			return mismatch(res[1])
+			return s.slotMismatch(g.slot, []byte(cur))
 		}
 	}
 	s.ran()
+	if expect == nil {
+		if _, ok := s.slots.emptyBefore[g.slot]; !ok && prev != nil {
+			s.slots.emptyBefore[g.slot] = prev
+		}
+	}
 	s.slots.stored[g.slot] = next
 	s.slots.written[g.slot] = next
 	return nil
+}
+
+// slotMismatch is the error of a slot script that found stored (nil or
+// empty: none) instead of the position it expected. A slot that holds none
+// although this process wrote there, and held none before its first write,
+// lost those writes (a master failover, asynchronous replication): like a
+// slot that went back to an older position of its own, it is read again,
+// from before that first write (clusterPosition), instead of stopping the
+// relay as if someone had deleted the position.
+func (s *Sink) slotMismatch(slot int, stored []byte) error {
+	if len(stored) == 0 {
+		if _, ok := s.slots.emptyBefore[slot]; ok {
+			return fmt.Errorf("%w: hash slot %d holds no position any more, though this relay wrote there: Redis lost its writes", outbox.ErrPositionRolledBack, slot)
+		}
+		stored = nil
+	}
+	return &outbox.PositionMismatchError{Stored: stored}
 }
 
 // mismatch is the error of a refused compare-and-set whose script replied
@@ -340,6 +367,25 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 		for slot, mine := range s.slots.written {
 			cur, ok := stored[slot]
 			if !ok {
+				if before, lost := s.slots.emptyBefore[slot]; lost {
+					// Every write of this process to the slot was lost,
+					// and it held nothing before them: read again from
+					// before the first.
+					delete(s.slots.written, slot)
+					delete(s.slots.emptyBefore, slot)
+					beforeAt, err := decodePoint(before)
+					if err != nil {
+						return nil, err
+					}
+					o, err := position.Order(beforeAt, at)
+					if err != nil {
+						return nil, fmt.Errorf("compare the position before hash slot %d lost its writes with %s: %w", slot, s.cfg.PositionKey, err)
+					}
+					if o < 0 {
+						resume, at = before, beforeAt
+					}
+					continue
+				}
 				return nil, outbox.WithHint(fmt.Errorf("%w: the position of hash slot %d (%s) was deleted while the relay ran", outbox.ErrFenced, slot, SlotPositionKey(s.cfg.PositionKey, slot)),
 					"a master that lost its data (restarted empty, or a replica that never synced took over), or someone deleted the key: the slot's streams may lack events; check them (binlog-outbox verify against that master), then restart the relay, which starts the slot afresh")
 			}
@@ -387,6 +433,7 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 	s.slots.stored = stored
 	if s.slots.written == nil {
 		s.slots.written = map[int][]byte{}
+		s.slots.emptyBefore = map[int][]byte{}
 	}
 	return resume, nil
 }
