@@ -158,9 +158,9 @@ func (s *Sink) transact(ctx context.Context, tx *redis.Tx, prev, next []byte, le
 	}
 	var (
 		multi         *redis.Cmd
-		pos, leaseCmd   *redis.StringCmd
-		types           = make([]*redis.StatusCmd, len(streams))
-		infos           = make([]*redis.XInfoGroupsCmd, len(s.batchNew))
+		pos, leaseCmd *redis.StringCmd
+		types         = make([]*redis.StatusCmd, len(streams))
+		infos         = make([]*redis.XInfoGroupsCmd, len(s.batchNew))
 	)
 	cmds, perr := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Do(ctx, watch...)
