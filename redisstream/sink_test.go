@@ -17,7 +17,7 @@ import (
 
 func TestMain(m *testing.M) { testsvc.Main(m) }
 
-func newSink(t *testing.T, url string, cfg Config) (*Sink, *redis.Client) {
+func newSink(t testing.TB, url string, cfg Config) (*Sink, *redis.Client) {
 	t.Helper()
 	c, err := NewClient(url)
 	if err != nil {
