@@ -48,9 +48,13 @@ import (
 // sent in round 2, a refused MULTI would let the XADDs and the SET that
 // follow it run one by one, outside any transaction.
 
-// DefaultMultiMin is the default of Config.MultiMin: every batch in binlog
-// mode (on a standalone Redis without dedupe) goes through MULTI/EXEC.
-const DefaultMultiMin = 1
+// DefaultMultiMin is the default of Config.MultiMin. MULTI/EXEC costs a
+// second round trip per batch: measured with bench, 0.1-0.3 ms more at the
+// p50 of live latency, where batches hold an entry or a few and Redis CPU
+// is not the bound. From a few dozen entries on (catch-up, multi-row
+// transactions) Redis's CPU is the bound, and the 2-3 us per entry that
+// MULTI saves it outweigh the round trip (BenchmarkAppend_RedisCPU).
+const DefaultMultiMin = 32
 
 // maxExecAborts bounds how often Append redoes a transaction whose EXEC a
 // change of a watched key aborted. A lease renewal lands between the rounds

@@ -111,7 +111,7 @@ func TestSink_MultiExecAborted(t *testing.T) {
 
 	t.Run("position written by another relay", func(t *testing.T) {
 		url := r.NewDB(t)
-		s, c := newSink(t, url, Config{})
+		s, c := newSink(t, url, Config{MultiMin: 1})
 		other := r.Client(t, url)
 		c.AddHook(&beforeExec{fn: func(ctx context.Context, n int) {
 			if n == 0 {
@@ -130,9 +130,9 @@ func TestSink_MultiExecAborted(t *testing.T) {
 
 	t.Run("lease taken by another relay", func(t *testing.T) {
 		url := r.NewDB(t)
-		_, c := newSink(t, url, Config{})
+		_, c := newSink(t, url, Config{MultiMin: 1})
 		a := newLease(t, c, "host-a/1", 5*time.Second)
-		s, sc := newSink(t, url, Config{Lease: a})
+		s, sc := newSink(t, url, Config{Lease: a, MultiMin: 1})
 		if held, _, err := a.TryAcquire(ctx); !held || err != nil {
 			t.Fatalf("TryAcquire = %v, %v", held, err)
 		}
@@ -155,9 +155,9 @@ func TestSink_MultiExecAborted(t *testing.T) {
 
 	t.Run("lease renewed", func(t *testing.T) {
 		url := r.NewDB(t)
-		_, c := newSink(t, url, Config{})
+		_, c := newSink(t, url, Config{MultiMin: 1})
 		a := newLease(t, c, "host-a/1", 5*time.Second)
-		s, sc := newSink(t, url, Config{Lease: a})
+		s, sc := newSink(t, url, Config{Lease: a, MultiMin: 1})
 		if held, _, err := a.TryAcquire(ctx); !held || err != nil {
 			t.Fatalf("TryAcquire = %v, %v", held, err)
 		}
@@ -185,7 +185,7 @@ func TestSink_MultiExecAborted(t *testing.T) {
 
 	t.Run("a stream written without end", func(t *testing.T) {
 		url := r.NewDB(t)
-		s, c := newSink(t, url, Config{})
+		s, c := newSink(t, url, Config{MultiMin: 1})
 		other := r.Client(t, url)
 		c.AddHook(&beforeExec{fn: func(ctx context.Context, _ int) {
 			other.XAdd(ctx, &redis.XAddArgs{Stream: "outbox:order", Values: []string{"k", "v"}})
@@ -211,7 +211,7 @@ func TestSink_MultiLostExecReply(t *testing.T) {
 	ctx := context.Background()
 	p := testsvc.StartProxy(t, r.Addr())
 	url := r.NewDB(t)
-	s, c := newSink(t, strings.Replace(url, r.Addr(), p.Addr(), 1), Config{})
+	s, c := newSink(t, strings.Replace(url, r.Addr(), p.Addr(), 1), Config{MultiMin: 1})
 	admin := r.Client(t, url)
 	var fault func()
 	c.AddHook(&beforeExec{fn: func(context.Context, int) {
@@ -274,6 +274,30 @@ func TestSink_MultiRefusedCommandWritesNothing(t *testing.T) {
 		{"+watch", []string{"WATCH", "'watch'"}},
 		{"~outbox:*", []string{"outbox:order", "keys"}},
 	}
+	t.Run("with the relay's rules", func(t *testing.T) {
+		r.SetUser(t, "relay", "pw", ACLRules)
+		url := "redis://relay:pw@" + r.Addr() + "/0"
+		_, c := newSink(t, url, Config{})
+		l := newLease(t, c, "host-a/1", 5*time.Second)
+		if held, _, err := l.TryAcquire(ctx); !held || err != nil {
+			t.Fatalf("TryAcquire = %v, %v", held, err)
+		}
+		s, _ := newSink(t, url, Config{Groups: []string{"g"}, Lease: l, MultiMin: 1})
+		// The second batch finds the stream and its group: TYPE and XINFO
+		// GROUPS of an existing stream, then only XADD.
+		for i, pos := range []string{"p1", "p2"} {
+			prev := []byte(nil)
+			if i > 0 {
+				prev = []byte("p1")
+			}
+			if err := s.Append(ctx, []outbox.Event{event(uint64(i+1), "order", "o-1")}, prev, []byte(pos)); err != nil {
+				t.Fatalf("append %s: %v", pos, err)
+			}
+		}
+		if n := admin.XLen(ctx, "outbox:order").Val(); n != 2 || fmt.Sprint(groupNames(t, admin, "outbox:order")) != "[g]" {
+			t.Errorf("outbox:order has %d entries and groups %v, want 2 and [g]", n, groupNames(t, admin, "outbox:order"))
+		}
+	})
 	for i, tt := range tests {
 		t.Run("without "+tt.drop, func(t *testing.T) {
 			user := "u" + string(rune('a'+i))
@@ -283,7 +307,7 @@ func TestSink_MultiRefusedCommandWritesNothing(t *testing.T) {
 				// TYPE is refused first otherwise.
 				r.SetUser(t, user, "pw", ACLRules+" %R~outbox:*", tt.drop)
 			}
-			s, _ := newSink(t, "redis://"+user+":pw@"+r.Addr()+"/0", Config{Groups: []string{"g"}})
+			s, _ := newSink(t, "redis://"+user+":pw@"+r.Addr()+"/0", Config{Groups: []string{"g"}, MultiMin: 1})
 			err := s.Append(ctx, []outbox.Event{event(1, "order", "o-1")}, nil, []byte("p1"))
 			if !errors.Is(err, ErrPermission) || !errors.Is(err, outbox.ErrConfig) {
 				t.Fatalf("error %v, want a final ErrPermission", err)
