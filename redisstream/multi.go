@@ -106,11 +106,16 @@ func (s *Sink) buildMulti(events []outbox.Event, lease string) {
 			}
 		}
 	}
+	// Each stream's name boxed once per batch, not once per entry.
+	s.boxed = s.boxed[:0]
+	for _, k := range s.keys {
+		s.boxed = append(s.boxed, k)
+	}
 	s.margs = s.margs[:0]
 	s.xadds = s.xadds[:0]
 	for i := range events {
 		start := len(s.margs)
-		s.margs = append(s.margs, "XADD", s.keys[s.streamOf[i]-1], "*")
+		s.margs = append(s.margs, "XADD", s.boxed[s.streamOf[i]-1], "*")
 		s.margs = s.appendFields(s.margs, &events[i])
 		s.xadds = append(s.xadds, span{start, len(s.margs)})
 	}

@@ -154,9 +154,10 @@ type Sink struct {
 	runNames []string
 	keyBuf   []byte
 	// margs holds the arguments of the XADDs of the MULTI path, xadds
-	// where each one's are.
+	// where each one's are, boxed the keys as margs holds them.
 	margs []any
 	xadds []span
+	boxed []any
 }
 
 var _ outbox.Sink = (*Sink)(nil)
