@@ -197,7 +197,15 @@ func (s *Sink) transact(ctx context.Context, tx *redis.Tx, prev, next []byte, le
 		if multi.Err() != nil {
 			cmd = "UNWATCH"
 		}
-		_ = tx.Process(ctx, redis.NewCmd(ctx, cmd))
+		if err := tx.Process(ctx, redis.NewCmd(ctx, cmd)); isReply(err) {
+			// Refused (a user without +discard): back in the pool inside
+			// MULTI, the connection would answer QUEUED to whoever used it
+			// next. QUIT, which no ACL refuses and MULTI does not queue,
+			// closes it, and the PING that then fails on it makes the
+			// pool drop it.
+			_ = tx.Process(ctx, redis.NewCmd(ctx, "QUIT"))
+			_ = tx.Process(ctx, redis.NewCmd(ctx, "PING"))
+		}
 	}
 	// XINFO GROUPS of a stream that does not exist yet fails; TYPE tells
 	// those, which get their groups with MKSTREAM.

@@ -298,6 +298,26 @@ func TestSink_MultiRefusedCommandWritesNothing(t *testing.T) {
 			t.Errorf("outbox:order has %d entries and groups %v, want 2 and [g]", n, groupNames(t, admin, "outbox:order"))
 		}
 	})
+	t.Run("without +discard", func(t *testing.T) {
+		// A refused batch must not leave its connection inside MULTI for
+		// the next command of the client.
+		r.SetUser(t, "nodiscard", "pw", ACLRules, "+discard")
+		admin.FlushDB(ctx)
+		admin.Set(ctx, "binlog-outbox:test:position", "theirs", 0)
+		s, _ := newSink(t, "redis://nodiscard:pw@"+r.Addr()+"/0", Config{MultiMin: 1})
+		var mm *outbox.PositionMismatchError
+		for range 3 {
+			if err := s.Append(ctx, []outbox.Event{event(1, "order", "o-1")}, nil, []byte("p1")); !errors.As(err, &mm) || string(mm.Stored) != "theirs" {
+				t.Fatalf("append: %v, want PositionMismatchError{theirs}", err)
+			}
+			if pos, err := s.Position(ctx); err != nil || string(pos) != "theirs" {
+				t.Fatalf("position read after the refused batch: %q, %v, want theirs", pos, err)
+			}
+		}
+		if n := admin.Exists(ctx, "outbox:order").Val(); n != 0 {
+			t.Errorf("the refused batch created outbox:order")
+		}
+	})
 	for i, tt := range tests {
 		t.Run("without "+tt.drop, func(t *testing.T) {
 			user := "u" + string(rune('a'+i))
