@@ -1,7 +1,8 @@
 // Package redisstream appends outbox events to Redis Streams. In binlog mode
 // the appends of a batch and the relay's position are written by one Lua
-// script, so Redis applies both or neither: a crash at any moment can neither
-// lose an event nor append one twice.
+// script or one MULTI/EXEC transaction (multi.go), so Redis applies both or
+// neither: a crash at any moment can neither lose an event nor append one
+// twice.
 package redisstream
 
 import (
@@ -93,6 +94,13 @@ type Config struct {
 	// one slot, so the scripts check per-slot fences of its take instead
 	// (fence.go).
 	Cluster bool
+	// MultiMin is the smallest batch, in entries, that Append writes with
+	// MULTI/EXEC instead of the append script, in binlog mode on a
+	// standalone Redis without Dedupe (default DefaultMultiMin; negative:
+	// never). Both keep the same guarantees (multi.go); MULTI/EXEC lets
+	// Redis run plain XADDs, which cost it about a third less CPU per entry
+	// than the script's calls, for a second round trip per batch.
+	MultiMin int
 }
 
 func (c *Config) setDefaults() {
@@ -107,6 +115,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Dedupe.KeyPrefix == "" {
 		c.Dedupe.KeyPrefix = DefaultDedupeKeyPrefix
+	}
+	if c.MultiMin == 0 {
+		c.MultiMin = DefaultMultiMin
 	}
 	if c.Dedupe.Window > 0 && c.Dedupe.Window < time.Millisecond {
 		c.Dedupe.Window = time.Millisecond
@@ -144,6 +155,11 @@ type Sink struct {
 	pairs    []any
 	runNames []string
 	keyBuf   []byte
+	// margs holds the arguments of the XADDs of the MULTI path, xadds
+	// where each one's are, boxed the keys as margs holds them.
+	margs []any
+	xadds []span
+	boxed []any
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -329,31 +345,16 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 			return fmt.Errorf("append %d events: %w", len(events), outbox.ErrLeaseLost)
 		}
 	}
+	if s.useMulti(len(events)) {
+		return s.appendMulti(ctx, events, prev, next, lease)
+	}
 	s.build(events, s.cfg.PositionKey, prev, next, lease)
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		if !uncertain(err) {
 			return fmt.Errorf("append %d events: %w", len(events), s.scriptError(err))
 		}
-		// The reply was lost: the script may or may not have run. The stored
-		// position tells, because the script writes it last and atomically.
-		stored, perr := s.Position(ctx)
-		if perr != nil {
-			return fmt.Errorf("append %d events: %w (and reading the position back failed: %v)", len(events), classify(err), perr)
-		}
-		if string(stored) == string(next) {
-			s.ran()
-			return nil
-		}
-		if string(stored) == string(prev) {
-			return fmt.Errorf("append %d events: %w", len(events), classify(err))
-		}
-		if lerr := s.leaseLost(ctx, lease); lerr != nil {
-			// Another relay moved the position while holding the lease:
-			// the script refused this one, not fenced it.
-			return lerr
-		}
-		return &outbox.PositionMismatchError{Stored: stored}
+		return s.resolve(ctx, len(events), err, prev, next, lease)
 	}
 	if len(res) >= 2 {
 		code, _ := res[0].(int64)
@@ -373,6 +374,29 @@ func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []b
 		return &outbox.PositionMismatchError{Stored: stored}
 	}
 	return fmt.Errorf("append: unexpected script reply %v", res)
+}
+
+// resolve settles an append of n events whose reply err was lost: the
+// script or transaction may or may not have run. The stored position tells,
+// because both write it last and atomically with the entries.
+func (s *Sink) resolve(ctx context.Context, n int, err error, prev, next []byte, lease string) error {
+	stored, perr := s.Position(ctx)
+	if perr != nil {
+		return fmt.Errorf("append %d events: %w (and reading the position back failed: %v)", n, classify(err), perr)
+	}
+	if string(stored) == string(next) {
+		s.ran()
+		return nil
+	}
+	if string(stored) == string(prev) {
+		return fmt.Errorf("append %d events: %w", n, classify(err))
+	}
+	if lerr := s.leaseLost(ctx, lease); lerr != nil {
+		// Another relay moved the position while holding the lease: the
+		// append was refused, not fenced.
+		return lerr
+	}
+	return &outbox.PositionMismatchError{Stored: stored}
 }
 
 // build fills s.keys and s.args for appendScript; a position key adds the

@@ -17,7 +17,7 @@ import (
 
 func TestMain(m *testing.M) { testsvc.Main(m) }
 
-func newSink(t *testing.T, url string, cfg Config) (*Sink, *redis.Client) {
+func newSink(t testing.TB, url string, cfg Config) (*Sink, *redis.Client) {
 	t.Helper()
 	c, err := NewClient(url)
 	if err != nil {
@@ -118,20 +118,31 @@ func TestSink_AppendFencedByOtherPosition(t *testing.T) {
 	}
 }
 
+// appendPaths are the values of Config.MultiMin that make Append use the
+// script and MULTI/EXEC, for the tests that must hold for both.
+var appendPaths = []struct {
+	name     string
+	multiMin int
+}{{"script", -1}, {"multi", 1}}
+
 func TestSink_AppendWrongTypeWritesNothing(t *testing.T) {
 	r := testsvc.SharedRedis(t)
-	s, c := newSink(t, r.NewDB(t), Config{})
-	ctx := context.Background()
-	c.Set(ctx, "outbox:invoice", "not a stream", 0)
-	err := s.Append(ctx, []outbox.Event{event(1, "order", "a"), event(2, "invoice", "b")}, nil, []byte("p"))
-	if err == nil || outbox.HintOf(err) == "" {
-		t.Fatalf("Append onto a string key: err = %v, want an error with a hint", err)
-	}
-	if n := c.XLen(ctx, "outbox:order").Val(); n != 0 {
-		t.Errorf("XLEN outbox:order = %d after a failed append, want 0", n)
-	}
-	if pos, _ := s.Position(ctx); pos != nil {
-		t.Errorf("position = %q after a failed append, want none", pos)
+	for _, path := range appendPaths {
+		t.Run(path.name, func(t *testing.T) {
+			s, c := newSink(t, r.NewDB(t), Config{MultiMin: path.multiMin})
+			ctx := context.Background()
+			c.Set(ctx, "outbox:invoice", "not a stream", 0)
+			err := s.Append(ctx, []outbox.Event{event(1, "order", "a"), event(2, "invoice", "b")}, nil, []byte("p"))
+			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE key outbox:invoice holds a string, not a stream") || outbox.HintOf(err) == "" {
+				t.Fatalf("Append onto a string key: err = %v, want WRONGTYPE naming outbox:invoice, with a hint", err)
+			}
+			if n := c.XLen(ctx, "outbox:order").Val(); n != 0 {
+				t.Errorf("XLEN outbox:order = %d after a failed append, want 0", n)
+			}
+			if pos, _ := s.Position(ctx); pos != nil {
+				t.Errorf("position = %q after a failed append, want none", pos)
+			}
+		})
 	}
 }
 
@@ -160,39 +171,49 @@ func TestSink_DeadLetterAndPartitions(t *testing.T) {
 
 func TestSink_OOMWritesNothing(t *testing.T) {
 	r := testsvc.StartRedis(t, testsvc.RedisOptions{})
-	s, c := newSink(t, r.URL(0), Config{})
-	ctx := context.Background()
-	info := c.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
-	if err := c.ConfigSet(ctx, "maxmemory", fmt.Sprint(mustAtoi(t, info)+(2<<20))).Err(); err != nil {
-		t.Fatal(err)
-	}
-	big := strings.Repeat("x", 64<<10)
-	var err error
-	for i := 0; i < 200 && err == nil; i++ {
-		err = c.Set(ctx, fmt.Sprintf("fill:%d", i), big, 0).Err()
-	}
-	if err == nil {
-		t.Fatal("filling Redis never hit maxmemory")
-	}
-	// Well over the limit, so that no write slips through the margin.
-	info = c.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
-	if err := c.ConfigSet(ctx, "maxmemory", fmt.Sprint(mustAtoi(t, info)-(1<<20))).Err(); err != nil {
-		t.Fatal(err)
-	}
-	err = s.Append(ctx, []outbox.Event{event(1, "order", "a")}, nil, []byte("p"))
-	if err == nil || !strings.Contains(outbox.HintOf(err), "maxmemory") {
-		t.Fatalf("Append at maxmemory: err = %v, want an OOM error with a hint", err)
-	}
-	if n := c.XLen(ctx, "outbox:order").Val(); n != 0 {
-		t.Errorf("XLEN = %d after OOM, want 0", n)
-	}
-	if pos, _ := s.Position(ctx); pos != nil {
-		t.Errorf("position = %q after OOM, want none", pos)
-	}
-	// Memory freed: the same append goes through.
-	c.FlushDB(ctx)
-	if err := s.Append(ctx, []outbox.Event{event(1, "order", "a")}, nil, []byte("p")); err != nil {
-		t.Fatalf("Append after freeing memory: %v", err)
+	for _, path := range appendPaths {
+		t.Run(path.name, func(t *testing.T) {
+			s, c := newSink(t, r.URL(0), Config{MultiMin: path.multiMin})
+			ctx := context.Background()
+			c.FlushDB(ctx)
+			c.ConfigSet(ctx, "maxmemory", "0")
+			info := c.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
+			if err := c.ConfigSet(ctx, "maxmemory", fmt.Sprint(mustAtoi(t, info)+(2<<20))).Err(); err != nil {
+				t.Fatal(err)
+			}
+			big := strings.Repeat("x", 64<<10)
+			var err error
+			for i := 0; i < 200 && err == nil; i++ {
+				err = c.Set(ctx, fmt.Sprintf("fill:%d", i), big, 0).Err()
+			}
+			if err == nil {
+				t.Fatal("filling Redis never hit maxmemory")
+			}
+			// Well over the limit, so that no write slips through the margin.
+			info = c.InfoMap(ctx, "memory").Val()["Memory"]["used_memory"]
+			if err := c.ConfigSet(ctx, "maxmemory", fmt.Sprint(mustAtoi(t, info)-(1<<20))).Err(); err != nil {
+				t.Fatal(err)
+			}
+			batch := []outbox.Event{event(1, "order", "a"), event(2, "invoice", "b")}
+			err = s.Append(ctx, batch, nil, []byte("p"))
+			if err == nil || !strings.Contains(outbox.HintOf(err), "maxmemory") {
+				t.Fatalf("Append at maxmemory: err = %v, want an OOM error with a hint", err)
+			}
+			if n := c.Exists(ctx, "outbox:order", "outbox:invoice").Val(); n != 0 {
+				t.Errorf("%d streams after OOM, want none", n)
+			}
+			if pos, _ := s.Position(ctx); pos != nil {
+				t.Errorf("position = %q after OOM, want none", pos)
+			}
+			// Memory freed: the same append goes through.
+			c.FlushDB(ctx)
+			if err := s.Append(ctx, batch, nil, []byte("p")); err != nil {
+				t.Fatalf("Append after freeing memory: %v", err)
+			}
+			if n := c.XLen(ctx, "outbox:order").Val() + c.XLen(ctx, "outbox:invoice").Val(); n != 2 {
+				t.Errorf("%d entries after the retry, want 2", n)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,359 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
+
+// The MULTI append path. The append script makes Redis convert every
+// argument and reply of each XADD between Lua and Redis (about 1.5 times the
+// instructions of a plain XADD per entry, measured with callgrind), so in
+// binlog mode on a standalone Redis without dedupe, Append writes a batch as
+// an optimistic transaction instead, in two round trips on one connection:
+//
+//  1. WATCH the position, the lease and the streams; GET the position and
+//     the lease; TYPE and (for the groups, Config.Groups) XINFO GROUPS of
+//     the streams; MULTI. The checks the script makes run in Go on these
+//     replies, and nothing is written when one fails (DISCARD).
+//  2. XGROUP CREATE of the missing groups, the XADDs with exactly the
+//     script's arguments (the entries are byte-identical), SET of the
+//     position, EXEC.
+//
+// EXEC runs every command or none: Redis aborts the transaction (a nil
+// reply) when a watched key changed after WATCH (another relay's append, a
+// position set, a lease renewal or expiry), and answers EXECABORT when a
+// command was refused while it was queued (src/server.c processCommand:
+// ACL, wrong arity, OOM, READONLY on a replica, all checked before
+// queueing) or when EXEC itself is refused (Redis 7.0 and later check
+// maxmemory for an EXEC that holds a denyoom command such as XADD, and
+// READONLY for one that holds a write, before running any of it). Inside
+// EXEC, commands run without those checks (src/multi.c execCommand calls
+// call() directly), so the only errors left are runtime ones: WRONGTYPE
+// (excluded: the TYPE of each stream was checked under WATCH, and any
+// change to it aborts EXEC), BUSYGROUP (excluded the same way by XINFO
+// GROUPS) and one more that both 7.0 and later versions have: execCommand
+// checks the ACL again per command, for rules changed between queueing and
+// EXEC. A batch spans several socket reads, so an ACL SETUSER can land in
+// between; Append then finds errors in EXEC's reply and stops with
+// ErrPartialTransaction, naming what was written and what was not, rather
+// than carry on as if the batch were whole.
+//
+// A MULTI the user may not run is refused in round 1, before any write:
+// sent in round 2, a refused MULTI would let the XADDs and the SET that
+// follow it run one by one, outside any transaction.
+
+// DefaultMultiMin is the default of Config.MultiMin. MULTI/EXEC costs a
+// second round trip per batch: measured with bench, 0.1-0.3 ms more at the
+// p50 of live latency, where batches hold an entry or a few and Redis CPU
+// is not the bound. From a few dozen entries on (catch-up, multi-row
+// transactions) Redis's CPU is the bound, and the 2-3 us per entry that
+// MULTI saves it outweigh the round trip (BenchmarkAppend_RedisCPU).
+const DefaultMultiMin = 32
+
+// maxExecAborts bounds how often Append redoes a transaction whose EXEC a
+// change of a watched key aborted. A lease renewal lands between the rounds
+// now and then; more aborts in a row mean a client writes these keys
+// continuously, and the relay says so rather than spin.
+const maxExecAborts = 5
+
+// ErrPartialTransaction means EXEC ran part of an append transaction only:
+// Redis refused some commands at EXEC (the user's ACL changed after they
+// were queued). It is final: the streams and the position no longer match,
+// and only an operator can decide which entries to append again.
+var ErrPartialTransaction = outbox.NewConfigError("Redis ran only part of an append transaction")
+
+// replyError is an error reply Append makes up in the words Redis (or the
+// append script) would use, so that classify treats both alike.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// RedisError marks replyError as a Redis error reply (redis.Error).
+func (replyError) RedisError() {}
+
+// useMulti reports whether Append writes a batch of n entries with
+// MULTI/EXEC (see above) rather than the append script.
+func (s *Sink) useMulti(n int) bool {
+	return !s.cfg.Cluster && s.cfg.Dedupe.Window <= 0 && s.cfg.MultiMin > 0 && n >= s.cfg.MultiMin
+}
+
+// buildMulti fills s.keys (position, lease, streams), s.batchNew and the
+// arguments of each XADD (s.xadds, slices of s.margs).
+func (s *Sink) buildMulti(events []outbox.Event, lease string) {
+	clear(s.keyIdx)
+	s.keys = append(s.keys[:0], s.cfg.PositionKey)
+	if lease != "" {
+		s.keys = append(s.keys, s.cfg.Lease.Key())
+	}
+	first := len(s.keys)
+	s.streamOf = s.streamOf[:0]
+	for i := range events {
+		s.Prepare(&events[i])
+		s.streamOf = append(s.streamOf, s.streamIndex(&events[i]))
+	}
+	s.named = len(s.keys)
+	s.batchNew = s.batchNew[:0]
+	if len(s.cfg.Groups) > 0 {
+		for _, key := range s.keys[first:] {
+			if key != s.cfg.DeadLetterStream && !s.ensured[key] {
+				s.batchNew = append(s.batchNew, key)
+			}
+		}
+	}
+	// Each stream's name boxed once per batch, not once per entry.
+	s.boxed = s.boxed[:0]
+	for _, k := range s.keys {
+		s.boxed = append(s.boxed, k)
+	}
+	s.margs = s.margs[:0]
+	s.xadds = s.xadds[:0]
+	for i := range events {
+		start := len(s.margs)
+		s.margs = append(s.margs, "XADD", s.boxed[s.streamOf[i]-1], "*")
+		s.margs = s.appendFields(s.margs, &events[i])
+		s.xadds = append(s.xadds, span{start, len(s.margs)})
+	}
+}
+
+// span is a command's arguments in Sink.margs.
+type span struct{ from, to int }
+
+// appendMulti writes a batch with MULTI/EXEC (see above); lease is the
+// lease as this relay holds it ("" without one).
+func (s *Sink) appendMulti(ctx context.Context, events []outbox.Event, prev, next []byte, lease string) error {
+	s.buildMulti(events, lease)
+	defer clear(s.margs) // the events' values, held until the next batch otherwise
+	for range maxExecAborts {
+		var aborted bool
+		var err error
+		// Watch with no keys only pins one connection: WATCH is sent in
+		// round 1's pipeline, which saves it a round trip of its own.
+		_ = s.client.Watch(ctx, func(tx *redis.Tx) error {
+			aborted, err = s.transact(ctx, tx, prev, next, lease)
+			return nil
+		})
+		if !aborted {
+			if err == nil {
+				s.ran()
+				return nil
+			}
+			return err
+		}
+	}
+	return outbox.WithHint(fmt.Errorf("append %d events: EXEC was aborted %d times in a row: another client keeps changing %s",
+		len(events), maxExecAborts, strings.Join(s.keys[:s.named], ", ")),
+		"only the relay should write its position, lease and streams; find the other writer (CLIENT LIST, MONITOR); the relay retries and appends nothing twice")
+}
+
+// transact runs the two rounds once on tx's connection. aborted reports
+// that EXEC was aborted by a change of a watched key: nothing was written.
+func (s *Sink) transact(ctx context.Context, tx *redis.Tx, prev, next []byte, lease string) (aborted bool, err error) {
+	n := len(s.xadds)
+	base := 1
+	if lease != "" {
+		base = 2
+	}
+	streams := s.keys[base:s.named]
+	watch := make([]any, 0, 1+s.named)
+	watch = append(watch, "WATCH")
+	for _, k := range s.keys[:s.named] {
+		watch = append(watch, k)
+	}
+	var (
+		multi         *redis.Cmd
+		pos, leaseCmd *redis.StringCmd
+		types         = make([]*redis.StatusCmd, len(streams))
+		infos         = make([]*redis.XInfoGroupsCmd, len(s.batchNew))
+	)
+	cmds, perr := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, watch...)
+		pos = p.Get(ctx, s.cfg.PositionKey)
+		if lease != "" {
+			leaseCmd = p.Get(ctx, s.cfg.Lease.Key())
+		}
+		for i, k := range streams {
+			types[i] = p.Type(ctx, k)
+		}
+		for i, k := range s.batchNew {
+			infos[i] = p.XInfoGroups(ctx, k)
+		}
+		multi = p.Do(ctx, "MULTI")
+		return nil
+	})
+	if perr != nil && !isReply(perr) {
+		// Round 1 writes nothing: whatever broke, the batch is not appended.
+		return false, fmt.Errorf("append %d events: %w", n, classify(perr))
+	}
+	// discard ends round 1 without writing: DISCARD drops MULTI and the
+	// watches, UNWATCH the watches when MULTI was refused.
+	discard := func() {
+		cmd := "DISCARD"
+		if multi.Err() != nil {
+			cmd = "UNWATCH"
+		}
+		if err := tx.Process(ctx, redis.NewCmd(ctx, cmd)); isReply(err) {
+			// Refused (a user without +discard): back in the pool inside
+			// MULTI, the connection would answer QUEUED to whoever used it
+			// next. QUIT, which no ACL refuses and MULTI does not queue,
+			// closes it, and the PING that then fails on it makes the
+			// pool drop it.
+			_ = tx.Process(ctx, redis.NewCmd(ctx, "QUIT"))
+			_ = tx.Process(ctx, redis.NewCmd(ctx, "PING"))
+		}
+	}
+	// XINFO GROUPS of a stream that does not exist yet fails; TYPE tells
+	// those, which get their groups with MKSTREAM.
+	isInfo := make(map[redis.Cmder]bool, len(infos))
+	for _, info := range infos {
+		isInfo[info] = true
+	}
+	for _, c := range cmds {
+		if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) && !isInfo[c] {
+			discard()
+			return false, fmt.Errorf("append %d events: %s: %w", n, cmdName(c), classify(e))
+		}
+	}
+	if lease != "" {
+		if cur := leaseCmd.Val(); cur != lease {
+			discard()
+			s.cfg.Lease.lost(lease)
+			return false, fmt.Errorf("append %d events: %w: it is held by %s", n, outbox.ErrLeaseLost, holderOrNobody(cur))
+		}
+	}
+	if cur := pos.Val(); cur != string(prev) {
+		discard()
+		var stored []byte
+		if cur != "" {
+			stored = []byte(cur)
+		}
+		return false, &outbox.PositionMismatchError{Stored: stored}
+	}
+	exists := make(map[string]bool, len(streams))
+	for i, k := range streams {
+		switch t := types[i].Val(); t {
+		case "stream":
+			exists[k] = true
+		case "none":
+		default:
+			discard()
+			return false, fmt.Errorf("append %d events: %w", n, classify(replyError("WRONGTYPE key "+k+" holds a "+t+", not a stream")))
+		}
+	}
+	for i, k := range s.batchNew {
+		if e := infos[i].Err(); e != nil && exists[k] {
+			discard()
+			return false, fmt.Errorf("append %d events: %s: %w", n, cmdName(infos[i]), classify(e))
+		}
+	}
+
+	exec, cmds, perr := s.round2(ctx, tx, infos, exists, next)
+	if perr != nil && !isReply(perr) {
+		return false, s.resolve(ctx, n, perr, prev, next, lease)
+	}
+	// A command refused while queued makes EXEC answer EXECABORT: its own
+	// reply says why.
+	for _, c := range cmds[:len(cmds)-1] {
+		if e := c.Err(); e != nil {
+			return false, fmt.Errorf("append %d events: nothing written: %s: %w", n, cmdName(c), classify(e))
+		}
+	}
+	if e := exec.Err(); e != nil {
+		if errors.Is(e, redis.Nil) {
+			return true, nil
+		}
+		// EXEC refused as a whole (OOM, READONLY, NOPERM on EXEC): Redis
+		// gives the cause's reply after "because of: " (execCommandAbort),
+		// and its code is what classify reads.
+		if _, cause, ok := strings.Cut(e.Error(), "because of: "); ok {
+			e = replyError(cause)
+		}
+		return false, fmt.Errorf("append %d events: nothing written: EXEC: %w", n, classify(e))
+	}
+	return false, s.checkExec(exec, cmds[:len(cmds)-1], n, prev)
+}
+
+// round2 queues the group creations, the XADDs and the position, and runs
+// EXEC. cmds ends with exec.
+func (s *Sink) round2(ctx context.Context, tx *redis.Tx, infos []*redis.XInfoGroupsCmd, exists map[string]bool, next []byte) (exec *redis.Cmd, cmds []redis.Cmder, err error) {
+	cmds, err = tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+		// Groups before the first XADD: no entry exists before its group.
+		for i, k := range s.batchNew {
+			have := map[string]bool{}
+			if exists[k] {
+				for _, g := range infos[i].Val() {
+					have[g.Name] = true
+				}
+			}
+			for _, g := range s.cfg.Groups {
+				if !have[g] {
+					p.XGroupCreateMkStream(ctx, k, g, "0")
+				}
+			}
+		}
+		for _, x := range s.xadds {
+			p.Do(ctx, s.margs[x.from:x.to:x.to]...)
+		}
+		p.Set(ctx, s.cfg.PositionKey, next, 0)
+		exec = p.Do(ctx, "EXEC")
+		return nil
+	})
+	return exec, cmds, err
+}
+
+// checkExec reads EXEC's replies, one per queued command of cmds. An error
+// among them means Redis ran the others (see above).
+func (s *Sink) checkExec(exec *redis.Cmd, cmds []redis.Cmder, n int, prev []byte) error {
+	replies, _ := exec.Val().([]any)
+	if len(replies) != len(cmds) {
+		return fmt.Errorf("append %d events: EXEC answered %d replies for %d commands", n, len(replies), len(cmds))
+	}
+	var failed []string
+	var first error
+	for i, r := range replies {
+		if e, ok := r.(error); ok {
+			failed = append(failed, cmdName(cmds[i]))
+			if first == nil {
+				first = e
+			}
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	stored := "was not stored either: no entry of the batch is covered by it, and restarting the relay appends again those that were written"
+	if replies[len(replies)-1] == "OK" {
+		stored = fmt.Sprintf("was stored: the events of the refused XADDs are missing from their streams; `binlog-outbox position set` to the previous position %q appends the whole batch again (the written ones twice)", prev)
+	}
+	return outbox.WithHint(fmt.Errorf("append %d events: %w: %d of %d commands refused (%s): %v",
+		n, ErrPartialTransaction, len(failed), len(cmds), strings.Join(failed, ", "), first),
+		"the Redis user's ACL changed while the relay appended; restore its rules (see docs/operations.md). The new position %s", stored)
+}
+
+// isReply reports whether err is an error reply of Redis (not a broken
+// connection).
+func isReply(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
+}
+
+// cmdName names a command and its key for an error: Redis's own replies
+// (NOPERM, OOM) name neither.
+func cmdName(c redis.Cmder) string {
+	args := c.Args()
+	name := strings.ToUpper(fmt.Sprint(args[0]))
+	switch {
+	case name == "XGROUP" && len(args) > 2:
+		return fmt.Sprintf("XGROUP CREATE %v", args[2])
+	case name == "XINFO" && len(args) > 2:
+		return fmt.Sprintf("XINFO GROUPS %v", args[2])
+	case len(args) > 1 && name != "MULTI" && name != "EXEC" && name != "WATCH":
+		return fmt.Sprintf("%s %v", name, args[1])
+	}
+	return name
+}
