@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"math"
@@ -25,14 +26,15 @@ import (
 // Environment variables of the global flags. Users' deployments depend on
 // these names: do not rename them.
 const (
-	envMySQLDSN     = "BINLOG_OUTBOX_MYSQL_DSN"
-	envRedisURL     = "BINLOG_OUTBOX_REDIS_URL"
-	envTable        = "BINLOG_OUTBOX_TABLE"
-	envColumns      = "BINLOG_OUTBOX_COLUMNS"
-	envExtraColumns = "BINLOG_OUTBOX_EXTRA_COLUMNS"
-	envLogFormat    = "BINLOG_OUTBOX_LOG_FORMAT"
-	envLogLevel     = "BINLOG_OUTBOX_LOG_LEVEL"
-	envServerID     = "BINLOG_OUTBOX_SERVER_ID"
+	envMySQLDSN      = "BINLOG_OUTBOX_MYSQL_DSN"
+	envRedisURL      = "BINLOG_OUTBOX_REDIS_URL"
+	envTable         = "BINLOG_OUTBOX_TABLE"
+	envColumns       = "BINLOG_OUTBOX_COLUMNS"
+	envExtraColumns  = "BINLOG_OUTBOX_EXTRA_COLUMNS"
+	envLogFormat     = "BINLOG_OUTBOX_LOG_FORMAT"
+	envLogLevel      = "BINLOG_OUTBOX_LOG_LEVEL"
+	envServerID      = "BINLOG_OUTBOX_SERVER_ID"
+	envServerIDRange = "BINLOG_OUTBOX_SERVER_ID_RANGE"
 
 	envMySQLUser         = "BINLOG_OUTBOX_MYSQL_USER"
 	envMySQLPasswordFile = "BINLOG_OUTBOX_MYSQL_PASSWORD_FILE"
@@ -263,6 +265,12 @@ func globalFlags() []cli.Flag {
 			Usage:   "replica server id of the relay; unique among the servers and replicas of the topology",
 			EnvVars: []string{envServerID},
 			Value:   defaultServerID,
+		},
+		&cli.UintFlag{
+			Name:    "server-id-range",
+			Usage:   "N > 1: add a number from 0 to N-1 taken from the host name to --server-id, so that standby relays started from one configuration (the replicas of a Kubernetes Deployment) read the binlog with different ids; keep --server-id to --server-id+N-1 free of other servers' and relays' ids",
+			EnvVars: []string{envServerIDRange},
+			Value:   1,
 		},
 		laravelEnvFlag(),
 		redisClusterFlag(),
@@ -564,6 +572,18 @@ func loadFlags(c *cli.Context, env *laravelEnv) (config, error) {
 		return config{}, outbox.WithHint(fmt.Errorf("%w: --server-id %d is out of range", outbox.ErrConfig, id),
 			"use a number from 1 to 4294967295 that no server or replica uses")
 	}
+	n := globalCtx(c, "server-id-range").Uint("server-id-range")
+	if n > 1 {
+		host, err := os.Hostname()
+		if err != nil {
+			return config{}, fmt.Errorf("--server-id-range: read the host name: %w", err)
+		}
+		if id+n-1 > math.MaxUint32 {
+			return config{}, outbox.WithHint(fmt.Errorf("%w: --server-id %d with --server-id-range %d goes past 4294967295", outbox.ErrConfig, id, n),
+				"lower --server-id or --server-id-range")
+		}
+		id = spreadServerID(id, n, host)
+	}
 	cfg.ServerID = uint32(id)
 	if env != nil {
 		cfg.LaravelEnv = env.path
@@ -664,4 +684,12 @@ type redisLogger struct{ log *slog.Logger }
 // Printf implements go-redis's internal.Logging.
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}
+
+// spreadServerID is --server-id-range's id for the host: base plus a number
+// below n taken from the host name. The name, not the pid, so that a
+// restarted relay keeps its id (its old registration on the server is its
+// own), and distinct hosts (pods) almost always get distinct ids.
+func spreadServerID(base, n uint, host string) uint {
+	return base + uint(crc32.ChecksumIEEE([]byte(host)))%n
 }

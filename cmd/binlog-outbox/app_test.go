@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 )
@@ -251,5 +253,48 @@ func TestTolerateOwnServerID(t *testing.T) {
 		if got := rep.Results[0].Status; got != tt.want {
 			t.Errorf("%s: status %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+func TestSpreadServerID(t *testing.T) {
+	for _, tt := range []struct {
+		base, n uint
+		host    string
+	}{
+		{1001, 1000, "binlog-outbox-7d9f6c8b5-abcde"},
+		{1001, 1000, "binlog-outbox-7d9f6c8b5-fghij"},
+		{5000, 2, "relay-a"},
+		{1, 4294967295, "h"},
+	} {
+		got := spreadServerID(tt.base, tt.n, tt.host)
+		if got < tt.base || got >= tt.base+tt.n {
+			t.Errorf("spreadServerID(%d, %d, %q) = %d, want within [%d, %d)", tt.base, tt.n, tt.host, got, tt.base, tt.base+tt.n)
+		}
+		if again := spreadServerID(tt.base, tt.n, tt.host); again != got {
+			t.Errorf("spreadServerID(%d, %d, %q) = %d, then %d: want the same id for the same host", tt.base, tt.n, tt.host, got, again)
+		}
+	}
+	if a, b := spreadServerID(1001, 1000, "binlog-outbox-7d9f6c8b5-abcde"), spreadServerID(1001, 1000, "binlog-outbox-7d9f6c8b5-fghij"); a == b {
+		t.Errorf("two pods of one Deployment got the same id %d", a)
+	}
+}
+
+// check shows the id --server-id-range chose, which is the one run reads
+// with; a range past the largest id is refused.
+func TestCheck_ServerIDRange(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--server-id", "7000000", "--server-id-range", "1000"}
+	out, _, _ := run(t, append(global, "check", "--mode", "binlog")...)
+	want := fmt.Sprintf("--server-id %d is unused", spreadServerID(7000000, 1000, host))
+	if !strings.Contains(out, want) {
+		t.Errorf("check output lacks %q:\n%s", want, out)
+	}
+	_, errOut, code := run(t, "--mysql-dsn", env.MariaDB.DSN(env.Database), "--server-id", "4294967295", "--server-id-range", "2", "check")
+	if code == 0 || !strings.Contains(errOut, "goes past 4294967295") || !strings.Contains(errOut, "hint:") {
+		t.Errorf("exit %d, stderr %q; want the range refused with a hint", code, errOut)
 	}
 }

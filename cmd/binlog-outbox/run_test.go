@@ -66,10 +66,18 @@ func startRelay(t testing.TB, env *relaytest.Env, args ...string) *relayProc {
 // names: another server than env's, or a proxy in front of one.
 func startRelayDSN(t testing.TB, env *relaytest.Env, dsn string, args ...string) *relayProc {
 	t.Helper()
+	return startRelayGlobal(t, env, dsn, nil, args...)
+}
+
+// startRelayGlobal is startRelayDSN with more global flags, given after the
+// defaults so that they win (another --server-id, say).
+func startRelayGlobal(t testing.TB, env *relaytest.Env, dsn string, global []string, args ...string) *relayProc {
+	t.Helper()
 	full := []string{"--mysql-dsn", dsn, "--redis-url", env.RedisURL, "--log-format", "json",
 		// A fixed id per test, as in production: a restarted relay meets
 		// its own previous connection still registered on the server.
 		"--server-id", strconv.Itoa(3000 + int(crc32.ChecksumIEEE([]byte(env.Database))%1000000))}
+	full = append(full, global...)
 	if env.Cluster != nil {
 		full = append(full, "--redis-cluster")
 	}

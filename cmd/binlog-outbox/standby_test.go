@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"hash/crc32"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,9 +70,20 @@ func TestRun_StandbyTakesOverExactlyOnce(t *testing.T) {
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
 	args := []string{"--mode", "binlog", "--max-batch-events", "50"}
-	active := startRelay(t, env, args...)
+	// An id per relay, as docs/scaling.md advises (--server-id-range does it
+	// on distinct hosts): a frozen former holder's dump connection, its
+	// socket buffer full, can keep a shared id registered on MariaDB long
+	// after the new holder connected with it, and the new holder then reads
+	// nothing.
+	started := 0
+	start := func() *relayProc {
+		started++
+		id := 4000 + int(crc32.ChecksumIEEE([]byte(env.Database))%1000000) + started
+		return startRelayGlobal(t, env, env.MariaDB.DSN(env.Database), []string{"--server-id", strconv.Itoa(id)}, args...)
+	}
+	active := start()
 	waitLog(t, active, "reading binlog")
-	standby := startRelay(t, env, args...)
+	standby := start()
 	waitLog(t, standby, "waiting for the lease held by ")
 	if got := leaseHolder(env); got != pid(active) {
 		t.Fatalf("lease held by pid %d, want the first relay %d", got, pid(active))
@@ -86,7 +98,7 @@ func TestRun_StandbyTakesOverExactlyOnce(t *testing.T) {
 	}()
 	defer stopLoad()
 
-	active, standby = takeovers(t, env, active, standby, []string{"SIGSTOP", "SIGKILL", "SIGSTOP", "SIGKILL"}, func() *relayProc { return startRelay(t, env, args...) })
+	active, standby = takeovers(t, env, active, standby, []string{"SIGSTOP", "SIGKILL", "SIGSTOP", "SIGKILL"}, start)
 
 	// status shows who reads.
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
