@@ -280,7 +280,7 @@ func runRelay(c *cli.Context) error {
 // cfg, the stream and format flags, the position key.
 func preflightConfig(c *cli.Context, cfg config, format *redisstream.Format, onSent string) preflight.Config {
 	pc := preflight.Config{
-		MySQLDSN: cfg.DSN(), Redis: cfg.Redis, Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
+		MySQLDSN: cfg.DSN(), Redis: cfg.checkedRedis(c.Context), Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
 		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: onSent, PositionKey: positionKey(c, cfg),
 		Format: format, Stream: givenStream(c), Partitions: c.Int("partitions"),
 	}
