@@ -25,6 +25,9 @@ import (
 //     XINFO GROUPS and XGROUP CREATE of the streams;
 //   - the lease (--lease): SET, GET, PTTL, and in its scripts PEXPIRE,
 //     DEL; on Redis Cluster the take's script also counts the epochs: INCR;
+//   - on Redis Cluster, the slot record beside the position key
+//     (SlotRecordKey): HSET and HSETNX in the position's script, HGETALL
+//     at the start of each session;
 //   - the MULTI append path of binlog mode (multi.go): WATCH, MULTI, EXEC,
 //     and DISCARD or UNWATCH when a check refuses the batch; GET, SET, TYPE,
 //     XINFO GROUPS, XGROUP CREATE and XADD as in the script;
@@ -42,7 +45,7 @@ import (
 // A relay with another --stream or --dead-letter-stream replaces the
 // ~outbox patterns with patterns matching its streams.
 const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@all " +
-	"+ping +select +info +evalsha +eval +watch +unwatch +multi +exec +discard +get +set +del +exists +incr +type +scan " +
+	"+ping +select +info +evalsha +eval +watch +unwatch +multi +exec +discard +get +set +del +exists +incr +hset +hsetnx +hgetall +type +scan " +
 	"+xadd +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xgroup|create " +
 	"+zadd +zrangebyscore +expire +pexpire +pttl"
 

@@ -85,6 +85,9 @@ type slotState struct {
 	// batch: a slot that holds none again lost every write of this process
 	// (its first script among them), and is read again from there.
 	emptyBefore map[int][]byte
+	// record is the slot record (SlotRecordKey) of the batch in flight:
+	// pairs of a field and a value for casScript.
+	record []string
 	// ahead are the slots whose position is past the one Position returned
 	// (a stop between the scripts of one batch, or a slot's master that
 	// lost writes): they skip the batches their position covers.
@@ -165,6 +168,7 @@ func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, nex
 			return fmt.Errorf("append %d events: %w", len(events), outbox.ErrLeaseLost)
 		}
 	}
+	s.slots.record = s.slots.record[:0]
 	for _, g := range s.groupBySlot(events) {
 		if a, ok := s.slots.ahead[g.slot]; ok {
 			o, err := position.Order(at, a.at)
@@ -176,13 +180,19 @@ func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, nex
 			}
 			delete(s.slots.ahead, g.slot)
 		}
+		empty := s.slots.stored[g.slot] == nil
 		if err := s.appendSlot(ctx, g, prev, next, fence); err != nil {
 			return err
+		}
+		field := strconv.Itoa(g.slot)
+		s.slots.record = append(s.slots.record, field, string(next))
+		if empty && prev != nil {
+			s.slots.record = append(s.slots.record, "e"+field, string(prev))
 		}
 	}
 	// The position key is a lower bound of every slot's: written last, it
 	// is where the next start reads again from.
-	res, err := s.casPosition(ctx, prev, next, fence)
+	res, err := s.casPosition(ctx, prev, next, fence, s.slots.record)
 	if err != nil {
 		if !uncertain(err) {
 			return fmt.Errorf("store position %s: %w", s.cfg.PositionKey, s.scriptError(err))
@@ -201,12 +211,18 @@ func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, nex
 
 // casPosition compare-and-sets the position key, behind the fence of its
 // slot when fence is set (a lease).
-func (s *Sink) casPosition(ctx context.Context, prev, next []byte, fence string) ([]any, error) {
-	if fence == "" {
-		return casScript.Run(ctx, s.client, []string{s.cfg.PositionKey}, string(prev), string(next)).Slice()
+func (s *Sink) casPosition(ctx context.Context, prev, next []byte, fence string, record []string) ([]any, error) {
+	args := make([]any, 0, 3+len(record))
+	args = append(args, string(prev), string(next), fence)
+	for _, r := range record {
+		args = append(args, r)
 	}
-	keys := []string{s.cfg.PositionKey, FenceKey(s.cfg.PositionKey, Slot(s.cfg.PositionKey))}
-	return fencedCasScript.Run(ctx, s.client, keys, string(prev), string(next), fence).Slice()
+	keys := []string{s.cfg.PositionKey, SlotRecordKey(s.cfg.PositionKey), ""}
+	if fence == "" {
+		return casScript.Run(ctx, s.client, keys[:2], args...).Slice()
+	}
+	keys[2] = FenceKey(s.cfg.PositionKey, Slot(s.cfg.PositionKey))
+	return fencedCasScript.Run(ctx, s.client, keys, args...).Slice()
 }
 
 // casReply is the error of a reply of casScript or fencedCasScript on the
@@ -318,14 +334,41 @@ func mismatch(cur any) error {
 }
 
 // casScript replaces the position KEYS[1] holding ARGV[1] ("": none) with
-// ARGV[2]; it returns {1, ""}, or {0, stored} without writing.
+// ARGV[2] and records, in the hash KEYS[2] (SlotRecordKey), what the batch
+// wrote to each slot: from ARGV[4] on, pairs of a field and a value, the
+// field a slot number (its new position, HSET) or "e" and a slot number (the
+// position before the first script of a slot that held none, HSETNX). It
+// returns {1, ""}, or {0, stored} without writing.
 var casScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur == false then cur = '' end
 if cur ~= ARGV[1] then return {0, cur} end
+` + recordLua + `
 redis.call('SET', KEYS[1], ARGV[2])
 return {1, ''}
 `)
+
+// recordLua writes casScript's slot record (see there) before the position:
+// a refusal of the record's commands then writes nothing.
+const recordLua = `
+for i = 4, #ARGV, 2 do
+  if string.sub(ARGV[i], 1, 1) == 'e' then
+    redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1])
+  else
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  end
+end`
+
+// SlotRecordKey is the hash, in the position key's own slot, that records
+// what the relay last wrote to each slot, written with the position key in
+// one script (casScript): a slot whose position is older than its record,
+// or missing while the record says it held none before, lost those writes
+// (a failover with asynchronous replication), and a relay started after it
+// reads again from there even when the master of the position key kept
+// everything. binlog-outbox position set and reset delete it first.
+func SlotRecordKey(positionKey string) string {
+	return positionKey + ":slots:{" + SlotTag(Slot(positionKey)) + "}"
+}
 
 // clusterPosition is Position on Redis Cluster: the position key, after
 // reading every slot's position; when a slot lost writes of this process,
@@ -347,6 +390,10 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 	base, err := s.storedPosition(ctx)
 	if err != nil {
 		return nil, err
+	}
+	record, err := s.client.HGetAll(ctx, SlotRecordKey(s.cfg.PositionKey)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the slot record %s: %w", SlotRecordKey(s.cfg.PositionKey), classify(err))
 	}
 	if stored == nil {
 		if stored, err = s.readSlotPositions(ctx); err != nil {
@@ -403,6 +450,23 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 				}
 			}
 		}
+		lost, err := s.recordedLoss(record, stored)
+		if err != nil {
+			return nil, err
+		}
+		for _, raw := range lost {
+			p, err := decodePoint(raw)
+			if err != nil {
+				return nil, err
+			}
+			o, err := position.Order(p, at)
+			if err != nil {
+				return nil, fmt.Errorf("compare a slot that lost writes with %s: %w", s.cfg.PositionKey, err)
+			}
+			if o < 0 {
+				resume, at = raw, p
+			}
+		}
 		ahead := map[int]aheadSlot{}
 		for slot, raw := range stored {
 			p, err := decodePoint(raw)
@@ -422,7 +486,7 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 	if !bytes.Equal(resume, base) {
 		// Lower the position key to the slot that lost writes, so that a
 		// restart before they are appended again reads from there too.
-		res, err := s.casPosition(ctx, base, resume, fence)
+		res, err := s.casPosition(ctx, base, resume, fence, nil)
 		if err != nil {
 			return nil, fmt.Errorf("lower position %s to a slot that lost writes: %w", s.cfg.PositionKey, classify(err))
 		}
@@ -499,4 +563,47 @@ func (s *Sink) publishSlots(ctx context.Context, events []outbox.Event) (int, er
 		}
 	}
 	return total, nil
+}
+
+// recordedLoss returns, from the slot record (SlotRecordKey) and the slots'
+// positions as stored, where to read again from for each slot that lost
+// writes recorded there: its position when that is older than the record's,
+// or the position before its first script when it holds none and held none
+// then. A slot that holds none although it held a position before the
+// record began lost more than can be appended again: that is ErrFenced, as
+// for this process's own writes. Positions that are not this relay's are
+// left to the scripts, which refuse them.
+func (s *Sink) recordedLoss(record map[string]string, stored map[int][]byte) ([][]byte, error) {
+	var out [][]byte
+	for field, rec := range record {
+		if strings.HasPrefix(field, "e") {
+			continue // read with the slot's own field
+		}
+		slot, err := strconv.Atoi(field)
+		if err != nil || slot < 0 || slot >= ClusterSlots {
+			return nil, fmt.Errorf("%w: the slot record %s has a field %q that names no hash slot", outbox.ErrConfig, SlotRecordKey(s.cfg.PositionKey), field)
+		}
+		cur, ok := stored[slot]
+		if !ok {
+			before, held := record["e"+field]
+			if !held {
+				return nil, outbox.WithHint(fmt.Errorf("%w: the position of hash slot %d (%s) is gone, though the relay recorded writing there", outbox.ErrFenced, slot, SlotPositionKey(s.cfg.PositionKey, slot)),
+					"a master that lost its data (restarted empty, or a replica that never synced took over), or someone deleted the key: the slot's streams may lack events; check them (binlog-outbox verify), then set the position deliberately (binlog-outbox position set, which clears the slot record)")
+			}
+			out = append(out, []byte(before))
+			continue
+		}
+		if cur == nil || string(cur) == rec {
+			continue
+		}
+		curAt, err1 := decodePoint(cur)
+		recAt, err2 := decodePoint([]byte(rec))
+		if err1 != nil || err2 != nil {
+			continue // not ours: the slot's next script refuses it as fenced
+		}
+		if o, err := position.Order(curAt, recAt); err == nil && o < 0 {
+			out = append(out, cur)
+		}
+	}
+	return out, nil
 }

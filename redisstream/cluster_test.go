@@ -371,3 +371,94 @@ func toAny(ss []string) []any {
 	}
 	return out
 }
+
+// A slot that lost writes is found by a relay started after the loss too,
+// from the slot record beside the position key (SlotRecordKey), although
+// the position key itself kept everything: the restarted sink resumes from
+// the slot's older position, or from before its first script when it holds
+// none, and the lost entries come back once. Deleting the slot positions
+// (position set and reset) deletes the record first.
+func TestSink_ClusterSlotRecordAfterRestart(t *testing.T) {
+	c := testsvc.StartRedisCluster(t).Client(t)
+	ctx := context.Background()
+	cfg := Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true}
+	const aggs = 12
+	batch := func(from uint64) []outbox.Event {
+		var out []outbox.Event
+		for a := range aggs {
+			out = append(out, event(from+uint64(a), "order", strconv.Itoa(a)))
+		}
+		return out
+	}
+	p0, p1, p2 := clusterPos(100, 1), clusterPos(200, 2), clusterPos(300, 3)
+	s, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		events     []outbox.Event
+		prev, next []byte
+	}{{nil, nil, p0}, {batch(1), p0, p1}, {batch(100), p1, p2}} {
+		if err := s.Append(ctx, step.events, step.prev, step.next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	posSlot := Slot(cfg.PositionKey)
+	// Two slots away from the position key's: one rolled back to p1, one
+	// that lost everything, its first script included.
+	var back, gone int = -1, -1
+	for a := range aggs {
+		slot := Slot("outbox:order:" + strconv.Itoa(a))
+		switch {
+		case slot == posSlot || slot == back || slot == gone:
+		case back < 0:
+			back = slot
+		case gone < 0:
+			gone = slot
+		}
+	}
+	for a := range aggs {
+		key := "outbox:order:" + strconv.Itoa(a)
+		switch Slot(key) {
+		case back:
+			last, err := c.XRevRangeN(ctx, key, "+", "-", 1).Result()
+			if err != nil || len(last) != 1 {
+				t.Fatalf("XREVRANGE %s: %v %v", key, last, err)
+			}
+			c.XDel(ctx, key, last[0].ID)
+		case gone:
+			c.Del(ctx, key)
+		}
+	}
+	c.Set(ctx, SlotPositionKey(cfg.PositionKey, back), p1, 0)
+	c.Del(ctx, SlotPositionKey(cfg.PositionKey, gone))
+
+	// A new process: it knows only what Redis holds.
+	s2, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s2.Position(ctx)
+	if err != nil || string(got) != string(p0) {
+		t.Fatalf("Position of a new sink after the losses = %s, %v; want %s, before the gone slot's first script", got, err, p0)
+	}
+	for _, step := range []struct {
+		events     []outbox.Event
+		prev, next []byte
+	}{{batch(1), p0, p1}, {batch(100), p1, p2}} {
+		if err := s2.Append(ctx, step.events, step.prev, step.next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, n := range countStreams(t, c, aggs) {
+		if n != 2 {
+			t.Errorf("%s has %d entries, want 2 (one per batch)", key, n)
+		}
+	}
+	if n, err := DeleteSlotPositions(ctx, c, cfg.PositionKey); err != nil || n == 0 {
+		t.Fatalf("DeleteSlotPositions = %d, %v", n, err)
+	}
+	if n := c.Exists(ctx, SlotRecordKey(cfg.PositionKey)).Val(); n != 0 {
+		t.Error("the slot record outlived the slot positions it describes")
+	}
+}

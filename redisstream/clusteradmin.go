@@ -132,13 +132,19 @@ func (p ClusterPositions) Summary() SlotSummary {
 	return sum
 }
 
-// DeleteSlotPositions deletes the position of every hash slot (16384 DELs in
-// one pipeline, each sent to the slot's master) and returns how many existed.
+// DeleteSlotPositions deletes the slot record (SlotRecordKey), then the
+// position of every hash slot (16384 DELs in one pipeline, each sent to the
+// slot's master), and returns how many slot positions existed.
 // binlog-outbox position set and reset run it, so that a restarted relay
 // finds no slot ahead of the new position nor a slot position without a
 // position key; a running relay that expects one of the deleted positions
 // is fenced at its next script there.
 func DeleteSlotPositions(ctx context.Context, client redis.UniversalClient, positionKey string) (int, error) {
+	// The record first: left behind the slot positions it describes, it
+	// would make the next start read again from where they were.
+	if err := client.Del(ctx, SlotRecordKey(positionKey)).Err(); err != nil {
+		return 0, fmt.Errorf("delete the slot record %s: %w", SlotRecordKey(positionKey), classify(err))
+	}
 	cmds, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for slot := range ClusterSlots {
 			p.Del(ctx, SlotPositionKey(positionKey, slot))

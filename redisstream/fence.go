@@ -85,11 +85,11 @@ if pos == false then pos = '' end
 return {1, '', pos}
 `)
 
-// fencedCasScript is casScript behind the fence KEYS[2] of the position
+// fencedCasScript is casScript behind the fence KEYS[3] of the position
 // key's slot: it returns {2, fence} without writing when the fence is not
 // ARGV[3].
 var fencedCasScript = redis.NewScript(`
-local fence = redis.call('GET', KEYS[2])
+local fence = redis.call('GET', KEYS[3])
 if fence ~= ARGV[3] then
   if fence == false then fence = '' end
   return {2, fence}
@@ -97,6 +97,7 @@ end
 local cur = redis.call('GET', KEYS[1])
 if cur == false then cur = '' end
 if cur ~= ARGV[1] then return {0, cur} end
+` + recordLua + `
 redis.call('SET', KEYS[1], ARGV[2])
 return {1, ''}
 `)

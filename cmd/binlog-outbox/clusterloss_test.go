@@ -72,8 +72,21 @@ func TestRun_RedisClusterLostWritesAppendedAgain(t *testing.T) {
 	if other < 0 {
 		t.Fatal("no master without the position key")
 	}
+	third := -1
+	for i := range rc.Nodes {
+		if role, err := rc.Role(ctx, i); err == nil && role == "master" && i != posMaster && i != other {
+			third = i
+			break
+		}
+	}
+	if third < 0 {
+		t.Fatal("no third master")
+	}
 	p = loseWrites(t, env, rc, p, other, large, false)
 	p = loseWrites(t, env, rc, p, posMaster, large, true)
+	// Restarted, with the position key on a master that kept everything:
+	// the slot record beside it says what the lost slots held.
+	p = loseWrites(t, env, rc, p, third, large, true)
 	stop()
 	large.addTo(rec)
 	n := finishCluster(t, env, p, rec)
