@@ -89,6 +89,33 @@ func countStreams(t *testing.T, c *redis.ClusterClient, aggs int) map[string]int
 	return out
 }
 
+// orderBatch is one event of each of aggs order aggregates, with ids from
+// from on: their streams spread over the slots.
+func orderBatch(from uint64, aggs int) []outbox.Event {
+	var out []outbox.Event
+	for a := range aggs {
+		out = append(out, event(from+uint64(a), "order", strconv.Itoa(a)))
+	}
+	return out
+}
+
+// clusterStep is one Append of a test: its events, from prev to next.
+type clusterStep struct {
+	events     []outbox.Event
+	prev, next []byte
+}
+
+// appendSteps runs each step's Append on s, failing the test at the first
+// error.
+func appendSteps(ctx context.Context, t *testing.T, s *Sink, steps ...clusterStep) {
+	t.Helper()
+	for _, step := range steps {
+		if err := s.Append(ctx, step.events, step.prev, step.next); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A batch over many slots: each slot's group is appended with its own
 // position; a relay that stopped after some of a batch's scripts resumes
 // from the position key, and the slots that ran skip that batch.
@@ -96,13 +123,7 @@ func TestSink_ClusterSlotsSkipWhatTheyHold(t *testing.T) {
 	c := testsvc.StartRedisCluster(t).Client(t)
 	ctx := context.Background()
 	cfg := Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true}
-	batch := func(from uint64, aggs int) []outbox.Event {
-		var out []outbox.Event
-		for a := range aggs {
-			out = append(out, event(from+uint64(a), "order", strconv.Itoa(a)))
-		}
-		return out
-	}
+	batch := orderBatch
 	const aggs = 12
 	s, err := New(c, cfg)
 	if err != nil {
@@ -208,26 +229,13 @@ func TestSink_ClusterSlotRolledBack(t *testing.T) {
 	ctx := context.Background()
 	cfg := Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true}
 	const aggs = 12
-	batch := func(from uint64) []outbox.Event {
-		var out []outbox.Event
-		for a := range aggs {
-			out = append(out, event(from+uint64(a), "order", strconv.Itoa(a)))
-		}
-		return out
-	}
+	batch := func(from uint64) []outbox.Event { return orderBatch(from, aggs) }
 	s, err := New(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p0, p1, p2, p3 := clusterPos(100, 1), clusterPos(200, 2), clusterPos(300, 3), clusterPos(400, 4)
-	for _, step := range []struct {
-		events     []outbox.Event
-		prev, next []byte
-	}{{nil, nil, p0}, {batch(1), p0, p1}, {batch(100), p1, p2}} {
-		if err := s.Append(ctx, step.events, step.prev, step.next); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendSteps(ctx, t, s, clusterStep{nil, nil, p0}, clusterStep{batch(1), p0, p1}, clusterStep{batch(100), p1, p2})
 	// The rollback: slot `lost` holds p1 again, its streams lack batch 2.
 	lost := Slot("outbox:order:0")
 	for a := range aggs {
@@ -280,14 +288,7 @@ func TestSink_ClusterSlotRolledBack(t *testing.T) {
 	if stored, _ := c.Get(ctx, cfg.PositionKey).Bytes(); string(stored) != string(p0) {
 		t.Errorf("position key %s after the slot lost its first writes; want it lowered to %s", stored, p0)
 	}
-	for _, step := range []struct {
-		events     []outbox.Event
-		prev, next []byte
-	}{{batch(1), p0, p1}, {batch(100), p1, p2}, {batch(200), p2, p3}} {
-		if err := s.Append(ctx, step.events, step.prev, step.next); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendSteps(ctx, t, s, clusterStep{batch(1), p0, p1}, clusterStep{batch(100), p1, p2}, clusterStep{batch(200), p2, p3})
 	for key, n := range countStreams(t, c, aggs) {
 		if n != 3 {
 			t.Errorf("%s has %d entries after the slot's first writes came back, want 3", key, n)
@@ -383,26 +384,13 @@ func TestSink_ClusterSlotRecordAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	cfg := Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true}
 	const aggs = 12
-	batch := func(from uint64) []outbox.Event {
-		var out []outbox.Event
-		for a := range aggs {
-			out = append(out, event(from+uint64(a), "order", strconv.Itoa(a)))
-		}
-		return out
-	}
+	batch := func(from uint64) []outbox.Event { return orderBatch(from, aggs) }
 	p0, p1, p2 := clusterPos(100, 1), clusterPos(200, 2), clusterPos(300, 3)
 	s, err := New(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, step := range []struct {
-		events     []outbox.Event
-		prev, next []byte
-	}{{nil, nil, p0}, {batch(1), p0, p1}, {batch(100), p1, p2}} {
-		if err := s.Append(ctx, step.events, step.prev, step.next); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendSteps(ctx, t, s, clusterStep{nil, nil, p0}, clusterStep{batch(1), p0, p1}, clusterStep{batch(100), p1, p2})
 	posSlot := Slot(cfg.PositionKey)
 	// Two slots away from the position key's: one rolled back to p1, one
 	// that lost everything, its first script included.
@@ -442,14 +430,7 @@ func TestSink_ClusterSlotRecordAfterRestart(t *testing.T) {
 	if err != nil || string(got) != string(p0) {
 		t.Fatalf("Position of a new sink after the losses = %s, %v; want %s, before the gone slot's first script", got, err, p0)
 	}
-	for _, step := range []struct {
-		events     []outbox.Event
-		prev, next []byte
-	}{{batch(1), p0, p1}, {batch(100), p1, p2}} {
-		if err := s2.Append(ctx, step.events, step.prev, step.next); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendSteps(ctx, t, s2, clusterStep{batch(1), p0, p1}, clusterStep{batch(100), p1, p2})
 	for key, n := range countStreams(t, c, aggs) {
 		if n != 2 {
 			t.Errorf("%s has %d entries, want 2 (one per batch)", key, n)
