@@ -64,11 +64,7 @@ func TestRun_PollManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
 	wg.Wait()
 
 	all := append(tenants, late)
-	for _, tn := range all {
-		relaytest.WaitFor(t, 60*time.Second, tn.Database+"'s events in its streams", func() bool {
-			return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
-		})
-	}
+	waitTenantsDelivered(t, env, all, 60*time.Second)
 	if !strings.Contains(p.Out.String(), "polling an outbox table found since the start") || !strings.Contains(p.Out.String(), late.Database+".outbox") {
 		t.Errorf("no log line about the late tenant's table:\n%s", relaytest.TailLines(p.Out.String(), 20))
 	}
@@ -155,11 +151,7 @@ func TestCheckAndRun_PollSeveralTablesWithoutBinlogAccess(t *testing.T) {
 		relaytest.Produce(ctx, t, tn.DB, "outbox", relaytest.ProduceOptions{Producers: 2, Transactions: 10}, tn.Rec)
 		committed += tn.Committed()
 	}
-	for _, tn := range tenants {
-		relaytest.WaitFor(t, 30*time.Second, tn.Database+"'s events in its streams", func() bool {
-			return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
-		})
-	}
+	waitTenantsDelivered(t, env, tenants, 30*time.Second)
 	// The metrics sum the tables.
 	s := scraper{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	s.waitValue(`binlog_outbox_events_appended_total{mode="poll"}`, fmt.Sprintf("= the %d events of all tables", committed), func(v float64) bool { return v == float64(committed) })

@@ -91,6 +91,17 @@ func tenantArgs(prefix, key string) []string {
 }
 
 // waitReading waits until the relay process reads the binlog.
+// waitTenantsDelivered waits until each tenant's streams
+// (outbox:<database>:*) hold at least the events it committed.
+func waitTenantsDelivered(t *testing.T, env *relaytest.Env, tenants []*relaytest.Tenant, timeout time.Duration) {
+	t.Helper()
+	for _, tn := range tenants {
+		relaytest.WaitFor(t, timeout, tn.Database+"'s events in its streams", func() bool {
+			return relaytest.CountEntries(context.Background(), env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
+		})
+	}
+}
+
 func waitReading(t *testing.T, p *relayProc) {
 	t.Helper()
 	relaytest.WaitFor(t, 30*time.Second, "the relay reading the binlog", func() bool {
@@ -140,11 +151,7 @@ func TestRun_ManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
 	wg.Wait()
 
 	all := append(tenants, late)
-	for _, tn := range all {
-		relaytest.WaitFor(t, 60*time.Second, tn.Database+"'s events in its streams", func() bool {
-			return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
-		})
-	}
+	waitTenantsDelivered(t, env, all, 60*time.Second)
 	p.Signal(t, syscall.SIGTERM)
 	if code := p.Wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("relay exit code after SIGTERM = %d, want 0", code)
