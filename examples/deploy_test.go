@@ -220,11 +220,11 @@ func checkMetricNames(t *testing.T, file, text string) map[string]bool {
 
 func TestRelayMetrics_Exist(t *testing.T) {
 	source := readFile(t, "metrics", "metrics.go")
-	docs := readFile(t, "docs", "operations.md")
+	docs := readFile(t, "docs", "monitoring.md")
 	for name := range relayMetrics {
 		short := strings.TrimPrefix(name, "binlog_outbox_")
 		if !strings.Contains(source, `"`+short+`"`) && !strings.Contains(source, `"`+name+`"`) && !strings.Contains(docs, name) {
-			t.Errorf("%s is neither declared in metrics/metrics.go nor documented in docs/operations.md", name)
+			t.Errorf("%s is neither declared in metrics/metrics.go nor documented in docs/monitoring.md", name)
 		}
 	}
 }

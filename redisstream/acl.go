@@ -10,7 +10,7 @@ import (
 // stream names (--stream outbox:{aggregate_type}, or outbox for a table
 // without aggregate_type, and the dead letters in outbox:dead-letter): the
 // keys it may touch and every command that binlog-outbox's commands send,
-// nothing else. docs/operations.md shows them, and a test creates a user
+// nothing else. docs/redis-tls-acl.md shows them, and a test creates a user
 // with exactly these rules and runs run (both modes, --ensure-group,
 // --trim), check, verify, status, mark-appended and position with it.
 //
@@ -58,7 +58,7 @@ const ClusterACLRules = "+cluster|slots +command"
 // SentinelACLRules are the ACL rules of the user the relay authenticates to
 // the sentinels as (--redis-sentinel-user), on each sentinel: Sentinel has
 // users of its own, apart from the master's, which needs nothing more than
-// ACLRules. docs/operations.md shows them, and a test creates a user with
+// ACLRules. docs/redis-tls-acl.md shows them, and a test creates a user with
 // exactly these rules on every sentinel and runs check and run with it.
 //
 // By feature:

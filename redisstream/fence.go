@@ -51,7 +51,7 @@ import (
 // slots afresh. If O still runs, it may append to such a slot before
 // that: its compare-and-set of the slot's position chains onto what the
 // slot holds, and the next holder reads it, so nothing is doubled; what
-// the dead master lost stays lost as without a lease (docs/scaling.md). A
+// the dead master lost stays lost as without a lease (docs/redis-cluster.md). A
 // counter that went back (its master lost the INCR) hands out an epoch a
 // fence already holds: fenceScript refuses it, the holder raises the counter
 // above it (raiseEpoch), gives the lease up and takes it again, higher.

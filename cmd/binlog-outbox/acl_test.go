@@ -15,18 +15,18 @@ import (
 )
 
 // TestRedisACL: a Redis user with exactly the documented rules
-// (redisstream.ACLRules, which docs/operations.md shows) runs check, run in
+// (redisstream.ACLRules, which docs/redis-tls-acl.md shows) runs check, run in
 // both modes with --ensure-group, --dedupe-window and --trim acked, status,
 // verify, mark-appended and position show. A user lacking a command or a key
 // pattern makes run stop with one error that names the command, the key and
 // the rules.
 func TestRedisACL(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/operations.md")
+	doc, err := os.ReadFile("../../docs/redis-tls-acl.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(doc), redisstream.ACLRules) {
-		t.Errorf("docs/operations.md does not show the rules the relay is tested with:\n%s", redisstream.ACLRules)
+		t.Errorf("docs/redis-tls-acl.md does not show the rules the relay is tested with:\n%s", redisstream.ACLRules)
 	}
 	rs := testsvc.StartRedis(t, testsvc.RedisOptions{})
 	srv := testsvc.SharedMariaDB(t)

@@ -78,7 +78,7 @@ func TestSentinel_Commands(t *testing.T) {
 
 	t.Run("users with the documented rules on the sentinels and the servers", func(t *testing.T) {
 		const userPW, relayPW = "w8Tq-51-xR", "h4Kc-08-pZ"
-		for _, doc := range []string{"../../docs/operations.md", "../../docs/scaling.md"} {
+		for _, doc := range []string{"../../docs/redis-tls-acl.md", "../../docs/redis-sentinel.md"} {
 			b, err := os.ReadFile(doc)
 			if err != nil {
 				t.Fatal(err)
