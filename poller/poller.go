@@ -101,8 +101,8 @@ type Config struct {
 	// BatchSize is the most rows one round locks (default 1000). Larger
 	// batches amortise the round trips but hold row locks longer and, with
 	// several relays, make the others defer more rows of shared
-	// aggregates. Measured with BenchmarkPoller_VsNaive on 2 cores:
-	// 200 rows 17k events/s, 500 19k, 1000 29k, 2000 29k.
+	// aggregates. Throughput stops growing beyond about this size
+	// (BenchmarkPoller_VsNaive measures it per size).
 	BatchSize int
 	// MaxBatchBytes bounds the payload and header bytes one round reads
 	// from the database and appends (default 16 MiB), and so the relay's
@@ -318,8 +318,9 @@ func (p *Poller) Stats() Stats {
 // The cancellation of ctx stops the loop, not the round in flight: the
 // rounds run on a context that is cancelled only ShutdownGrace after ctx.
 // Cancelling a round between its append and its COMMIT would roll the marks
-// back, and the next start would append the rows again (2,001 duplicates
-// over 10 clean stops under load, measured before this). No round starts
+// back, and the next start would append the rows again, a duplicate for
+// every row of the round (TestRun_CleanStopsUnderLoadExactlyOnce stops a
+// relay under load ten times and finds none). No round starts
 // after the stop.
 func (p *Poller) Run(ctx context.Context) error {
 	p.log.Info("poll relay starting", "table", p.cfg.Table, "database", p.cfg.Database, "mapping", p.cfg.Mapping.String(),

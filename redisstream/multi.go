@@ -12,8 +12,9 @@ import (
 )
 
 // The MULTI append path. The append script makes Redis convert every
-// argument and reply of each XADD between Lua and Redis (about 1.5 times the
-// instructions of a plain XADD per entry, measured with callgrind), so in
+// argument and reply of each XADD between Lua and Redis, which costs it
+// more CPU per entry than a plain XADD (BenchmarkAppend_RedisCPU measures
+// both; figures in BENCHMARKS.md), so in
 // binlog mode on a standalone Redis without dedupe, Append writes a batch as
 // an optimistic transaction instead, in two round trips on one connection:
 //
@@ -49,11 +50,11 @@ import (
 // follow it run one by one, outside any transaction.
 
 // DefaultMultiMin is the default of Config.MultiMin. MULTI/EXEC costs a
-// second round trip per batch: measured with bench, 0.1-0.3 ms more at the
-// p50 of live latency, where batches hold an entry or a few and Redis CPU
-// is not the bound. From a few dozen entries on (catch-up, multi-row
-// transactions) Redis's CPU is the bound, and the 2-3 us per entry that
-// MULTI saves it outweigh the round trip (BenchmarkAppend_RedisCPU).
+// second round trip per batch, which adds to live latency, where batches
+// hold an entry or a few and Redis CPU is not the bound. From a few dozen
+// entries on (catch-up, multi-row transactions) Redis's CPU is the bound,
+// and the CPU per entry that MULTI saves it outweighs the round trip
+// (BenchmarkAppend_RedisCPU, and bench's live workloads in BENCHMARKS.md).
 const DefaultMultiMin = 32
 
 // maxExecAborts bounds how often Append redoes a transaction whose EXEC a
@@ -98,9 +99,10 @@ func (s *Sink) useMulti(events []outbox.Event) bool {
 }
 
 // multiMinBytes is the payload size from which a batch smaller than
-// Config.MultiMin goes through MULTI/EXEC all the same: with 512 KiB rows
-// the script cost Redis 1.7 ms per entry against 0.6 ms for a plain XADD
-// (bench, huge workload).
+// Config.MultiMin goes through MULTI/EXEC all the same: the script's cost
+// to Redis grows with the bytes it converts, so with large rows a plain
+// XADD costs Redis a fraction of the script's per entry (bench's huge
+// workload; BENCHMARKS.md).
 const multiMinBytes = 64 << 10
 
 // buildMulti fills s.keys (position, lease, streams), s.batchNew and the

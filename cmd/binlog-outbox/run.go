@@ -33,9 +33,9 @@ const defaultMemoryLimit = 20 << 20
 
 // defaultGCPercent is the relay's GOGC under that limit (GOGC overrides):
 // with GOGC's 100 the collector ran whenever the heap doubled its live
-// part, far below the limit, and took 13% of the relay's CPU in a catch-up;
-// at 400 the limit decides in most cycles, for about a fifth less CPU per
-// event and the same peak RSS (BENCHMARKS.md).
+// part, far below the limit, which a catch-up's small live heap makes
+// often; at 400 the limit decides in most cycles, which spends less CPU per
+// event at the same peak RSS (bench measures both; BENCHMARKS.md).
 const defaultGCPercent = 400
 
 // streamFlags are the flags of `run` that shape the streams; `position`

@@ -3,8 +3,9 @@
 // before the next attempt, and how a failing attempt is logged.
 //
 // A dependency that stays down must not flood the log: a loop retrying Redis
-// at maxmemory every 100ms printed 72 ERROR lines in 8 seconds, each with the
-// hint twice. A Policy logs the first failure with its hint, counts the
+// at maxmemory every 100ms would log an ERROR line, hint included, at every
+// attempt (TestReader_RedisOutOfMemoryLosesNothing checks that it logs one
+// line and the hint once). A Policy logs the first failure with its hint, counts the
 // repeats of the same error and logs them at most once per RepeatEvery, and
 // says in one line when the loop recovered.
 package retry
