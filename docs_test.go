@@ -130,3 +130,59 @@ func hasAnchor(lines []string, anchor string) bool {
 	}
 	return false
 }
+
+// mdTestName matches a Go test, benchmark or fuzz target named in a page's
+// code span, e.g. `TestRun_MillionRowTransaction` or `TestSink_*`.
+var mdTestName = regexp.MustCompile("`((?:Test|Benchmark|Fuzz)[A-Z][A-Za-z0-9_]*)(\\*?)`")
+
+// TestDocs_NamedTestsExist fails when a page names a test that no longer
+// exists: TESTING.md and BENCHMARKS.md say which test shows each behaviour,
+// and a renamed test would leave the reader looking for evidence that is gone.
+func TestDocs_NamedTestsExist(t *testing.T) {
+	var sources strings.Builder
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, "_test.go") {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			sources.Write(raw)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := sources.String()
+	pages, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range append(pages, more...) {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, line := range strings.Split(string(raw), "\n") {
+			for _, m := range mdTestName.FindAllStringSubmatch(line, -1) {
+				decl := "func " + m[1]
+				if m[2] == "" {
+					decl += "("
+				}
+				if !strings.Contains(code, decl) {
+					t.Errorf("%s:%d names %s%s, which no _test.go file declares", page, n+1, m[1], m[2])
+				}
+			}
+		}
+	}
+}
