@@ -72,7 +72,9 @@ type PositionSetOptions struct {
 
 // PositionSetReport is what PositionSet stored.
 type PositionSetReport struct {
-	Key    string
+	Key string
+	// Raw is the position stored, nil when none was; Stored decoded.
+	Raw    []byte
 	Stored position.Binlog
 	// SlotsDeleted counts the slot positions deleted on a Redis Cluster;
 	// -1 when none were (not a cluster, or a failure before).
@@ -91,6 +93,7 @@ func PositionSet(ctx context.Context, o PositionSetOptions) (PositionSetReport, 
 	if err := o.Sink.SetPosition(ctx, raw); err != nil {
 		return r, err
 	}
+	r.Raw = raw
 	r.Stored, _ = position.Decode(raw)
 	if !o.Cluster {
 		return r, nil

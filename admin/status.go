@@ -31,7 +31,8 @@ type StatusOptions struct {
 	Keys    redisstream.Keys
 	Streams Streams
 	// Dumper reaches the server for the short binlog dumps that date the
-	// first transaction after the position (lag.Binlog).
+	// first transaction after the position (lag.Binlog); its Flavor is the
+	// server's, as Status detects it.
 	Dumper lag.Dumper
 }
 
@@ -192,6 +193,7 @@ func readServer(ctx context.Context, db *sql.DB, dumper lag.Dumper, out *ServerS
 		return nil, nil, fmt.Errorf("status: %w", err)
 	}
 	out.Version = s.String()
+	dumper.Flavor = s.Flavor
 	lb := &lag.Binlog{DB: db, Server: s, Dumper: dumper}
 	srv, err := lag.ReadServer(ctx, db, s)
 	out.ExpireSeconds = int64(srv.Expire / time.Second)

@@ -96,7 +96,7 @@ func fetchColumns(t Table, o PollOptions) []string {
 
 // Lock locks the next limit unsent rows no other transaction holds, in id
 // order, and reads per row only what the ordering rule and the byte budget
-// need: id, aggregate_type ('' without the column), aggregate_id,
+// need: id, aggregate_type (” without the column), aggregate_id,
 // LENGTH(payload), and the sum of the other columns' lengths. It never
 // reads a payload.
 func (p *Poll) Lock(limit int) string {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -62,7 +63,7 @@ func FuzzParseAge(f *testing.F) {
 }
 
 // cleanupJSON runs cleanup --json and decodes what it printed on success.
-func cleanupJSON(t *testing.T, global []string, args ...string) (r cleanupResult, stderr string, code int) {
+func cleanupJSON(t *testing.T, global []string, args ...string) (r admin.CleanupReport, stderr string, code int) {
 	t.Helper()
 	out, errOut, code := run(t, append(append(global, "cleanup", "--json"), args...)...)
 	if code == 0 {

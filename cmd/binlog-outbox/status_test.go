@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 )
@@ -45,14 +46,14 @@ func TestStatus_PositionStreamsGroups(t *testing.T) {
 	}
 
 	out, errOut, code = run(t, append(global, "status", "--json")...)
-	var r statusReport
+	var r admin.StatusReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 {
 		t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}
 	if r.Mode != "binlog" || r.Position == nil || r.Position.File == "" || r.Position.BytesBehind == nil || r.Server.File == "" {
 		t.Errorf("status --json: %+v, want the mode, the position and how far behind it is", r)
 	}
-	var order *statusStream
+	var order *admin.StreamStatus
 	for i := range r.Streams {
 		if r.Streams[i].Key == "outbox:order" {
 			order = &r.Streams[i]
@@ -73,10 +74,10 @@ func TestStatus_SecondsBehindAndRetentionHeadroom(t *testing.T) {
 	if out, errOut, code := run(t, append(global, "position", "set", "--start-from", "now")...); code != 0 {
 		t.Fatalf("position set: exit %d\n%s%s", code, out, errOut)
 	}
-	status := func() statusReport {
+	status := func() admin.StatusReport {
 		t.Helper()
 		out, errOut, code := run(t, append(global, "status", "--json")...)
-		var r statusReport
+		var r admin.StatusReport
 		if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 || r.Position == nil {
 			t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, out, errOut)
 		}

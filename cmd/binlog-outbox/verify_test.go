@@ -12,15 +12,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 )
 
 // verifyJSON runs verify --json and decodes what it printed.
-func verifyJSON(t *testing.T, global []string, args ...string) (verifyResult, int) {
+func verifyJSON(t *testing.T, global []string, args ...string) (admin.VerifyReport, int) {
 	t.Helper()
 	out, errOut, code := run(t, append(append(global, "verify", "--json"), args...)...)
-	var r verifyResult
+	var r admin.VerifyReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("verify --json: exit %d, output does not parse: %v\n%s%s", code, err, out, errOut)
 	}
