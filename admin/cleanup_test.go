@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,32 +20,6 @@ import (
 func cleanupOptions(t *testing.T, env *relaytest.Env) CleanupOptions {
 	return CleanupOptions{DB: env.DB, Table: table(t, env), Redis: env.RDB, Keys: keys(env),
 		OlderThan: 7 * 24 * time.Hour, Batch: 500, Wait: time.Minute, Logger: testLogger(t)}
-}
-
-// insertOldEvents commits n events of aggregate agg whose occurred_at is
-// eight days ago, 500 rows per INSERT, and records them.
-func insertOldEvents(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, agg string, n int) {
-	t.Helper()
-	for done := 0; done < n; {
-		k := min(500, n-done)
-		var b strings.Builder
-		args := make([]any, 0, 3*k)
-		b.WriteString("INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload, headers, occurred_at) VALUES ")
-		for i := 0; i < k; i++ {
-			done++
-			if i > 0 {
-				b.WriteString(",")
-			}
-			b.WriteString("(?, 'order', ?, 'order.changed', ?, '{}', UTC_TIMESTAMP(6) - INTERVAL 8 DAY)")
-			id := relaytest.MessageID()
-			payload, _ := json.Marshal(map[string]any{"seq": done, "agg": agg, "text": "héllo \"quoted\" 🙂"})
-			args = append(args, id, agg, string(payload))
-			rec.Committed[id] = relaytest.Sent{AggregateType: "order", AggregateID: agg, EventType: "order.changed", Seq: done}
-		}
-		if _, err := env.DB.Exec(b.String(), args...); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 func countRows(t *testing.T, env *relaytest.Env, table, where string) int {
@@ -84,7 +57,7 @@ func TestCleanup_BinlogModeUnderLoad(t *testing.T) {
 	}
 	rec.Committed["late-old-row"] = relaytest.Sent{AggregateType: "order", AggregateID: "late", EventType: "order.changed", Seq: 1}
 	const n = 3000
-	insertOldEvents(t, env, rec, "old", n)
+	relaytest.InsertOldEvents(t, env.DB, rec, "old", n)
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -139,11 +112,11 @@ func TestCleanup_BinlogModeRelayStopped(t *testing.T) {
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
 	stop := startRelay(t, env, mode.Binlog)
-	insertOldEvents(t, env, rec, "relayed", 10)
+	relaytest.InsertOldEvents(t, env.DB, rec, "relayed", 10)
 	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	stop()
-	insertOldEvents(t, env, rec, "unread", 10)
-	insertEvent(t, env.DB, rec, "new", 1)
+	relaytest.InsertOldEvents(t, env.DB, rec, "unread", 10)
+	relaytest.InsertEvent(t, env.DB, rec, "new", 1)
 
 	o := cleanupOptions(t, env)
 	o.Wait = time.Second
@@ -177,11 +150,11 @@ func TestCleanup_PollModeKeepsUnsent(t *testing.T) {
 	env := newEnv(t)
 	rec := relaytest.NewProduced()
 	stop := startRelay(t, env, mode.Poll)
-	insertOldEvents(t, env, rec, "sent", 25)
-	insertEvent(t, env.DB, rec, "new", 1)
+	relaytest.InsertOldEvents(t, env.DB, rec, "sent", 25)
+	relaytest.InsertEvent(t, env.DB, rec, "new", 1)
 	relaytest.WaitFor(t, 30*time.Second, "the poller to mark every row sent", func() bool { return countRows(t, env, "outbox", "sent_at IS NULL") == 0 })
 	stop()
-	insertOldEvents(t, env, rec, "unsent", 4)
+	relaytest.InsertOldEvents(t, env.DB, rec, "unsent", 4)
 
 	o := cleanupOptions(t, env)
 	o.Batch = 10

@@ -21,6 +21,22 @@ type PositionOptions struct {
 	Cluster bool
 }
 
+// stored reads the stored position as is, not as Sink.Position judges it on
+// a Redis Cluster (the relay refuses slot positions without a position
+// key, for one): show must show, and reset repair, what the relay refuses.
+// cp is the cluster's positions, nil when Redis is no cluster.
+func (o PositionOptions) stored(ctx context.Context) (raw []byte, cp *redisstream.ClusterPositions, err error) {
+	if !o.Cluster {
+		raw, err = o.Sink.Position(ctx)
+		return raw, nil, err
+	}
+	c, err := redisstream.ReadClusterPositions(ctx, o.Redis, o.Sink.PositionKey())
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.Base, &c, nil
+}
+
 // PositionReport is the stored position as PositionShow reads it.
 type PositionReport struct {
 	Key string
@@ -36,16 +52,13 @@ type PositionReport struct {
 // the slot positions, as they are: also those the relay would refuse.
 func PositionShow(ctx context.Context, o PositionOptions) (PositionReport, error) {
 	r := PositionReport{Key: o.Sink.PositionKey()}
-	var err error
-	if o.Cluster {
-		cp, err := redisstream.ReadClusterPositions(ctx, o.Redis, r.Key)
-		if err != nil {
-			return r, err
-		}
-		r.Raw = cp.Base
-		r.Slots, r.Warnings = slotsStatus(cp, nil)
-	} else if r.Raw, err = o.Sink.Position(ctx); err != nil {
+	raw, cp, err := o.stored(ctx)
+	if err != nil {
 		return r, err
+	}
+	r.Raw = raw
+	if cp != nil {
+		r.Slots, r.Warnings = slotsStatus(*cp, nil)
 	}
 	if r.Raw != nil {
 		if r.Position, err = position.Decode(r.Raw); err != nil {
@@ -126,21 +139,17 @@ type PositionResetReport struct {
 // refuses.
 func PositionReset(ctx context.Context, o PositionOptions) (PositionResetReport, error) {
 	r := PositionResetReport{Key: o.Sink.PositionKey(), SlotsDeleted: -1}
-	var err error
+	raw, _, err := o.stored(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.Previous = raw
 	if o.Cluster {
-		// Read as is: reset is what repairs a position the relay refuses.
-		cp, err := redisstream.ReadClusterPositions(ctx, o.Redis, r.Key)
-		if err != nil {
-			return r, err
-		}
-		r.Previous = cp.Base
 		n, err := redisstream.DeleteSlotPositions(ctx, o.Redis, r.Key)
 		if err != nil {
 			return r, fmt.Errorf("position reset: %w", err)
 		}
 		r.SlotsDeleted = n
-	} else if r.Previous, err = o.Sink.Position(ctx); err != nil {
-		return r, err
 	}
 	return r, o.Sink.DeletePosition(ctx)
 }

@@ -35,7 +35,7 @@ func TestStatus_PositionStreamsGroups(t *testing.T) {
 	rec := relaytest.NewProduced()
 	stop := startRelay(t, env, mode.Binlog)
 	for i := 0; i < 5; i++ {
-		insertEvent(t, env.DB, rec, "a", i)
+		relaytest.InsertEvent(t, env.DB, rec, "a", i)
 	}
 	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	stop()
@@ -83,7 +83,7 @@ func TestStatus_SecondsBehindAndRetentionHeadroom(t *testing.T) {
 		t.Fatalf("caught up: %+v; want 0 bytes and 0 seconds behind, in the current file", p)
 	}
 
-	insertEvent(t, env.DB, relaytest.NewProduced(), "a", 0)
+	relaytest.InsertEvent(t, env.DB, relaytest.NewProduced(), "a", 0)
 	time.Sleep(1100 * time.Millisecond) // binlog times are in whole seconds
 	srv.Exec(t, "FLUSH BINARY LOGS")
 	p := status(t, env).Position

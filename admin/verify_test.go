@@ -78,7 +78,7 @@ func TestVerify_FindsMissingDuplicatedForeign(t *testing.T) {
 	// Rows committed after the stored position are not missing: the relay
 	// is stopped, so the position never passes them.
 	stop()
-	insertEvent(t, env.DB, rec, "late", 1)
+	relaytest.InsertEvent(t, env.DB, rec, "late", 1)
 	from, _ := strconv.ParseUint(lostID, 10, 64)
 	o.Wait, o.Range = 100*time.Millisecond, VerifyRange{FromID: from}
 	r = verify(t, o)
@@ -95,7 +95,7 @@ func TestVerify_PollModePendingRows(t *testing.T) {
 	env := newEnv(t)
 	rec := relaytest.NewProduced()
 	for i := 0; i < 3; i++ {
-		insertEvent(t, env.DB, rec, "a", i)
+		relaytest.InsertEvent(t, env.DB, rec, "a", i)
 	}
 	env.RDB.Set(context.Background(), keys(env).Mode, "poll", 0)
 	o := verifyOptions(t, env)

@@ -71,30 +71,10 @@ func cleanupJSON(t *testing.T, global []string, args ...string) (r admin.Cleanup
 	return r, errOut, code
 }
 
-// insertOldEvents commits n events of aggregate agg whose occurred_at is
-// eight days ago, 500 rows per INSERT, and records them.
+// insertOldEvents is relaytest.InsertOldEvents into env's table.
 func insertOldEvents(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, agg string, n int) {
 	t.Helper()
-	for done := 0; done < n; {
-		k := min(500, n-done)
-		var b strings.Builder
-		args := make([]any, 0, 3*k)
-		b.WriteString("INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload, headers, occurred_at) VALUES ")
-		for i := 0; i < k; i++ {
-			done++
-			if i > 0 {
-				b.WriteString(",")
-			}
-			b.WriteString("(?, 'order', ?, 'order.changed', ?, '{}', UTC_TIMESTAMP(6) - INTERVAL 8 DAY)")
-			id := relaytest.MessageID()
-			payload, _ := json.Marshal(map[string]any{"seq": done, "agg": agg, "text": "héllo \"quoted\" 🙂"})
-			args = append(args, id, agg, string(payload))
-			rec.Committed[id] = relaytest.Sent{AggregateType: "order", AggregateID: agg, EventType: "order.changed", Seq: done}
-		}
-		if _, err := env.DB.Exec(b.String(), args...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	relaytest.InsertOldEvents(t, env.DB, rec, agg, n)
 }
 
 func countRows(t *testing.T, env *relaytest.Env, where string) int {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,20 +16,10 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 )
 
-// insertEvent inserts one outbox row shaped as relaytest.Produce writes them
-// and records it as committed (the caller commits).
-func insertEvent(t testing.TB, ex interface {
-	Exec(string, ...any) (sql.Result, error)
-}, rec *relaytest.Produced, agg string, seq int) string {
+// insertEvent is relaytest.InsertEvent.
+func insertEvent(t testing.TB, ex relaytest.Execer, rec *relaytest.Produced, agg string, seq int) string {
 	t.Helper()
-	id := relaytest.MessageID()
-	payload, _ := json.Marshal(map[string]any{"seq": seq, "agg": agg, "text": "héllo \"quoted\" 🙂"})
-	if _, err := ex.Exec("INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload, headers, occurred_at) VALUES (?, 'order', ?, 'order.changed', ?, '{}', UTC_TIMESTAMP(6))",
-		id, agg, string(payload)); err != nil {
-		t.Fatal(err)
-	}
-	rec.Committed[id] = relaytest.Sent{AggregateType: "order", AggregateID: agg, EventType: "order.changed", Seq: seq}
-	return id
+	return relaytest.InsertEvent(t, ex, rec, agg, seq)
 }
 
 // appendedOutOfIDOrder has the binlog relay append two rows in commit order,
