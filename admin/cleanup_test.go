@@ -22,6 +22,19 @@ func cleanupOptions(t *testing.T, env *relaytest.Env) CleanupOptions {
 		OlderThan: 7 * 24 * time.Hour, Batch: 500, Wait: time.Minute, Logger: testLogger(t)}
 }
 
+// zonedDB opens env's database in a session time zone of +05:00.
+func zonedDB(t *testing.T, env *relaytest.Env) *sql.DB {
+	t.Helper()
+	dsn := env.MariaDB.DSN(env.Database)
+	dsn += map[bool]string{true: "&", false: "?"}[strings.Contains(dsn, "?")] + "time_zone=%27%2B05%3A00%27"
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 func countRows(t *testing.T, env *relaytest.Env, table, where string) int {
 	t.Helper()
 	var n int
@@ -198,15 +211,9 @@ func TestCleanup_MappedColumns(t *testing.T) {
 		env.RDB.Set(ctx, keys(&relaytest.Env{Database: env.Database, Table: table}).Mode, "poll", 0)
 	}
 	poll("events")
-	dsn := env.MariaDB.DSN(env.Database)
-	dsn += map[bool]string{true: "&", false: "?"}[strings.Contains(dsn, "?")] + "time_zone=%27%2B05%3A00%27"
-	zonedDB, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zonedDB.Close()
 	zoned := *env
-	zoned.Table, zoned.DB = "events", zonedDB
+	zoned.Table, zoned.DB = "events", zonedDB(t, env)
+	var err error
 	if zoned.Mapping, err = schema.ParseMapping([]string{"id=event_id", "occurred_at=created_at", "sent_at=relayed_at"}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/mode"
+	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // verifyOptions verifies env's table against the default streams, as the
@@ -139,5 +141,40 @@ func TestVerify_WalksLargeTable(t *testing.T) {
 	if r.Missing != 1 || r.Matched != n-1 || len(r.Examples.Missing) != 1 ||
 		strconv.FormatUint(r.Examples.Missing[0].OutboxID, 10) != lost.Values["outbox_id"].(string) {
 		t.Fatalf("verify after XDEL of %v: %+v; want that row missing", lost.Values["outbox_id"], r)
+	}
+}
+
+// TestVerify_SinceOnTimestampColumn: --since on a TIMESTAMP time column, in a
+// session time zone that is not UTC, is the same instant there, as cleanup's
+// cutoff is: compared with the instant's UTC wall time, the window shifted by
+// the session's five hours and took in a row seven hours old.
+func TestVerify_SinceOnTimestampColumn(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	if _, err := env.DB.Exec(`CREATE TABLE events (
+		event_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+		message_id CHAR(26) NOT NULL, aggregate_type VARCHAR(255) NOT NULL, aggregate_id VARCHAR(255) NOT NULL,
+		event_type VARCHAR(255) NOT NULL, payload JSON NOT NULL, headers JSON NULL,
+		created_at TIMESTAMP(6) NOT NULL, sent_at DATETIME(6) NULL, KEY (sent_at, event_id))`); err != nil {
+		t.Fatal(err)
+	}
+	for i, age := range []string{"3", "7"} {
+		if _, err := env.DB.Exec("INSERT INTO events (message_id, aggregate_type, aggregate_id, event_type, payload, created_at) VALUES (?, 'order', 'a', 'x', '{}', NOW(6) - INTERVAL "+age+" HOUR)",
+			fmt.Sprintf("m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zoned := *env
+	zoned.Table, zoned.DB = "events", zonedDB(t, env)
+	var err error
+	if zoned.Mapping, err = schema.ParseMapping([]string{"id=event_id", "occurred_at=created_at"}); err != nil {
+		t.Fatal(err)
+	}
+	env.RDB.Set(ctx, keys(&zoned).Mode, "poll", 0)
+	o := verifyOptions(t, &zoned)
+	o.Range = VerifyRange{Since: time.Now().Add(-5 * time.Hour).UTC()}
+	if r := verify(t, o); r.Rows != 1 || r.Pending != 1 {
+		t.Errorf("verify --since 5h of rows 3 and 7 hours old: %+v; want the one 3 hours old", r)
 	}
 }
