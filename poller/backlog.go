@@ -5,11 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
-	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 )
 
 // MaxBacklogCount bounds the count of Backlog: counting a backlog of tens of
@@ -35,31 +34,10 @@ type backlogQueries struct {
 	oldest string // "" without an occurred_at column
 }
 
-// buildBacklog renders the backlog statements. Both read the index the
-// lock reads (sent_at, id), without locking.
+// buildBacklog renders the backlog statements.
 func buildBacklog(cfg Config) backlogQueries {
-	m := cfg.Mapping
-	col := func(logical string) string { return quotedColumn(m, logical) }
-	table := quotedTable(cfg)
-	where := ""
-	if m.Has(schema.ColSentAt) {
-		where = " WHERE " + col(schema.ColSentAt) + " IS NULL"
-	}
-	q := backlogQueries{
-		count: "SELECT /* binlog-outbox */ COUNT(*) FROM (SELECT 1 FROM " + table + where +
-			" LIMIT " + strconv.Itoa(MaxBacklogCount+1) + ") AS unsent",
-	}
-	if m.Has(schema.ColOccurredAt) {
-		occurred := col(schema.ColOccurredAt)
-		if cfg.TableInfo != nil {
-			if c, ok := cfg.TableInfo.Column(m[schema.ColOccurredAt]); ok && c.DataType == "timestamp" {
-				// As the round reads it: independent of the session's time zone.
-				occurred = "UNIX_TIMESTAMP(" + occurred + ")"
-			}
-		}
-		q.oldest = "SELECT /* binlog-outbox */ " + occurred + " FROM " + table + where + " ORDER BY " + col(schema.ColID) + " LIMIT 1"
-	}
-	return q
+	count, oldest := outboxsql.Backlog(outboxTable(cfg, cfg.TableInfo), MaxBacklogCount)
+	return backlogQueries{count: count, oldest: oldest}
 }
 
 // Backlog measures the unsent rows on db (a connection of the caller's, so

@@ -5,38 +5,28 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
+	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
-// queries are the statements of a round, built once from the mapping and the
-// table. They take no parameters (ids are inlined as integers), so every
-// statement is one round trip in the text protocol whatever the DSN says
-// about interpolateParams.
+// queries are what a round needs of the table, built once from the mapping
+// and the table: the statements (package outboxsql) and the shape of the
+// rows they return.
 type queries struct {
 	// isolation of the round's transaction: READ COMMITTED, or REPEATABLE
 	// READ where the binlog is statement-based.
 	isolation sql.IsolationLevel
-	// lock is SELECT ... FOR UPDATE SKIP LOCKED without LIMIT: it locks
-	// the batch and reads, per row, only what the ordering rule and the
-	// byte budget need (id, aggregate, lengths), never a payload.
-	lock string
-	// fetch reads the full rows of the part of the batch that fits the
-	// byte budget, without the id list.
-	fetch       string
-	unsentBelow string // the non-locking read, without the id bound
-	mark        string // UPDATE or DELETE, without the id list
-	id          string // the quoted id column
-	// Which optional columns the SELECT returns, in its column order.
+	sql       *outboxsql.Poll
+	// Which optional columns the fetch returns, in its column order.
 	hasMessageID, hasAggregateType, hasHeaders bool
 	// fields are the columns carried as fields of their own, which the
-	// SELECT returns last, in this order (schema.FieldColumns).
+	// fetch returns last, in this order (schema.FieldColumns).
 	fields []schema.ExtraColumn
 	// fieldsSize is what their fields add to a row's size beside their
 	// values' lengths (outbox.FieldSize), counting every one, NULL or not.
@@ -93,7 +83,6 @@ func (p *Poller) prepare(ctx context.Context) (*queries, error) {
 // buildQueries renders the statements for cfg and the inspected table.
 func buildQueries(cfg Config, tbl *schema.Table) *queries {
 	m := cfg.Mapping
-	col := func(logical string) string { return quotedColumn(m, logical) }
 	q := &queries{
 		hasMessageID:     m.Has(schema.ColMessageID),
 		hasAggregateType: m.Has(schema.ColAggregateType),
@@ -104,110 +93,20 @@ func buildQueries(cfg Config, tbl *schema.Table) *queries {
 	for _, f := range q.fields {
 		q.fieldsSize += outbox.FieldSize(f.Field, 0)
 	}
-	table := quotedTable(cfg)
-	id := col(schema.ColID)
-	q.id = id
-	cols := []string{id}
-	if q.hasMessageID {
-		cols = append(cols, col(schema.ColMessageID))
-	}
-	if q.hasAggregateType {
-		cols = append(cols, col(schema.ColAggregateType))
-	}
-	payload := col(schema.ColPayload)
-	if cfg.OnSent == OnSentMark {
-		// An oversize payload is left out of its dead letter (the row
-		// keeps it), so it is not read either: a round reads at most
-		// MaxPayloadBytes of a payload however large the row is.
-		payload = "CASE WHEN LENGTH(" + payload + ") > " + strconv.Itoa(cfg.MaxPayloadBytes) + " THEN NULL ELSE " + payload + " END"
-	}
-	cols = append(cols, col(schema.ColAggregateID), col(schema.ColEventType), payload)
-	if q.hasHeaders {
-		cols = append(cols, col(schema.ColHeaders))
-	}
-	occurred := col(schema.ColOccurredAt)
 	if tbl != nil {
-		if c, ok := tbl.Column(m[schema.ColOccurredAt]); ok && c.DataType == "timestamp" {
-			// A TIMESTAMP is rendered in the session time zone; its epoch
-			// value is the same in any, and binlog mode sends it in UTC.
-			occurred = "UNIX_TIMESTAMP(" + occurred + ")"
-		}
 		if c, ok := tbl.Column(m[schema.ColPayload]); ok && c.JSON && tbl.MariaDB {
 			q.payloadJSON = true
 		}
 	}
-	cols = append(cols, occurred)
-	for _, f := range q.fields {
-		// Integers come as their decimal text, as binlog mode renders them.
-		cols = append(cols, schema.QuoteIdent(f.Column))
-	}
-
-	unsent := ""
-	if m.Has(schema.ColSentAt) {
-		unsent = col(schema.ColSentAt) + " IS NULL"
-	}
-	where := func(extra string) string {
-		switch {
-		case unsent != "" && extra != "":
-			return " WHERE " + unsent + " AND " + extra
-		case unsent != "":
-			return " WHERE " + unsent
-		case extra != "":
-			return " WHERE " + extra
-		}
-		return ""
-	}
-	aggType := "''"
-	if q.hasAggregateType {
-		aggType = col(schema.ColAggregateType)
-	}
-	other := []string{"COALESCE(LENGTH(" + col(schema.ColEventType) + "), 0)"}
-	if q.hasMessageID {
-		other = append(other, "COALESCE(LENGTH("+col(schema.ColMessageID)+"), 0)")
-	}
-	if q.hasHeaders {
-		other = append(other, "COALESCE(LENGTH("+col(schema.ColHeaders)+"), 0)")
-	}
-	for _, f := range q.fields {
-		other = append(other, "COALESCE(LENGTH("+schema.QuoteIdent(f.Column)+"), 0)")
-	}
-	q.lock = "SELECT /* binlog-outbox */ " + id + ", " + aggType + ", " + col(schema.ColAggregateID) +
-		", LENGTH(" + col(schema.ColPayload) + "), " + strings.Join(other, " + ") +
-		" FROM " + table + where("") + " ORDER BY " + id
-	// FOR UPDATE on rows this transaction holds already: it waits for
-	// nothing and reads their current version at any isolation level.
-	q.fetch = "SELECT /* binlog-outbox */ " + strings.Join(cols, ", ") + " FROM " + table + " WHERE " + id + " IN ("
-	q.unsentBelow = "SELECT /* binlog-outbox */ " + id + ", " + aggType + ", " + col(schema.ColAggregateID) +
-		" FROM " + table + where(id+" < ")
-	if cfg.OnSent == OnSentDelete {
-		q.mark = "DELETE /* binlog-outbox */ FROM " + table + " WHERE " + id + " IN ("
-	} else {
-		q.mark = "UPDATE /* binlog-outbox */ " + table + " SET " + col(schema.ColSentAt) + " = NOW(6) WHERE " + id + " IN ("
-		if tbl != nil && tbl.MariaDB {
-			// MariaDB checks every CHECK constraint of a row on UPDATE,
-			// also the json_valid one of a JSON payload the producer
-			// wrote with check_constraint_checks=0. Failing the mark
-			// after the append would append the batch again every
-			// round, for ever; the payload's problem is reported by its
-			// dead letter, and setting sent_at cannot break a constraint.
-			q.mark = "SET STATEMENT check_constraint_checks=0 FOR " + q.mark
-		}
-	}
+	q.sql = outboxsql.NewPoll(outboxTable(cfg, tbl), outboxsql.PollOptions{
+		DeleteRows: cfg.OnSent == OnSentDelete, MaxPayloadBytes: cfg.MaxPayloadBytes, Fields: q.fields,
+	})
 	return q
 }
 
-// quotedTable is the outbox table as the statements name it.
-func quotedTable(cfg Config) string {
-	if cfg.Database == "" {
-		return schema.QuoteIdent(cfg.Table)
-	}
-	return schema.QuoteIdent(cfg.Database) + "." + schema.QuoteIdent(cfg.Table)
-}
-
-// quotedColumn is the physical column of a logical one, quoted.
-func quotedColumn(m schema.Mapping, logical string) string {
-	name, _ := m.Physical(logical)
-	return schema.QuoteIdent(name)
+// outboxTable is the outbox table as package outboxsql names it.
+func outboxTable(cfg Config, tbl *schema.Table) outboxsql.Table {
+	return outboxsql.Table{Database: cfg.Database, Name: cfg.Table, Mapping: cfg.Mapping, Info: tbl}
 }
 
 // row is one locked row. lockBatch fills the id, the aggregate and the sizes;
@@ -231,8 +130,7 @@ type row struct {
 // hold up to BatchSize payloads of MaxPayloadBytes (1000 x 1 MiB by default)
 // before the byte budget could cut the batch.
 func (p *Poller) lockBatch(ctx context.Context, tx *sql.Tx, limit int) ([]row, error) {
-	q := p.q.lock + " LIMIT " + strconv.Itoa(limit) + " FOR UPDATE SKIP LOCKED"
-	rs, err := tx.QueryContext(ctx, q)
+	rs, err := tx.QueryContext(ctx, p.q.sql.Lock(limit))
 	if err != nil {
 		return nil, fmt.Errorf("poll: lock batch: %w", err)
 	}
@@ -276,24 +174,18 @@ const reasonReserve = 128
 // fetch reads the full rows of the batch whose ok is set and decodes their
 // events. It returns the payload and header bytes it read.
 func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (int, error) {
-	var b strings.Builder
-	b.WriteString(p.q.fetch)
 	want := make(map[uint64]int, len(rows))
+	ids := make([]uint64, 0, len(rows))
 	for i := range rows {
-		if !ok[i] {
-			continue
+		if ok[i] {
+			ids = append(ids, rows[i].ev.OutboxID)
+			want[rows[i].ev.OutboxID] = i
 		}
-		if len(want) > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatUint(rows[i].ev.OutboxID, 10))
-		want[rows[i].ev.OutboxID] = i
 	}
-	if len(want) == 0 {
+	if len(ids) == 0 {
 		return 0, nil
 	}
-	b.WriteString(") FOR UPDATE")
-	rs, err := tx.QueryContext(ctx, b.String())
+	rs, err := tx.QueryContext(ctx, p.q.sql.Fetch(ids))
 	if err != nil {
 		return 0, fmt.Errorf("poll: read batch: %w", err)
 	}
@@ -416,19 +308,11 @@ type foreign struct {
 func (p *Poller) unsentBelow(ctx context.Context, tx *sql.Tx, mine []row) ([]foreign, error) {
 	// The batch's own rows are left out by the server: in the common case
 	// of one relay, nothing comes back.
-	var b strings.Builder
-	b.Grow(len(p.q.unsentBelow) + 40 + 21*len(mine))
-	b.WriteString(p.q.unsentBelow)
-	b.WriteString(strconv.FormatUint(mine[len(mine)-1].ev.OutboxID, 10))
-	b.WriteString(" AND " + p.q.id + " NOT IN (")
+	ids := make([]uint64, len(mine))
 	for i := range mine {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatUint(mine[i].ev.OutboxID, 10))
+		ids[i] = mine[i].ev.OutboxID
 	}
-	b.WriteByte(')')
-	rs, err := tx.QueryContext(ctx, b.String())
+	rs, err := tx.QueryContext(ctx, p.q.sql.UnsentBelow(ids[len(ids)-1], ids))
 	if err != nil {
 		return nil, fmt.Errorf("poll: read unsent rows: %w", err)
 	}
@@ -501,17 +385,7 @@ func capBytes(rows []row, ok []bool, max int) bool {
 
 // markSent marks or deletes the relayed rows.
 func (p *Poller) markSent(ctx context.Context, tx *sql.Tx, ids []uint64) error {
-	var b strings.Builder
-	b.Grow(len(p.q.mark) + 21*len(ids) + 1)
-	b.WriteString(p.q.mark)
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatUint(id, 10))
-	}
-	b.WriteByte(')')
-	res, err := tx.ExecContext(ctx, b.String())
+	res, err := tx.ExecContext(ctx, p.q.sql.Mark(ids))
 	if err != nil {
 		return fmt.Errorf("poll: %s sent rows: %w", p.cfg.OnSent, err)
 	}

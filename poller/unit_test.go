@@ -116,12 +116,13 @@ func TestBuildQueries_CarriedColumns(t *testing.T) {
 	cfg := Config{Table: "outbox", Mapping: m, Extra: []schema.ExtraColumn{{Column: "tenant_id", Field: "tenant"}}}
 	cfg.setDefaults()
 	q := buildQueries(cfg, nil)
-	if !strings.HasPrefix(q.fetch, "SELECT /* binlog-outbox */ `id`, ") || !strings.Contains(q.fetch, "`occurred_at`, `v`, `tenant_id` FROM ") {
-		t.Errorf("fetch = %q, want the carried columns last", q.fetch)
+	fetch, lock := q.sql.Fetch([]uint64{1}), q.sql.Lock(1)
+	if !strings.HasPrefix(fetch, "SELECT /* binlog-outbox */ `id`, ") || !strings.Contains(fetch, "`occurred_at`, `v`, `tenant_id` FROM ") {
+		t.Errorf("fetch = %q, want the carried columns last", fetch)
 	}
 	for _, want := range []string{"COALESCE(LENGTH(`v`), 0)", "COALESCE(LENGTH(`tenant_id`), 0)"} {
-		if !strings.Contains(q.lock, want) {
-			t.Errorf("lock = %q, want it to count %s", q.lock, want)
+		if !strings.Contains(lock, want) {
+			t.Errorf("lock = %q, want it to count %s", lock, want)
 		}
 	}
 	if want := outbox.FieldSize("schema_version", 0) + outbox.FieldSize("tenant", 0); q.fieldsSize != want {

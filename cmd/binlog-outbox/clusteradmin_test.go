@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/position"
@@ -278,10 +279,10 @@ func slotsOfStreams(t *testing.T, ctx context.Context, env *relaytest.Env, key s
 	return cp.Slots
 }
 
-func clusterStatusJSON(t *testing.T, args []string) statusReport {
+func clusterStatusJSON(t *testing.T, args []string) admin.StatusReport {
 	t.Helper()
 	out, errOut, code := run(t, args...)
-	var r statusReport
+	var r admin.StatusReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 {
 		t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 )
@@ -76,7 +77,7 @@ func TestRun_RedisClusterStandbyTakesOverExactlyOnce(t *testing.T) {
 
 	// status shows who reads, from the lease key in its slot.
 	out, errOut, code := run(t, "--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--redis-cluster", "status", "--json")
-	var r statusReport
+	var r admin.StatusReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 {
 		t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}

@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -54,42 +53,27 @@ func positionCommand() *cli.Command {
 }
 
 func positionShow(c *cli.Context) error {
-	cfg, sink, client, err := positionSink(c)
+	cfg, opts, err := positionSink(c)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
-	var raw []byte
-	var slots *statusSlots
-	var warnings []string
-	if cfg.RedisCluster != nil {
-		// Read as is, not as Sink.Position judges it: show must also show
-		// the slot positions the relay would refuse.
-		cp, err := redisstream.ReadClusterPositions(c.Context, client, sink.PositionKey())
-		if err != nil {
-			return err
-		}
-		raw = cp.Base
-		slots, warnings = slotsStatus(cp, nil)
-	} else if raw, err = sink.Position(c.Context); err != nil {
+	defer opts.Redis.Close()
+	r, err := admin.PositionShow(c.Context, opts)
+	if err != nil {
 		return err
 	}
 	var b strings.Builder
-	if raw == nil {
-		fmt.Fprintf(&b, "no position stored at %s: the next run starts at --start-from\n", sink.PositionKey())
+	if r.Raw == nil {
+		fmt.Fprintf(&b, "no position stored at %s: the next run starts at --start-from\n", r.Key)
 	} else {
-		pos, err := position.Decode(raw)
-		if err != nil {
-			return fmt.Errorf("stored position at %s: %w", sink.PositionKey(), err)
-		}
 		var pretty bytes.Buffer
-		_ = json.Indent(&pretty, raw, "", "  ")
-		fmt.Fprintf(&b, "%s: %s (written %s ago)\n%s\n", sink.PositionKey(), pos, time.Since(pos.UpdatedAt).Round(time.Second), pretty.String())
+		_ = json.Indent(&pretty, r.Raw, "", "  ")
+		fmt.Fprintf(&b, "%s: %s (written %s ago)\n%s\n", r.Key, r.Position, time.Since(r.Position.UpdatedAt).Round(time.Second), pretty.String())
 	}
-	if slots != nil {
-		slotsText(&b, slots)
+	if cfg.RedisCluster != nil {
+		slotsText(&b, r.Slots)
 	}
-	for _, w := range warnings {
+	for _, w := range r.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
 	_, err = io.WriteString(c.App.Writer, b.String())
@@ -101,11 +85,11 @@ func positionSet(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, sink, client, err := positionSink(c)
+	cfg, opts, err := positionSink(c)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	defer opts.Redis.Close()
 	db, err := sql.Open("mysql", cfg.DSN())
 	if err != nil {
 		return fmt.Errorf("open mysql: %w", err)
@@ -117,97 +101,73 @@ func positionSet(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect to mysql: %w", err)
 	}
-	reader, err := newReader(c, cfg, srv, db, sink, nil, nil, nil, start, nil)
+	reader, err := newReader(c, cfg, srv, db, opts.Sink, nil, nil, nil, start, nil)
 	if err != nil {
 		return err
 	}
-	raw, err := reader.StartPosition(ctx, start)
+	r, err := admin.PositionSet(ctx, admin.PositionSetOptions{PositionOptions: opts, Reader: reader, Start: start})
+	if r.Raw == nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "stored %s at %s\n", r.Stored, r.Key)
 	if err != nil {
 		return err
 	}
-	if err := sink.SetPosition(ctx, raw); err != nil {
-		return err
-	}
-	b, _ := position.Decode(raw)
-	fmt.Fprintf(c.App.Writer, "stored %s at %s\n", b, sink.PositionKey())
-	if cfg.RedisCluster != nil {
-		// After the position key, which fences a running relay's next
-		// store: a stop in between leaves slots that the new position may
-		// be before, and those skip only what they hold.
-		n, err := redisstream.DeleteSlotPositions(ctx, client, sink.PositionKey())
-		if err != nil {
-			return outbox.WithHint(fmt.Errorf("position set: stored the position at %s, but deleting the slot positions failed: %w", sink.PositionKey(), err),
-				"run position set again before starting the relay: slots left ahead of the new position would skip what they hold")
-		}
-		fmt.Fprintf(c.App.Writer, "deleted %d hash slot positions (%s:{...}) on every master: every slot resumes from the new position\n", n, sink.PositionKey())
+	if r.SlotsDeleted >= 0 {
+		fmt.Fprintf(c.App.Writer, "deleted %d hash slot positions (%s:{...}) on every master: every slot resumes from the new position\n", r.SlotsDeleted, r.Key)
 	}
 	return nil
 }
 
 func positionReset(c *cli.Context) error {
-	cfg, sink, client, err := positionSink(c)
+	_, opts, err := positionSink(c)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
-	var raw []byte
-	if cfg.RedisCluster != nil {
-		// The slot positions before the position key: a stop in between
-		// leaves the key without slots, from which the relay resumes,
-		// rather than slots without a key, which it refuses. Read as is:
-		// reset is what repairs a position the relay refuses.
-		cp, err := redisstream.ReadClusterPositions(c.Context, client, sink.PositionKey())
-		if err != nil {
-			return err
-		}
-		raw = cp.Base
-		n, err := redisstream.DeleteSlotPositions(c.Context, client, sink.PositionKey())
-		if err != nil {
-			return fmt.Errorf("position reset: %w", err)
-		}
-		fmt.Fprintf(c.App.Writer, "deleted %d hash slot positions (%s:{...}) on every master\n", n, sink.PositionKey())
-	} else if raw, err = sink.Position(c.Context); err != nil {
+	defer opts.Redis.Close()
+	r, err := admin.PositionReset(c.Context, opts)
+	if r.SlotsDeleted >= 0 {
+		fmt.Fprintf(c.App.Writer, "deleted %d hash slot positions (%s:{...}) on every master\n", r.SlotsDeleted, r.Key)
+	}
+	if err != nil {
 		return err
 	}
-	if err := sink.DeletePosition(c.Context); err != nil {
-		return err
-	}
-	if raw == nil {
-		fmt.Fprintf(c.App.Writer, "no position was stored at %s\n", sink.PositionKey())
+	if r.Previous == nil {
+		fmt.Fprintf(c.App.Writer, "no position was stored at %s\n", r.Key)
 		return nil
 	}
-	fmt.Fprintf(c.App.Writer, "deleted the position at %s; it was: %s\n", sink.PositionKey(), raw)
+	fmt.Fprintf(c.App.Writer, "deleted the position at %s; it was: %s\n", r.Key, r.Previous)
 	return nil
 }
 
 // positionSink loads the configuration and opens the Redis sink that holds
 // the position, for the position commands; the caller closes the client.
-func positionSink(c *cli.Context) (config, *redisstream.Sink, redis.UniversalClient, error) {
+func positionSink(c *cli.Context) (config, admin.PositionOptions, error) {
 	cfg, err := loadConfig(c)
 	if err != nil {
-		return config{}, nil, nil, err
+		return config{}, admin.PositionOptions{}, err
 	}
 	if err := requirePositionKey(c, cfg); err != nil {
-		return config{}, nil, nil, err
+		return config{}, admin.PositionOptions{}, err
 	}
 	if c.String("position-key") == "" {
 		// The default key embeds the table's name as the server stores
 		// it, as run builds it.
 		db, err := sql.Open("mysql", cfg.DSN())
 		if err != nil {
-			return config{}, nil, nil, fmt.Errorf("open mysql: %w", err)
+			return config{}, admin.PositionOptions{}, fmt.Errorf("open mysql: %w", err)
 		}
 		err = resolveTable(c.Context, &cfg, db)
 		db.Close()
 		if err != nil {
-			return config{}, nil, nil, err
+			return config{}, admin.PositionOptions{}, err
 		}
 	}
 	client := cfg.redisClient()
 	sink, err := redisstream.New(client, redisstream.Config{PositionKey: positionKey(c, cfg), Cluster: cfg.RedisCluster != nil})
 	if err != nil {
 		client.Close()
-		return config{}, nil, nil, err
+		return config{}, admin.PositionOptions{}, err
 	}
-	return cfg, sink, client, nil
+	return cfg, admin.PositionOptions{Redis: client, Sink: sink, Cluster: cfg.RedisCluster != nil}, nil
 }

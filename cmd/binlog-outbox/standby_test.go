@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/position"
@@ -103,7 +104,7 @@ func TestRun_StandbyTakesOverExactlyOnce(t *testing.T) {
 	// status shows who reads.
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
 	out, errOut, code := run(t, append(global, "status", "--json")...)
-	var r statusReport
+	var r admin.StatusReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 {
 		t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}

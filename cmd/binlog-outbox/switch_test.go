@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,20 +16,10 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 )
 
-// insertEvent inserts one outbox row shaped as relaytest.Produce writes them
-// and records it as committed (the caller commits).
-func insertEvent(t testing.TB, ex interface {
-	Exec(string, ...any) (sql.Result, error)
-}, rec *relaytest.Produced, agg string, seq int) string {
+// insertEvent is relaytest.InsertEvent.
+func insertEvent(t testing.TB, ex relaytest.Execer, rec *relaytest.Produced, agg string, seq int) string {
 	t.Helper()
-	id := relaytest.MessageID()
-	payload, _ := json.Marshal(map[string]any{"seq": seq, "agg": agg, "text": "héllo \"quoted\" 🙂"})
-	if _, err := ex.Exec("INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload, headers, occurred_at) VALUES (?, 'order', ?, 'order.changed', ?, '{}', UTC_TIMESTAMP(6))",
-		id, agg, string(payload)); err != nil {
-		t.Fatal(err)
-	}
-	rec.Committed[id] = relaytest.Sent{AggregateType: "order", AggregateID: agg, EventType: "order.changed", Seq: seq}
-	return id
+	return relaytest.InsertEvent(t, ex, rec, agg, seq)
 }
 
 // appendedOutOfIDOrder has the binlog relay append two rows in commit order,
@@ -214,35 +202,5 @@ func TestMarkAppended_TrimmedStreamsAndForeignEntries(t *testing.T) {
 	}
 	if _, errOut, code = run(t, append(global, "mark-appended", "--allow-trimmed")...); code != 0 || !strings.Contains(errOut, "warning") {
 		t.Fatalf("mark-appended --allow-trimmed: exit %d, want 0 with a warning\n%s", code, errOut)
-	}
-}
-
-// TestMarkAppended_DeadLetterWithInvalidJSON: MariaDB checks a JSON column's
-// json_valid CHECK again on the UPDATE that marks a row, so a dead letter
-// whose payload a producer wrote with the checks off could not be marked.
-func TestMarkAppended_DeadLetterWithInvalidJSON(t *testing.T) {
-	srv := testsvc.SharedMariaDB(t)
-	// MySQL's JSON type cannot hold such a payload at all.
-	srv.RequirePrivate(t, "a MariaDB JSON column whose CHECK a session can skip")
-	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
-	ctx := context.Background()
-	conn, err := env.DB.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, "SET SESSION check_constraint_checks = 0"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, "INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload) VALUES ('bad-json', 'raw', 'r', 'raw.changed', '{\"n\":')"); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
-	env.RDB.XAdd(ctx, &redis.XAddArgs{Stream: "outbox:dead-letter", Values: []string{"message_id", "bad-json", "outbox_id", "1", "reason", "payload is not valid JSON"}})
-	out, errOut, code := run(t, "--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "mark-appended")
-	if code != 0 || !strings.Contains(out, "1 rows marked sent") {
-		t.Fatalf("mark-appended: exit %d, want the dead letter's row marked\n%s%s", code, out, errOut)
-	}
-	if n := countUnsentRows(env); n != 0 {
-		t.Errorf("%d rows unsent, want 0", n)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -54,41 +56,15 @@ func openUsableTable(ctx context.Context, cfg *config, command string) (*sql.DB,
 // openStreams parses the stream template `run` would use for the resolved
 // table and opens the Redis client (a cluster client with --redis-cluster);
 // the caller closes the client.
-func openStreams(c *cli.Context, cfg config) (*redisstream.Template, redis.UniversalClient, error) {
+func openStreams(c *cli.Context, cfg config) (admin.Streams, redis.UniversalClient, error) {
 	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
-		return nil, nil, err
+		return admin.Streams{}, nil, err
 	}
-	return tmpl, cfg.redisClient(), nil
+	return admin.Streams{Glob: tmpl.Glob(), DeadLetter: c.String("dead-letter-stream")}, cfg.redisClient(), nil
 }
 
-// queryColumns are the SQL expressions of the columns a command that
-// matches rows with stream entries reads.
-type queryColumns struct {
-	table, id string
-	// messageID is the message_id column, or the id as text when the table
-	// has none (what the entries carry then).
-	messageID string
-	// unsent is true for a row not marked sent; every row without sent_at.
-	unsent string
-}
-
-func columnsOf(cfg config) queryColumns {
-	col := func(logical string) string {
-		name, _ := cfg.Mapping.Physical(logical)
-		return schema.QuoteIdent(name)
-	}
-	q := queryColumns{
-		table:     schema.QuoteIdent(cfg.Database) + "." + schema.QuoteIdent(cfg.Table),
-		id:        col(schema.ColID),
-		messageID: "CAST(" + col(schema.ColID) + " AS CHAR)",
-		unsent:    "1",
-	}
-	if cfg.Mapping.Has(schema.ColMessageID) {
-		q.messageID = col(schema.ColMessageID)
-	}
-	if cfg.Mapping.Has(schema.ColSentAt) {
-		q.unsent = col(schema.ColSentAt) + " IS NULL"
-	}
-	return q
+// outboxTable is the resolved table as package outboxsql names it.
+func outboxTable(cfg config, res schema.Resolution) outboxsql.Table {
+	return outboxsql.Table{Database: cfg.Database, Name: cfg.Table, Mapping: cfg.Mapping, Info: res.Table}
 }

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // indexTTL bounds how long the index of a verify run that died outlives it.
@@ -52,14 +52,12 @@ func (x *entryIndex) drop() {
 
 // add indexes the entries of stream key in the range, a page at a time, and
 // returns how many it indexed.
-func (x *entryIndex) add(ctx context.Context, key string, rng verifyRange) (int, error) {
+func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int, error) {
 	n := 0
-	start := "-"
-	for {
-		msgs, err := x.client.XRangeN(ctx, key, start, "+", x.page).Result()
-		if err != nil {
-			return n, fmt.Errorf("verify: XRANGE %s: %w", key, redisstream.Classify(err))
-		}
+	// own is an error of the indexing, returned as is; an error of the
+	// XRANGE gets the command's prefix.
+	var own error
+	err := redisstream.RangeEntries(ctx, x.client, key, x.page, func(msgs []redis.XMessage) error {
 		members := make([]redis.Z, 0, len(msgs))
 		for _, msg := range msgs {
 			id, ok := parseOutboxID(msg.Values[redisstream.FieldOutboxID])
@@ -72,25 +70,29 @@ func (x *entryIndex) add(ctx context.Context, key string, rng verifyRange) (int,
 				continue
 			}
 			if id > maxExactScore {
-				return n, errIDTooLarge
+				own = errIDTooLarge
+				return own
 			}
 			mid, _ := msg.Values[redisstream.FieldMessageID].(string)
 			members = append(members, redis.Z{Score: float64(id), Member: mid + "\x00" + key + "\x00" + msg.ID})
 		}
-		if len(members) > 0 {
-			pipe := x.client.Pipeline()
-			pipe.ZAdd(ctx, x.key, members...)
-			pipe.Expire(ctx, x.key, indexTTL)
-			if _, err := pipe.Exec(ctx); err != nil {
-				return n, fmt.Errorf("verify: index the entries of %s in %s (ZADD, EXPIRE): %w", key, x.key, redisstream.Classify(err))
-			}
-			n += len(members)
+		if len(members) == 0 {
+			return nil
 		}
-		if int64(len(msgs)) < x.page {
-			return n, nil
+		pipe := x.client.Pipeline()
+		pipe.ZAdd(ctx, x.key, members...)
+		pipe.Expire(ctx, x.key, indexTTL)
+		if _, err := pipe.Exec(ctx); err != nil {
+			own = fmt.Errorf("verify: index the entries of %s in %s (ZADD, EXPIRE): %w", key, x.key, redisstream.Classify(err))
+			return own
 		}
-		start = "(" + msgs[len(msgs)-1].ID
+		n += len(members)
+		return nil
+	})
+	if err != nil && own == nil {
+		return n, fmt.Errorf("verify: %w", err)
 	}
+	return n, err
 }
 
 // indexed is one entry of the index.
@@ -137,18 +139,16 @@ func (x *entryIndex) between(ctx context.Context, lo, hi uint64, fn func(indexed
 // chunk with the indexed entries of its id range.
 type verifier struct {
 	db         *sql.DB
-	rng        verifyRange
+	rng        VerifyRange
 	chunk      int
-	res        *verifyResult
+	res        *VerifyReport
 	poll       bool
 	deleteMode bool
 	// minID is the table's lowest id in the snapshot; entries below it are
 	// of rows deleted (cleaned up), not foreign.
-	minID    uint64
-	hasRows  bool
-	selectQ  string // rows after an id, in id order
-	recheckQ string // current rows by id, without the id list
-	minQ     string
+	minID   uint64
+	hasRows bool
+	q       *outboxsql.Verify
 }
 
 // verifyRow is one row of a chunk with the entries naming it.
@@ -159,24 +159,11 @@ type verifyRow struct {
 	entries   []string
 }
 
-func (v *verifier) buildQueries(cfg config) {
-	q := columnsOf(cfg)
-	table, id, messageID, unsent := q.table, q.id, q.messageID, q.unsent
-	where := id + " > ?"
-	if !v.rng.Since.IsZero() {
-		occurred, _ := cfg.Mapping.Physical(schema.ColOccurredAt)
-		where += " AND " + schema.QuoteIdent(occurred) + " >= ?"
-	}
-	v.selectQ = "SELECT /* binlog-outbox */ " + id + ", " + messageID + ", " + unsent + " FROM " + table + " WHERE " + where + " ORDER BY " + id + " LIMIT ?"
-	v.recheckQ = "SELECT /* binlog-outbox */ " + id + ", " + messageID + " FROM " + table + " WHERE " + id + " IN ("
-	v.minQ = "SELECT /* binlog-outbox */ MIN(" + id + ") FROM " + table
-}
-
 // walk compares every chunk of rows in the snapshot conn shows, then the
 // entries above the last row.
 func (v *verifier) walk(ctx context.Context, conn *sql.Conn, idx *entryIndex) error {
 	var minID sql.NullInt64
-	if err := conn.QueryRowContext(ctx, v.minQ).Scan(&minID); err != nil {
+	if err := conn.QueryRowContext(ctx, v.q.MinID()).Scan(&minID); err != nil {
 		return fmt.Errorf("verify: read the lowest id: %w", err)
 	}
 	v.minID, v.hasRows = uint64(minID.Int64), minID.Valid
@@ -205,12 +192,8 @@ func (v *verifier) walk(ctx context.Context, conn *sql.Conn, idx *entryIndex) er
 }
 
 func (v *verifier) readChunk(ctx context.Context, conn *sql.Conn, after uint64) ([]verifyRow, error) {
-	args := []any{after}
-	if !v.rng.Since.IsZero() {
-		args = append(args, v.rng.Since)
-	}
-	args = append(args, v.chunk)
-	q, err := conn.QueryContext(ctx, v.selectQ, args...)
+	query, args := v.q.Rows(after, v.rng.Since, v.chunk)
+	q, err := conn.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("verify: read rows: %w", err)
 	}
@@ -267,7 +250,7 @@ func (v *verifier) compare(ctx context.Context, idx *entryIndex, rows []verifyRo
 		case n > 1:
 			r.Duplicated++
 			if len(r.Examples.Duplicated) < verifyExamples {
-				r.Examples.Duplicated = append(r.Examples.Duplicated, verifyExample{OutboxID: row.id, MessageID: row.messageID, Entries: row.entries})
+				r.Examples.Duplicated = append(r.Examples.Duplicated, VerifyExample{OutboxID: row.id, MessageID: row.messageID, Entries: row.entries})
 			}
 		case v.poll && row.unsent:
 			r.Pending++
@@ -276,7 +259,7 @@ func (v *verifier) compare(ctx context.Context, idx *entryIndex, rows []verifyRo
 		default:
 			r.Missing++
 			if len(r.Examples.Missing) < verifyExamples {
-				r.Examples.Missing = append(r.Examples.Missing, verifyExample{OutboxID: row.id, MessageID: row.messageID})
+				r.Examples.Missing = append(r.Examples.Missing, VerifyExample{OutboxID: row.id, MessageID: row.messageID})
 			}
 		}
 	}
@@ -291,11 +274,11 @@ func (v *verifier) recheck(ctx context.Context, cand []indexed) error {
 		return nil
 	}
 	r := v.res
-	ids := make([]string, 0, len(cand))
+	ids := make([]uint64, 0, len(cand))
 	for _, e := range cand {
-		ids = append(ids, strconv.FormatUint(e.id, 10))
+		ids = append(ids, e.id)
 	}
-	q, err := v.db.QueryContext(ctx, v.recheckQ+strings.Join(ids, ",")+")")
+	q, err := v.db.QueryContext(ctx, v.q.Recheck(ids))
 	if err != nil {
 		return fmt.Errorf("verify: read rows: %w", err)
 	}
@@ -325,7 +308,7 @@ func (v *verifier) recheck(ctx context.Context, cand []indexed) error {
 		default:
 			r.Foreign++
 			if len(r.Examples.Foreign) < verifyExamples {
-				r.Examples.Foreign = append(r.Examples.Foreign, verifyExample{OutboxID: e.id, MessageID: e.messageID, Entries: []string{e.name}})
+				r.Examples.Foreign = append(r.Examples.Foreign, VerifyExample{OutboxID: e.id, MessageID: e.messageID, Entries: []string{e.name}})
 			}
 		}
 	}

@@ -1,7 +1,17 @@
-package main
+// Package admin holds the commands that work beside the relay: status,
+// verify, cleanup, mark-appended and the position commands. Each is a
+// function X(ctx, XOptions) (XReport, error) over clients the caller built
+// (a *sql.DB, a Redis client, the resolved outbox table), so that the
+// command line only turns flags into options and prints the report, and
+// tests call them in-process.
+//
+// The statements over the outbox table come from package outboxsql; the
+// Redis reads of streams from package redisstream.
+package admin
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -11,6 +21,20 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
+
+// Streams names the streams a relay writes.
+type Streams struct {
+	// Glob matches the streams of the relay's template
+	// (redisstream.Template.Glob).
+	Glob string
+	// DeadLetter is the dead-letter stream.
+	DeadLetter string
+}
+
+// list lists the streams that exist.
+func (s Streams) list(ctx context.Context, client redis.UniversalClient) ([]string, error) {
+	return redisstream.ListStreams(ctx, client, s.Glob, s.DeadLetter)
+}
 
 // passedPoll is how often waitPassed reads the stored position again; the
 // relay stores it at least every second while the binlog moves.
@@ -95,4 +119,24 @@ func waitPassed(ctx context.Context, sink *redisstream.Sink, end position.End, w
 		case <-time.After(passedPoll):
 		}
 	}
+}
+
+// beginSnapshot starts a consistent, read-only snapshot on conn, which the
+// caller ends with endSnapshot. The isolation level is set without
+// SESSION: for the next transaction only, whatever the DSN sets.
+func beginSnapshot(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, "SET /* binlog-outbox */ TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		return fmt.Errorf("set isolation: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "START /* binlog-outbox */ TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+		return fmt.Errorf("start the snapshot: %w", err)
+	}
+	return nil
+}
+
+// endSnapshot ends the snapshot of beginSnapshot; it runs after the
+// command's context may be done, and a read-only transaction has nothing
+// to lose.
+func endSnapshot(conn *sql.Conn) {
+	conn.ExecContext(context.Background(), "ROLLBACK /* binlog-outbox */") //nolint:errcheck // read only
 }

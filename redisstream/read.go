@@ -1,0 +1,50 @@
+package redisstream
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ListStreams lists the streams whose names match glob (on every master of a
+// Redis Cluster, ScanStreams), and the dead-letter stream deadLetter when it
+// exists, sorted: the streams a relay with that template writes.
+func ListStreams(ctx context.Context, client redis.UniversalClient, glob, deadLetter string) ([]string, error) {
+	keys, err := ScanStreams(ctx, client, glob)
+	if err != nil {
+		return nil, err
+	}
+	typ, err := client.Type(ctx, deadLetter).Result()
+	if err != nil {
+		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, Classify(err))
+	}
+	if typ == "stream" && !slices.Contains(keys, deadLetter) {
+		keys = append(keys, deadLetter)
+		sort.Strings(keys)
+	}
+	return keys, nil
+}
+
+// RangeEntries calls fn with every entry of stream key, oldest first, page
+// entries per XRANGE. Entries carry their payloads, which XRANGE cannot
+// leave out: a small page bounds the memory. An error of fn stops the walk
+// and is returned as is.
+func RangeEntries(ctx context.Context, client redis.UniversalClient, key string, page int64, fn func([]redis.XMessage) error) error {
+	start := "-"
+	for {
+		msgs, err := client.XRangeN(ctx, key, start, "+", page).Result()
+		if err != nil {
+			return fmt.Errorf("XRANGE %s: %w", key, Classify(err))
+		}
+		if err := fn(msgs); err != nil {
+			return err
+		}
+		if int64(len(msgs)) < page {
+			return nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
