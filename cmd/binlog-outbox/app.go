@@ -68,8 +68,8 @@ func NewApp() *cli.App {
 
 // addGlobalFlags gives every command the global flags too, so that
 // `binlog-outbox run --mysql-dsn …` works as well as `binlog-outbox
-// --mysql-dsn … run`. The flag functions below read a global flag from
-// wherever it was set.
+// --mysql-dsn … run` (commandLine reads a global flag from wherever it
+// stands), and has it check its flags before it runs (validateFlags).
 func addGlobalFlags(cmds []*cli.Command) {
 	for _, c := range cmds {
 		if len(c.Subcommands) > 0 {
@@ -77,6 +77,7 @@ func addGlobalFlags(cmds []*cli.Command) {
 			continue
 		}
 		c.Flags = append(c.Flags, globalFlags()...)
+		c.Before = validateFlags
 	}
 }
 
