@@ -257,29 +257,6 @@ func TestTolerateOwnServerID(t *testing.T) {
 	}
 }
 
-func TestSpreadServerID(t *testing.T) {
-	for _, tt := range []struct {
-		base, n uint
-		host    string
-	}{
-		{1001, 1000, "binlog-outbox-7d9f6c8b5-abcde"},
-		{1001, 1000, "binlog-outbox-7d9f6c8b5-fghij"},
-		{5000, 2, "relay-a"},
-		{1, 4294967295, "h"},
-	} {
-		got := settings.SpreadServerID(tt.base, tt.n, tt.host)
-		if got < tt.base || got >= tt.base+tt.n {
-			t.Errorf("settings.SpreadServerID(%d, %d, %q) = %d, want within [%d, %d)", tt.base, tt.n, tt.host, got, tt.base, tt.base+tt.n)
-		}
-		if again := settings.SpreadServerID(tt.base, tt.n, tt.host); again != got {
-			t.Errorf("settings.SpreadServerID(%d, %d, %q) = %d, then %d: want the same id for the same host", tt.base, tt.n, tt.host, got, again)
-		}
-	}
-	if a, b := settings.SpreadServerID(1001, 1000, "binlog-outbox-7d9f6c8b5-abcde"), settings.SpreadServerID(1001, 1000, "binlog-outbox-7d9f6c8b5-fghij"); a == b {
-		t.Errorf("two pods of one Deployment got the same id %d", a)
-	}
-}
-
 // check shows the id --server-id-range chose, which is the one run reads
 // with; a range past the largest id is refused.
 func TestCheck_ServerIDRange(t *testing.T) {
