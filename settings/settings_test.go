@@ -2,10 +2,18 @@ package settings
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeFile(t *testing.T, name, content string, mode os.FileMode) string {
@@ -149,5 +157,53 @@ func TestSpreadServerID(t *testing.T) {
 	}
 	if a, b := SpreadServerID(1001, 1000, "binlog-outbox-7d9f6c8b5-abcde"), SpreadServerID(1001, 1000, "binlog-outbox-7d9f6c8b5-fghij"); a == b {
 		t.Errorf("two pods of one Deployment got the same id %d", a)
+	}
+}
+
+// selfSigned writes a certificate and its key (with the key's mode).
+func selfSigned(t *testing.T, keyMode os.FileMode) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "relay"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile = writeFile(t, "cert.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), 0o644)
+	keyFile = writeFile(t, "key.pem", string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})), keyMode)
+	return certFile, keyFile
+}
+
+// TestResolve_TLSKeyFileModes: a TLS client key others may read is used,
+// with the same warning as a password file's; a certificate, which is no
+// secret, is not warned of.
+func TestResolve_TLSKeyFileModes(t *testing.T) {
+	for _, tt := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o600, false}, {0o644, true}} {
+		cert, key := selfSigned(t, tt.mode)
+		var log bytes.Buffer
+		_, err := Resolve(Input{CommandLine: map[string][]string{"mysql-dsn": {"u@tcp(h:3306)/app"}, "mysql-tls-cert": {cert}, "mysql-tls-key": {key},
+			"redis-url": {"rediss://r:6380/0"}, "redis-tls-cert": {cert}, "redis-tls-key": {key}}, LogWriter: &log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, flag := range []string{"--mysql-tls-key ", "--redis-tls-key "} {
+			if warned := strings.Contains(log.String(), flag+key); warned != tt.warn {
+				t.Errorf("key mode %04o: %s warned %v, want %v:\n%s", tt.mode, flag, warned, tt.warn, log.String())
+			}
+		}
+		if strings.Contains(log.String(), cert) {
+			t.Errorf("warned of the certificate:\n%s", log.String())
+		}
 	}
 }
