@@ -1,100 +1,28 @@
 package main
 
 import (
-	"fmt"
-	"math"
-	"net"
-	"strconv"
-	"strings"
-	"time"
-
 	"github.com/urfave/cli/v2"
 
-	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/poller"
-	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
-// flagRule is the valid range of one command flag: check says whether the
-// flag's value (as cli.Context.Value returns it) is in it, want says what
-// is, for the error.
-type flagRule struct {
-	name  string
-	want  string
-	check func(value any) bool
-}
-
-// Bounds of the flags whose components have none of their own.
-const (
-	maxPartitions = 1 << 16
-	maxBatch      = 100000
-	minDuration   = time.Millisecond
-	// maxHeartbeat: a connection is rebuilt after three silent periods,
-	// and a longer wait would hide a dead one for hours.
-	maxHeartbeat   = time.Hour
-	minLeaseTTL    = 100 * time.Millisecond
-	maxPortNumber  = 65535
-	anyPositiveInt = math.MaxInt
-)
-
-// flagRules are the valid values of the flags of run and check, and of the
-// other commands that share them (status, verify, mark-appended, position).
-// A component would otherwise take 0 or "" for its default without a word.
-func flagRules() []flagRule {
-	return []flagRule{
-		intIn("partitions", 1, maxPartitions),
-		nonEmpty("stream", "a stream key template, e.g. outbox:{aggregate_type}"),
-		nonEmpty("dead-letter-stream", "a stream key, e.g. outbox:dead-letter"),
-		intIn("max-batch-events", 1, maxBatch),
-		intIn("max-tx-bytes", 1, anyPositiveInt),
-		intIn("event-cache-bytes", 1, anyPositiveInt),
-		durationIn("heartbeat", minDuration, maxHeartbeat),
-		durationIn("lease-ttl", minLeaseTTL, 0),
-		durationIn("lease-renew", minDuration, 0),
-		durationIn("lease-step-down", 0, 0),
-		{name: "start-from", want: "now, earliest, <file>:<offset> or a GTID set", check: func(v any) bool {
-			_, err := position.ParseStart(v.(string))
-			return err == nil
-		}},
-		{name: "metrics-addr", want: "empty (off) or host:port, e.g. :9108", check: func(v any) bool { return v == "" || hostPort(v.(string)) }},
-		oneOf("trim", trimOff, trimAcked),
-		durationIn("trim-interval", minDuration, 0),
-		intIn("max-len", 0, math.MaxInt64),
-		durationIn("probe-interval", minDuration, 0),
-		durationIn("ready-max-stall", minDuration, 0),
-		durationIn("group-metrics-interval", minDuration, 0),
-		durationIn("poll-interval", minDuration, 0),
-		intIn("batch-size", 1, maxBatch),
-		intIn("max-batch-bytes", 1, anyPositiveInt),
-		oneOf("on-sent", poller.OnSentMark, poller.OnSentDelete),
-		durationIn("dedupe-window", 0, 0),
-		intIn("max-payload-bytes", 1, anyPositiveInt),
-		durationIn("shutdown-grace", minDuration, 0),
-		durationIn("poll-list-interval", minDuration, 0),
-		durationIn("timeout", minDuration, 0),
-	}
-}
-
-// validateFlags refuses a value of a command's flag outside its range,
-// naming the flag, its environment variable and the range. Every command
-// runs it before its action, so that check refuses what run refuses, in
-// the same words, before connecting anywhere.
+// validateFlags refuses a value of a command's flag outside its range
+// (settings.Ranges). Every command runs it before its action, so that check
+// refuses what run refuses, in the same words, before connecting anywhere.
 func validateFlags(c *cli.Context) error {
-	for _, r := range flagRules() {
-		f := commandFlag(c.Command, r.name)
-		if f == nil {
+	for _, f := range c.Command.Flags {
+		d, ok := f.(cli.DocGenerationFlag)
+		if !ok {
 			continue
 		}
-		v := c.Value(r.name)
-		if r.check(v) {
-			continue
+		env := ""
+		if vars := d.GetEnvVars(); len(vars) > 0 {
+			env = vars[0]
 		}
-		given := "--" + r.name
-		if env := envOf(f); env != "" {
-			given += " (or " + env + ")"
+		name := f.Names()[0]
+		if err := settings.CheckFlag(name, c.Value(name), env, d.GetDefaultText()); err != nil {
+			return err
 		}
-		return outbox.WithHint(fmt.Errorf("%w: --%s %s is not valid: want %s", outbox.ErrConfig, r.name, shown(v), r.want),
-			"set %s within that range, or leave it out for the default%s", given, defaultOf(f))
 	}
 	if commandFlag(c.Command, "lease-ttl") != nil {
 		return checkLeaseFlags(c)
@@ -102,101 +30,12 @@ func validateFlags(c *cli.Context) error {
 	return nil
 }
 
+// commandFlag is the command's flag of that name, nil if it has none.
 func commandFlag(cmd *cli.Command, name string) cli.Flag {
-	if cmd == nil {
-		return nil
-	}
 	for _, f := range cmd.Flags {
 		if f.Names()[0] == name {
 			return f
 		}
 	}
 	return nil
-}
-
-func envOf(f cli.Flag) string {
-	if d, ok := f.(cli.DocGenerationFlag); ok && len(d.GetEnvVars()) > 0 {
-		return d.GetEnvVars()[0]
-	}
-	return ""
-}
-
-func defaultOf(f cli.Flag) string {
-	if d, ok := f.(cli.DocGenerationFlag); ok && d.GetDefaultText() != "" {
-		return " (" + d.GetDefaultText() + ")"
-	}
-	return ""
-}
-
-// shown is a flag's value as an error quotes it: a string quoted, so that
-// an empty one shows.
-func shown(v any) string {
-	if s, ok := v.(string); ok {
-		return strconv.Quote(s)
-	}
-	return fmt.Sprint(v)
-}
-
-// intIn is an integer flag from lo to hi.
-func intIn(name string, lo, hi int64) flagRule {
-	want := fmt.Sprintf("a whole number from %d to %d", lo, hi)
-	if hi == anyPositiveInt || hi == math.MaxInt64 {
-		want = fmt.Sprintf("a whole number of at least %d", lo)
-	}
-	return flagRule{name: name, want: want, check: func(v any) bool {
-		var n int64
-		switch x := v.(type) {
-		case int:
-			n = int64(x)
-		case int64:
-			n = x
-		default:
-			return false
-		}
-		return n >= lo && n <= hi
-	}}
-}
-
-// durationIn is a duration flag from lo to hi; hi 0 is no bound.
-func durationIn(name string, lo, hi time.Duration) flagRule {
-	want := fmt.Sprintf("a duration of at least %s, e.g. 5s", lo)
-	if lo == 0 {
-		want = "a duration of at least 0 (off), e.g. 30s"
-	}
-	if hi > 0 {
-		want = fmt.Sprintf("a duration from %s to %s", lo, hi)
-	}
-	return flagRule{name: name, want: want, check: func(v any) bool {
-		d, ok := v.(time.Duration)
-		return ok && d >= lo && (hi == 0 || d <= hi)
-	}}
-}
-
-func nonEmpty(name, want string) flagRule {
-	return flagRule{name: name, want: want, check: func(v any) bool {
-		s, ok := v.(string)
-		return ok && strings.TrimSpace(s) != ""
-	}}
-}
-
-func oneOf(name string, values ...string) flagRule {
-	return flagRule{name: name, want: strings.Join(values, " or "), check: func(v any) bool {
-		s, _ := v.(string)
-		for _, want := range values {
-			if strings.EqualFold(s, want) {
-				return true
-			}
-		}
-		return false
-	}}
-}
-
-// hostPort says addr is host:port with a port number, as net.Listen takes.
-func hostPort(addr string) bool {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	n, err := strconv.Atoi(port)
-	return err == nil && n >= 0 && n <= maxPortNumber
 }
