@@ -185,7 +185,11 @@ func serverID(vs values, hostname func() (string, error)) (uint32, error) {
 			"use a number from 1 to 4294967295 that no server or replica uses")
 	}
 	n := vs.uint(nameServerIDRange)
-	if n <= 1 {
+	if n == 0 || n > math.MaxUint32 {
+		return 0, outbox.WithHint(fmt.Errorf("%w: --server-id-range %d is out of range", outbox.ErrConfig, n),
+			"use 1 (the default: --server-id as it is) or more, up to 4294967295")
+	}
+	if n == 1 {
 		return uint32(id), nil
 	}
 	if id+n-1 > math.MaxUint32 {

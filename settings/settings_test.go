@@ -207,3 +207,23 @@ func TestResolve_TLSKeyFileModes(t *testing.T) {
 		}
 	}
 }
+
+// TestResolve_EmptyOrZeroRefused: an empty value of a setting with a
+// default, and --server-id-range 0, are refused, not read as the default.
+func TestResolve_EmptyOrZeroRefused(t *testing.T) {
+	for _, given := range []map[string][]string{
+		{"log-format": {""}}, {"log-level": {""}}, {"redis-url": {""}}, {"table": {""}}, {"server-id-range": {"0"}}, {"server-id": {"0"}},
+	} {
+		given["mysql-dsn"] = []string{"u@tcp(h:3306)/app"}
+		_, err := Resolve(Input{CommandLine: given})
+		if err == nil {
+			t.Errorf("%v: accepted", given)
+			continue
+		}
+		for name := range given {
+			if name != "mysql-dsn" && !strings.Contains(err.Error(), "--"+name) {
+				t.Errorf("%v: %v, want an error naming --%s", given, err, name)
+			}
+		}
+	}
+}

@@ -94,7 +94,12 @@ func resolveValues(commandLine map[string][]string, lookupEnv func(string) (stri
 
 func resolveOne(f Flag, commandLine map[string][]string, lookupEnv func(string) (string, bool)) (Value, error) {
 	if given, ok := commandLine[f.Name]; ok {
-		// urfave/cli parsed and checked the flag's type already.
+		// urfave/cli parsed and checked the flag's type already. An empty
+		// value would stand for the default without a word.
+		if f.Default != nil && strings.Join(given, "") == "" {
+			return Value{}, outbox.WithHint(fmt.Errorf("%w: --%s is empty", outbox.ErrConfig, f.Name),
+				"give --%s a value, or leave it out for the default (%s)", f.Name, f.DefaultText())
+		}
 		return Value{Values: given, Source: CommandLine}, nil
 	}
 	if lookupEnv != nil {
