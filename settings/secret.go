@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
+	"syscall"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
@@ -33,15 +35,35 @@ func (r secretReader) read(path, flag string) (string, error) {
 	return s, nil
 }
 
-// checkMode warns, as ssh does of a private key, when the group or others
-// may read or write the secret in path: any user of the host could then
-// take it. A warning, not an error: a mounted secret's mode is not always
-// the relay's to choose.
+// checkMode warns, as ssh does of a private key, when users other than the
+// relay's may read or write the secret in path: any of them could take it.
+// The group counts when it is not one of the relay's own groups, so that a
+// Kubernetes secret volume (0440, group fsGroup) or a key shared with the
+// relay through a group (0640 root:relay, as PostgreSQL accepts) stays
+// quiet. A warning, not an error: a mounted secret's mode is not always the
+// relay's to choose.
 func (r secretReader) checkMode(path, flag string) {
 	st, err := os.Stat(path)
-	if err != nil || st.Mode().Perm()&0o077 == 0 {
+	if err != nil {
 		return
 	}
-	r.log.Warn(fmt.Sprintf("%s %s is accessible to other users (mode %04o)", flag, path, st.Mode().Perm()),
-		"file", path, logging.KeyHint, fmt.Sprintf("chmod 600 %s (a Kubernetes secret volume: defaultMode: 0400)", path))
+	perm := st.Mode().Perm()
+	if perm&0o007 == 0 && (perm&0o070 == 0 || ownGroup(st)) {
+		return
+	}
+	r.log.Warn(fmt.Sprintf("%s %s is accessible to other users (mode %04o)", flag, path, perm),
+		"file", path, logging.KeyHint, fmt.Sprintf("chmod 600 %s (a Kubernetes secret volume: defaultMode: 0440 with the pod's fsGroup)", path))
+}
+
+// ownGroup says the file's group is one of the process's groups.
+func ownGroup(st os.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	if int(sys.Gid) == os.Getegid() {
+		return true
+	}
+	groups, err := os.Getgroups()
+	return err == nil && slices.Contains(groups, int(sys.Gid))
 }

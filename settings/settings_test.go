@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,15 +89,27 @@ func TestResolve_UnknownSetting(t *testing.T) {
 	}
 }
 
-// TestResolve_SecretFileModes: a password or key file that the group or
-// others may access is used, with a warning naming it and the chmod that
-// fixes it, as ssh warns of a private key; one only its owner reads is not.
+// TestResolve_SecretFileModes: a password file that others, or a group
+// the relay is not in, may access is used, with a warning naming it and
+// the chmod that fixes it, as ssh warns of a private key; one only its
+// owner or the relay's own group reads is not.
 func TestResolve_SecretFileModes(t *testing.T) {
+	foreign := foreignGroup(t)
 	for _, tt := range []struct {
-		mode os.FileMode
-		warn bool
-	}{{0o600, false}, {0o400, false}, {0o640, true}, {0o644, true}, {0o604, true}} {
+		mode    os.FileMode
+		foreign bool
+		warn    bool
+	}{{0o600, false, false}, {0o400, false, false}, {0o640, false, false}, {0o440, false, false},
+		{0o644, false, true}, {0o604, false, true}, {0o602, false, true}, {0o640, true, true}, {0o620, true, true}} {
+		if tt.foreign && foreign < 0 {
+			continue
+		}
 		pw := writeFile(t, "pw", "hunter2pw\n", tt.mode)
+		if tt.foreign {
+			if err := os.Chown(pw, -1, foreign); err != nil {
+				t.Fatal(err)
+			}
+		}
 		var log bytes.Buffer
 		cfg, err := Resolve(Input{CommandLine: map[string][]string{"mysql-dsn": {"u@tcp(h:3306)/app"}, "mysql-password-file": {pw}}, LogWriter: &log})
 		if err != nil {
@@ -107,7 +120,7 @@ func TestResolve_SecretFileModes(t *testing.T) {
 		}
 		warned := strings.Contains(log.String(), "chmod 600 "+pw) && strings.Contains(log.String(), "--mysql-password-file "+pw)
 		if warned != tt.warn {
-			t.Errorf("mode %04o: warned %v, want %v:\n%s", tt.mode, warned, tt.warn, log.String())
+			t.Errorf("mode %04o (a group the relay is not in: %v): warned %v, want %v:\n%s", tt.mode, tt.foreign, warned, tt.warn, log.String())
 		}
 		if strings.Contains(log.String(), "hunter2pw") {
 			t.Errorf("the log shows the password:\n%s", log.String())
@@ -226,4 +239,23 @@ func TestResolve_EmptyOrZeroRefused(t *testing.T) {
 			}
 		}
 	}
+}
+
+// foreignGroup is a group the test process is not in that it may give a
+// file to (root may give any), -1 for none.
+func foreignGroup(t *testing.T) int {
+	if os.Geteuid() != 0 {
+		t.Log("not root: the case of a group the relay is not in is left out")
+		return -1
+	}
+	own, err := os.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for gid := 60000; gid < 60100; gid++ {
+		if gid != os.Getegid() && !slices.Contains(own, gid) {
+			return gid
+		}
+	}
+	return -1
 }
