@@ -13,6 +13,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 func TestMain(m *testing.M) { testsvc.Main(m) }
@@ -140,8 +141,8 @@ func TestSchemaPrint(t *testing.T) {
 }
 
 func TestHelp_HidesSecrets(t *testing.T) {
-	t.Setenv(envMySQLDSN, "user:secret@tcp(127.0.0.1:3306)/app")
-	t.Setenv(envRedisURL, "redis://app:secret@127.0.0.1:6379/0")
+	t.Setenv(settings.Env("mysql-dsn"), "user:secret@tcp(127.0.0.1:3306)/app")
+	t.Setenv(settings.Env("redis-url"), "redis://app:secret@127.0.0.1:6379/0")
 	for _, args := range [][]string{{"--help"}, {"help"}, {"check", "--help"}, {"schema", "apply", "--help"}, {"schema", "--help"}} {
 		out, errOut, code := run(t, args...)
 		if code != 0 {
@@ -256,29 +257,6 @@ func TestTolerateOwnServerID(t *testing.T) {
 	}
 }
 
-func TestSpreadServerID(t *testing.T) {
-	for _, tt := range []struct {
-		base, n uint
-		host    string
-	}{
-		{1001, 1000, "binlog-outbox-7d9f6c8b5-abcde"},
-		{1001, 1000, "binlog-outbox-7d9f6c8b5-fghij"},
-		{5000, 2, "relay-a"},
-		{1, 4294967295, "h"},
-	} {
-		got := spreadServerID(tt.base, tt.n, tt.host)
-		if got < tt.base || got >= tt.base+tt.n {
-			t.Errorf("spreadServerID(%d, %d, %q) = %d, want within [%d, %d)", tt.base, tt.n, tt.host, got, tt.base, tt.base+tt.n)
-		}
-		if again := spreadServerID(tt.base, tt.n, tt.host); again != got {
-			t.Errorf("spreadServerID(%d, %d, %q) = %d, then %d: want the same id for the same host", tt.base, tt.n, tt.host, got, again)
-		}
-	}
-	if a, b := spreadServerID(1001, 1000, "binlog-outbox-7d9f6c8b5-abcde"), spreadServerID(1001, 1000, "binlog-outbox-7d9f6c8b5-fghij"); a == b {
-		t.Errorf("two pods of one Deployment got the same id %d", a)
-	}
-}
-
 // check shows the id --server-id-range chose, which is the one run reads
 // with; a range past the largest id is refused.
 func TestCheck_ServerIDRange(t *testing.T) {
@@ -289,7 +267,7 @@ func TestCheck_ServerIDRange(t *testing.T) {
 	}
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--server-id", "7000000", "--server-id-range", "1000"}
 	out, _, _ := run(t, append(global, "check", "--mode", "binlog")...)
-	want := fmt.Sprintf("--server-id %d is unused", spreadServerID(7000000, 1000, host))
+	want := fmt.Sprintf("--server-id %d is unused", settings.SpreadServerID(7000000, 1000, host))
 	if !strings.Contains(out, want) {
 		t.Errorf("check output lacks %q:\n%s", want, out)
 	}

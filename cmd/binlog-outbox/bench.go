@@ -50,10 +50,10 @@ func runBench(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if f := readTLSFlags(c, "redis"); f.set() {
+	if f := cfg.TLS("redis"); f.Set() {
 		// The relays bench starts get --redis-url only, and its private
 		// Redis speaks no TLS.
-		return outbox.WithHint(fmt.Errorf("%w: bench measures without TLS to Redis, and %s is set", outbox.ErrConfig, f.given()),
+		return outbox.WithHint(fmt.Errorf("%w: bench measures without TLS to Redis, and %s is set", outbox.ErrConfig, f.Given()),
 			"unset the --redis-tls-* flags and BINLOG_OUTBOX_REDIS_TLS_* for bench; point --redis-url at a Redis reachable without TLS, or leave it out for a private one")
 	}
 	bin := c.String("relay-binary")
@@ -63,7 +63,7 @@ func runBench(c *cli.Context) error {
 		}
 	}
 	rep, err := bench.Run(c.Context, bench.Config{
-		MySQLDSN: setString(c, "mysql-dsn"), RedisURL: setString(c, "redis-url"), RelayBinary: bin,
+		MySQLDSN: cfg.Supplied("mysql-dsn"), RedisURL: cfg.Supplied("redis-url"), RelayBinary: bin,
 		Rows: c.Int("rows"), TxRows: c.Int("tx-rows"), LargeRows: c.Int("large-rows"), HugeRows: c.Int("huge-rows"), NaiveRows: c.Int("naive-rows"),
 		AppRows: c.Int("app-rows"), Conns: c.Int("conns"), Streams: c.Int("streams"), LiveDuration: c.Duration("live-duration"),
 		LiveRate: c.Float64("live-rate"), SkipBigTx: c.Bool("skip-big-tx"), Workloads: c.StringSlice("workloads"), Log: cfg.Logger.With("component", "bench"),
@@ -79,16 +79,4 @@ func runBench(c *cli.Context) error {
 		return rep.WriteJSON(c.App.Writer)
 	}
 	return rep.WriteTable(c.App.Writer)
-}
-
-// setString returns a flag's value when it was set on the command line or in
-// the environment at any level, and "" when it only has its default: bench
-// starts private servers unless told to use others.
-func setString(c *cli.Context, name string) string {
-	for _, ctx := range c.Lineage() {
-		if ctx.IsSet(name) {
-			return ctx.String(name)
-		}
-	}
-	return ""
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -12,20 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
-
-const envRedisCluster = "BINLOG_OUTBOX_REDIS_CLUSTER"
-
-func redisClusterFlag() cli.Flag {
-	return &cli.BoolFlag{
-		Name:    "redis-cluster",
-		Usage:   "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot, and --lease a fence per hash slot (docs/scaling.md); not supported: bench",
-		EnvVars: []string{envRedisCluster},
-	}
-}
 
 // clusterCommands are the commands that know Redis Cluster (by their path,
 // e.g. "position show"): the others read keys (SCAN, the position) as one
@@ -47,60 +33,6 @@ func commandPath(c *cli.Context) string {
 		}
 	}
 	return strings.Join(slices.Compact(names), " ")
-}
-
-// loadRedisCluster parses --redis-url as a cluster URL when --redis-cluster
-// is set. cfg.Redis then holds the options of the first node, which check
-// inspects, with the TLS flags applied; cfg.RedisCluster shares them.
-func loadRedisCluster(c *cli.Context, cfg *config) error {
-	if !globalCtx(c, "redis-cluster").Bool("redis-cluster") {
-		return nil
-	}
-	if name := commandPath(c); !clusterCommands[name] {
-		return usageError{outbox.WithHint(fmt.Errorf("%w: %s does not support --redis-cluster yet", outbox.ErrConfig, name),
-			"run it against one master with --redis-url redis://host:port and without --redis-cluster; the commands that know a cluster's slots are run, check, status, verify, mark-appended, position and cleanup")}
-	}
-	co, err := redis.ParseClusterURL(cfg.redisURL)
-	if err != nil {
-		return outbox.WithHint(fmt.Errorf("%w: --redis-url %s is not a cluster URL: %s", outbox.ErrConfig, logging.RedactURL(cfg.redisURL), withheld(cfg.redisURL, err)),
-			"write it as redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (any nodes of the cluster; the rest are discovered), rediss:// for TLS")
-	}
-	u, err := url.Parse(cfg.redisURL)
-	if err != nil {
-		return fmt.Errorf("%w: --redis-url %s does not parse", outbox.ErrConfig, logging.RedactURL(cfg.redisURL))
-	}
-	q := u.Query()
-	q.Del("addr")
-	u.RawQuery = q.Encode()
-	if u.Path != "" && u.Path != "/" && u.Path != "/0" {
-		return outbox.WithHint(fmt.Errorf("%w: --redis-url names database %s: a Redis Cluster has database 0 only", outbox.ErrConfig, u.Path[1:]),
-			"drop the database from the URL, or write /0")
-	}
-	if globalString(c, "redis-sentinel-master") != "" {
-		return usageError{outbox.WithHint(fmt.Errorf("%w: --redis-cluster and --redis-sentinel-master name two kinds of Redis", outbox.ErrConfig),
-			"give one: a cluster's nodes with --redis-cluster, or the sentinels of one master with --redis-sentinel-master")}
-	}
-	first, err := redis.ParseURL(u.String())
-	if err != nil {
-		return outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse: %s", outbox.ErrConfig, logging.RedactURL(cfg.redisURL), withheld(cfg.redisURL, err)),
-			"write it as redis://[user:pass@]host1:port1?addr=host2:port2")
-	}
-	cfg.Redis = &redisstream.Target{Options: first}
-	if err := applyRedisTLS(c, cfg.Redis); err != nil {
-		return err
-	}
-	co.TLSConfig = first.TLSConfig
-	cfg.RedisCluster = co
-	return nil
-}
-
-// withheld is a URL parser's message, unless the URL has a password the
-// message may quote part of.
-func withheld(rawURL string, err error) string {
-	if logging.URLPassword(rawURL) != "" {
-		return "the parser's message is withheld, as it may quote part of the password"
-	}
-	return err.Error()
 }
 
 // redisClient opens the client of the relay's appends: a cluster client

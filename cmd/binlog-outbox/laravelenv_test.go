@@ -17,6 +17,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 // writeFile writes content to name in a temporary directory of the test.
@@ -102,7 +103,7 @@ func TestLaravelEnv_Config(t *testing.T) {
 		{"--redis-url wins over REDIS_*", laravelDotEnv, []string{"--redis-url", "redis://other:6379/5"},
 			"shop_app:p@ss w#rd@tcp(db.internal:3307)/shop", "redis://other:6379/5", nil},
 		{"the environment variables of the flags win", laravelDotEnv, nil,
-			"relay:@tcp(primary:3306)/shop", "redis://other:6379/5", map[string]string{envMySQLDSN: "relay@tcp(primary:3306)/shop", envRedisURL: "redis://other:6379/5"}},
+			"relay:@tcp(primary:3306)/shop", "redis://other:6379/5", map[string]string{settings.Env("mysql-dsn"): "relay@tcp(primary:3306)/shop", settings.Env("redis-url"): "redis://other:6379/5"}},
 		{"the relay's own user and password file", laravelDotEnv, []string{"--mysql-user", "relay", "--mysql-password-file", mysqlPW},
 			"relay:relay-pw@tcp(db.internal:3307)/shop", "redis://shop:r3d%21s%23pw@cache.internal:6380/2", nil},
 		{"the relay's own user leaves the application's password out", laravelDotEnv, []string{"--mysql-user", "relay"},
@@ -129,8 +130,8 @@ func TestLaravelEnv_Config(t *testing.T) {
 			if got := fmt.Sprintf("%s:%s@%s(%s)/%s", m.User, m.Passwd, m.Net, m.Addr, m.DBName); got != tt.dsn {
 				t.Errorf("MySQL %s, want %s", got, tt.dsn)
 			}
-			if cfg.redisURL != tt.redis {
-				t.Errorf("Redis %s, want %s", cfg.redisURL, tt.redis)
+			if cfg.RedisURL != tt.redis {
+				t.Errorf("Redis %s, want %s", cfg.RedisURL, tt.redis)
 			}
 			if tt.env != "" && !strings.Contains(fmt.Sprint(cfg.LogValue()), "laravel_env") {
 				t.Errorf("the logged config %v does not name the .env", cfg.LogValue())

@@ -24,6 +24,12 @@ const (
 Every flag of every command, as ` + "`binlog-outbox <command> --help`" + ` gives it. A flag with an
 environment variable reads it when the flag is not given (a repeatable flag takes a
 comma-separated list there).
+
+One precedence holds for every setting: the command line (before or after the command; given at
+both places, the one after it wins), then the environment variable (an empty one counts as unset),
+then the ` + "`.env`" + ` of ` + "`--laravel-env`" + ` (for the MySQL connection and the Redis URL only), then the
+default. A value outside a flag's range is refused with exit code 2, by ` + "`check`" + ` as by ` + "`run`" + `,
+naming the flag and its range.
 Passwords in DSNs and URLs are never printed (logs, errors, ` + "`--help`" + `); keep them in files
 with ` + "`--mysql-password-file`" + ` and ` + "`--redis-password-file`" + `
 ([connections.md](connections.md#secrets)).

@@ -505,7 +505,7 @@ func requirePositionKey(c *cli.Context, cfg config) error {
 	if !cfg.Several || c.String("position-key") != "" {
 		return nil
 	}
-	return outbox.WithHint(fmt.Errorf("%w: --table names several tables (%s), and one position covers them all: give it a key with --position-key", outbox.ErrConfig, cfg.tableString()),
+	return outbox.WithHint(fmt.Errorf("%w: --table names several tables (%s), and one position covers them all: give it a key with --position-key", outbox.ErrConfig, cfg.TableString()),
 		"choose a key that stays when tables are added or removed, e.g. --position-key binlog-outbox:position:tenants; to go on from a relay of one of these tables alone, give its key, binlog-outbox:position:<database>.<table> (`binlog-outbox position show` with that --table prints it)")
 }
 

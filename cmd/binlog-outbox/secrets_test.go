@@ -61,6 +61,29 @@ func TestSecretFiles(t *testing.T) {
 			t.Errorf("check: exit %d, want MySQL and Redis reached with the passwords from the files\n%s%s", code, out, errOut)
 		}
 		noSecrets(t, out, errOut)
+		if strings.Contains(errOut, "chmod") {
+			t.Errorf("a warning about files only the relay's user reads:\n%s", errOut)
+		}
+	})
+	t.Run("files others may read are used, with a warning naming each", func(t *testing.T) {
+		for _, f := range []string{mysqlFile, redisFile} {
+			if err := os.Chmod(f, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(f, 0o600) })
+		}
+		args := append(global, "--mysql-password-file", mysqlFile, "--redis-password-file", redisFile)
+		out, errOut, code := run(t, append(args, "check", "--mode", "poll")...)
+		if code != 0 {
+			t.Errorf("check: exit %d, want 0: a warning does not stop the relay\n%s%s", code, out, errOut)
+		}
+		for _, want := range []string{"--mysql-password-file " + mysqlFile + " is accessible to other users (mode 0644)", "chmod 600 " + mysqlFile,
+			"--redis-password-file " + redisFile + " is accessible", "chmod 600 " + redisFile} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, errOut)
+			}
+		}
+		noSecrets(t, out, errOut)
 	})
 	t.Run("a password in both places is an error", func(t *testing.T) {
 		_, errOut, code := run(t, "--mysql-dsn", m.UserDSN("relay", mysqlPW, db), "--mysql-password-file", mysqlFile, "--redis-url", redisURL, "check")

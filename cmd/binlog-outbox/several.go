@@ -52,10 +52,10 @@ func runSeveral(c *cli.Context, cfg config, rep preflight.Report, requested stri
 		names = append(names, t.String())
 	}
 	if relayMode == mode.Poll {
-		log.Info("relaying several outbox tables in poll mode, each with its own rounds", "table_values", cfg.tableString(), "tables", len(rep.Tables),
+		log.Info("relaying several outbox tables in poll mode, each with its own rounds", "table_values", cfg.TableString(), "tables", len(rep.Tables),
 			"first", strings.Join(names, ","), "stream", streamTemplate(c, cfg))
 	} else {
-		log.Info("relaying several outbox tables with one position", "table_values", cfg.tableString(), "tables", len(rep.Tables),
+		log.Info("relaying several outbox tables with one position", "table_values", cfg.TableString(), "tables", len(rep.Tables),
 			"first", strings.Join(names, ","), "position_key", positionKey(c, cfg), "stream", streamTemplate(c, cfg))
 	}
 	if d := schema.DescribeFields(schema.FieldColumns(cfg.Mapping, cfg.Extra)); d != "" {

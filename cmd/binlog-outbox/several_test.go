@@ -11,6 +11,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 func TestLoadConfig_Tables(t *testing.T) {
@@ -34,9 +35,9 @@ func TestLoadConfig_Tables(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.env != "" {
-				t.Setenv(envTable, tt.env)
+				t.Setenv(settings.Env("table"), tt.env)
 			} else {
-				os.Unsetenv(envTable)
+				os.Unsetenv(settings.Env("table"))
 			}
 			cfg, err := loadArgs(t, append([]string{"--mysql-dsn", dsn}, tt.args...)...)
 			if err != nil {

@@ -74,7 +74,7 @@ func (ca *testCA) issue(t *testing.T, name string, notAfter time.Time, dns ...st
 
 func writePEM(t *testing.T, path, typ string, der []byte) {
 	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o644); err != nil {
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

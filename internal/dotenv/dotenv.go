@@ -39,8 +39,11 @@ func (e *SyntaxError) Error() string {
 // a name replaces an earlier one. ${NAME} in an unquoted or double-quoted
 // value is replaced by NAME's value from the earlier entries or, for a name
 // the file has not set, from lookup (the process environment; nil for none);
-// an unknown name stays as written, as phpdotenv leaves it.
+// an unknown name stays as written, as phpdotenv leaves it. A UTF-8 byte
+// order mark at the start, which Windows editors write, is dropped, as
+// phpdotenv's file reader drops it.
 func Parse(content string, lookup func(string) (string, bool)) (map[string]string, error) {
+	content = strings.TrimPrefix(content, utf8BOM)
 	vars := map[string]string{}
 	resolve := func(name string) (string, bool) {
 		if v, ok := vars[name]; ok {
@@ -76,6 +79,9 @@ func Parse(content string, lookup func(string) (string, bool)) (map[string]strin
 	}
 	return vars, nil
 }
+
+// utf8BOM is the UTF-8 byte order mark.
+const utf8BOM = "\uFEFF"
 
 // entry is one entry's text (several lines for a multi-line value) and the
 // line it starts on.

@@ -15,6 +15,7 @@ func TestParse(t *testing.T) {
 		want    map[string]string
 	}{
 		{"plain", "A=1\nB=two\n", nil, map[string]string{"A": "1", "B": "two"}},
+		{"a byte order mark at the start", "\uFEFFA=1\nB=two\n", nil, map[string]string{"A": "1", "B": "two"}},
 		{"comments and blank lines", "# a comment\n\n  # indented\nA=1 # trailing\nB=x#y\n", nil, map[string]string{"A": "1", "B": "x"}},
 		{"spaces around the equals", "A = 1\n  B=  2  \n", nil, map[string]string{"A": "1", "B": "2"}},
 		{"export", "export DB_HOST=1\nexport\tLONGNAME=2\n", nil, map[string]string{"DB_HOST": "1", "LONGNAME": "2"}},

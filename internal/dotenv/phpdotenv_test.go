@@ -13,7 +13,8 @@ import (
 // loader) installs.
 const phpdotenvAutoload = "/usr/share/php/Dotenv/autoload.php"
 
-// phpParse reads each content with phpdotenv's Dotenv::parse, in one PHP
+// phpParse reads each content as phpdotenv reads a file (Reader's
+// Str::utf8, which drops a byte order mark, then Dotenv::parse), in one PHP
 // process: nil for a content it refuses, its variables otherwise (names it
 // clears left out, as Parse leaves them out).
 const phpParse = `<?php
@@ -21,6 +22,7 @@ require '` + phpdotenvAutoload + `';
 $out = [];
 foreach (json_decode(stream_get_contents(STDIN), true) as $content) {
     try {
+        $content = Dotenv\Util\Str::utf8($content)->success()->get();
         $vars = array_filter(Dotenv\Dotenv::parse($content), fn($v) => $v !== null);
         $out[] = (object) $vars;
     } catch (Dotenv\Exception\InvalidFileException $e) {
@@ -57,6 +59,9 @@ func TestParse_AgreesWithPHPDotenv(t *testing.T) {
 		"A=\"x\ny\" z\nB=1", "A=  \"x\"  ", "A=\"\\\"\"", "A=\"\\\\\"", "A=${", "A=${}", "A=${ B}",
 		"A=1\nB=${A}\nA=2\nC=${A}", "export  APP=1", "A=#x", "A='#x'", "A=\"#x\"",
 		"A=$", "A=$$", "A=${A}", "A=(x)", "A=x\\y", "A='x'#", "A=\"\n\"", "A=\"\"\"",
+		// A byte order mark at the start is dropped, elsewhere it is part
+		// of a name or a value.
+		"\uFEFFA=1\nB=2\n", "\uFEFF# c\nA=1", "A=1\n\uFEFFB=2\n", "A=\uFEFF1", "\uFEFF\uFEFFA=1",
 	}
 	in, err := json.Marshal(contents)
 	if err != nil {

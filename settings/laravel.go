@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"fmt"
@@ -9,14 +9,10 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/urfave/cli/v2"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/dotenv"
 )
-
-// envLaravelEnv is the environment variable of --laravel-env.
-const envLaravelEnv = "BINLOG_OUTBOX_LARAVEL_ENV"
 
 // Defaults of a Laravel application's config/database.php for the keys its
 // .env may leave out.
@@ -27,15 +23,6 @@ const (
 	laravelRedisPort = 6379
 )
 
-func laravelEnvFlag() cli.Flag {
-	return &cli.StringFlag{
-		Name: "laravel-env",
-		Usage: "read MySQL and Redis from a Laravel application's .env (DB_HOST, DB_PORT, DB_DATABASE, DB_USERNAME, DB_PASSWORD, DB_SOCKET, " +
-			"REDIS_HOST, REDIS_PORT, REDIS_USERNAME, REDIS_PASSWORD, REDIS_DB, REDIS_SCHEME); --mysql-dsn, --redis-url, --mysql-user and the password files win",
-		EnvVars: []string{envLaravelEnv},
-	}
-}
-
 // laravelEnv is a Laravel application's .env, read as the application reads
 // it, so that a Laravel shop points the relay at the file instead of
 // writing the servers' addresses and credentials a second time.
@@ -45,8 +32,8 @@ type laravelEnv struct {
 }
 
 // readLaravelEnv reads the file --laravel-env names; nil without the flag.
-func readLaravelEnv(c *cli.Context) (*laravelEnv, error) {
-	path := globalString(c, "laravel-env")
+// ${VAR} of a name the file does not set comes from lookupEnv.
+func readLaravelEnv(path string, lookupEnv func(string) (string, bool)) (*laravelEnv, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -57,7 +44,7 @@ func readLaravelEnv(c *cli.Context) (*laravelEnv, error) {
 	}
 	// ${VAR} of a name the file does not set comes from the environment,
 	// as in phpdotenv.
-	vars, err := dotenv.Parse(string(b), os.LookupEnv)
+	vars, err := dotenv.Parse(string(b), lookupEnv)
 	if err != nil {
 		return nil, outbox.WithHint(fmt.Errorf("%w: --laravel-env %s: %w", outbox.ErrConfig, path, err),
 			"Laravel cannot read this line either: quote a value with spaces or #, and close every quote")

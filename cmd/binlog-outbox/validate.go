@@ -1,0 +1,41 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/binlog-outbox/binlog-outbox/settings"
+)
+
+// validateFlags refuses a value of a command's flag outside its range
+// (settings.Ranges). Every command runs it before its action, so that check
+// refuses what run refuses, in the same words, before connecting anywhere.
+func validateFlags(c *cli.Context) error {
+	for _, f := range c.Command.Flags {
+		d, ok := f.(cli.DocGenerationFlag)
+		if !ok {
+			continue
+		}
+		env := ""
+		if vars := d.GetEnvVars(); len(vars) > 0 {
+			env = vars[0]
+		}
+		name := f.Names()[0]
+		if err := settings.CheckFlag(name, c.Value(name), env, d.GetDefaultText()); err != nil {
+			return err
+		}
+	}
+	if commandFlag(c.Command, "lease-ttl") != nil {
+		return checkLeaseFlags(c)
+	}
+	return nil
+}
+
+// commandFlag is the command's flag of that name, nil if it has none.
+func commandFlag(cmd *cli.Command, name string) cli.Flag {
+	for _, f := range cmd.Flags {
+		if f.Names()[0] == name {
+			return f
+		}
+	}
+	return nil
+}

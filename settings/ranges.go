@@ -1,0 +1,171 @@
+package settings
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/poller"
+	"github.com/binlog-outbox/binlog-outbox/position"
+)
+
+// Range is the valid values of one command flag.
+type Range struct {
+	// Flag is the flag's name without dashes.
+	Flag string
+	// Want says what is valid, for the error.
+	Want string
+	// ok says whether a value of the flag (int, int64, time.Duration or
+	// string, as urfave/cli's Context.Value returns it) is valid.
+	ok func(value any) bool
+}
+
+// Bounds of the flags whose components have none of their own.
+const (
+	maxPartitions = 1 << 16
+	maxBatch      = 100000
+	minDuration   = time.Millisecond
+	// maxHeartbeat: a connection is rebuilt after three silent periods,
+	// and a longer wait would hide a dead one for hours.
+	maxHeartbeat   = time.Hour
+	minLeaseTTL    = 100 * time.Millisecond
+	maxPortNumber  = 65535
+	anyPositiveInt = math.MaxInt
+)
+
+// Ranges are the valid values of the flags of run and check, and of the
+// other commands that share them (status, verify, mark-appended, position).
+// A component would otherwise take 0 or "" for its default without a word.
+func Ranges() []Range {
+	return []Range{
+		intIn("partitions", 1, maxPartitions),
+		nonEmpty("stream", "a stream key template, e.g. outbox:{aggregate_type}"),
+		nonEmpty("dead-letter-stream", "a stream key, e.g. outbox:dead-letter"),
+		intIn("max-batch-events", 1, maxBatch),
+		intIn("max-tx-bytes", 1, anyPositiveInt),
+		intIn("event-cache-bytes", 1, anyPositiveInt),
+		durationIn("heartbeat", minDuration, maxHeartbeat),
+		durationIn("lease-ttl", minLeaseTTL, 0),
+		durationIn("lease-renew", minDuration, 0),
+		durationIn("lease-step-down", 0, 0),
+		{Flag: "start-from", Want: "now, earliest, <file>:<offset> or a GTID set", ok: func(v any) bool {
+			_, err := position.ParseStart(v.(string))
+			return err == nil
+		}},
+		{Flag: "metrics-addr", Want: "empty (off) or host:port, e.g. :9108", ok: func(v any) bool { return v == "" || hostPort(v.(string)) }},
+		oneOf("trim", "off", "acked"),
+		durationIn("trim-interval", minDuration, 0),
+		intIn("max-len", 0, math.MaxInt64),
+		durationIn("probe-interval", minDuration, 0),
+		durationIn("ready-max-stall", minDuration, 0),
+		durationIn("group-metrics-interval", minDuration, 0),
+		durationIn("poll-interval", minDuration, 0),
+		intIn("batch-size", 1, maxBatch),
+		intIn("max-batch-bytes", 1, anyPositiveInt),
+		oneOf("on-sent", poller.OnSentMark, poller.OnSentDelete),
+		durationIn("dedupe-window", 0, 0),
+		intIn("max-payload-bytes", 1, anyPositiveInt),
+		durationIn("shutdown-grace", minDuration, 0),
+		durationIn("poll-list-interval", minDuration, 0),
+		durationIn("timeout", minDuration, 0),
+	}
+}
+
+// CheckFlag refuses a value of the flag name outside its range, naming
+// the flag, env (its environment variable, "" for none) and the range, and
+// def, the flag's default as --help shows it ("" for none), in the hint. A
+// flag without a range passes.
+func CheckFlag(name string, value any, env, def string) error {
+	for _, r := range Ranges() {
+		if r.Flag != name || r.ok(value) {
+			continue
+		}
+		given := "--" + name
+		if env != "" {
+			given += " (or " + env + ")"
+		}
+		if def != "" {
+			def = " (" + def + ")"
+		}
+		return outbox.WithHint(fmt.Errorf("%w: --%s %s is not valid: want %s", outbox.ErrConfig, name, shown(value), r.Want),
+			"set %s within that range, or leave it out for the default%s", given, def)
+	}
+	return nil
+}
+
+// shown is a flag's value as an error quotes it: a string quoted, so that
+// an empty one shows.
+func shown(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(v)
+}
+
+// intIn is an integer flag from lo to hi.
+func intIn(name string, lo, hi int64) Range {
+	want := fmt.Sprintf("a whole number from %d to %d", lo, hi)
+	if hi == anyPositiveInt || hi == math.MaxInt64 {
+		want = fmt.Sprintf("a whole number of at least %d", lo)
+	}
+	return Range{Flag: name, Want: want, ok: func(v any) bool {
+		var n int64
+		switch x := v.(type) {
+		case int:
+			n = int64(x)
+		case int64:
+			n = x
+		default:
+			return false
+		}
+		return n >= lo && n <= hi
+	}}
+}
+
+// durationIn is a duration flag from lo to hi; hi 0 is no bound.
+func durationIn(name string, lo, hi time.Duration) Range {
+	want := fmt.Sprintf("a duration of at least %s, e.g. 5s", lo)
+	if lo == 0 {
+		want = "a duration of at least 0 (off), e.g. 30s"
+	}
+	if hi > 0 {
+		want = fmt.Sprintf("a duration from %s to %s", lo, hi)
+	}
+	return Range{Flag: name, Want: want, ok: func(v any) bool {
+		d, ok := v.(time.Duration)
+		return ok && d >= lo && (hi == 0 || d <= hi)
+	}}
+}
+
+func nonEmpty(name, want string) Range {
+	return Range{Flag: name, Want: want, ok: func(v any) bool {
+		s, ok := v.(string)
+		return ok && strings.TrimSpace(s) != ""
+	}}
+}
+
+func oneOf(name string, values ...string) Range {
+	return Range{Flag: name, Want: strings.Join(values, " or "), ok: func(v any) bool {
+		s, _ := v.(string)
+		for _, want := range values {
+			if strings.EqualFold(s, want) {
+				return true
+			}
+		}
+		return false
+	}}
+}
+
+// hostPort says addr is host:port with a port number, as net.Listen takes.
+func hostPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= maxPortNumber
+}
