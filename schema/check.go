@@ -124,6 +124,9 @@ func (t *Table) Check(m Mapping) []Problem {
 			add(SeverityError, l, "%s has type %s; it must be %s", what, strings.ToUpper(c.DataType), r.want)
 			continue
 		}
+		if msg := t.charsetProblem(c, what); msg != "" {
+			add(SeverityError, l, "%s", msg)
+		}
 		switch {
 		case l == ColSentAt && !c.Nullable:
 			add(SeverityError, l, "%s is NOT NULL; it must allow NULL, which marks a row as unsent: ALTER TABLE %s MODIFY %s %s NULL",

@@ -417,6 +417,17 @@ func loadConfig(c *cli.Context) (config, error) {
 	// The relay scans DATETIME columns into time.Time, in UTC.
 	my.ParseTime = true
 	my.Loc = time.UTC
+	// Poll mode reads text as the server converts it for the connection,
+	// and binlog mode converts the table's bytes to UTF-8 (internal/charset):
+	// a DSN's charset=latin1 would make the modes' bytes differ. A utf8mb4
+	// collation the DSN names stays.
+	collation := my.Collation
+	if !strings.HasPrefix(collation, "utf8mb4_") {
+		collation = "utf8mb4_general_ci"
+	}
+	if err := my.Apply(mysql.Charset("utf8mb4", collation)); err != nil {
+		return config{}, fmt.Errorf("set the connection's character set: %w", err)
+	}
 	if my.Timeout == 0 {
 		my.Timeout = defaultConnectTimeout
 	}
