@@ -181,9 +181,10 @@ func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error)
 	for _, logical := range d.absent {
 		for _, n := range names {
 			if strings.EqualFold(n, logical) {
-				return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have a column %q, which the table lacked when the relay started, so entries have gone without %s; the table was altered",
-					outbox.ErrConfig, tm.Schema, tm.Table, n, logical),
-					"restart the relay: it resumes at this event and relays the column from here on; or keep entries without it with --column %s=-", logical)
+				return layout{}, &columnError{db: string(tm.Schema), table: string(tm.Table), physical: n, logical: logical, appeared: true,
+					err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have a column %q, which the table lacked when the relay started, so entries have gone without %s; the table was altered",
+						outbox.ErrConfig, tm.Schema, tm.Table, n, logical),
+						"if the table has the column now, restart the relay: it resumes at this transaction and relays the column from here on; if it was dropped since, restart with --column %s=-", logical)}
 			}
 		}
 	}
@@ -208,9 +209,10 @@ func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error)
 			// older events: it reads as NULL there.
 			return -1, nil
 		}
-		return -1, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for %s (columns: %s)",
-			outbox.ErrConfig, tm.Schema, tm.Table, physical, logical, strings.Join(names, ", ")),
-			"map it with --column %s=<name>", logical)
+		return -1, &columnError{db: string(tm.Schema), table: string(tm.Table), physical: physical, logical: logical,
+			err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for %s (columns: %s)",
+				outbox.ErrConfig, tm.Schema, tm.Table, physical, logical, strings.Join(names, ", ")),
+				"if the column was renamed, map it with --column %s=<name>; if it was dropped, restore it", logical)}
 	}
 	l, err := d.fill(find, len(names))
 	if err != nil {
@@ -219,9 +221,10 @@ func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error)
 	// With names the table map carries signedness too (FULL includes
 	// it), and the syncer decodes UNSIGNED columns as such.
 	l.fields, err = d.fieldLayout(index, nil, func(e schema.ExtraColumn) error {
-		return outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for --extra-column (columns: %s); the rows were written before the column was added, or after it was dropped",
-			outbox.ErrConfig, tm.Schema, tm.Table, e.Column, strings.Join(names, ", ")),
-			"restore the column, or drop --extra-column %s and restart; rows written before the column existed can be relayed without the flag first", e.Column)
+		return &columnError{db: string(tm.Schema), table: string(tm.Table), physical: e.Column, logical: e.Field, extra: true,
+			err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for --extra-column (columns: %s); the rows were written before the column was added, or after it was dropped",
+				outbox.ErrConfig, tm.Schema, tm.Table, e.Column, strings.Join(names, ", ")),
+				"restore the column, or drop --extra-column %s and restart", e.Column)}
 	})
 	return l, err
 }
@@ -304,7 +307,7 @@ func (d *rowDecoder) layoutByPosition(tm *replication.TableMapEvent) (layout, er
 			return -1, nil
 		}
 		return -1, outbox.WithHint(fmt.Errorf("%w: table %s.%s has no column %q for %s", outbox.ErrConfig, tm.Schema, tm.Table, physical, logical),
-			"map it with --column %s=<name>", logical)
+			"if the column was renamed, map it with --column %s=<name>; if it was dropped, restore it", logical)
 	}
 	l, err := d.fill(find, len(d.columns))
 	if err != nil {

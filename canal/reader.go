@@ -388,6 +388,10 @@ func (r *Reader) relay(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		var ce *columnError
+		if errors.As(err, &ce) {
+			err = r.explainColumn(ctx, ce)
+		}
 		var restart *errChunkRestart
 		if errors.As(err, &restart) {
 			r.log.Info("re-reading a large transaction in chunks", "file", restart.start.File, "pos", restart.start.Pos)
