@@ -116,7 +116,9 @@ func (t *Table) Check(m Mapping) []Problem {
 			if Optional(l) {
 				add(SeverityError, l, "%s is missing; map it with --column %s=<name>, or declare the table has none with --column %s=-", what, l, l)
 			} else {
-				add(SeverityError, l, "%s is missing; map it with --column %s=<name>", what, l)
+				// Only a table that calls the column otherwise has
+				// anything to map: one that lacks it needs it added.
+				add(SeverityError, l, "%s is missing; map it with --column %s=<name> if the table calls it otherwise, or add it (`binlog-outbox schema print` shows its definition)", what, l)
 			}
 			continue
 		}
