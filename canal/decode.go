@@ -11,6 +11,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/charset"
 	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -25,6 +26,10 @@ type Column struct {
 	// carries no signedness (MariaDB's default binlog_row_metadata) decode
 	// its values as signed.
 	Unsigned bool
+	// Charset is information_schema's CHARACTER_SET_NAME, "" for a column
+	// that holds no text: what rows whose table map carries no character
+	// sets are converted to UTF-8 from.
+	Charset string
 }
 
 // field indexes of the logical columns in a decoded row; -1 when absent.
@@ -34,6 +39,14 @@ type layout struct {
 	// fields are the columns carried as fields of their own, in the order
 	// of schema.FieldColumns.
 	fields []fieldIndex
+	// text are the character sets the text columns' bytes are in.
+	text textCharsets
+}
+
+// textCharsets are the character sets of a layout's text columns; the zero
+// Charset for one whose bytes pass as they are (UTF-8, binary, no text).
+type textCharsets struct {
+	messageID, aggregateType, aggregateID, eventType, payload, headers charset.Charset
 }
 
 // fieldIndex is where a column carried as a field of its own is in a row.
@@ -44,6 +57,8 @@ type fieldIndex struct {
 	// rows carry no signedness, so that its values decode as signed; 0
 	// otherwise.
 	unsigned byte
+	// text is the column's character set.
+	text charset.Charset
 }
 
 // rowDecoder turns binlog rows of the outbox table into Events. It maps
@@ -59,6 +74,11 @@ type rowDecoder struct {
 	// is: rows without names then get errNoLayout.
 	columns []Column
 	absent  []string // optional columns the table lacked at start-up
+	// collations name the character set of each collation id, as the
+	// server's information_schema does, for table maps that carry the
+	// columns' collations (binlog_row_metadata=FULL, and MySQL's MINIMAL);
+	// nil when not read, and then columns' Charset is all there is.
+	collations map[uint64]string
 
 	// cache: the layout of the last table map seen. A transaction repeats the
 	// same table map, and consecutive ones usually carry identical metadata.
@@ -100,8 +120,48 @@ func (d *rowDecoder) layoutFor(tm *replication.TableMapEvent) (layout, error) {
 	if err != nil {
 		return layout{}, err
 	}
+	d.charsets(&l, tm)
 	d.lastTable, d.lastNames, d.lastTypes, d.lastCount, d.last = tm, tm.ColumnName, tm.ColumnType, tm.ColumnCount, l
 	return l, nil
+}
+
+// charsets fills in the character sets of l's text columns: the collations
+// the table map carries, which are those the rows were written with, or
+// else those of the proven layout.
+func (d *rowDecoder) charsets(l *layout, tm *replication.TableMapEvent) {
+	collations := tm.CollationMap()
+	if d.collations == nil {
+		collations = nil
+	}
+	at := func(i int) charset.Charset {
+		if i < 0 {
+			return charset.Charset{}
+		}
+		if collations != nil {
+			id, ok := collations[i]
+			if !ok {
+				return charset.Charset{} // no character column
+			}
+			name, known := d.collations[id]
+			if !known {
+				name = fmt.Sprintf("unknown (collation id %d)", id)
+			}
+			c, _ := charset.Lookup(name)
+			return c
+		}
+		if d.columns != nil && i < len(d.columns) {
+			c, _ := charset.Lookup(d.columns[i].Charset)
+			return c
+		}
+		return charset.Charset{}
+	}
+	l.text = textCharsets{
+		messageID: at(l.messageID), aggregateType: at(l.aggregateType), aggregateID: at(l.aggregateID),
+		eventType: at(l.eventType), payload: at(l.payload), headers: at(l.headers),
+	}
+	for i := range l.fields {
+		l.fields[i].text = at(l.fields[i].index)
+	}
 }
 
 func equalNames(a, b [][]byte) bool {
@@ -121,9 +181,10 @@ func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error)
 	for _, logical := range d.absent {
 		for _, n := range names {
 			if strings.EqualFold(n, logical) {
-				return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have a column %q, which the table lacked when the relay started, so entries have gone without %s; the table was altered",
-					outbox.ErrConfig, tm.Schema, tm.Table, n, logical),
-					"restart the relay: it resumes at this event and relays the column from here on; or keep entries without it with --column %s=-", logical)
+				return layout{}, &columnError{db: string(tm.Schema), table: string(tm.Table), physical: n, logical: logical, appeared: true,
+					err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have a column %q, which the table lacked when the relay started, so entries have gone without %s; the table was altered",
+						outbox.ErrConfig, tm.Schema, tm.Table, n, logical),
+						"if the table has the column now, restart the relay: it resumes at this transaction and relays the column from here on; if it was dropped since, restart with --column %s=-", logical)}
 			}
 		}
 	}
@@ -148,9 +209,10 @@ func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error)
 			// older events: it reads as NULL there.
 			return -1, nil
 		}
-		return -1, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for %s (columns: %s)",
-			outbox.ErrConfig, tm.Schema, tm.Table, physical, logical, strings.Join(names, ", ")),
-			"map it with --column %s=<name>", logical)
+		return -1, &columnError{db: string(tm.Schema), table: string(tm.Table), physical: physical, logical: logical,
+			err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for %s (columns: %s)",
+				outbox.ErrConfig, tm.Schema, tm.Table, physical, logical, strings.Join(names, ", ")),
+				"if the column was renamed, map it with --column %s=<name>; if it was dropped, restore it", logical)}
 	}
 	l, err := d.fill(find, len(names))
 	if err != nil {
@@ -159,9 +221,10 @@ func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error)
 	// With names the table map carries signedness too (FULL includes
 	// it), and the syncer decodes UNSIGNED columns as such.
 	l.fields, err = d.fieldLayout(index, nil, func(e schema.ExtraColumn) error {
-		return outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for --extra-column (columns: %s); the rows were written before the column was added, or after it was dropped",
-			outbox.ErrConfig, tm.Schema, tm.Table, e.Column, strings.Join(names, ", ")),
-			"restore the column, or drop --extra-column %s and restart; rows written before the column existed can be relayed without the flag first", e.Column)
+		return &columnError{db: string(tm.Schema), table: string(tm.Table), physical: e.Column, logical: e.Field, extra: true,
+			err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for --extra-column (columns: %s); the rows were written before the column was added, or after it was dropped",
+				outbox.ErrConfig, tm.Schema, tm.Table, e.Column, strings.Join(names, ", ")),
+				"restore the column, or drop --extra-column %s and restart", e.Column)}
 	})
 	return l, err
 }
@@ -244,7 +307,7 @@ func (d *rowDecoder) layoutByPosition(tm *replication.TableMapEvent) (layout, er
 			return -1, nil
 		}
 		return -1, outbox.WithHint(fmt.Errorf("%w: table %s.%s has no column %q for %s", outbox.ErrConfig, tm.Schema, tm.Table, physical, logical),
-			"map it with --column %s=<name>", logical)
+			"if the column was renamed, map it with --column %s=<name>; if it was dropped, restore it", logical)
 	}
 	l, err := d.fill(find, len(d.columns))
 	if err != nil {
@@ -325,25 +388,40 @@ func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Eve
 		b.Problem(fmt.Sprintf("id %v is not an unsigned integer", row[l.id]))
 	}
 	b.ID(id)
+	// Text columns become UTF-8, as poll mode's utf8mb4 connection
+	// delivers them.
+	tc := &l.text
 	if l.messageID >= 0 {
-		b.MessageID(eventrow.ToString(row[l.messageID]))
+		b.Charset(schema.ColMessageID, tc.messageID)
+		b.MessageID(eventrow.ToText(row[l.messageID], tc.messageID))
 	} else {
 		b.MessageIDFromID()
 	}
 	if l.aggregateType >= 0 {
-		b.AggregateType(eventrow.ToString(row[l.aggregateType]))
+		b.Charset(schema.ColAggregateType, tc.aggregateType)
+		b.AggregateType(eventrow.ToText(row[l.aggregateType], tc.aggregateType))
 	}
-	b.AggregateID(eventrow.ToString(row[l.aggregateID]))
-	b.EventType(eventrow.ToString(row[l.eventType]))
-	b.Payload(eventrow.ToBytes(row[l.payload]))
+	b.Charset(schema.ColAggregateID, tc.aggregateID)
+	b.AggregateID(eventrow.ToText(row[l.aggregateID], tc.aggregateID))
+	b.Charset(schema.ColEventType, tc.eventType)
+	b.EventType(eventrow.ToText(row[l.eventType], tc.eventType))
+	b.Charset(schema.ColPayload, tc.payload)
+	b.Payload(eventrow.ToTextBytes(row[l.payload], tc.payload))
 	if l.headers >= 0 {
-		h, _ := eventrow.ToBytes(row[l.headers])
+		b.Charset(schema.ColHeaders, tc.headers)
+		h, _ := eventrow.ToTextBytes(row[l.headers], tc.headers)
 		b.Headers(h)
 	}
 	for _, f := range l.fields {
 		var v any
 		if f.index >= 0 {
 			v = unsignedValue(row[f.index], f.unsigned)
+			if f.text.Converts() || f.text.Unsupported() {
+				b.Charset(f.name, f.text)
+				if s, ok := eventrow.ToText(v, f.text); ok {
+					v = s
+				}
+			}
 		}
 		b.Field(f.name, v)
 	}

@@ -9,12 +9,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/charset"
 	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -465,19 +467,25 @@ func TestDecodeRow_CopiesValues(t *testing.T) {
 
 // FuzzDecodeRow decodes rows of arbitrary Go values of the kinds the binlog
 // decoder produces: decodeRow must not panic, and an event it calls valid
-// must be deliverable.
+// must be deliverable. With latin1 every text column is in that character
+// set, and a valid event's text must be UTF-8 whatever the bytes.
 func FuzzDecodeRow(f *testing.F) {
-	f.Add([]byte{0, 7, 2, 'm', 2, 'o', 2, 'a', 2, 'e', 3, '{', 2, '{', 2, '2'}, uint8(0), false)
-	f.Add([]byte{1, 0xff, 0xff, 4, 5, 3, 'x', 2, 2, 2, 2}, uint8(1), true)
-	f.Add([]byte{}, uint8(2), false)
-	f.Add([]byte{5, 5, 5, 5, 5, 5, 5, 5}, uint8(3), true)
+	f.Add([]byte{0, 7, 2, 'm', 2, 'o', 2, 'a', 2, 'e', 3, '{', 2, '{', 2, '2'}, uint8(0), false, false)
+	f.Add([]byte{1, 0xff, 0xff, 4, 5, 3, 'x', 2, 2, 2, 2}, uint8(1), true, false)
+	f.Add([]byte{}, uint8(2), false, true)
+	f.Add([]byte{5, 5, 5, 5, 5, 5, 5, 5}, uint8(3), true, true)
+	f.Add([]byte{0, 7, 2, 0xe9, 2, 0x80, 2, 0x99, 2, 0x81, 3, '{', 0xff, 2, '{', 2, '2'}, uint8(1), true, true)
 	l := defaultLayout(f)
 	noMessageID := l
 	noMessageID.messageID = -1
-	f.Fuzz(func(t *testing.T, data []byte, skip uint8, withMessageID bool) {
+	latin1, _ := charset.Lookup("latin1")
+	f.Fuzz(func(t *testing.T, data []byte, skip uint8, withMessageID, inLatin1 bool) {
 		lay := l
 		if !withMessageID {
 			lay = noMessageID
+		}
+		if inLatin1 {
+			lay.text = textCharsets{latin1, latin1, latin1, latin1, latin1, latin1}
 		}
 		next := func() byte {
 			if len(data) == 0 {
@@ -551,6 +559,13 @@ func FuzzDecodeRow(f *testing.F) {
 		}
 		if id, ok := eventrow.ToUint64(row[lay.id]); !ok || id != e.OutboxID {
 			t.Errorf("OutboxID: got %d from %#v", e.OutboxID, row[lay.id])
+		}
+		if inLatin1 {
+			for _, v := range []string{e.MessageID, e.AggregateType, e.AggregateID, e.EventType, string(e.Payload), string(e.Headers)} {
+				if !utf8.ValidString(v) {
+					t.Errorf("latin1 text decoded to %q, no UTF-8", v)
+				}
+			}
 		}
 	})
 }

@@ -168,8 +168,9 @@ func columnNames(cols []Column, sep string) string {
 }
 
 // tableColumns reads the columns of every followed table, by tableKey, in
-// ordinal order, as rows carry them, with their signedness: part of the
-// layout, since rows without names carry none on MariaDB. One query per
+// ordinal order, as rows carry them, with their signedness and character
+// sets: part of the layout, since rows without names carry neither on
+// MariaDB. One query per
 // --table value, whatever the number of tables it matches.
 func (r *Reader) tableColumns(ctx context.Context) (map[string][]Column, error) {
 	out := map[string][]Column{}
@@ -187,7 +188,8 @@ func (r *Reader) tableColumns(ctx context.Context) (map[string][]Column, error) 
 }
 
 func (r *Reader) readColumns(ctx context.Context, where string, args []any, what string, out map[string][]Column) error {
-	rows, err := r.db.QueryContext(ctx, `SELECT /* binlog-outbox */ TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE LIKE '%unsigned%'
+	rows, err := r.db.QueryContext(ctx, `SELECT /* binlog-outbox */ TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE LIKE '%unsigned%',
+		COALESCE(CHARACTER_SET_NAME, '')
 		FROM information_schema.COLUMNS WHERE `+where+`
 		ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION`, args...)
 	if err != nil {
@@ -197,7 +199,7 @@ func (r *Reader) readColumns(ctx context.Context, where string, args []any, what
 	for rows.Next() {
 		var db, table string
 		var c Column
-		if err := rows.Scan(&db, &table, &c.Name, &c.DataType, &c.Unsigned); err != nil {
+		if err := rows.Scan(&db, &table, &c.Name, &c.DataType, &c.Unsigned, &c.Charset); err != nil {
 			return fmt.Errorf("read the columns of %s: %w", what, err)
 		}
 		// LIKE compares by information_schema's collation: keep the

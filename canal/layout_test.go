@@ -276,3 +276,14 @@ func TestReader_NamelessRowsCarryColumns(t *testing.T) {
 		return stop
 	})
 }
+
+// TestReader_NamelessRowsConvertCharsets checks that rows without column
+// names, whose table map carries no character sets on MariaDB, convert
+// their latin1 text to UTF-8 by the proven layout's character sets, as rows
+// with names do by their collations.
+func TestReader_NamelessRowsConvertCharsets(t *testing.T) {
+	relaytest.TextCharsets(t, namelessEnv(t), func(t *testing.T, env *relaytest.Env) func() error {
+		_, _, stop := startedReader(t, env, nil)
+		return stop
+	})
+}

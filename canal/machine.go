@@ -549,6 +549,10 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		return &errLayoutRestart{start: m.txStart, table: f.name}
 	}
 	if err != nil {
+		var ce *columnError
+		if errors.As(err, &ce) {
+			ce.at = m.txStart
+		}
 		return err
 	}
 	for i, row := range e.Rows {

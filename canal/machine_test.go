@@ -215,7 +215,7 @@ func newHarness(t testing.TB, tweak func(*machine)) *harness {
 // its decoder dec (and the layout proven in it).
 func oneTable(name schema.Name, dec *rowDecoder) *tableSet {
 	src := newSourceSet([]Source{{Pattern: schema.Pattern{Database: name.Database, Table: name.Table}, Tables: []Table{{Name: name}}}}, name.LowerCaseTableNames, nil)
-	ts := newTableSet(src, layoutProof{})
+	ts := newTableSet(src, layoutProof{}, nil)
 	ts.byKey[tableKey(name.Database, name.Table, name.LowerCaseTableNames)] = &followed{name: name, dec: dec}
 	return ts
 }

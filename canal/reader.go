@@ -283,6 +283,11 @@ type Reader struct {
 	// DDL on its table it read; a position that went back drops them.
 	carried map[string][]Column
 
+	// collations name the character set of each collation id of the
+	// server, read at each session's start (readCollations): a failover
+	// may bring a server that has more.
+	collations map[uint64]string
+
 	// noticed is the last change of server noticeNewServer logged.
 	noticed string
 
@@ -382,6 +387,10 @@ func (r *Reader) relay(ctx context.Context) error {
 		_, err := r.session(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		var ce *columnError
+		if errors.As(err, &ce) {
+			err = r.explainColumn(ctx, ce)
 		}
 		var restart *errChunkRestart
 		if errors.As(err, &restart) {

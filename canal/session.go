@@ -63,6 +63,9 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 	if err := r.resolveSources(ctx); err != nil {
 		return start, nil, proof, err
 	}
+	if r.collations, err = readCollations(ctx, r.db); err != nil {
+		return start, nil, proof, err
+	}
 	start, prev, err = r.resolveStart(ctx)
 	if err != nil {
 		return start, nil, proof, err
@@ -187,7 +190,7 @@ func (r *Reader) deadConnection(st *stream, err error) error {
 // a batch of the flusher's.
 func (r *Reader) newMachine(start position.Point, proof layoutProof, f *flusher) *machine {
 	m := &machine{
-		tables:     newTableSet(r.sources, proof),
+		tables:     newTableSet(r.sources, proof, r.collations),
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,
 		file: start.File, boundary: start, pending: f.take(), prepare: r.sink.Prepare,

@@ -165,10 +165,13 @@ type tableSet struct {
 	// followed), as lookup found them; matched is whether names match.
 	named   nameCache[*followed]
 	matched nameCache[bool]
+	// collations name the character set of each collation id, for the
+	// decoders (rowDecoder.collations).
+	collations map[uint64]string
 }
 
-func newTableSet(src *sourceSet, proof layoutProof) *tableSet {
-	return &tableSet{src: src, proof: proof, byKey: map[string]*followed{}}
+func newTableSet(src *sourceSet, proof layoutProof, collations map[uint64]string) *tableSet {
+	return &tableSet{src: src, proof: proof, byKey: map[string]*followed{}, collations: collations}
 }
 
 // lookup returns the followed table tm names, or nil.
@@ -216,6 +219,7 @@ func (ts *tableSet) follow(i int, db, table, key string) *followed {
 		dec:      newRowDecoder(t.Mapping, ts.src.extra, ts.proof.columns[key], t.Absent),
 		ddlAhead: ts.proof.ddlFor(db, table),
 	}
+	f.dec.collations = ts.collations
 	ts.byKey[key] = f
 	return f
 }

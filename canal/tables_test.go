@@ -34,7 +34,7 @@ func tenantHarness(t *testing.T) *harness {
 		tableKey("tenant_01", "outbox", 0): tableColumns(),
 		tableKey("app", "legacy", 0):       tableColumns(),
 	}}
-	return newHarness(t, func(m *machine) { m.tables = newTableSet(src, proof) })
+	return newHarness(t, func(m *machine) { m.tables = newTableSet(src, proof, nil) })
 }
 
 // Rows of every matching table become events that name their table, in

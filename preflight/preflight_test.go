@@ -401,3 +401,36 @@ func TestRun_Redis(t *testing.T) {
 		})
 	}
 }
+
+// TestRun_PollWriteWithoutSentAt: on a table without a sent_at column,
+// --on-sent mark has nothing to map; the fix names the column to add, and
+// --on-sent delete only where DELETE works, and that step passes.
+func TestRun_PollWriteWithoutSentAt(t *testing.T) {
+	t.Parallel()
+	m := testsvc.SharedMariaDB(t)
+	redisURL := testsvc.SharedRedis(t).URL(0)
+	database := newOutbox(t, m)
+	m.Exec(t, "ALTER TABLE `"+database+"`.outbox DROP COLUMN sent_at")
+	withDelete := newUser(t, m, "GRANT SELECT, UPDATE, DELETE ON `"+database+"`.outbox TO %s")
+	selectOnly := newUser(t, m, "GRANT SELECT ON `"+database+"`.outbox TO %s")
+	for _, tt := range []struct {
+		user       string
+		wantDelete bool
+	}{{withDelete, true}, {selectOnly, false}} {
+		cfg := config(t, m.UserDSN(tt.user, secret, database), redisURL)
+		cfg.OnSent = "mark"
+		r := find(t, Run(ctx(t), cfg), NamePollWrite)
+		if r.Status != Fail || !strings.Contains(r.Fix, "add a sent_at DATETIME(6) NULL column") ||
+			strings.Contains(r.Fix, "--on-sent delete") != tt.wantDelete {
+			t.Errorf("%s: %s %s (fix: %s); want a failure whose fix adds sent_at, and offers --on-sent delete: %v", tt.user, r.Status, r.Detail, r.Fix, tt.wantDelete)
+		}
+		if !tt.wantDelete {
+			continue
+		}
+		// Follow the fix.
+		cfg.OnSent = "delete"
+		if r := find(t, Run(ctx(t), cfg), NamePollWrite); r.Status != Pass {
+			t.Errorf("--on-sent delete: %s %s, want a pass", r.Status, r.Detail)
+		}
+	}
+}

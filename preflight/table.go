@@ -179,11 +179,16 @@ func checkPollWrite(ctx context.Context, db *sql.DB, qtable, name, acct string, 
 	}
 	updFix := "GRANT UPDATE (" + schema.QuoteIdent(sentAt) + ") ON " + qtable + " TO " + acct + ";"
 	if !hasSentAt {
-		updFix = "map a sent_at column with --column sent_at=<column>"
+		// The table has no sent_at column: nothing to map unless it calls
+		// it otherwise.
+		updFix = "add a sent_at DATETIME(6) NULL column (or map the one the table calls otherwise with --column sent_at=<name>)"
 	}
 	delFix := "GRANT DELETE ON " + qtable + " TO " + acct + ";"
 	switch strings.ToLower(cfg.OnSent) {
 	case "mark":
+		if updErr != nil && delErr == nil {
+			updFix += ", or run with --on-sent delete"
+		}
 		if updErr != nil {
 			return fail(NamePollWrite, "cannot mark rows as sent: "+updErr.Error(), updFix, pollOnly)
 		}

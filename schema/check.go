@@ -116,13 +116,18 @@ func (t *Table) Check(m Mapping) []Problem {
 			if Optional(l) {
 				add(SeverityError, l, "%s is missing; map it with --column %s=<name>, or declare the table has none with --column %s=-", what, l, l)
 			} else {
-				add(SeverityError, l, "%s is missing; map it with --column %s=<name>", what, l)
+				// Only a table that calls the column otherwise has
+				// anything to map: one that lacks it needs it added.
+				add(SeverityError, l, "%s is missing; map it with --column %s=<name> if the table calls it otherwise, or add it (`binlog-outbox schema print` shows its definition)", what, l)
 			}
 			continue
 		}
 		if r := typeRules[l]; !slices.Contains(r.types, c.DataType) {
 			add(SeverityError, l, "%s has type %s; it must be %s", what, strings.ToUpper(c.DataType), r.want)
 			continue
+		}
+		if msg := t.charsetProblem(c, what); msg != "" {
+			add(SeverityError, l, "%s", msg)
 		}
 		switch {
 		case l == ColSentAt && !c.Nullable:

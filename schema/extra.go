@@ -139,6 +139,9 @@ func (t *Table) CheckExtra(extra []ExtraColumn) []Problem {
 				"column %s (--extra-column) has type %s; it must be %s, whose values binlog and poll mode render alike: carry the value in such a column, or in headers",
 				c.Name, strings.ToUpper(c.DataType), fieldTypesWant)})
 		}
+		if msg := t.charsetProblem(c, "column "+c.Name+" (--extra-column)"); msg != "" {
+			ps = append(ps, Problem{Severity: SeverityError, Message: msg})
+		}
 	}
 	return ps
 }

@@ -82,7 +82,7 @@ func TestFieldColumns(t *testing.T) {
 // the table's columns, one of a type the modes render differently is
 // refused; schema_version resolves like any optional column.
 func TestResolve_ExtraColumns(t *testing.T) {
-	db, dbName := newOutbox(t, "ALTER TABLE outbox DROP COLUMN schema_version, ADD tenant_id VARCHAR(64) NULL, ADD version INT UNSIGNED NULL, ADD created DATETIME NULL, ADD kind ENUM('a','b') NULL")
+	db, dbName := newOutbox(t, "ALTER TABLE outbox DROP COLUMN schema_version, ADD tenant_id VARCHAR(64) NULL, ADD version INT UNSIGNED NULL, ADD created DATETIME NULL, ADD kind ENUM('a','b') NULL, ADD region VARCHAR(16) CHARACTER SET cp1250 NULL, ADD city VARCHAR(16) CHARACTER SET latin1 NULL")
 	ctx := context.Background()
 	tests := []struct {
 		name       string
@@ -94,10 +94,13 @@ func TestResolve_ExtraColumns(t *testing.T) {
 		{name: "text and integer columns", extra: []ExtraColumn{{"tenant_id", "tenant"}, {"VERSION", "version"}},
 			wantFields: []ExtraColumn{{"tenant_id", "tenant"}, {"VERSION", "version"}}},
 		{name: "missing column", extra: []ExtraColumn{{"tenant", "tenant"}}, wantFields: []ExtraColumn{{"tenant", "tenant"}},
-			wantErr: "column tenant (--extra-column) is missing; the table's columns are id, message_id, aggregate_type, aggregate_id, event_type, payload, headers, occurred_at, sent_at, tenant_id, version, created, kind"},
+			wantErr: "column tenant (--extra-column) is missing; the table's columns are id, message_id, aggregate_type, aggregate_id, event_type, payload, headers, occurred_at, sent_at, tenant_id, version, created, kind, region, city"},
 		{name: "DATETIME", extra: []ExtraColumn{{"created", "created"}}, wantFields: []ExtraColumn{{"created", "created"}},
 			wantErr: "column created (--extra-column) has type DATETIME"},
 		{name: "ENUM", extra: []ExtraColumn{{"kind", "kind"}}, wantFields: []ExtraColumn{{"kind", "kind"}}, wantErr: "column kind (--extra-column) has type ENUM"},
+		{name: "a latin1 column", extra: []ExtraColumn{{"city", "city"}}, wantFields: []ExtraColumn{{"city", "city"}}},
+		{name: "a character set binlog mode cannot convert", extra: []ExtraColumn{{"region", "region"}}, wantFields: []ExtraColumn{{"region", "region"}},
+			wantErr: "column region (--extra-column) is in character set cp1250, which binlog mode cannot convert"},
 		{name: "schema_version mapped to another column", flags: []string{"schema_version=version"}, wantFields: []ExtraColumn{{"version", "schema_version"}}},
 		{name: "schema_version renamed to a missing column", flags: []string{"schema_version=v"}, wantFields: []ExtraColumn{{"v", "schema_version"}},
 			wantErr: "column v (mapped as schema_version) is missing"},

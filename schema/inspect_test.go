@@ -98,12 +98,26 @@ func TestValidate_BrokenTables(t *testing.T) {
 		{
 			name:  "payload missing",
 			alter: []string{"ALTER TABLE outbox DROP COLUMN payload"},
-			want:  []Problem{{SeverityError, ColPayload, "column payload is missing; map it with --column payload=<name>"}},
+			want:  []Problem{{SeverityError, ColPayload, "column payload is missing; map it with --column payload=<name> if the table calls it otherwise, or add it (`binlog-outbox schema print` shows its definition)"}},
 		},
 		{
 			name:    "mapped payload missing",
 			mapping: []string{"payload=body"},
-			want:    []Problem{{SeverityError, ColPayload, "column body (mapped as payload) is missing; map it with --column payload=<name>"}},
+			want:    []Problem{{SeverityError, ColPayload, "column body (mapped as payload) is missing; map it with --column payload=<name> if the table calls it otherwise, or add it (`binlog-outbox schema print` shows its definition)"}},
+		},
+		{
+			name:  "a latin1 table and a binary payload convert",
+			alter: []string{"ALTER TABLE outbox CONVERT TO CHARACTER SET latin1, MODIFY payload VARBINARY(1000) NOT NULL"},
+		},
+		{
+			name:  "a character set binlog mode cannot convert",
+			alter: []string{"ALTER TABLE outbox MODIFY event_type VARCHAR(255) CHARACTER SET sjis NOT NULL, MODIFY headers TEXT CHARACTER SET latin2 NULL"},
+			want: []Problem{
+				{SeverityError, ColEventType, "column event_type is in character set sjis, which binlog mode cannot convert to UTF-8 as poll mode's connection does (the relay converts utf8mb4, utf8mb3 (utf8), ascii and latin1, and passes binary columns as they are); " +
+					"convert the table with ALTER TABLE `outbox` CONVERT TO CHARACTER SET utf8mb4, or the column alone with ALTER TABLE `outbox` MODIFY `event_type` VARCHAR(255) CHARACTER SET utf8mb4 NOT NULL (restating its DEFAULT and COMMENT, if any)"},
+				{SeverityError, ColHeaders, "column headers is in character set latin2, which binlog mode cannot convert to UTF-8 as poll mode's connection does (the relay converts utf8mb4, utf8mb3 (utf8), ascii and latin1, and passes binary columns as they are); " +
+					"convert the table with ALTER TABLE `outbox` CONVERT TO CHARACTER SET utf8mb4, or the column alone with ALTER TABLE `outbox` MODIFY `headers` TEXT CHARACTER SET utf8mb4 NULL (restating its DEFAULT and COMMENT, if any)"},
+			},
 		},
 		{
 			name:  "payload INT",

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -32,6 +33,17 @@ func (c *Config) mysql(vs values, env *laravelEnv, files secretReader) error {
 	// The relay scans DATETIME columns into time.Time, in UTC.
 	my.ParseTime = true
 	my.Loc = time.UTC
+	// Poll mode reads text as the server converts it for the connection,
+	// and binlog mode converts the table's bytes to UTF-8 (internal/charset):
+	// a DSN's charset=latin1 would make the modes' bytes differ. A utf8mb4
+	// collation the DSN names stays.
+	collation := my.Collation
+	if !strings.HasPrefix(collation, "utf8mb4_") {
+		collation = "utf8mb4_general_ci"
+	}
+	if err := my.Apply(mysql.Charset("utf8mb4", collation)); err != nil {
+		return fmt.Errorf("set the connection's character set: %w", err)
+	}
 	if my.Timeout == 0 {
 		my.Timeout = DefaultConnectTimeout
 	}

@@ -212,3 +212,23 @@ func TestCheck_SeveralTables(t *testing.T) {
 		t.Errorf("check without --position-key: exit %d, want a failure naming the flag:\n%s", code, out)
 	}
 }
+
+// TestLoadConfig_ConnectionCharset checks that every connection of the relay
+// reads text as utf8mb4, whatever character set the DSN asks for: poll
+// mode's bytes are what the connection converts to, and binlog mode's are
+// UTF-8.
+func TestLoadConfig_ConnectionCharset(t *testing.T) {
+	for _, tt := range []struct{ dsn, want string }{
+		{"u@tcp(127.0.0.1:3306)/app", "charset=utf8mb4&collation=utf8mb4_general_ci"},
+		{"u@tcp(127.0.0.1:3306)/app?charset=latin1", "charset=utf8mb4&collation=utf8mb4_general_ci"},
+		{"u@tcp(127.0.0.1:3306)/app?collation=utf8mb4_unicode_ci", "charset=utf8mb4&collation=utf8mb4_unicode_ci"},
+	} {
+		cfg, err := loadArgs(t, "--mysql-dsn", tt.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.DSN(); !strings.Contains(got, tt.want) {
+			t.Errorf("--mysql-dsn %s: the relay connects with %s, want %s in it", tt.dsn, got, tt.want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/charset"
 )
 
 // Builder collects the fields of one row's Event and the problems that make
@@ -108,6 +109,17 @@ func (b *Builder) Field(name string, v any) {
 	}
 }
 
+// Charset records as a problem that the logical column's character set c
+// is one the relay cannot convert to UTF-8 as poll mode's connection does;
+// it does nothing for any other c. Binlog rows give the bytes the table
+// stores, and relayed as they are they would differ from the other mode's.
+func (b *Builder) Charset(logical string, c charset.Charset) {
+	if c.Unsupported() {
+		b.Problem(fmt.Sprintf("%s is in character set %s, which the relay cannot convert to UTF-8 (it converts %s): convert the column with ALTER TABLE ... CONVERT TO CHARACTER SET utf8mb4",
+			logical, c.Name(), charset.Supported))
+	}
+}
+
 // Problem records why the row cannot be delivered as an event.
 func (b *Builder) Problem(reason string) { b.problems = append(b.problems, reason) }
 
@@ -172,6 +184,37 @@ func ToString(v any) (string, bool) {
 		return strconv.FormatUint(x, 10), true
 	}
 	return fmt.Sprint(v), true
+}
+
+// ToText reads a text column whose bytes are in character set c as UTF-8,
+// as ToString does for UTF-8 and binary columns; ok is false for NULL. The
+// result is a copy, as with ToString.
+func ToText(v any, c charset.Charset) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return c.String(x), true
+	case []byte:
+		if !c.Converts() {
+			return string(x), true
+		}
+		return string(c.Bytes(x)), true
+	}
+	return ToString(v)
+}
+
+// ToTextBytes is ToText for the payload and headers: ToBytes with the
+// conversion from c.
+func ToTextBytes(v any, c charset.Charset) ([]byte, bool) {
+	switch x := v.(type) {
+	case []byte:
+		return c.Bytes(x), true
+	case string:
+		if !c.Converts() {
+			return []byte(x), true
+		}
+		return []byte(c.String(x)), true
+	}
+	return ToBytes(v)
 }
 
 // ToBytes reads a payload or headers column; ok is false for NULL. The result

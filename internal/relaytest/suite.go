@@ -72,6 +72,7 @@ func RunSuite(t *testing.T, start StartFunc, f Features) {
 		{"DeadLetters", s.deadLetters},
 		{"PayloadBytesPassThrough", s.payloadPassThrough},
 		{"CarriedColumns", s.carriedColumns},
+		{"TextCharsets", s.textCharsets},
 		{"MySQLRestartUnderLoad", s.mysqlRestart},
 		{"RedisRestartFromAOF", s.redisRestart},
 		{"RedisOutOfMemory", s.redisOutOfMemory},
