@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -154,7 +155,7 @@ func checkStart(cfg Config, m schema.Mapping) []Result {
 func checkStartRedis(ctx context.Context, c *redis.Client, s *Start, keys []string) []Result {
 	var out []Result
 	for _, key := range keys {
-		typ, err := c.Type(ctx, key).Result()
+		typ, err := keyType(ctx, c, key)
 		if err != nil {
 			out = append(out, fail(NameRedisKeys, fmt.Sprintf("cannot read the type of %s: %v", key, redisstream.Classify(err)), outbox.HintOf(redisstream.Classify(err)), both))
 			continue
@@ -176,6 +177,26 @@ func checkStartRedis(ctx context.Context, c *redis.Client, s *Start, keys []stri
 		out = append(out, pass(NameRedisKeys, strings.Join(keys, ", ")+": none or the relay's", both))
 	}
 	return out
+}
+
+// keyType is TYPE key, asked of the node of a Redis Cluster that holds
+// the key when c's node answers MOVED: the checks talk to one node.
+func keyType(ctx context.Context, c *redis.Client, key string) (string, error) {
+	typ, err := c.Type(ctx, key).Result()
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return typ, err
+	}
+	moved, ok := strings.CutPrefix(rerr.Error(), "MOVED ")
+	if !ok {
+		return typ, err
+	}
+	_, addr, _ := strings.Cut(moved, " ")
+	opts := *c.Options()
+	opts.Addr = addr
+	node := redis.NewClient(&opts)
+	defer node.Close()
+	return node.Type(ctx, key).Result()
 }
 
 // WrongKeyType is the error of a relay key (position, lease, mode) that

@@ -165,10 +165,10 @@ func runFlags() []cli.Flag {
 func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
-		Usage: "relay committed outbox rows to Redis Streams until SIGINT or SIGTERM",
+		Usage: "relay committed outbox rows to Redis Streams until SIGINT, SIGTERM or SIGHUP",
 		Description: "Runs the preflight checks of `check`, then relays. In binlog mode every committed event is appended\n" +
 			"exactly once: the appends and the binlog position are written to Redis in one atomic step.\n" +
-			"SIGINT or SIGTERM stops cleanly (exit 0); a second signal exits at once.",
+			"SIGINT, SIGTERM or SIGHUP stops cleanly (exit 0) and gives the lease up; a second signal exits at once.",
 		Flags:  runFlags(),
 		Action: runRelay,
 	}
