@@ -255,6 +255,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	rep.Server, rep.Table, rep.Tables = srv, res, tables
 	add(mysqlResults...)
 	if cfg.Start != nil {
+		refuseInAuto(cfg.Start, rep.Results)
 		add(checkStart(cfg, rep.Mapping())...)
 	}
 	redisResults, stored, storedErr := checkRedis(ctx, cfg.Redis, cfg.PositionKey, cfg.Start, relayKeys(cfg, res, tables))

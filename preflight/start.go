@@ -57,6 +57,10 @@ type Start struct {
 	TrimInterval time.Duration
 	// StartFrom is --start-from.
 	StartFrom string
+	// Mode is --mode. Auto mode needs what binlog mode needs to decide
+	// between the modes (the position key of several tables), so a
+	// refusal of binlog mode's values stops it too.
+	Mode string
 }
 
 // StreamFor is the stream template of `run`: given, or by default one per
@@ -149,6 +153,20 @@ func checkStart(cfg Config, m schema.Mapping) []Result {
 	return out
 }
 
+// refuseInAuto makes the refusals of binlog mode's values (Result.Err)
+// stop every mode unless s.Mode is poll: `run` refuses them in auto mode
+// as in binlog mode, rather than fall back to polling for a flag's sake.
+func refuseInAuto(s *Start, results []Result) {
+	if s == nil || strings.EqualFold(s.Mode, string(ModePoll)) {
+		return
+	}
+	for i, r := range results {
+		if r.Status == Fail && r.Err != nil && r.Name == NamePositionKey {
+			results[i].Modes = both
+		}
+	}
+}
+
 // checkStartRedis checks what `run` asks of Redis at start beside the
 // append: the relay's keys hold what it keeps there (or nothing), and
 // trimming is possible. keys are the position, lease and mode keys.
@@ -197,6 +215,16 @@ func keyType(ctx context.Context, c *redis.Client, key string) (string, error) {
 	node := redis.NewClient(&opts)
 	defer node.Close()
 	return node.Type(ctx, key).Result()
+}
+
+// NoPositionKey refuses a relay of several tables (more than one --table,
+// or a pattern; tables names them) without --position-key: a key derived
+// from the list would change when a table is added or removed, and the
+// relay would start afresh under the new key, skipping what it had not
+// relayed yet.
+func NoPositionKey(tables string) error {
+	return outbox.WithHint(fmt.Errorf("%w: --table names several tables (%s), and one position covers them all: give it a key with --position-key", outbox.ErrConfig, tables),
+		"choose a key that stays when tables are added or removed, e.g. --position-key binlog-outbox:position:tenants; to go on from a relay of one of these tables alone, give its key, binlog-outbox:position:<database>.<table> (`binlog-outbox position show` with that --table prints it)")
 }
 
 // WrongKeyType is the error of a relay key (position, lease, mode) that

@@ -317,7 +317,7 @@ func startFlags(c *cli.Context, cfg config, format redisstream.Format) *prefligh
 		},
 		Lease: c.Bool("lease"), LeaseTTL: c.Duration("lease-ttl"), LeaseRenew: c.Duration("lease-renew"),
 		Trim: c.String("trim"), MaxLen: c.Int64("max-len"), TrimInterval: c.Duration("trim-interval"),
-		StartFrom: c.String("start-from"),
+		StartFrom: c.String("start-from"), Mode: c.String("mode"),
 	}
 }
 
@@ -473,16 +473,13 @@ func positionKey(c *cli.Context, cfg config) string {
 	return redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Position
 }
 
-// requirePositionKey refuses several tables without --position-key: a key
-// derived from the list would change when a table is added or removed, and
-// the relay would start afresh under the new key, skipping what it had not
-// relayed yet.
+// requirePositionKey refuses several tables without --position-key, in
+// the words of check (preflight.NoPositionKey).
 func requirePositionKey(c *cli.Context, cfg config) error {
 	if !cfg.Several || c.String("position-key") != "" {
 		return nil
 	}
-	return outbox.WithHint(fmt.Errorf("%w: --table names several tables (%s), and one position covers them all: give it a key with --position-key", outbox.ErrConfig, cfg.tableString()),
-		"choose a key that stays when tables are added or removed, e.g. --position-key binlog-outbox:position:tenants; to go on from a relay of one of these tables alone, give its key, binlog-outbox:position:<database>.<table> (`binlog-outbox position show` with that --table prints it)")
+	return preflight.NoPositionKey(cfg.tableString())
 }
 
 // newReader builds the binlog reader; ahead, when not nil, is the sink's

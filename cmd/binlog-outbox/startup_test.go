@@ -82,10 +82,12 @@ func TestCheckRun_SameRefusals(t *testing.T) {
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
 	ctx := context.Background()
 	for _, tt := range []struct {
-		name  string
-		flags []string
-		setup func(t *testing.T)
+		name   string
+		global []string
+		flags  []string
+		setup  func(t *testing.T)
 	}{
+		{name: "several tables without a position key", global: []string{"--table", env.Table + "*"}},
 		{name: "unknown placeholder", flags: []string{"--stream", "outbox:{tenant}"}},
 		{name: "events into the dead-letter stream", flags: []string{"--stream", "events", "--dead-letter-stream", "events"}},
 		{name: "lease renewed too rarely", flags: []string{"--lease-ttl", "2s", "--lease-renew", "1s"}},
@@ -111,7 +113,7 @@ func TestCheckRun_SameRefusals(t *testing.T) {
 				tt.setup(t)
 			}
 			for _, m := range []string{"binlog", "auto"} {
-				sameRefusal(t, global, append([]string{"--mode", m}, tt.flags...))
+				sameRefusal(t, append(slices.Clone(global), tt.global...), append([]string{"--mode", m}, tt.flags...))
 			}
 		})
 	}
