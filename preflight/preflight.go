@@ -261,6 +261,11 @@ func Run(ctx context.Context, cfg Config) Report {
 	redisResults, stored, storedErr := checkRedis(ctx, cfg.Redis, cfg.PositionKey, cfg.Start, relayKeys(cfg, res, tables))
 	add(redisResults...)
 	add(checkFailover(srv, gtid, stored, storedErr))
+	if cfg.Start != nil && stored == nil && storedErr == nil && srv.Flavor != "" {
+		start := checkStartFrom(ctx, cfg, srv)
+		refuseInAuto(cfg.Start, start)
+		add(start...)
+	}
 	if cfg.Format != nil {
 		stream := cfg.Stream
 		if stream == "" {

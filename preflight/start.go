@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -26,6 +28,9 @@ const (
 	// NameRedisKeys is the requirement on the relay's own keys in Redis:
 	// each holds what the relay keeps there, or nothing yet.
 	NameRedisKeys = "redis keys"
+	// NameStartFrom is where binlog mode starts without a stored
+	// position (--start-from): a point this server has.
+	NameStartFrom = "start position"
 	// NameBinlogAddress is binlog mode's need of a TCP address in the DSN:
 	// it connects to the server as a replica.
 	NameBinlogAddress = "binlog address"
@@ -161,10 +166,64 @@ func refuseInAuto(s *Start, results []Result) {
 		return
 	}
 	for i, r := range results {
-		if r.Status == Fail && r.Err != nil && r.Name == NamePositionKey {
+		if r.Status == Fail && r.Err != nil && (r.Name == NamePositionKey || r.Name == NameStartFrom) {
 			results[i].Modes = both
 		}
 	}
+}
+
+// checkStartFrom checks --start-from against the server when no position
+// is stored, as binlog mode resolves it (canal's resolveFrom): a file the
+// server has, a GTID set of its flavor. Nil when there is nothing to check.
+func checkStartFrom(ctx context.Context, cfg Config, srv mysqlserver.Server) []Result {
+	s, err := position.ParseStart(cfg.Start.StartFrom)
+	if err != nil {
+		return nil // a refused setting (checkStart)
+	}
+	switch s.Kind {
+	case position.StartGTID:
+		if _, err := s.GTIDSetOn(srv.Flavor); err != nil {
+			return []Result{refusal(NameStartFrom, err, binlogOnly)}
+		}
+	case position.StartFilePos:
+		logs, err := binaryLogs(ctx, cfg.MySQLDSN)
+		if err != nil {
+			return []Result{skip(NameStartFrom, "not checked: cannot list the binary logs: "+err.Error(), binlogOnly)}
+		}
+		if err := s.CheckFileOn(logs); err != nil {
+			return []Result{refusal(NameStartFrom, err, binlogOnly)}
+		}
+	default:
+		return nil
+	}
+	return []Result{pass(NameStartFrom, "no position stored: --start-from "+cfg.Start.StartFrom+" is on this server", binlogOnly)}
+}
+
+// binaryLogs lists the server's binary logs, oldest first.
+func binaryLogs(ctx context.Context, dsn string) ([]string, error) {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if c.Timeout == 0 {
+		c.Timeout = defaultConnectTimeout
+	}
+	connector, err := mysql.NewConnector(c)
+	if err != nil {
+		return nil, errors.New(safeError(err, c.Passwd))
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SHOW BINARY LOGS /* binlog-outbox */")
+	if err != nil {
+		return nil, errors.New(safeError(err, c.Passwd))
+	}
+	defer rows.Close()
+	var names []string
+	err = mysqlserver.ScanRows(rows, func(vals []sql.RawBytes) {
+		names = append(names, string(vals[0]))
+	})
+	return names, err
 }
 
 // checkStartRedis checks what `run` asks of Redis at start beside the

@@ -93,6 +93,8 @@ func TestCheckRun_SameRefusals(t *testing.T) {
 		{name: "lease renewed too rarely", flags: []string{"--lease-ttl", "2s", "--lease-renew", "1s"}},
 		{name: "bad trim", flags: []string{"--trim", "sometimes"}},
 		{name: "bad start-from", flags: []string{"--start-from", "yesterday"}},
+		{name: "start-from a file the server lacks", flags: []string{"--start-from", "nosuch-bin.000042:4"}},
+		{name: "start-from another flavor's GTID set", flags: []string{"--start-from", "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42"}},
 		{name: "bad messenger-unmapped", flags: []string{"--format", "symfony-messenger", "--messenger-unmapped", "drop"}},
 		{name: "position key holds a list", setup: func(t *testing.T) {
 			if err := env.RDB.RPush(ctx, posKey(env), "x").Err(); err != nil {
