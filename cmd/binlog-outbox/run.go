@@ -187,16 +187,7 @@ func runRelay(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		// The relay's live data is bounded (--event-cache-bytes,
-		// --max-tx-bytes, the batches); a soft limit keeps the garbage
-		// collector from letting the heap double past it. GOMEMLIMIT
-		// overrides it.
-		debug.SetMemoryLimit(defaultMemoryLimit)
-		if os.Getenv("GOGC") == "" {
-			debug.SetGCPercent(defaultGCPercent)
-		}
-	}
+	setMemoryLimit()
 	log := cfg.Logger
 	log.Info("binlog-outbox starting", "version", versionString(), "config", cfg, "mode", requested)
 
@@ -277,6 +268,20 @@ func runRelay(c *cli.Context) error {
 		return runPoll(c, cfg, rep.Server, db, client, res.Table)
 	}
 	return runBinlog(c, cfg, rep.Server, db, client, res.Absent, nil)
+}
+
+// setMemoryLimit sets the relay's soft memory limit and GOGC, unless the
+// environment sets them. The relay's live data is bounded
+// (--event-cache-bytes, --max-tx-bytes, the batches); a soft limit keeps
+// the garbage collector from letting the heap double past it.
+func setMemoryLimit() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetMemoryLimit(defaultMemoryLimit)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 }
 
 // preflightConfig is what `check` and `run` check: the table or tables of
