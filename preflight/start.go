@@ -203,7 +203,8 @@ func checkStartFrom(ctx context.Context, cfg Config, srv mysqlserver.Server) []R
 func binaryLogs(ctx context.Context, dsn string) ([]string, error) {
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, err
+		// The mysql server check reports it, without the password.
+		return nil, errors.New("the MySQL DSN does not parse")
 	}
 	if c.Timeout == 0 {
 		c.Timeout = defaultConnectTimeout
