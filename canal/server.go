@@ -106,15 +106,20 @@ func (r *Reader) resolveFrom(ctx context.Context, s position.Start) (position.Po
 		}
 		return position.Point{File: logs[0], Pos: 4}, nil
 	case position.StartFilePos:
-		if err := r.checkFile(ctx, s.File); err != nil {
+		// In the words of check (preflight's start-from check): the file
+		// is the operator's choice, not a stored position gone.
+		logs, err := r.binaryLogs(ctx)
+		if err != nil {
+			return position.Point{}, err
+		}
+		if err := s.CheckFileOn(logs); err != nil {
 			return position.Point{}, err
 		}
 		return position.Point{File: s.File, Pos: s.Pos}, nil
 	case position.StartGTID:
-		set, err := position.ParseGTIDSet(r.cfg.Flavor, s.GTIDSet)
+		set, err := s.GTIDSetOn(r.cfg.Flavor)
 		if err != nil {
-			return position.Point{}, outbox.WithHint(fmt.Errorf("%w: --start-from %q: %v", outbox.ErrConfig, s.GTIDSet, err),
-				"MySQL GTID sets look like 3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42, MariaDB ones like 0-1-42")
+			return position.Point{}, err
 		}
 		return position.Point{GTIDSet: set}, nil
 	}

@@ -157,6 +157,9 @@ type Sink struct {
 	pairs    []any
 	runNames []string
 	keyBuf   []byte
+	// deadLetterReachable says some event could render the dead-letter
+	// stream's name, so Prepare compares each event's stream with it.
+	deadLetterReachable bool
 	// margs holds the arguments of the XADDs of the MULTI path, xadds
 	// where each one's are, boxed the keys as margs holds them.
 	margs []any
@@ -170,6 +173,24 @@ var _ outbox.Sink = (*Sink)(nil)
 // MaxRetries -1, as NewClient sets): a retried script whose first reply was
 // lost would append the batch twice; Append resolves that uncertainty itself.
 func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
+	t, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{client: client, cfg: cfg, template: t, keyIdx: map[string]int{}, ensured: map[string]bool{}}
+	s.deadLetterReachable = t.mayRender(cfg.DeadLetterStream)
+	return s, nil
+}
+
+// Validate returns the error New would refuse cfg with: `check` reports it
+// before `run` gets there.
+func (cfg Config) Validate() error {
+	_, err := cfg.validate()
+	return err
+}
+
+// validate sets cfg's defaults, checks it and parses its stream template.
+func (cfg *Config) validate() (*Template, error) {
 	cfg.setDefaults()
 	if cfg.Dedupe.Window < 0 {
 		return nil, fmt.Errorf("%w: redisstream: negative dedupe window %s", outbox.ErrConfig, cfg.Dedupe.Window)
@@ -200,7 +221,10 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sink{client: client, cfg: cfg, template: t, keyIdx: map[string]int{}, ensured: map[string]bool{}}, nil
+	if err := checkDeadLetterStream(t, cfg.DeadLetterStream); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // appendScript appends every entry and, in binlog mode, checks and replaces
@@ -556,7 +580,16 @@ func (s *Sink) streamIndex(e *outbox.Event) int {
 }
 
 // Prepare implements outbox.Sink: it applies Config.Format.
-func (s *Sink) Prepare(e *outbox.Event) { s.cfg.Format.prepare(e, !s.cfg.NoAggregateType) }
+// An event whose stream would be the dead-letter stream goes there as a
+// dead letter, with the reason: appended as an event it would mix with the
+// dead letters, and whoever reads them would take it for one or miss it.
+func (s *Sink) Prepare(e *outbox.Event) {
+	if s.deadLetterReachable && e.Invalid == "" && e.Envelope == nil && s.template.renders(e, s.cfg.DeadLetterStream) {
+		e.Invalid = deadLetterCollision(s.template, s.cfg.DeadLetterStream)
+		return
+	}
+	s.cfg.Format.prepare(e, !s.cfg.NoAggregateType)
+}
 
 // appendFields appends an entry's field/value pairs in a fixed order. In
 // FormatMessenger the payload travels in the message field only; dead

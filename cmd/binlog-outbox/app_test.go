@@ -250,7 +250,7 @@ func TestTolerateOwnServerID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		rep := preflight.Report{Results: []preflight.Result{tt.in}}
-		tolerateOwnServerID(&rep)
+		rep.TolerateOwnServerID()
 		if got := rep.Results[0].Status; got != tt.want {
 			t.Errorf("%s: status %v, want %v", tt.name, got, tt.want)
 		}
