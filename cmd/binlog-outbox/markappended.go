@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -110,10 +111,12 @@ func markAppended(c *cli.Context) error {
 			return err
 		}
 	}
-	_, err = fmt.Fprintf(c.App.Writer, "%d streams, %d entries: %d rows %s; %d were sent already; %d entries name no unsent row of %s.%s (other tables, or rows gone)\n",
+	if _, err = fmt.Fprintf(c.App.Writer, "%d streams, %d entries: %d rows %s; %d were sent already; %d entries name no unsent row of %s.%s (other tables, or rows gone)\n",
 		st.streams, st.entries, st.marked, map[string]string{poller.OnSentMark: "marked sent", poller.OnSentDelete: "deleted"}[onSent],
-		st.alreadySent, st.foreign, cfg.Database, cfg.Table)
-	return err
+		st.alreadySent, st.foreign, cfg.Database, cfg.Table); err != nil {
+		return err
+	}
+	return prepareSwitch(ctx, c.App.Writer, client, db, cfg, mode.Poll)
 }
 
 // streamKeys lists the streams matching glob (on every master of a Redis

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -130,6 +131,9 @@ func positionSet(c *cli.Context) error {
 	}
 	b, _ := position.Decode(raw)
 	fmt.Fprintf(c.App.Writer, "stored %s at %s\n", b, sink.PositionKey())
+	if err := prepareSwitch(ctx, c.App.Writer, client, db, cfg, mode.Binlog); err != nil {
+		return err
+	}
 	if cfg.RedisCluster != nil {
 		// After the position key, which fences a running relay's next
 		// store: a stop in between leaves slots that the new position may
