@@ -63,7 +63,7 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 	if err := r.resolveSources(ctx); err != nil {
 		return start, nil, proof, err
 	}
-	start, prev, err = r.resolveStart(ctx)
+	start, prev, converted, err := r.resolveStart(ctx)
 	if err != nil {
 		return start, nil, proof, err
 	}
@@ -83,6 +83,15 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 		}
 		prev = next
 		r.log.Info("stored the start position", "position", start.String())
+	} else if converted {
+		// At once, as a first start: the GTID position then holds even
+		// when no transaction moves the binlog before a failover.
+		next := r.encode(start)
+		if err := r.sink.Append(ctx, nil, prev, next); err != nil {
+			return start, nil, proof, r.appendError(err)
+		}
+		prev = next
+		r.log.Info("stored the converted position", "position", start.String())
 	}
 	r.mu.Lock()
 	r.stats.Stored = start
