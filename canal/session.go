@@ -26,6 +26,10 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	r.stats.Sessions++
 	r.mu.Unlock()
 
+	// Before any binlog connection, the layout proof's included.
+	if err := r.claimServerID(ctx); err != nil {
+		return false, err
+	}
 	start, prev, proof, err := r.begin(ctx)
 	if err != nil {
 		return false, err
@@ -34,6 +38,7 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	st.spawn(func() { r.renewServerID(sctx, st.cancel) })
 	// While sessions keep failing, the failure lines say enough.
 	level := slog.LevelInfo
 	if r.retry.Failing() {

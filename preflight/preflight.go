@@ -249,6 +249,9 @@ func Run(ctx context.Context, cfg Config) Report {
 	add(mysqlResults...)
 	redisResults, stored, storedErr := checkRedis(ctx, cfg.Redis, cfg.PositionKey)
 	add(redisResults...)
+	if redisUsable(redisResults) {
+		withServerIDClaim(ctx, rep.Results, cfg)
+	}
 	add(checkFailover(srv, gtid, stored, storedErr))
 	if cfg.Format != nil {
 		stream := cfg.Stream

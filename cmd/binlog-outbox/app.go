@@ -49,10 +49,13 @@ const (
 const (
 	defaultRedisURL = "redis://127.0.0.1:6379/0"
 	defaultTable    = "outbox"
-	// defaultServerID is fixed, never random: a relay that restarts with a
-	// new id leaves its old registration behind, and two relays that happen
-	// to draw the same id kick each other off the server.
+	// defaultServerID is the base of --server-id-range when --server-id is
+	// not given; without either, defaultServerIDFor picks the id.
 	defaultServerID = 1001
+	// defaultServerIDBase and defaultServerIDSpan bound the ids
+	// defaultServerIDFor picks, above the small ids servers are given.
+	defaultServerIDBase = 1_000_000_000
+	defaultServerIDSpan = 1_000_000_000
 	// defaultConnectTimeout bounds the MySQL TCP connect when the DSN sets none.
 	defaultConnectTimeout = 10 * time.Second
 	// defaultIOTimeout bounds one read or write on a MySQL connection of the
@@ -261,14 +264,14 @@ func globalFlags() []cli.Flag {
 			Value:   logging.DefaultLevel,
 		},
 		&cli.UintFlag{
-			Name:    "server-id",
-			Usage:   "replica server id of the relay; unique among the servers and replicas of the topology",
-			EnvVars: []string{envServerID},
-			Value:   defaultServerID,
+			Name:        "server-id",
+			Usage:       "replica server id of the relay; unique among the servers and replicas of the topology",
+			EnvVars:     []string{envServerID},
+			DefaultText: "from 1000000000 to 1999999999, taken from the host name and the position key",
 		},
 		&cli.UintFlag{
 			Name:    "server-id-range",
-			Usage:   "N > 1: add a number from 0 to N-1 taken from the host name to --server-id, so that standby relays started from one configuration (the replicas of a Kubernetes Deployment) read the binlog with different ids; keep --server-id to --server-id+N-1 free of other servers' and relays' ids",
+			Usage:   "N > 1: add a number from 0 to N-1 taken from the host name to --server-id (1001 when not given), so that standby relays started from one configuration (the replicas of a Kubernetes Deployment) read the binlog with different ids; keep --server-id to --server-id+N-1 free of other servers' and relays' ids",
 			EnvVars: []string{envServerIDRange},
 			Value:   1,
 		},
@@ -440,6 +443,13 @@ func loadConfig(c *cli.Context) (config, error) {
 		// --table database.table: the table is in that database.
 		cfg.Database = cfg.Sources[0].Pattern.Database
 	}
+	if cfg.ServerID == 0 {
+		host, err := os.Hostname()
+		if err != nil {
+			return config{}, fmt.Errorf("--server-id: read the host name for the default: %w", err)
+		}
+		cfg.ServerID = defaultServerIDFor(host, positionKey(c, cfg))
+	}
 	cfg.Logger.Debug("starting", "version", versionString(), "config", cfg)
 	return cfg, nil
 }
@@ -536,6 +546,13 @@ func loadTableConfig(c *cli.Context) (config, error) {
 	if err := requireOneTable(cfg, commandName(c)); err != nil {
 		return config{}, err
 	}
+	if cfg.ServerID == 0 {
+		host, err := os.Hostname()
+		if err != nil {
+			return config{}, fmt.Errorf("--server-id: read the host name for the default: %w", err)
+		}
+		cfg.ServerID = defaultServerIDFor(host, positionKey(c, cfg))
+	}
 	cfg.Logger.Debug("starting", "version", versionString(), "config", cfg)
 	return cfg, nil
 }
@@ -567,24 +584,13 @@ func loadFlags(c *cli.Context, env *laravelEnv) (config, error) {
 			return config{}, err
 		}
 	}
-	id := globalCtx(c, "server-id").Uint("server-id")
-	if id == 0 || id > math.MaxUint32 {
-		return config{}, outbox.WithHint(fmt.Errorf("%w: --server-id %d is out of range", outbox.ErrConfig, id),
-			"use a number from 1 to 4294967295 that no server or replica uses")
-	}
-	n := globalCtx(c, "server-id-range").Uint("server-id-range")
-	if n > 1 {
-		host, err := os.Hostname()
-		if err != nil {
-			return config{}, fmt.Errorf("--server-id-range: read the host name: %w", err)
+	// Without --server-id (and --server-id-range) loadConfig picks the
+	// default once the position key is known; ServerID stays 0 until then.
+	if globalCtx(c, "server-id").IsSet("server-id") || globalCtx(c, "server-id-range").Uint("server-id-range") > 1 {
+		if cfg.ServerID, err = givenServerID(c); err != nil {
+			return config{}, err
 		}
-		if id+n-1 > math.MaxUint32 {
-			return config{}, outbox.WithHint(fmt.Errorf("%w: --server-id %d with --server-id-range %d goes past 4294967295", outbox.ErrConfig, id, n),
-				"lower --server-id or --server-id-range")
-		}
-		id = spreadServerID(id, n, host)
 	}
-	cfg.ServerID = uint32(id)
 	if env != nil {
 		cfg.LaravelEnv = env.path
 		if !globalCtx(c, "redis-url").IsSet("redis-url") {
@@ -684,6 +690,44 @@ type redisLogger struct{ log *slog.Logger }
 // Printf implements go-redis's internal.Logging.
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}
+
+// givenServerID is --server-id (default defaultServerID), spread by
+// --server-id-range.
+func givenServerID(c *cli.Context) (uint32, error) {
+	id := globalCtx(c, "server-id").Uint("server-id")
+	n := globalCtx(c, "server-id-range").Uint("server-id-range")
+	if !globalCtx(c, "server-id").IsSet("server-id") {
+		id = defaultServerID
+	}
+	if id == 0 || id > math.MaxUint32 {
+		return 0, outbox.WithHint(fmt.Errorf("%w: --server-id %d is out of range", outbox.ErrConfig, id),
+			"use a number from 1 to 4294967295 that no server or replica uses")
+	}
+	if n > 1 {
+		host, err := os.Hostname()
+		if err != nil {
+			return 0, fmt.Errorf("--server-id-range: read the host name: %w", err)
+		}
+		if id+n-1 > math.MaxUint32 {
+			return 0, outbox.WithHint(fmt.Errorf("%w: --server-id %d with --server-id-range %d goes past 4294967295", outbox.ErrConfig, id, n),
+				"lower --server-id or --server-id-range")
+		}
+		id = spreadServerID(id, n, host)
+	}
+	return uint32(id), nil
+}
+
+// defaultServerIDFor is the relay's server id without --server-id: a number
+// from defaultServerIDBase up, below defaultServerIDBase+defaultServerIDSpan,
+// taken from the host name and the position key. Never random, so that a
+// restarted relay keeps its id (its old registration on the server is its
+// own); distinct hosts (pods) and distinct positions almost always get
+// distinct ids, where one fixed default made the server drop one relay's
+// binlog connection for the other's, again and again. Relays of one
+// position on one host share it, and take turns by the lease.
+func defaultServerIDFor(host, positionKey string) uint32 {
+	return defaultServerIDBase + crc32.ChecksumIEEE([]byte(host+"\x00"+positionKey))%defaultServerIDSpan
 }
 
 // spreadServerID is --server-id-range's id for the host: base plus a number

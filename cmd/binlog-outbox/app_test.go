@@ -198,7 +198,7 @@ func TestLoadConfig_LogsRedactedConfig(t *testing.T) {
 	dsn := fmt.Sprintf("u:hunter2pw@tcp(127.0.0.1:%d)/app", closedPort(t))
 	_, errOut, _ := run(t, "--log-level", "debug", "--log-format", "json", "--mysql-dsn", dsn,
 		"--redis-url", "redis://:hunter2pw@127.0.0.1:1/0", "check", "--timeout", "2s")
-	if !strings.Contains(errOut, `"msg":"starting"`) || !strings.Contains(errOut, "u:xxxxx@tcp") || !strings.Contains(errOut, `"server_id":1001`) {
+	if !strings.Contains(errOut, `"msg":"starting"`) || !strings.Contains(errOut, "u:xxxxx@tcp") || !strings.Contains(errOut, fmt.Sprintf(`"server_id":%d`, defaultServerIDFor(hostname(t), "binlog-outbox:position:app.outbox"))) {
 		t.Errorf("debug log lacks the redacted config:\n%s", errOut)
 	}
 	if strings.Contains(errOut, "hunter2") {
@@ -252,6 +252,39 @@ func TestTolerateOwnServerID(t *testing.T) {
 		tolerateOwnServerID(&rep)
 		if got := rep.Results[0].Status; got != tt.want {
 			t.Errorf("%s: status %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func hostname(t *testing.T) string {
+	t.Helper()
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host
+}
+
+// TestDefaultServerIDFor: without --server-id the id is taken from the host
+// name and the position key, the same on every start, in its documented
+// range, and different between hosts and between positions, where the one
+// fixed default made relays of distinct positions drop each other's binlog
+// connections.
+func TestDefaultServerIDFor(t *testing.T) {
+	seen := map[uint32]string{}
+	for _, host := range []string{"web-1", "web-2", "binlog-outbox-7d9f6c8b5-abcde", "binlog-outbox-7d9f6c8b5-fghij"} {
+		for _, key := range []string{"binlog-outbox:position:app.outbox", "binlog-outbox:position:billing.outbox", "binlog-outbox:position:tenants"} {
+			got := defaultServerIDFor(host, key)
+			if got < defaultServerIDBase || got >= defaultServerIDBase+defaultServerIDSpan {
+				t.Errorf("defaultServerIDFor(%q, %q) = %d, want within [%d, %d)", host, key, got, defaultServerIDBase, defaultServerIDBase+defaultServerIDSpan)
+			}
+			if again := defaultServerIDFor(host, key); again != got {
+				t.Errorf("defaultServerIDFor(%q, %q) = %d, then %d: want it stable across restarts", host, key, got, again)
+			}
+			if other, ok := seen[got]; ok {
+				t.Errorf("defaultServerIDFor(%q, %q) = %d, the id of %s", host, key, got, other)
+			}
+			seen[got] = host + " " + key
 		}
 	}
 }

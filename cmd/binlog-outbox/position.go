@@ -118,7 +118,7 @@ func positionSet(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect to mysql: %w", err)
 	}
-	reader, err := newReader(c, cfg, srv, db, sink, nil, nil, nil, start, nil)
+	reader, err := newReader(c, cfg, srv, db, sink, nil, nil, nil, start, nil, nil)
 	if err != nil {
 		return err
 	}
