@@ -155,6 +155,10 @@ type Config struct {
 	// stopping. Without it a second relay is fenced by the position and
 	// stops (--lease=false).
 	Lease Lease
+	// ServerIDClaim, when set, is claimed before every binlog connection
+	// and renewed while it is open: a relay of another position holding
+	// ServerID makes this one stop before it connects (serverid.go).
+	ServerIDClaim ServerIDClaim
 	// LeaseRenew is how often the holder renews the lease and a standby
 	// tries to take it (default 1s); it must stay well below the lease's
 	// TTL.

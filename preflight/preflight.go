@@ -260,6 +260,9 @@ func Run(ctx context.Context, cfg Config) Report {
 	}
 	redisResults, stored, storedErr := checkRedis(ctx, cfg.Redis, cfg.PositionKey, cfg.Start, relayKeys(cfg, res, tables))
 	add(redisResults...)
+	if redisUsable(redisResults) {
+		withServerIDClaim(ctx, rep.Results, cfg)
+	}
 	add(checkFailover(srv, gtid, stored, storedErr))
 	if cfg.Start != nil && stored == nil && storedErr == nil && srv.Flavor != "" {
 		start := checkStartFrom(ctx, cfg, srv)

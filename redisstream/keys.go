@@ -83,10 +83,39 @@ func (s *ModeStore) Load(ctx context.Context) (string, error) {
 	return v, nil
 }
 
-// Save stores mode.
+// Save stores mode, and forgets the prepared switch (Prepare).
 func (s *ModeStore) Save(ctx context.Context, mode string) error {
 	if err := s.client.Set(ctx, s.key, mode, 0).Err(); err != nil {
 		return fmt.Errorf("SET %s: %w", s.key, classify(err))
+	}
+	// Another command than the SET: the two keys may lie in different
+	// slots of a Redis Cluster.
+	if err := s.client.Del(ctx, s.preparedKey()).Err(); err != nil {
+		return fmt.Errorf("DEL %s: %w", s.preparedKey(), classify(err))
+	}
+	return nil
+}
+
+// preparedKey holds the mode the documented switch prepared the table for.
+func (s *ModeStore) preparedKey() string { return s.key + ":prepared" }
+
+// Prepared returns the mode the documented switch prepared, "" when none.
+func (s *ModeStore) Prepared(ctx context.Context) (string, error) {
+	v, err := s.client.Get(ctx, s.preparedKey()).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("GET %s: %w", s.preparedKey(), classify(err))
+	}
+	return v, nil
+}
+
+// Prepare records that the documented switch to mode was prepared; the
+// next Save of that mode forgets it.
+func (s *ModeStore) Prepare(ctx context.Context, mode string) error {
+	if err := s.client.Set(ctx, s.preparedKey(), mode, 0).Err(); err != nil {
+		return fmt.Errorf("SET %s: %w", s.preparedKey(), classify(err))
 	}
 	return nil
 }

@@ -199,7 +199,7 @@ func TestLoadConfig_LogsRedactedConfig(t *testing.T) {
 	dsn := fmt.Sprintf("u:hunter2pw@tcp(127.0.0.1:%d)/app", closedPort(t))
 	_, errOut, _ := run(t, "--log-level", "debug", "--log-format", "json", "--mysql-dsn", dsn,
 		"--redis-url", "redis://:hunter2pw@127.0.0.1:1/0", "check", "--timeout", "2s")
-	if !strings.Contains(errOut, `"msg":"starting"`) || !strings.Contains(errOut, "u:xxxxx@tcp") || !strings.Contains(errOut, `"server_id":1001`) {
+	if !strings.Contains(errOut, `"msg":"starting"`) || !strings.Contains(errOut, "u:xxxxx@tcp") || !strings.Contains(errOut, fmt.Sprintf(`"server_id":%d`, settings.DefaultServerIDFor(hostname(t), "binlog-outbox:position:app.outbox"))) {
 		t.Errorf("debug log lacks the redacted config:\n%s", errOut)
 	}
 	if strings.Contains(errOut, "hunter2") {

@@ -44,6 +44,9 @@ func runCheck(c *cli.Context) error {
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	rep := preflight.Run(ctx, preflightConfig(c, cfg, &format, pollOnSent(c, requested)))
+	if r, ok := modeSwitchResult(ctx, cfg, rep, requested); ok {
+		rep.Results = append(rep.Results, r)
+	}
 	printReport(c.App.Writer, rep)
 
 	if requested == mode.Auto {

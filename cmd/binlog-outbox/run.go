@@ -367,7 +367,7 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 	if cfg.RedisCluster != nil {
 		ahead = sink.Ahead
 	}
-	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), ahead, absent, tables, start, lease)
+	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), ahead, absent, tables, start, lease, client)
 	if err != nil {
 		return err
 	}
@@ -488,8 +488,9 @@ func requirePositionKey(c *cli.Context, cfg config) error {
 }
 
 // newReader builds the binlog reader; ahead, when not nil, is the sink's
-// Ahead (Redis Cluster).
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, ahead func() [][]byte, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
+// Ahead (Redis Cluster). With client (run) the reader claims its server id
+// there before every binlog connection (redisstream.ServerIDClaimer).
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, ahead func() [][]byte, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease, client redis.UniversalClient) (*canal.Reader, error) {
 	host, port, err := preflight.BinlogAddr(cfg.MySQL.Net, cfg.MySQL.Addr)
 	if err != nil {
 		return nil, err
@@ -512,6 +513,10 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 		rcfg.MaxBatchEvents = c.Int("max-batch-events")
 		rcfg.MaxTxBytes = c.Int("max-tx-bytes")
 		rcfg.EventCacheBytes = c.Int("event-cache-bytes")
+	}
+	if client != nil {
+		host, _ := os.Hostname()
+		rcfg.ServerIDClaim = redisstream.NewServerIDClaimer(client, cfg.ServerID, rcfg.PositionKey, fmt.Sprintf("%s/%d", host, os.Getpid()), 0)
 	}
 	if lease != nil {
 		// Not a nil *Lease in the interface: the reader would take it for one.
