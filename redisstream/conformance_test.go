@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/canal"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 )
 
 var serverIDs atomic.Uint32

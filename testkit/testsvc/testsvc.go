@@ -22,7 +22,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/servers"
+	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
 )
 
 // Environment variables that select external servers.
