@@ -22,7 +22,7 @@ const envRedisCluster = "BINLOG_OUTBOX_REDIS_CLUSTER"
 func redisClusterFlag() cli.Flag {
 	return &cli.BoolFlag{
 		Name:    "redis-cluster",
-		Usage:   "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot, and --lease a fence per hash slot (docs/scaling.md); not supported: bench",
+		Usage:   "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot, and --lease a fence per hash slot (docs/scaling.md)",
 		EnvVars: []string{envRedisCluster},
 	}
 }
