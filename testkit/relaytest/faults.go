@@ -14,6 +14,9 @@ import (
 // faults of testsvc.Proxy, each while producers write. Loads are small and
 // the relays' timeouts short, so that every case takes seconds.
 
+// minUnderLoad is how many events a case under load commits at least.
+const minUnderLoad = 20
+
 // underLoad runs producers in the background, pausing between
 // transactions, until fault returns and a little after; it returns the
 // record once the producers are done.
@@ -28,7 +31,15 @@ func underLoad(t *testing.T, env *Env, fault func()) *Produced {
 		defer wg.Done()
 		Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 3, Transactions: 1000, Pause: 5 * time.Millisecond}, rec)
 	}()
+	// Enough commits before the fault for the case to prove something,
+	// however loaded the machine: a fixed pause let fewer than 20 through
+	// when many suites ran at once.
 	time.Sleep(300 * time.Millisecond)
+	WaitFor(t, deliveryTimeout, fmt.Sprintf("%d commits before the fault", minUnderLoad), func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.Committed) >= minUnderLoad
+	})
 	fault()
 	time.Sleep(300 * time.Millisecond)
 	cancel()
@@ -36,7 +47,7 @@ func underLoad(t *testing.T, env *Env, fault func()) *Produced {
 	rec.mu.Lock()
 	n := len(rec.Committed)
 	rec.mu.Unlock()
-	if n < 20 {
+	if n < minUnderLoad {
 		t.Fatalf("only %d events committed around the fault; the case proves little", n)
 	}
 	return rec
