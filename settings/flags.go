@@ -167,7 +167,7 @@ func laravelFlag() Flag {
 
 func clusterFlag() Flag {
 	return Flag{Name: nameRedisCluster, Env: "BINLOG_OUTBOX_REDIS_CLUSTER", Kind: Bool, Default: []string{"false"},
-		Usage: "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot, and --lease a fence per hash slot (docs/scaling.md); not supported: bench"}
+		Usage: "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot, and --lease a fence per hash slot (docs/scaling.md)"}
 }
 
 // tlsFlags are the TLS flags of server, "mysql" or "redis".

@@ -46,7 +46,6 @@ func NewApp() *cli.App {
 			cleanupCommand(),
 			schemaCommand(),
 			versionCommand(),
-			benchCommand(),
 		},
 		Writer:    os.Stdout,
 		ErrWriter: os.Stderr,

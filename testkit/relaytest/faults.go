@@ -14,6 +14,9 @@ import (
 // faults of testsvc.Proxy, each while producers write. Loads are small and
 // the relays' timeouts short, so that every case takes seconds.
 
+// minUnderLoad is how many events a case under load commits at least.
+const minUnderLoad = 20
+
 // underLoad runs producers in the background, pausing between
 // transactions, until fault returns and a little after; it returns the
 // record once the producers are done.
@@ -28,7 +31,15 @@ func underLoad(t *testing.T, env *Env, fault func()) *Produced {
 		defer wg.Done()
 		Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 3, Transactions: 1000, Pause: 5 * time.Millisecond}, rec)
 	}()
+	// Enough commits before the fault for the case to prove something,
+	// however loaded the machine: a fixed pause let fewer than 20 through
+	// when many suites ran at once.
 	time.Sleep(300 * time.Millisecond)
+	WaitFor(t, deliveryTimeout, fmt.Sprintf("%d commits before the fault", minUnderLoad), func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.Committed) >= minUnderLoad
+	})
 	fault()
 	time.Sleep(300 * time.Millisecond)
 	cancel()
@@ -36,7 +47,7 @@ func underLoad(t *testing.T, env *Env, fault func()) *Produced {
 	rec.mu.Lock()
 	n := len(rec.Committed)
 	rec.mu.Unlock()
-	if n < 20 {
+	if n < minUnderLoad {
 		t.Fatalf("only %d events committed around the fault; the case proves little", n)
 	}
 	return rec
@@ -54,7 +65,7 @@ func (s *suite) finish(t *testing.T, env *faultEnv, stop func() error, rec *Prod
 }
 
 func (s *suite) mysqlRestart(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{privateMySQL: true})
+	env := s.newEnv(t, envOptions{privateMySQL: true})
 	stop := s.startRelay(t, env)
 	rec := underLoad(t, env.Env, func() {
 		for i := 0; i < 2; i++ {
@@ -69,7 +80,7 @@ func (s *suite) mysqlRestart(t *testing.T) {
 }
 
 func (s *suite) redisRestart(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{privateRedis: true})
+	env := s.newEnv(t, envOptions{privateRedis: true})
 	stop := s.startRelay(t, env)
 	rec := underLoad(t, env.Env, func() {
 		for i := 0; i < 3; i++ {
@@ -86,7 +97,7 @@ func (s *suite) redisRestart(t *testing.T) {
 // appended meanwhile, and everything, once, when memory is freed. A refused
 // script did nothing: no excuse for a duplicate.
 func (s *suite) redisOutOfMemory(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{privateRedis: true})
+	env := s.newEnv(t, envOptions{privateRedis: true})
 	ctx := context.Background()
 	stop := s.startRelay(t, env)
 	FillRedis(ctx, t, env.Env)
@@ -105,7 +116,7 @@ func (s *suite) redisOutOfMemory(t *testing.T) {
 }
 
 func (s *suite) mysqlStall(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{mysqlProxy: true})
+	env := s.newEnv(t, envOptions{mysqlProxy: true})
 	stop := s.startRelay(t, env)
 	rec := underLoad(t, env.Env, func() {
 		env.MySQLProxy.Stall()
@@ -116,7 +127,7 @@ func (s *suite) mysqlStall(t *testing.T) {
 }
 
 func (s *suite) redisStall(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{redisProxy: true})
+	env := s.newEnv(t, envOptions{redisProxy: true})
 	stop := s.startRelay(t, env)
 	rec := underLoad(t, env.Env, func() {
 		env.RedisProxy.Stall()
@@ -129,7 +140,7 @@ func (s *suite) redisStall(t *testing.T) {
 // redisLostReply: Redis applies a request and the reply never comes; the
 // relay cannot know whether its append happened.
 func (s *suite) redisLostReply(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{redisProxy: true})
+	env := s.newEnv(t, envOptions{redisProxy: true})
 	stop := s.startRelay(t, env)
 	rec := underLoad(t, env.Env, func() {
 		for i := 1; i <= 3; i++ {
@@ -142,7 +153,7 @@ func (s *suite) redisLostReply(t *testing.T) {
 }
 
 func (s *suite) mysqlCut(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{mysqlProxy: true})
+	env := s.newEnv(t, envOptions{mysqlProxy: true})
 	stop := s.startRelay(t, env)
 	rec := underLoad(t, env.Env, func() {
 		for i := 0; i < 4; i++ {
@@ -154,7 +165,7 @@ func (s *suite) mysqlCut(t *testing.T) {
 }
 
 func (s *suite) redisCut(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{redisProxy: true})
+	env := s.newEnv(t, envOptions{redisProxy: true})
 	stop := s.startRelay(t, env)
 	rec := underLoad(t, env.Env, func() {
 		for i := 0; i < 4; i++ {
@@ -169,7 +180,7 @@ func (s *suite) redisCut(t *testing.T) {
 // MySQL link is progress, not a dead link (binlog mode counted events and
 // read the row again and again); nothing behind it waits for ever.
 func (s *suite) throttledLargeRow(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{mysqlProxy: true})
+	env := s.newEnv(t, envOptions{mysqlProxy: true})
 	ctx := context.Background()
 	stop := s.startRelay(t, env)
 	// The poller's wait for its first round; the binlog reader's start.
@@ -209,7 +220,7 @@ func insertLargeEvent(t *testing.T, env *Env, rec *Produced, size int) {
 // connection's handshake had no deadline), and once the network is back
 // everything arrives.
 func (s *suite) stopWhileStalled(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{mysqlProxy: true, redisProxy: true})
+	env := s.newEnv(t, envOptions{mysqlProxy: true, redisProxy: true})
 	ctx := context.Background()
 	stop := s.startRelay(t, env)
 	rec := NewProduced()
@@ -232,7 +243,7 @@ func (s *suite) stopWhileStalled(t *testing.T) {
 // deadLetters: rows the relay cannot deliver go to the dead-letter stream
 // with a reason, and the rows behind them are not held back.
 func (s *suite) deadLetters(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{})
+	env := s.newEnv(t, envOptions{})
 	ctx := context.Background()
 	// A table whose constraints let a NULL in, as old ones do.
 	if _, err := env.DB.Exec("ALTER TABLE `" + env.Table + "` MODIFY event_type VARCHAR(255) NULL"); err != nil {
@@ -273,12 +284,12 @@ func (s *suite) deadLetters(t *testing.T) {
 	want := len(rec.Committed) + extra
 	rec.mu.Unlock()
 	WaitFor(t, deliveryTimeout, "the committed events and the dead letters", func() bool {
-		n := env.RDB.XLen(ctx, "outbox:dead-letter").Val()
-		return n >= int64(len(wantDead)) && (!relayedAsIs || env.RDB.XLen(ctx, "outbox:raw").Val() >= 1) &&
-			CountEntries(ctx, env.RDB, "outbox:") >= want
+		n := env.Streams().XLen(ctx, env.Prefix+"dead-letter").Val()
+		return n >= int64(len(wantDead)) && (!relayedAsIs || env.Streams().XLen(ctx, env.Prefix+"raw").Val() >= 1) &&
+			CountEntries(ctx, env.Streams(), env.Prefix) >= want
 	})
 	stopClean(t, stop)
-	dead := env.RDB.XRange(ctx, "outbox:dead-letter", "-", "+").Val()
+	dead := env.Streams().XRange(ctx, env.Prefix+"dead-letter", "-", "+").Val()
 	ids := map[string]bool{}
 	for _, m := range dead {
 		ids[fmt.Sprint(m.Values["message_id"])] = true
@@ -293,7 +304,7 @@ func (s *suite) deadLetters(t *testing.T) {
 		}
 	}
 	if relayedAsIs {
-		raw := env.RDB.XRange(ctx, "outbox:raw", "-", "+").Val()
+		raw := env.Streams().XRange(ctx, env.Prefix+"raw", "-", "+").Val()
 		if len(raw) != 1 || raw[0].Values["payload"] != `{"n":` {
 			t.Errorf("outbox:raw holds %v, want the payload that is not JSON as it is", raw)
 		}
@@ -315,7 +326,7 @@ func insertRaw(t *testing.T, db *sql.DB, q string, args ...any) {
 // JSON (a LONGTEXT) with odd spacing, key order and number formatting, and
 // a BLOB that is no text at all.
 func (s *suite) payloadPassThrough(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{})
+	env := s.newEnv(t, envOptions{})
 	ctx := context.Background()
 	payloads := map[string][]byte{"raw-plain": []byte(`{"k":"v"}`)}
 	var version string
@@ -326,7 +337,7 @@ func (s *suite) payloadPassThrough(t *testing.T) {
 		payloads["raw-odd"] = []byte(`{ "b" : 1.0,   "a":[1,2,  3], "é":"\u00e9" }`)
 	}
 	// A second table whose payload column is a BLOB.
-	blobEnv := newSuiteEnv(t, envOptions{})
+	blobEnv := s.newEnv(t, envOptions{})
 	if _, err := blobEnv.DB.Exec("ALTER TABLE `" + blobEnv.Table + "` MODIFY payload LONGBLOB NOT NULL"); err != nil {
 		t.Fatal(err)
 	}
@@ -342,9 +353,9 @@ func (s *suite) payloadPassThrough(t *testing.T) {
 		want map[string][]byte
 	}{{env, payloads}, {blobEnv, map[string][]byte{"raw-bin": binary}}} {
 		WaitFor(t, deliveryTimeout, "the raw payloads", func() bool {
-			return c.env.RDB.XLen(ctx, "outbox:raw").Val() >= int64(len(c.want))
+			return c.env.Streams().XLen(ctx, c.env.Prefix+"raw").Val() >= int64(len(c.want))
 		})
-		msgs := c.env.RDB.XRange(ctx, "outbox:raw", "-", "+").Val()
+		msgs := c.env.Streams().XRange(ctx, c.env.Prefix+"raw", "-", "+").Val()
 		if len(msgs) != len(c.want) {
 			t.Errorf("outbox:raw holds %d entries, want %d", len(msgs), len(c.want))
 		}

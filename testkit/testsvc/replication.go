@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/servers"
+	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
 )
 
 // replicationTimeout bounds waiting for a replica: on a loaded machine it

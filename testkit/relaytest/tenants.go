@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // Tenant is a database of its own with an outbox table, as a database-per-

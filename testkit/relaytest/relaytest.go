@@ -22,8 +22,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // Env is one test's private world: a database with an outbox table and an
@@ -44,6 +44,15 @@ type Env struct {
 	// Cluster, in an Env of NewClusterEnv, reaches the Redis Cluster
 	// RedisURL names; RDB is nil there.
 	Cluster *redis.ClusterClient
+	// Topology is where the relay under test appends (the conformance
+	// suite's; NewEnv's is a standalone Redis without a lease).
+	Topology Topology
+	// Prefix starts every stream key the relay under test appends to,
+	// "outbox:" where the Redis database is the test's own; on the shared
+	// Redis Cluster, which has database 0 only, the test's database name
+	// comes first. Its streams are Prefix+"{aggregate_type}" and its dead
+	// letters Prefix+"dead-letter".
+	Prefix string
 	// Mapping (nil: schema.DefaultMapping) and Extra (--extra-column) are
 	// what the relay under test maps the table with, when a case changes
 	// them.
@@ -78,7 +87,7 @@ func NewSentinelEnv(t testing.TB, srv *testsvc.MariaDB, s *testsvc.Sentinels) *E
 // database on srv.
 func newTableEnv(t testing.TB, srv *testsvc.MariaDB) *Env {
 	t.Helper()
-	e := &Env{MariaDB: srv, Table: "outbox"}
+	e := &Env{MariaDB: srv, Table: "outbox", Prefix: DefaultPrefix}
 	e.Database = srv.NewDatabase(t)
 	e.DB = srv.Open(t, e.Database)
 	e.DB.SetMaxOpenConns(32)
@@ -89,11 +98,25 @@ func newTableEnv(t testing.TB, srv *testsvc.MariaDB) *Env {
 	return e
 }
 
+// DefaultPrefix is the stream key prefix of the relay's defaults
+// (redisstream.DefaultStream), which Env.Prefix is where nothing else
+// shares the Redis database.
+const DefaultPrefix = "outbox:"
+
+// NewSharedClusterEnv is NewClusterEnv on a cluster other tests use at the
+// same time: the streams are under a prefix of the test's own (Env.Prefix).
+func NewSharedClusterEnv(t testing.TB, srv *testsvc.MariaDB, rc *testsvc.RedisCluster) *Env {
+	t.Helper()
+	e := NewClusterEnv(t, srv, rc)
+	e.Prefix = e.Database + ":" + DefaultPrefix
+	return e
+}
+
 // NewClusterEnv is NewEnv with the streams on a private Redis Cluster, which
 // the test has to itself: RedisURL names it in go-redis's cluster URL form.
 func NewClusterEnv(t testing.TB, srv *testsvc.MariaDB, rc *testsvc.RedisCluster) *Env {
 	t.Helper()
-	e := &Env{MariaDB: srv, Table: "outbox"}
+	e := &Env{MariaDB: srv, Table: "outbox", Prefix: DefaultPrefix}
 	e.Database = srv.NewDatabase(t)
 	e.DB = srv.Open(t, e.Database)
 	e.DB.SetMaxOpenConns(32)
@@ -404,7 +427,7 @@ func Check(ctx context.Context, t testing.TB, rdb redis.UniversalClient, rec *Pr
 		if o.Skip[id] {
 			continue
 		}
-		if e.Stream == "outbox:dead-letter" {
+		if e.Stream == o.Prefix+"dead-letter" {
 			report("dead letter %v", e.Values)
 			continue
 		}

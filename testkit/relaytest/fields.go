@@ -12,7 +12,7 @@ import (
 
 // carriedColumns: see CarriedColumns.
 func (s *suite) carriedColumns(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{})
+	env := s.newEnv(t, envOptions{})
 	CarriedColumns(t, env.Env, s.start)
 }
 
@@ -76,11 +76,11 @@ func CarriedColumns(t *testing.T, env *Env, start StartFunc) {
 		t.Fatal(err)
 	}
 	WaitFor(t, deliveryTimeout, "the entries", func() bool {
-		return env.RDB.XLen(ctx, "outbox:order").Val() >= 2 && env.RDB.XLen(ctx, "outbox:dead-letter").Val() >= 1
+		return env.Streams().XLen(ctx, env.Prefix+"order").Val() >= 2 && env.Streams().XLen(ctx, env.Prefix+"dead-letter").Val() >= 1
 	})
 	entries := map[string]map[string]any{}
-	for _, stream := range []string{"outbox:order", "outbox:dead-letter"} {
-		for _, m := range env.RDB.XRange(ctx, stream, "-", "+").Val() {
+	for _, stream := range []string{env.Prefix + "order", env.Prefix + "dead-letter"} {
+		for _, m := range env.Streams().XRange(ctx, stream, "-", "+").Val() {
 			entries[fmt.Sprint(m.Values["message_id"])] = m.Values
 		}
 	}

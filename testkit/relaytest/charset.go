@@ -11,7 +11,7 @@ import (
 )
 
 func (s *suite) textCharsets(t *testing.T) {
-	env := newSuiteEnv(t, envOptions{})
+	env := s.newEnv(t, envOptions{})
 	TextCharsets(t, env.Env, s.start)
 }
 
@@ -52,7 +52,8 @@ func TextCharsets(t *testing.T, env *Env, start StartFunc) {
 	mixed := newTableEnv(t, srv)
 	binary := newTableEnv(t, srv)
 	for _, e := range []*Env{latin1, mixed, binary} {
-		e.Redis, e.RedisURL, e.RDB = env.Redis, env.RedisURL, env.RDB
+		e.Redis, e.RedisURL, e.RDB, e.Cluster = env.Redis, env.RedisURL, env.RDB, env.Cluster
+		e.Topology, e.Prefix = env.Topology, env.Prefix
 		e.MySQLAddr = env.MySQLAddr
 	}
 	insertRaw(t, latin1.DB, "ALTER TABLE `outbox` CONVERT TO CHARACTER SET latin1, MODIFY payload TEXT NOT NULL, ADD note VARCHAR(64) NOT NULL DEFAULT ''")
@@ -95,12 +96,13 @@ func TextCharsets(t *testing.T, env *Env, start StartFunc) {
 			t.Fatalf("%s: the table stores the payload as %s, want %s…: the test does not test what it means to", r.messageID, stored, r.wantHex)
 		}
 	}
+	stream := env.Prefix + "charset"
 	WaitFor(t, deliveryTimeout, "the entries of every character set", func() bool {
-		return env.RDB.XLen(ctx, "outbox:charset").Val() >= int64(len(rows))
+		return env.Streams().XLen(ctx, stream).Val() >= int64(len(rows))
 	})
-	msgs := env.RDB.XRange(ctx, "outbox:charset", "-", "+").Val()
+	msgs := env.Streams().XRange(ctx, stream, "-", "+").Val()
 	if len(msgs) != len(rows) {
-		t.Errorf("outbox:charset holds %d entries, want %d", len(msgs), len(rows))
+		t.Errorf("%s holds %d entries, want %d", stream, len(msgs), len(rows))
 	}
 	got := map[string]map[string]any{}
 	for _, m := range msgs {

@@ -1,11 +1,11 @@
 // Package servers starts private MariaDB and Redis server processes on
 // loopback ports, with their data in a directory the caller owns: the test
-// service launcher (internal/testsvc) and the benchmark (package bench, part
-// of the CLI) share it.
+// service launcher (testkit/testsvc) and the benchmark (package bench, run by
+// cmd/binlog-outbox-bench) share it.
 //
-// It imports no testing package, so the product binary can link it; failing a
+// It imports no testing package, so the benchmark's binary can link it; failing a
 // test, cleaning up after one and pointing tests at external servers are
-// internal/testsvc's business.
+// testkit/testsvc's business.
 package servers
 
 import (

@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/servers"
+	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
 )
 
 // DefaultMariaDBArgs are the server settings the relay needs; a test passes

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/servers"
+	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
 )
 
 // RedisCluster is a private Redis Cluster for one test: 3 masters with a
@@ -25,24 +25,53 @@ type RedisCluster struct {
 // There is no external mode: the tests fail over and kill its nodes.
 func StartRedisCluster(t testing.TB) *RedisCluster {
 	t.Helper()
-	dir, err := tempDir("bo-redis-cluster-")
+	c, stop, err := startRedisCluster()
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return c
+}
+
+// SharedRedisCluster returns the test binary's shared cluster, starting it
+// on first use, for tests that neither kill nor fail over its nodes: they
+// isolate themselves by key prefix (a cluster has database 0 only).
+func SharedRedisCluster(t testing.TB) *RedisCluster {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if sharedCluster == nil && sharedErrCluster == nil {
+		var stop func()
+		if sharedCluster, stop, sharedErrCluster = startRedisCluster(); sharedErrCluster == nil {
+			registerCleanup(stop)
+		}
+	}
+	if sharedErrCluster != nil {
+		t.Fatalf("start the shared Redis Cluster: %v", sharedErrCluster)
+	}
+	return sharedCluster
+}
+
+// startRedisCluster starts 3 masters with a replica each in a directory of
+// their own; stop kills them and removes it.
+func startRedisCluster() (c *RedisCluster, stop func(), err error) {
+	dir, err := tempDir("bo-redis-cluster-")
+	if err != nil {
+		return nil, nil, err
 	}
 	// Cluster nodes have one database; a node that loses its master for
 	// 2s is replaced by its replica.
 	args := []string{"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--maxmemory-policy", "noeviction",
 		"--cluster-node-timeout", "2000"}
-	c, err := servers.StartRedisCluster(context.Background(), dir, 3, 1, args)
+	rc, err := servers.StartRedisCluster(context.Background(), dir, 3, 1, args)
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		t.Fatalf("start Redis Cluster: %v", err)
+		return nil, nil, fmt.Errorf("start Redis Cluster: %w", err)
 	}
-	t.Cleanup(func() {
-		c.Kill()
+	return &RedisCluster{RedisCluster: rc}, func() {
+		rc.Kill()
 		_ = os.RemoveAll(dir)
-	})
-	return &RedisCluster{RedisCluster: c}
+	}, nil
 }
 
 // Client returns a cluster client, closed at the end of the test.

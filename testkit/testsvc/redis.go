@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/servers"
+	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
 )
 
 // redisDatabases is how many logical databases a private Redis has, so that

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/servers"
+	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
 )
 
 // SentinelMaster is the name the sentinels of StartSentinels monitor the
@@ -59,33 +59,89 @@ type Sentinels struct {
 // the test ends. In external mode the test is skipped.
 func StartSentinels(t testing.TB, opts SentinelOptions) *Sentinels {
 	t.Helper()
+	if os.Getenv(EnvRedisURL) != "" {
+		skipExternal(t, "start Redis servers and sentinels of its own", EnvRedisURL)
+	}
+	s, stop, err := startSentinels(opts)
+	if stop != nil {
+		t.Cleanup(stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// SharedSentinels returns the test binary's shared Sentinel set (no
+// sentinel password), starting it on first use, for tests that neither fail
+// over nor kill its servers: they isolate themselves with NewDB. In
+// external mode the test is skipped.
+func SharedSentinels(t testing.TB) *Sentinels {
+	t.Helper()
+	if os.Getenv(EnvRedisURL) != "" {
+		skipExternal(t, "start Redis servers and sentinels of its own", EnvRedisURL)
+	}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if sharedSentinels == nil && sharedErrSentinel == nil {
+		s, stop, err := startSentinels(SentinelOptions{})
+		if stop != nil {
+			registerCleanup(stop)
+		}
+		sharedSentinels, sharedErrSentinel = s, err
+	}
+	if sharedErrSentinel != nil {
+		t.Fatalf("start the shared sentinels: %v", sharedErrSentinel)
+	}
+	return sharedSentinels
+}
+
+// startSentinels starts what StartSentinels describes; stop, when not nil,
+// stops what was started, also after an error.
+func startSentinels(opts SentinelOptions) (s *Sentinels, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
 	repl := []string{"--masteruser", replicationUser, "--masterauth", replicationPassword}
-	master := StartRedis(t, RedisOptions{Args: repl})
-	s := &Sentinels{password: opts.Password}
-	master.setReplicationUser(t)
-	replica := StartRedis(t, RedisOptions{Args: append(repl, "--replicaof", "127.0.0.1", strconv.Itoa(master.srv.Port()))})
-	replica.setReplicationUser(t)
-	s.nodes = []*Redis{master, replica}
+	s = &Sentinels{password: opts.Password}
+	for i := 0; i < 2; i++ {
+		args := repl
+		if i == 1 {
+			args = append(append([]string{}, repl...), "--replicaof", "127.0.0.1", strconv.Itoa(s.nodes[0].srv.Port()))
+		}
+		r, err := startRedis(RedisOptions{Args: args}, false)
+		if err != nil {
+			return nil, stop, fmt.Errorf("start Redis: %w", err)
+		}
+		stops = append(stops, r.shutdown)
+		if err := r.setReplicationUser(); err != nil {
+			return nil, stop, err
+		}
+		s.nodes = append(s.nodes, r)
+	}
 	for i := 0; i < 3; i++ {
 		dir, err := tempDir("bo-sentinel-")
 		if err != nil {
-			t.Fatal(err)
+			return nil, stop, err
 		}
 		sn, err := servers.StartSentinel(context.Background(), dir, servers.SentinelConfig{
-			Master: SentinelMaster, MasterAddr: master.Addr(), Quorum: 2,
+			Master: SentinelMaster, MasterAddr: s.nodes[0].Addr(), Quorum: 2,
 			DownAfter: sentinelDownAfter, FailoverTimeout: sentinelFailoverTimeout, Password: opts.Password,
 		})
 		if err != nil {
 			_ = os.RemoveAll(dir)
-			t.Fatalf("start sentinel: %v", err)
+			return nil, stop, fmt.Errorf("start sentinel: %w", err)
 		}
-		t.Cleanup(func() {
+		stops = append(stops, func() {
 			sn.Stop(10 * time.Second)
 			_ = os.RemoveAll(dir)
 		})
 		s.sentinels = append(s.sentinels, sn)
 	}
-	s.waitFor(t, "every sentinel to know the replica and the other sentinels", func(ctx context.Context) (bool, error) {
+	err = s.wait("every sentinel to know the replica and the other sentinels", func(ctx context.Context) (bool, error) {
 		for _, sn := range s.sentinels {
 			if ok, err := sn.Knows(ctx, 1, len(s.sentinels)-1); !ok || err != nil {
 				return false, err
@@ -93,14 +149,18 @@ func StartSentinels(t testing.TB, opts SentinelOptions) *Sentinels {
 		}
 		return true, nil
 	})
-	return s
+	return s, stop, err
 }
 
 // setReplicationUser creates the ACL user replicas authenticate as. ACL
 // users are not replicated: each node has its own.
-func (r *Redis) setReplicationUser(t testing.TB) {
-	t.Helper()
-	r.SetUser(t, replicationUser, replicationPassword, "~* &* +@all")
+func (r *Redis) setReplicationUser() error {
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	if err := c.Do(context.Background(), setUserArgs(replicationUser, replicationPassword, "~* &* +@all", nil)...).Err(); err != nil {
+		return fmt.Errorf("ACL SETUSER %s: %w", replicationUser, err)
+	}
+	return nil
 }
 
 // ACLLog returns the entries of the sentinels' ACL LOG: the commands,
@@ -304,6 +364,13 @@ func (s *Sentinels) waitNewMaster(t testing.TB, old string) string {
 // with the last error and the sentinels' logs' tails.
 func (s *Sentinels) waitFor(t testing.TB, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
+	if err := s.wait(what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait is waitFor returning the failure.
+func (s *Sentinels) wait(what string, cond func(ctx context.Context) (bool, error)) error {
 	deadline := time.Now().Add(sentinelWait)
 	var last error
 	for time.Now().Before(deadline) {
@@ -311,7 +378,7 @@ func (s *Sentinels) waitFor(t testing.TB, what string, cond func(ctx context.Con
 		ok, err := cond(ctx)
 		cancel()
 		if ok {
-			return
+			return nil
 		}
 		last = err
 		time.Sleep(100 * time.Millisecond)
@@ -322,5 +389,5 @@ func (s *Sentinels) waitFor(t testing.TB, what string, cond func(ctx context.Con
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		logs += "\n--- " + sn.LogPath() + "\n" + strings.Join(lines[max(0, len(lines)-15):], "\n")
 	}
-	t.Fatalf("waited %s for %s; last error: %v%s", sentinelWait, what, last, logs)
+	return fmt.Errorf("waited %s for %s; last error: %v%s", sentinelWait, what, last, logs)
 }

@@ -22,7 +22,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/servers"
+	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
 )
 
 // Environment variables that select external servers.
@@ -35,12 +35,18 @@ const (
 const InstallHint = servers.InstallCommand
 
 var (
-	sharedMu     sync.Mutex
-	sharedDB     *MariaDB
-	sharedRedis  *Redis
-	sharedErrDB  error
-	sharedErrRDS error
-	cleanups     []func()
+	sharedMu    sync.Mutex
+	sharedDB    *MariaDB
+	sharedRedis *Redis
+	// The shared Sentinel set and Redis Cluster, for the conformance
+	// suite's topologies.
+	sharedSentinels   *Sentinels
+	sharedCluster     *RedisCluster
+	sharedErrSentinel error
+	sharedErrCluster  error
+	sharedErrDB       error
+	sharedErrRDS      error
+	cleanups          []func()
 )
 
 // Main runs the tests of a package and stops the shared servers afterwards.

@@ -4,19 +4,50 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
 
 	"github.com/binlog-outbox/binlog-outbox/bench"
 )
 
-// benchReport runs `bench --json` at a tiny size with extra flags.
+var (
+	buildOnce sync.Once
+	relayDir  string
+	buildErr  error
+)
+
+// binary builds the relay once per test binary and returns its path.
+func binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if relayDir, buildErr = os.MkdirTemp("", "bo-bench-bin-"); buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(relayDir, relayName), "../binlog-outbox").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("go build ../binlog-outbox: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(relayDir, relayName)
+}
+
+// benchReport runs `binlog-outbox-bench --json` at a tiny size with extra flags.
 func benchReport(t *testing.T, extra ...string) bench.Report {
 	t.Helper()
 	app := NewApp()
 	var out, errOut bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &errOut
-	args := append([]string{"binlog-outbox", "--log-level", "warn", "bench", "--rows", "400", "--tx-rows", "10",
+	args := append([]string{"binlog-outbox-bench", "--log-level", "warn", "--rows", "400", "--tx-rows", "10",
 		"--naive-rows", "50", "--app-rows", "100", "--live-duration", "1s", "--relay-binary", binary(t), "--json"}, extra...)
 	if err := app.RunContext(context.Background(), args); err != nil {
 		t.Fatalf("bench: %v\n%s", err, errOut.String())
@@ -28,7 +59,7 @@ func benchReport(t *testing.T, extra ...string) bench.Report {
 	return rep
 }
 
-// TestBench_Smoke runs `bench` at a tiny size: the table prints and every
+// TestBench_Smoke runs the bench at a tiny size: the table prints and every
 // ratio is computed. It asserts no timing: benchmarks are not timed tests.
 func TestBench_Smoke(t *testing.T) {
 	rep := benchReport(t)
@@ -72,8 +103,31 @@ func TestBench_Workloads(t *testing.T) {
 	app := NewApp()
 	var out, errOut bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &errOut
-	err := app.RunContext(context.Background(), []string{"binlog-outbox", "bench", "--workloads", "app,nope"})
+	err := app.RunContext(context.Background(), []string{"binlog-outbox-bench", "--workloads", "app,nope", "--relay-binary", binary(t)})
 	if err == nil || !strings.Contains(err.Error(), `unknown workload "nope"`) || !strings.Contains(err.Error(), bench.WorkLiveRate) {
-		t.Errorf("bench --workloads app,nope: got %v, want an error naming the workload and the valid ones", err)
+		t.Errorf("--workloads app,nope: got %v, want an error naming the workload and the valid ones", err)
+	}
+}
+
+// TestRelayBinary_NotFound: without --relay-binary, and with no relay beside
+// the bench nor on PATH, the bench stops before starting any server and says
+// how to get one.
+func TestRelayBinary_NotFound(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := relayBinary("")
+	if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), "--relay-binary") {
+		t.Fatalf("relayBinary with an empty PATH: got %v (hint %q), want ErrConfig with a hint naming --relay-binary", err, outbox.HintOf(err))
+	}
+	dir := t.TempDir()
+	relay := filepath.Join(dir, relayName)
+	if err := os.WriteFile(relay, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	if got, err := relayBinary(""); err != nil || got != relay {
+		t.Fatalf("relayBinary with %s on PATH: got %q, %v; want %q", relayName, got, err, relay)
+	}
+	if got, err := relayBinary("/x/bo"); err != nil || got != "/x/bo" {
+		t.Fatalf("relayBinary(/x/bo): got %q, %v; want it as given", got, err)
 	}
 }
