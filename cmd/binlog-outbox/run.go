@@ -355,11 +355,11 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 		return err
 	}
 	appends := metrics.NewAppends(mode.Binlog)
-	var ahead func() [][]byte
+	var cuts canal.Cuts
 	if cfg.RedisCluster != nil {
-		ahead = sink.Ahead
+		cuts = sink
 	}
-	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), ahead, absent, tables, start, lease)
+	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), cuts, absent, tables, start, lease)
 	if err != nil {
 		return err
 	}
@@ -509,9 +509,9 @@ func requirePositionKey(c *cli.Context, cfg config) error {
 		"choose a key that stays when tables are added or removed, e.g. --position-key binlog-outbox:position:tenants; to go on from a relay of one of these tables alone, give its key, binlog-outbox:position:<database>.<table> (`binlog-outbox position show` with that --table prints it)")
 }
 
-// newReader builds the binlog reader; ahead, when not nil, is the sink's
-// Ahead (Redis Cluster).
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, ahead func() [][]byte, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
+// newReader builds the binlog reader; cuts, when not nil, is the sink on
+// Redis Cluster, which says where batches must end.
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, cuts canal.Cuts, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
 	host, portStr, err := net.SplitHostPort(cfg.MySQL.Addr)
 	if err != nil || cfg.MySQL.Net != "tcp" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, cfg.MySQL.Net, cfg.MySQL.Addr),
@@ -526,7 +526,7 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
 		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
 		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
-		Start: start, PositionKey: positionKey(c, cfg), Ahead: ahead,
+		Start: start, PositionKey: positionKey(c, cfg), Cuts: cuts,
 	}
 	if cfg.Resolved {
 		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}
