@@ -51,10 +51,6 @@ type clusterAppend struct {
 	slots  slotState
 }
 
-func newClusterAppend(b *base) *clusterAppend {
-	return &clusterAppend{base: b, script: newScriptAppend(b)}
-}
-
 // aheadSlot is the position of a slot past the one Position returned, raw
 // and decoded.
 type aheadSlot struct {
@@ -305,14 +301,17 @@ func mismatch(cur any) error {
 // field a slot number (its new position, HSET) or "e" and a slot number (the
 // position before the first script of a slot that held none, HSETNX). It
 // returns {1, ""}, or {0, stored} without writing.
-var casScript = redis.NewScript(`
+var casScript = redis.NewScript(casLua)
+
+// casLua is casScript's code, which fencedCasScript runs behind a fence.
+const casLua = `
 local cur = redis.call('GET', KEYS[1])
 if cur == false then cur = '' end
 if cur ~= ARGV[1] then return {0, cur} end
 ` + recordLua + `
 redis.call('SET', KEYS[1], ARGV[2])
 return {1, ''}
-`)
+`
 
 // recordLua writes casScript's slot record (see there) before the position:
 // a refusal of the record's commands then writes nothing.

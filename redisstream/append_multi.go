@@ -90,10 +90,6 @@ type multiAppend struct {
 	boxed []any
 }
 
-func newMultiAppend(b *base) *multiAppend {
-	return &multiAppend{base: b, batchKeys: batchKeys{keyIdx: map[string]int{}}}
-}
-
 // takes reports whether the batch events goes through MULTI/EXEC rather
 // than the append script: from Config.MultiMin entries on, or from
 // multiMinBytes of payloads.

@@ -26,10 +26,6 @@ type scriptAppend struct {
 	runNames []string
 }
 
-func newScriptAppend(b *base) *scriptAppend {
-	return &scriptAppend{base: b, batchKeys: batchKeys{keyIdx: map[string]int{}}}
-}
-
 // appendScript appends every entry and, in binlog mode, checks and replaces
 // the stored position in the same step. Every check that can fail runs before
 // the first write: Redis does not roll a script back, so a failure half-way

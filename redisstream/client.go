@@ -52,15 +52,7 @@ const DefaultClusterReload = time.Second
 func NewClusterClientFromOptions(o *redis.ClusterOptions) *redis.ClusterClient {
 	c := *o
 	c.MaxRetries = -1
-	if c.DialTimeout == 0 {
-		c.DialTimeout = defaultDialTimeout
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = DefaultTimeout
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = DefaultTimeout
-	}
+	setTimeouts(&c.DialTimeout, &c.ReadTimeout, &c.WriteTimeout, DefaultTimeout)
 	c.ContextTimeoutEnabled = true
 	if c.ClusterStateReloadInterval == 0 {
 		c.ClusterStateReloadInterval = DefaultClusterReload
@@ -77,21 +69,27 @@ func NewClusterClientFromOptions(o *redis.ClusterOptions) *redis.ClusterClient {
 // passes a shorter timeout than DefaultTimeout.
 func ClientOptions(o *redis.Options, timeout time.Duration) *redis.Options {
 	o.MaxRetries = -1
-	if o.DialTimeout == 0 {
-		o.DialTimeout = defaultDialTimeout
-	}
-	// A batch script on a slow disk with appendfsync always can take a while;
-	// a short read timeout would turn a slow success into an uncertain error.
-	// An operator who wants a silently dead Redis noticed sooner (or the
-	// fault suite, which stalls the link) sets it in the URL.
-	if o.ReadTimeout == 0 {
-		o.ReadTimeout = timeout
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = timeout
-	}
+	setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, timeout)
 	o.ContextTimeoutEnabled = true
 	return o
+}
+
+// setTimeouts sets those of a client's timeouts that are unset: dial to
+// 5s, read and write to timeout. A batch script on a slow disk with
+// appendfsync always can take a while; a short read timeout would turn a
+// slow success into an uncertain error. An operator who wants a silently
+// dead Redis noticed sooner (or the fault suite, which stalls the link)
+// sets it in the URL.
+func setTimeouts(dial, read, write *time.Duration, timeout time.Duration) {
+	if *dial == 0 {
+		*dial = defaultDialTimeout
+	}
+	if *read == 0 {
+		*read = timeout
+	}
+	if *write == 0 {
+		*write = timeout
+	}
 }
 
 // redactErr keeps a URL's password out of an error message.

@@ -93,14 +93,7 @@ local fence = redis.call('GET', KEYS[3])
 if fence ~= ARGV[3] then
   if fence == false then fence = '' end
   return {2, fence}
-end
-local cur = redis.call('GET', KEYS[1])
-if cur == false then cur = '' end
-if cur ~= ARGV[1] then return {0, cur} end
-` + recordLua + `
-redis.call('SET', KEYS[1], ARGV[2])
-return {1, ''}
-`)
+end` + casLua)
 
 // epochOf returns the epoch of a fence value, -1 when it is none.
 func epochOf(fence string) int64 {

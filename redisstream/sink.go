@@ -189,14 +189,14 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	b := &base{client: client, cfg: cfg, template: t, groups: newGroupCache()}
-	s := &Sink{base: b, script: newScriptAppend(b)}
+	s := &Sink{base: b, script: &scriptAppend{base: b}}
 	switch {
 	case cfg.Cluster:
-		s.cluster = newClusterAppend(b)
+		s.cluster = &clusterAppend{base: b, script: &scriptAppend{base: b}}
 	case cfg.Dedupe.Window <= 0 && cfg.MultiMin > 0:
 		// MULTI/EXEC has no dedupe check; one script cannot span slots,
 		// nor can one transaction.
-		s.multi = newMultiAppend(b)
+		s.multi = &multiAppend{base: b}
 	}
 	return s, nil
 }
@@ -300,6 +300,9 @@ type batchKeys struct {
 // letter, before its stream is chosen) and adds its stream to keys, after
 // those keys holds already. It returns the index of the first stream.
 func (k *batchKeys) streams(s *base, events []outbox.Event) int {
+	if k.keyIdx == nil {
+		k.keyIdx = map[string]int{}
+	}
 	clear(k.keyIdx)
 	first := len(k.keys)
 	k.streamOf = k.streamOf[:0]
