@@ -43,7 +43,7 @@ type slotState struct {
 
 // clusterAppend is the strategy of Redis Cluster (Config.Cluster): one
 // append script per hash slot of a batch, each with the slot's own position
-// key, then the position key (appendSlots). It owns the slots' state, and
+// key, then the position key (append). It owns the slots' state, and
 // the script strategy it runs per slot.
 type clusterAppend struct {
 	*base
@@ -100,17 +100,12 @@ func (s *clusterAppend) groupBySlot(events []outbox.Event) []slotGroup {
 	return groups
 }
 
-// append implements appender: it is appendSlots.
-func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev, next []byte) error {
-	return s.appendSlots(ctx, events, prev, next)
-}
-
-// appendSlots is Append on Redis Cluster: one script per hash slot of the
+// append implements appender on Redis Cluster: one script per hash slot of the
 // batch, each with the slot's own position key (SlotPositionKey), then the
 // position key itself. A stop between the scripts leaves some slots past
 // the position; Position finds them, and each skips what its position
 // covers once the reader re-reads from there.
-func (s *clusterAppend) appendSlots(ctx context.Context, events []outbox.Event, prev, next []byte) error {
+func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev, next []byte) error {
 	at, err := decodePoint(next)
 	if err != nil {
 		return err
