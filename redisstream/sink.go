@@ -135,8 +135,9 @@ type appender interface {
 	// returns nil once both are written, *outbox.PositionMismatchError
 	// (nothing written) when the stored position is not prev, and an error
 	// wrapping outbox.ErrLeaseLost when the sink's lease is not this
-	// relay's. After any other error the batch is not appended, and
-	// appending it again with the same prev and next appends it once.
+	// relay's. Whether a batch whose reply was lost ran, it settles
+	// itself from what Redis stores. After any error the caller reads
+	// Position again before it appends more, and resumes from there.
 	append(ctx context.Context, events []outbox.Event, prev, next []byte) error
 }
 
