@@ -91,8 +91,8 @@ func newReaderSink(t testing.TB, env *relaytest.Env, sc redisstream.Config, twea
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cluster && cfg.Ahead == nil {
-		cfg.Ahead = sink.Ahead
+	if cluster && cfg.Cuts == nil {
+		cfg.Cuts = sink
 	}
 	r, err := New(env.RelayDB(t), sink, cfg, logger)
 	if err != nil {

@@ -56,9 +56,7 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 			r.carried = l.m.tables.proven()
 		}
 	}()
-	if l.m.cuts, err = r.sessionCuts(start); err != nil {
-		return false, err
-	}
+	l.m.cuts = r.sessionCuts(start)
 	return false, l.run(sctx)
 }
 

@@ -196,7 +196,7 @@ func TestSink_ClusterLeaseFencesTheFormerHolder(t *testing.T) {
 	refused("a slot new to both", a.Append(ctx, fresh, p1, p2))
 	refused("the position key", a.Append(ctx, nil, p1, p2))
 	// A's late fence write (of its own take) cannot lower B's.
-	if res, err := fenceScript.Run(ctx, c, b.fenceKeys(written), aFence, aEpoch).Slice(); err != nil || res[0].(int64) != 0 {
+	if res, err := fenceScript.Run(ctx, c, b.cluster.fenceKeys(written), aFence, aEpoch).Slice(); err != nil || res[0].(int64) != 0 {
 		t.Errorf("fence with A's older epoch = %v, %v; want refused", res, err)
 	}
 	if got := c.Get(ctx, FenceKey(cfg.PositionKey, written)).Val(); got != bFence {

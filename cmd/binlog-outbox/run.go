@@ -363,11 +363,11 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 		return err
 	}
 	appends := metrics.NewAppends(mode.Binlog)
-	var ahead func() [][]byte
+	var cuts canal.Cuts
 	if cfg.RedisCluster != nil {
-		ahead = sink.Ahead
+		cuts = sink
 	}
-	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), ahead, absent, tables, start, lease, client)
+	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), cuts, absent, tables, start, lease, client)
 	if err != nil {
 		return err
 	}
@@ -487,10 +487,11 @@ func requirePositionKey(c *cli.Context, cfg config) error {
 	return preflight.NoPositionKey(cfg.TableString())
 }
 
-// newReader builds the binlog reader; ahead, when not nil, is the sink's
-// Ahead (Redis Cluster). With client (run) the reader claims its server id
-// there before every binlog connection (redisstream.ServerIDClaimer).
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, ahead func() [][]byte, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease, client redis.UniversalClient) (*canal.Reader, error) {
+// newReader builds the binlog reader; cuts, when not nil, is the sink on
+// Redis Cluster, which says where batches must end. With client (run) the
+// reader claims its server id there before every binlog connection
+// (redisstream.ServerIDClaimer).
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, cuts canal.Cuts, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease, client redis.UniversalClient) (*canal.Reader, error) {
 	host, port, err := preflight.BinlogAddr(cfg.MySQL.Net, cfg.MySQL.Addr)
 	if err != nil {
 		return nil, err
@@ -500,7 +501,7 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
 		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
 		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
-		Start: start, PositionKey: positionKey(c, cfg), Ahead: ahead,
+		Start: start, PositionKey: positionKey(c, cfg), Cuts: cuts,
 	}
 	if cfg.Resolved {
 		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}

@@ -367,7 +367,7 @@ func TestSink_checkExec(t *testing.T) {
 		{"an XADD refused", []any{"1-0", refused, "OK"}, []string{"1 of 3 commands refused (XADD outbox:invoice)", "was stored", `"p1"`}},
 		{"the position refused", []any{"1-0", "1-1", refused}, []string{"SET binlog-outbox:test:position", "was not stored"}},
 	}
-	s := &Sink{}
+	s := &multiAppend{}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			exec := redis.NewCmd(ctx, "EXEC")

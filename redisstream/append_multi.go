@@ -78,12 +78,22 @@ func (e replyError) Error() string { return string(e) }
 // RedisError marks replyError as a Redis error reply (redis.Error).
 func (replyError) RedisError() {}
 
-// useMulti reports whether Append writes a batch with
-// MULTI/EXEC (see above) rather than the append script.
-func (s *Sink) useMulti(events []outbox.Event) bool {
-	if s.cfg.Cluster || s.cfg.Dedupe.Window > 0 || s.cfg.MultiMin <= 0 {
-		return false
-	}
+// multiAppend is the strategy that appends a batch with MULTI/EXEC (see
+// above). It owns the arguments of the batch it builds.
+type multiAppend struct {
+	*base
+	batchKeys
+	// margs holds the arguments of the XADDs, xadds where each one's are,
+	// boxed the keys as margs holds them.
+	margs []any
+	xadds []span
+	boxed []any
+}
+
+// takes reports whether the batch events goes through MULTI/EXEC rather
+// than the append script: from Config.MultiMin entries on, or from
+// multiMinBytes of payloads.
+func (s *multiAppend) takes(events []outbox.Event) bool {
 	if len(events) >= s.cfg.MultiMin {
 		return true
 	}
@@ -105,28 +115,16 @@ func (s *Sink) useMulti(events []outbox.Event) bool {
 // workload; BENCHMARKS.md).
 const multiMinBytes = 64 << 10
 
-// buildMulti fills s.keys (position, lease, streams), s.batchNew and the
+// build fills s.keys (position, lease, streams), s.batchNew and the
 // arguments of each XADD (s.xadds, slices of s.margs).
-func (s *Sink) buildMulti(events []outbox.Event, lease string) {
-	clear(s.keyIdx)
+func (s *multiAppend) build(events []outbox.Event, lease string) {
 	s.keys = append(s.keys[:0], s.cfg.PositionKey)
 	if lease != "" {
 		s.keys = append(s.keys, s.cfg.Lease.Key())
 	}
-	first := len(s.keys)
-	s.streamOf = s.streamOf[:0]
-	for i := range events {
-		s.Prepare(&events[i])
-		s.streamOf = append(s.streamOf, s.streamIndex(&events[i]))
-	}
-	s.named = len(s.keys)
-	s.batchNew = s.batchNew[:0]
-	if len(s.cfg.Groups) > 0 {
-		for _, key := range s.keys[first:] {
-			if key != s.cfg.DeadLetterStream && !s.ensured[key] {
-				s.batchNew = append(s.batchNew, key)
-			}
-		}
+	first := s.streams(s.base, events)
+	for _, key := range s.keys[first:] {
+		s.checkGroups(s.base, key)
 	}
 	// Each stream's name boxed once per batch, not once per entry.
 	s.boxed = s.boxed[:0]
@@ -143,13 +141,16 @@ func (s *Sink) buildMulti(events []outbox.Event, lease string) {
 	}
 }
 
-// span is a command's arguments in Sink.margs.
+// span is a command's arguments in multiAppend.margs.
 type span struct{ from, to int }
 
-// appendMulti writes a batch with MULTI/EXEC (see above); lease is the
-// lease as this relay holds it ("" without one).
-func (s *Sink) appendMulti(ctx context.Context, events []outbox.Event, prev, next []byte, lease string) error {
-	s.buildMulti(events, lease)
+// append implements appender.
+func (s *multiAppend) append(ctx context.Context, events []outbox.Event, prev, next []byte) error {
+	lease, err := s.heldLease(len(events))
+	if err != nil {
+		return err
+	}
+	s.build(events, lease)
 	defer clear(s.margs) // the events' values, held until the next batch otherwise
 	for range maxExecAborts {
 		var aborted bool
@@ -162,7 +163,7 @@ func (s *Sink) appendMulti(ctx context.Context, events []outbox.Event, prev, nex
 		})
 		if !aborted {
 			if err == nil {
-				s.ran()
+				s.groups.add(s.batchNew)
 				return nil
 			}
 			return err
@@ -175,8 +176,37 @@ func (s *Sink) appendMulti(ctx context.Context, events []outbox.Event, prev, nex
 
 // transact runs the two rounds once on tx's connection. aborted reports
 // that EXEC was aborted by a change of a watched key: nothing was written.
-func (s *Sink) transact(ctx context.Context, tx *redis.Tx, prev, next []byte, lease string) (aborted bool, err error) {
+func (s *multiAppend) transact(ctx context.Context, tx *redis.Tx, prev, next []byte, lease string) (aborted bool, err error) {
 	n := len(s.xadds)
+	r, perr := s.round1(ctx, tx, lease)
+	if perr != nil && !isReply(perr) {
+		// Round 1 writes nothing: whatever broke, the batch is not appended.
+		return false, fmt.Errorf("append %d events: %w", n, classify(perr))
+	}
+	exists, err := s.check(r, n, prev, lease)
+	if err != nil {
+		discard(ctx, tx, r.multi)
+		return false, err
+	}
+	exec, cmds, perr := s.round2(ctx, tx, r.infos, exists, next)
+	if perr != nil && !isReply(perr) {
+		return false, s.resolve(ctx, n, perr, prev, next, lease)
+	}
+	return s.execResult(exec, cmds, n, prev)
+}
+
+// watched holds the replies of round 1.
+type watched struct {
+	cmds          []redis.Cmder
+	multi         *redis.Cmd
+	pos, leaseCmd *redis.StringCmd
+	types         []*redis.StatusCmd
+	infos         []*redis.XInfoGroupsCmd
+}
+
+// round1 watches the position, the lease and the streams, reads what the
+// append script would check, and sends MULTI.
+func (s *multiAppend) round1(ctx context.Context, tx *redis.Tx, lease string) (watched, error) {
 	base := 1
 	if lease != "" {
 		base = 2
@@ -187,97 +217,89 @@ func (s *Sink) transact(ctx context.Context, tx *redis.Tx, prev, next []byte, le
 	for _, k := range s.keys[:s.named] {
 		watch = append(watch, k)
 	}
-	var (
-		multi         *redis.Cmd
-		pos, leaseCmd *redis.StringCmd
-		types         = make([]*redis.StatusCmd, len(streams))
-		infos         = make([]*redis.XInfoGroupsCmd, len(s.batchNew))
-	)
-	cmds, perr := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+	r := watched{types: make([]*redis.StatusCmd, len(streams)), infos: make([]*redis.XInfoGroupsCmd, len(s.batchNew))}
+	var err error
+	r.cmds, err = tx.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Do(ctx, watch...)
-		pos = p.Get(ctx, s.cfg.PositionKey)
+		r.pos = p.Get(ctx, s.cfg.PositionKey)
 		if lease != "" {
-			leaseCmd = p.Get(ctx, s.cfg.Lease.Key())
+			r.leaseCmd = p.Get(ctx, s.cfg.Lease.Key())
 		}
 		for i, k := range streams {
-			types[i] = p.Type(ctx, k)
+			r.types[i] = p.Type(ctx, k)
 		}
 		for i, k := range s.batchNew {
-			infos[i] = p.XInfoGroups(ctx, k)
+			r.infos[i] = p.XInfoGroups(ctx, k)
 		}
-		multi = p.Do(ctx, "MULTI")
+		r.multi = p.Do(ctx, "MULTI")
 		return nil
 	})
-	if perr != nil && !isReply(perr) {
-		// Round 1 writes nothing: whatever broke, the batch is not appended.
-		return false, fmt.Errorf("append %d events: %w", n, classify(perr))
-	}
-	// discard ends round 1 without writing: DISCARD drops MULTI and the
-	// watches, UNWATCH the watches when MULTI was refused.
-	discard := func() {
-		cmd := "DISCARD"
-		if multi.Err() != nil {
-			cmd = "UNWATCH"
-		}
-		if err := tx.Process(ctx, redis.NewCmd(ctx, cmd)); isReply(err) {
-			// Refused (a user without +discard): back in the pool inside
-			// MULTI, the connection would answer QUEUED to whoever used it
-			// next. QUIT, which no ACL refuses and MULTI does not queue,
-			// closes it, and the PING that then fails on it makes the
-			// pool drop it.
-			_ = tx.Process(ctx, redis.NewCmd(ctx, "QUIT"))
-			_ = tx.Process(ctx, redis.NewCmd(ctx, "PING"))
-		}
-	}
+	return r, err
+}
+
+// check makes the append script's checks on round 1's replies r: an error
+// means the batch must not be written. It returns which streams exist.
+func (s *multiAppend) check(r watched, n int, prev []byte, lease string) (exists map[string]bool, err error) {
 	// XINFO GROUPS of a stream that does not exist yet fails; TYPE tells
 	// those, which get their groups with MKSTREAM.
-	isInfo := make(map[redis.Cmder]bool, len(infos))
-	for _, info := range infos {
+	isInfo := make(map[redis.Cmder]bool, len(r.infos))
+	for _, info := range r.infos {
 		isInfo[info] = true
 	}
-	for _, c := range cmds {
+	for _, c := range r.cmds {
 		if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) && !isInfo[c] {
-			discard()
-			return false, fmt.Errorf("append %d events: %s: %w", n, cmdName(c), classify(e))
+			return nil, fmt.Errorf("append %d events: %s: %w", n, cmdName(c), classify(e))
 		}
 	}
 	if lease != "" {
-		if cur := leaseCmd.Val(); cur != lease {
-			discard()
+		if cur := r.leaseCmd.Val(); cur != lease {
 			s.cfg.Lease.lost(lease)
-			return false, fmt.Errorf("append %d events: %w: it is held by %s", n, outbox.ErrLeaseLost, holderOrNobody(cur))
+			return nil, fmt.Errorf("append %d events: %w: it is held by %s", n, outbox.ErrLeaseLost, holderOrNobody(cur))
 		}
 	}
-	if cur := pos.Val(); cur != string(prev) {
-		discard()
-		var stored []byte
-		if cur != "" {
-			stored = []byte(cur)
-		}
-		return false, &outbox.PositionMismatchError{Stored: stored}
+	if cur := r.pos.Val(); cur != string(prev) {
+		return nil, mismatch(cur)
 	}
-	exists := make(map[string]bool, len(streams))
+	streams := s.keys[s.named-len(r.types) : s.named]
+	exists = make(map[string]bool, len(streams))
 	for i, k := range streams {
-		switch t := types[i].Val(); t {
+		switch t := r.types[i].Val(); t {
 		case "stream":
 			exists[k] = true
 		case "none":
 		default:
-			discard()
-			return false, fmt.Errorf("append %d events: %w", n, classify(replyError("WRONGTYPE key "+k+" holds a "+t+", not a stream")))
+			return nil, fmt.Errorf("append %d events: %w", n, classify(replyError("WRONGTYPE key "+k+" holds a "+t+", not a stream")))
 		}
 	}
 	for i, k := range s.batchNew {
-		if e := infos[i].Err(); e != nil && exists[k] {
-			discard()
-			return false, fmt.Errorf("append %d events: %s: %w", n, cmdName(infos[i]), classify(e))
+		if e := r.infos[i].Err(); e != nil && exists[k] {
+			return nil, fmt.Errorf("append %d events: %s: %w", n, cmdName(r.infos[i]), classify(e))
 		}
 	}
+	return exists, nil
+}
 
-	exec, cmds, perr := s.round2(ctx, tx, infos, exists, next)
-	if perr != nil && !isReply(perr) {
-		return false, s.resolve(ctx, n, perr, prev, next, lease)
+// discard ends round 1 without writing: DISCARD drops MULTI and the
+// watches, UNWATCH the watches when MULTI was refused.
+func discard(ctx context.Context, tx *redis.Tx, multi *redis.Cmd) {
+	cmd := "DISCARD"
+	if multi.Err() != nil {
+		cmd = "UNWATCH"
 	}
+	if err := tx.Process(ctx, redis.NewCmd(ctx, cmd)); isReply(err) {
+		// Refused (a user without +discard): back in the pool inside
+		// MULTI, the connection would answer QUEUED to whoever used it
+		// next. QUIT, which no ACL refuses and MULTI does not queue,
+		// closes it, and the PING that then fails on it makes the
+		// pool drop it.
+		_ = tx.Process(ctx, redis.NewCmd(ctx, "QUIT"))
+		_ = tx.Process(ctx, redis.NewCmd(ctx, "PING"))
+	}
+}
+
+// execResult reads round 2's replies: cmds, ending with exec. aborted
+// reports that a change of a watched key aborted EXEC.
+func (s *multiAppend) execResult(exec *redis.Cmd, cmds []redis.Cmder, n int, prev []byte) (aborted bool, err error) {
 	// A command refused while queued makes EXEC answer EXECABORT: its own
 	// reply says why.
 	for _, c := range cmds[:len(cmds)-1] {
@@ -302,7 +324,7 @@ func (s *Sink) transact(ctx context.Context, tx *redis.Tx, prev, next []byte, le
 
 // round2 queues the group creations, the XADDs and the position, and runs
 // EXEC. cmds ends with exec.
-func (s *Sink) round2(ctx context.Context, tx *redis.Tx, infos []*redis.XInfoGroupsCmd, exists map[string]bool, next []byte) (exec *redis.Cmd, cmds []redis.Cmder, err error) {
+func (s *multiAppend) round2(ctx context.Context, tx *redis.Tx, infos []*redis.XInfoGroupsCmd, exists map[string]bool, next []byte) (exec *redis.Cmd, cmds []redis.Cmder, err error) {
 	cmds, err = tx.Pipelined(ctx, func(p redis.Pipeliner) error {
 		// Groups before the first XADD: no entry exists before its group.
 		for i, k := range s.batchNew {
@@ -330,7 +352,7 @@ func (s *Sink) round2(ctx context.Context, tx *redis.Tx, infos []*redis.XInfoGro
 
 // checkExec reads EXEC's replies, one per queued command of cmds. An error
 // among them means Redis ran the others (see above).
-func (s *Sink) checkExec(exec *redis.Cmd, cmds []redis.Cmder, n int, prev []byte) error {
+func (s *multiAppend) checkExec(exec *redis.Cmd, cmds []redis.Cmder, n int, prev []byte) error {
 	replies, _ := exec.Val().([]any)
 	if len(replies) != len(cmds) {
 		return fmt.Errorf("append %d events: EXEC answered %d replies for %d commands", n, len(replies), len(cmds))

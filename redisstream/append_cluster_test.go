@@ -154,8 +154,9 @@ func TestSink_ClusterSlotsSkipWhatTheyHold(t *testing.T) {
 			part = append(part, e)
 		}
 	}
-	s.build(part, SlotPositionKey(cfg.PositionKey, first), p1, p2, "")
-	if err := appendScript.Run(ctx, c, s.keys, s.args...).Err(); err != nil {
+	sc := s.cluster.script
+	sc.build(part, SlotPositionKey(cfg.PositionKey, first), p1, p2, "")
+	if err := appendScript.Run(ctx, c, sc.keys, sc.args...).Err(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -168,8 +169,12 @@ func TestSink_ClusterSlotsSkipWhatTheyHold(t *testing.T) {
 	if err != nil || string(got) != string(p1) {
 		t.Fatalf("Position = %s, %v; want %s", got, err, p1)
 	}
-	if ahead := s2.Ahead(); len(ahead) != 1 || string(ahead[0]) != string(p2) {
-		t.Fatalf("Ahead = %q, want [%s]", ahead, p2)
+	at2, err := decodePoint(p2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cuts := s2.CutPoints(); len(cuts) != 1 || cuts[0].String() != at2.String() {
+		t.Fatalf("CutPoints = %v, want [%s]", cuts, at2)
 	}
 	if err := s2.Append(ctx, second, p1, p2); err != nil {
 		t.Fatal(err)

@@ -7,68 +7,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
-
-// ClusterSlots is the number of hash slots of a Redis Cluster.
-const ClusterSlots = 16384
-
-// Slot returns the hash slot of key as Redis Cluster computes it: CRC16
-// (XMODEM) of the key, or of its hash tag (what stands between the first
-// "{" and the next "}", when that is not empty), modulo 16384.
-func Slot(key string) int {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			key = key[open+1 : open+1+end]
-		}
-	}
-	return int(crc16(key) % ClusterSlots)
-}
-
-// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), Redis
-// Cluster's key hash.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
-var (
-	slotTagsOnce sync.Once
-	slotTags     [ClusterSlots]string
-)
-
-// SlotTag returns the hash tag the relay's keys of slot carry: the first of
-// the numbers 0, 1, 2, ... written in base 36 (0-9, a-z) whose CRC16 falls in
-// the slot. Keys named with it are found again by every later version, so
-// the rule must never change.
-func SlotTag(slot int) string {
-	slotTagsOnce.Do(func() {
-		left := ClusterSlots
-		for n := uint64(0); left > 0; n++ {
-			tag := strconv.FormatUint(n, 36)
-			if s := crc16(tag) % ClusterSlots; slotTags[s] == "" {
-				slotTags[s] = tag
-				left--
-			}
-		}
-	})
-	return slotTags[slot]
-}
 
 // slotState is what a cluster sink knows of the per-slot positions.
 type slotState struct {
@@ -97,6 +41,18 @@ type slotState struct {
 	fencedFor string
 }
 
+// clusterAppend is the strategy of Redis Cluster (Config.Cluster): one
+// append script per hash slot of a batch, each with the slot's own position
+// key, then the position key (append). It owns the slots' state, and
+// the script strategy it runs per slot.
+type clusterAppend struct {
+	*base
+	script *scriptAppend
+	slots  slotState
+}
+
+// aheadSlot is the position of a slot past the one Position returned, raw
+// and decoded.
 type aheadSlot struct {
 	raw []byte
 	at  position.Point
@@ -126,12 +82,12 @@ type slotGroup struct {
 // order of the events within each group (a stream lies in one slot, so the
 // order of each stream is kept) and the groups in the order of their first
 // event.
-func (s *Sink) groupBySlot(events []outbox.Event) []slotGroup {
+func (s *clusterAppend) groupBySlot(events []outbox.Event) []slotGroup {
 	var groups []slotGroup
 	index := map[int]int{}
 	for i := range events {
 		e := &events[i]
-		s.Prepare(e)
+		s.prepare(e)
 		slot := Slot(s.streamKey(e))
 		g, ok := index[slot]
 		if !ok {
@@ -144,19 +100,19 @@ func (s *Sink) groupBySlot(events []outbox.Event) []slotGroup {
 	return groups
 }
 
-// appendSlots is Append on Redis Cluster: one script per hash slot of the
+// append implements appender on Redis Cluster: one script per hash slot of the
 // batch, each with the slot's own position key (SlotPositionKey), then the
 // position key itself. A stop between the scripts leaves some slots past
 // the position; Position finds them, and each skips what its position
 // covers once the reader re-reads from there.
-func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, next []byte) error {
+func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev, next []byte) error {
 	at, err := decodePoint(next)
 	if err != nil {
 		return err
 	}
 	if s.slots.stored == nil {
 		// Append before Position: learn the slots' positions first.
-		if _, err := s.Position(ctx); err != nil {
+		if _, err := s.position(ctx); err != nil {
 			return err
 		}
 	}
@@ -195,7 +151,7 @@ func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, nex
 	res, err := s.casPosition(ctx, prev, next, fence, s.slots.record)
 	if err != nil {
 		if !uncertain(err) {
-			return fmt.Errorf("store position %s: %w", s.cfg.PositionKey, s.scriptError(err))
+			return fmt.Errorf("store position %s: %w", s.cfg.PositionKey, s.script.scriptError(err))
 		}
 		stored, perr := s.storedPosition(ctx)
 		if perr != nil {
@@ -211,7 +167,7 @@ func (s *Sink) appendSlots(ctx context.Context, events []outbox.Event, prev, nex
 
 // casPosition compare-and-sets the position key, behind the fence of its
 // slot when fence is set (a lease).
-func (s *Sink) casPosition(ctx context.Context, prev, next []byte, fence string, record []string) ([]any, error) {
+func (s *clusterAppend) casPosition(ctx context.Context, prev, next []byte, fence string, record []string) ([]any, error) {
 	args := make([]any, 0, 3+len(record))
 	args = append(args, string(prev), string(next), fence)
 	for _, r := range record {
@@ -249,19 +205,20 @@ func casReply(res []any, slot int, next []byte) error {
 // appendSlot runs the append script for one slot's events, checking and
 // replacing the slot's position; behind the slot's fence when fence is set
 // (a lease).
-func (s *Sink) appendSlot(ctx context.Context, g slotGroup, prev, next []byte, fence string) error {
+func (s *clusterAppend) appendSlot(ctx context.Context, g slotGroup, prev, next []byte, fence string) error {
 	key := SlotPositionKey(s.cfg.PositionKey, g.slot)
 	expect := s.slots.stored[g.slot]
-	s.build(g.events, key, expect, next, fence)
+	sc := s.script
+	sc.build(g.events, key, expect, next, fence)
 	if fence != "" {
 		// build checks the lease key with the lease; here the script
 		// checks the slot's fence, which it reads the same way.
-		s.keys[1] = FenceKey(s.cfg.PositionKey, g.slot)
+		sc.keys[1] = FenceKey(s.cfg.PositionKey, g.slot)
 	}
-	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
+	res, err := appendScript.Run(ctx, s.client, sc.keys, sc.args...).Slice()
 	if err != nil {
 		if !uncertain(err) {
-			return fmt.Errorf("append %d events to slot %d: %w", len(g.events), g.slot, s.scriptError(err))
+			return fmt.Errorf("append %d events to slot %d: %w", len(g.events), g.slot, sc.scriptError(err))
 		}
 		// The slot's position tells whether the script ran: it writes it
 		// last and atomically.
@@ -295,7 +252,7 @@ func (s *Sink) appendSlot(ctx context.Context, g slotGroup, prev, next []byte, f
 			return s.slotMismatch(g.slot, []byte(cur))
 		}
 	}
-	s.ran()
+	sc.ran()
 	if expect == nil {
 		if _, ok := s.slots.emptyBefore[g.slot]; !ok && prev != nil {
 			s.slots.emptyBefore[g.slot] = prev
@@ -311,9 +268,9 @@ func (s *Sink) appendSlot(ctx context.Context, g slotGroup, prev, next []byte, f
 // although this process wrote there, and held none before its first write,
 // lost those writes (a master failover, asynchronous replication): like a
 // slot that went back to an older position of its own, it is read again,
-// from before that first write (clusterPosition), instead of stopping the
+// from before that first write (position), instead of stopping the
 // relay as if someone had deleted the position.
-func (s *Sink) slotMismatch(slot int, stored []byte) error {
+func (s *clusterAppend) slotMismatch(slot int, stored []byte) error {
 	if len(stored) == 0 {
 		if _, ok := s.slots.emptyBefore[slot]; ok {
 			return fmt.Errorf("%w: hash slot %d holds no position any more, though this relay wrote there: Redis lost its writes", outbox.ErrPositionRolledBack, slot)
@@ -339,14 +296,17 @@ func mismatch(cur any) error {
 // field a slot number (its new position, HSET) or "e" and a slot number (the
 // position before the first script of a slot that held none, HSETNX). It
 // returns {1, ""}, or {0, stored} without writing.
-var casScript = redis.NewScript(`
+var casScript = redis.NewScript(casLua)
+
+// casLua is casScript's code, which fencedCasScript runs behind a fence.
+const casLua = `
 local cur = redis.call('GET', KEYS[1])
 if cur == false then cur = '' end
 if cur ~= ARGV[1] then return {0, cur} end
 ` + recordLua + `
 redis.call('SET', KEYS[1], ARGV[2])
 return {1, ''}
-`)
+`
 
 // recordLua writes casScript's slot record (see there) before the position:
 // a refusal of the record's commands then writes nothing.
@@ -359,134 +319,36 @@ for i = 4, #ARGV, 2 do
   end
 end`
 
-// SlotRecordKey is the hash, in the position key's own slot, that records
-// what the relay last wrote to each slot, written with the position key in
-// one script (casScript): a slot whose position is older than its record,
-// or missing while the record says it held none before, lost those writes
-// (a failover with asynchronous replication), and a relay started after it
-// reads again from there even when the master of the position key kept
-// everything. binlog-outbox position set and reset delete it first.
-func SlotRecordKey(positionKey string) string {
-	return positionKey + ":slots:{" + SlotTag(Slot(positionKey)) + "}"
-}
-
-// clusterPosition is Position on Redis Cluster: the position key, after
-// reading every slot's position; when a slot lost writes of this process,
-// the position key is lowered to that slot's position first. The slots past
-// the result skip what they hold (Ahead).
-func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
-	fence := ""
-	var stored map[int][]byte
-	if s.cfg.Lease != nil {
-		// Before reading anything: once the slots are fenced, no earlier
-		// holder writes there, so what is read (the slots' positions with
-		// their fences, and the position key after them) stays true.
-		var err error
-		if stored, err = s.ensureFenced(ctx); err != nil {
-			return nil, err
-		}
-		fence = s.slots.fencedFor
-	}
-	base, err := s.storedPosition(ctx)
+// position is Position on Redis Cluster: the position key, after reading
+// every slot's position; when a slot lost writes of this process, the
+// position key is lowered to that slot's position first. The slots past
+// the result skip what they hold (cutPoints).
+func (s *clusterAppend) position(ctx context.Context) ([]byte, error) {
+	st, err := s.readState(ctx)
 	if err != nil {
 		return nil, err
 	}
-	record, err := s.client.HGetAll(ctx, SlotRecordKey(s.cfg.PositionKey)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("read the slot record %s: %w", SlotRecordKey(s.cfg.PositionKey), classify(err))
-	}
-	if stored == nil {
-		if stored, err = s.readSlotPositions(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if base == nil && len(stored) > 0 {
-		return nil, outbox.WithHint(fmt.Errorf("%w: %d hash slots hold positions under %s:{...}, but %s holds none", outbox.ErrConfig, len(stored), s.cfg.PositionKey, s.cfg.PositionKey),
-			"the position was deleted, or a relay stopped during its very first batch; to start over, delete the slot positions too (redis-cli --cluster call <node> EVAL \"for _,k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end\" 0 '%s:{*}'), knowing that events appended since the old start may be appended again", s.cfg.PositionKey)
-	}
-	resume := base
+	resume := st.base
 	s.slots.ahead = nil
-	if base != nil {
-		at, err := decodePoint(base)
+	if st.base != nil {
+		at, err := decodePoint(st.base)
 		if err != nil {
 			return nil, err
 		}
-		for slot, mine := range s.slots.written {
-			cur, ok := stored[slot]
-			if !ok {
-				if before, lost := s.slots.emptyBefore[slot]; lost {
-					// Every write of this process to the slot was lost,
-					// and it held nothing before them: read again from
-					// before the first.
-					delete(s.slots.written, slot)
-					delete(s.slots.emptyBefore, slot)
-					beforeAt, err := decodePoint(before)
-					if err != nil {
-						return nil, err
-					}
-					o, err := position.Order(beforeAt, at)
-					if err != nil {
-						return nil, fmt.Errorf("compare the position before hash slot %d lost its writes with %s: %w", slot, s.cfg.PositionKey, err)
-					}
-					if o < 0 {
-						resume, at = before, beforeAt
-					}
-					continue
-				}
-				return nil, outbox.WithHint(fmt.Errorf("%w: the position of hash slot %d (%s) was deleted while the relay ran", outbox.ErrFenced, slot, SlotPositionKey(s.cfg.PositionKey, slot)),
-					"a master that lost its data (restarted empty, or a replica that never synced took over), or someone deleted the key: the slot's streams may lack events; check them (binlog-outbox verify against that master), then restart the relay, which starts the slot afresh")
-			}
-			if bytes.Equal(cur, mine) {
-				continue
-			}
-			curAt, err1 := decodePoint(cur)
-			mineAt, err2 := decodePoint(mine)
-			if err1 != nil || err2 != nil {
-				continue // not ours: the append refuses it as fenced
-			}
-			if older, err := position.Order(curAt, mineAt); err == nil && older < 0 {
-				if o, err := position.Order(curAt, at); err == nil && o < 0 {
-					resume, at = cur, curAt
-				}
-			}
-		}
-		lost, err := s.recordedLoss(record, stored)
-		if err != nil {
+		if resume, at, err = s.resumeOwnLoss(st.stored, resume, at); err != nil {
 			return nil, err
 		}
-		for _, raw := range lost {
-			p, err := decodePoint(raw)
-			if err != nil {
-				return nil, err
-			}
-			o, err := position.Order(p, at)
-			if err != nil {
-				return nil, fmt.Errorf("compare a slot that lost writes with %s: %w", s.cfg.PositionKey, err)
-			}
-			if o < 0 {
-				resume, at = raw, p
-			}
+		if resume, at, err = s.resumeRecordedLoss(st.record, st.stored, resume, at); err != nil {
+			return nil, err
 		}
-		ahead := map[int]aheadSlot{}
-		for slot, raw := range stored {
-			p, err := decodePoint(raw)
-			if err != nil {
-				return nil, fmt.Errorf("slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, slot), err)
-			}
-			o, err := position.Order(p, at)
-			if err != nil {
-				return nil, fmt.Errorf("slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, slot), err)
-			}
-			if o > 0 {
-				ahead[slot] = aheadSlot{raw: raw, at: p}
-			}
+		if s.slots.ahead, err = s.aheadOf(st.stored, at); err != nil {
+			return nil, err
 		}
-		s.slots.ahead = ahead
 	}
-	if !bytes.Equal(resume, base) {
+	if !bytes.Equal(resume, st.base) {
 		// Lower the position key to the slot that lost writes, so that a
 		// restart before they are appended again reads from there too.
-		res, err := s.casPosition(ctx, base, resume, fence, nil)
+		res, err := s.casPosition(ctx, st.base, resume, st.fence, nil)
 		if err != nil {
 			return nil, fmt.Errorf("lower position %s to a slot that lost writes: %w", s.cfg.PositionKey, classify(err))
 		}
@@ -494,7 +356,7 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 			return nil, err
 		}
 	}
-	s.slots.stored = stored
+	s.slots.stored = st.stored
 	if s.slots.written == nil {
 		s.slots.written = map[int][]byte{}
 		s.slots.emptyBefore = map[int][]byte{}
@@ -502,17 +364,147 @@ func (s *Sink) clusterPosition(ctx context.Context) ([]byte, error) {
 	return resume, nil
 }
 
-// Ahead returns the positions past the one Position returned last that
-// hash slots hold already (Redis Cluster; none otherwise), in no order.
-// The reader must end a batch exactly at each of them: a slot can only
-// skip whole batches.
-func (s *Sink) Ahead() [][]byte {
-	var out [][]byte
+// clusterState is what position reads: the position key (base), the slot
+// record, each slot's position, and the take of the lease the slots are
+// fenced for ("" without a lease).
+type clusterState struct {
+	base   []byte
+	record map[string]string
+	stored map[int][]byte
+	fence  string
+}
+
+// readState fences the slots for this take of the lease (once per take),
+// then reads the position key, the slot record and the slots' positions.
+func (s *clusterAppend) readState(ctx context.Context) (clusterState, error) {
+	var st clusterState
+	if s.cfg.Lease != nil {
+		// Before reading anything: once the slots are fenced, no earlier
+		// holder writes there, so what is read (the slots' positions with
+		// their fences, and the position key after them) stays true.
+		var err error
+		if st.stored, err = s.ensureFenced(ctx); err != nil {
+			return st, err
+		}
+		st.fence = s.slots.fencedFor
+	}
+	var err error
+	if st.base, err = s.storedPosition(ctx); err != nil {
+		return st, err
+	}
+	st.record, err = s.client.HGetAll(ctx, SlotRecordKey(s.cfg.PositionKey)).Result()
+	if err != nil {
+		return st, fmt.Errorf("read the slot record %s: %w", SlotRecordKey(s.cfg.PositionKey), classify(err))
+	}
+	if st.stored == nil {
+		if st.stored, err = s.readSlotPositions(ctx); err != nil {
+			return st, err
+		}
+	}
+	if st.base == nil && len(st.stored) > 0 {
+		return st, outbox.WithHint(fmt.Errorf("%w: %d hash slots hold positions under %s:{...}, but %s holds none", outbox.ErrConfig, len(st.stored), s.cfg.PositionKey, s.cfg.PositionKey),
+			"the position was deleted, or a relay stopped during its very first batch; to start over, delete the slot positions too (redis-cli --cluster call <node> EVAL \"for _,k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end\" 0 '%s:{*}'), knowing that events appended since the old start may be appended again", s.cfg.PositionKey)
+	}
+	return st, nil
+}
+
+// resumeOwnLoss lowers resume (at, decoded) to the position of each slot
+// that lost writes this process made there (stored holds the slots'
+// positions now), and returns it.
+func (s *clusterAppend) resumeOwnLoss(stored map[int][]byte, resume []byte, at position.Point) ([]byte, position.Point, error) {
+	for slot, mine := range s.slots.written {
+		cur, ok := stored[slot]
+		if !ok {
+			before, lost := s.slots.emptyBefore[slot]
+			if !lost {
+				return nil, at, outbox.WithHint(fmt.Errorf("%w: the position of hash slot %d (%s) was deleted while the relay ran", outbox.ErrFenced, slot, SlotPositionKey(s.cfg.PositionKey, slot)),
+					"a master that lost its data (restarted empty, or a replica that never synced took over), or someone deleted the key: the slot's streams may lack events; check them (binlog-outbox verify against that master), then restart the relay, which starts the slot afresh")
+			}
+			// Every write of this process to the slot was lost, and it
+			// held nothing before them: read again from before the first.
+			delete(s.slots.written, slot)
+			delete(s.slots.emptyBefore, slot)
+			beforeAt, err := decodePoint(before)
+			if err != nil {
+				return nil, at, err
+			}
+			o, err := position.Order(beforeAt, at)
+			if err != nil {
+				return nil, at, fmt.Errorf("compare the position before hash slot %d lost its writes with %s: %w", slot, s.cfg.PositionKey, err)
+			}
+			if o < 0 {
+				resume, at = before, beforeAt
+			}
+			continue
+		}
+		if bytes.Equal(cur, mine) {
+			continue
+		}
+		curAt, err1 := decodePoint(cur)
+		mineAt, err2 := decodePoint(mine)
+		if err1 != nil || err2 != nil {
+			continue // not ours: the append refuses it as fenced
+		}
+		if older, err := position.Order(curAt, mineAt); err == nil && older < 0 {
+			if o, err := position.Order(curAt, at); err == nil && o < 0 {
+				resume, at = cur, curAt
+			}
+		}
+	}
+	return resume, at, nil
+}
+
+// resumeRecordedLoss lowers resume (at, decoded) to where each slot that
+// lost writes recorded in the slot record must be read again from
+// (recordedLoss), and returns it.
+func (s *clusterAppend) resumeRecordedLoss(record map[string]string, stored map[int][]byte, resume []byte, at position.Point) ([]byte, position.Point, error) {
+	lost, err := s.recordedLoss(record, stored)
+	if err != nil {
+		return nil, at, err
+	}
+	for _, raw := range lost {
+		p, err := decodePoint(raw)
+		if err != nil {
+			return nil, at, err
+		}
+		o, err := position.Order(p, at)
+		if err != nil {
+			return nil, at, fmt.Errorf("compare a slot that lost writes with %s: %w", s.cfg.PositionKey, err)
+		}
+		if o < 0 {
+			resume, at = raw, p
+		}
+	}
+	return resume, at, nil
+}
+
+// aheadOf returns the slots whose stored position is past at.
+func (s *clusterAppend) aheadOf(stored map[int][]byte, at position.Point) (map[int]aheadSlot, error) {
+	ahead := map[int]aheadSlot{}
+	for slot, raw := range stored {
+		p, err := decodePoint(raw)
+		if err != nil {
+			return nil, fmt.Errorf("slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, slot), err)
+		}
+		o, err := position.Order(p, at)
+		if err != nil {
+			return nil, fmt.Errorf("slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, slot), err)
+		}
+		if o > 0 {
+			ahead[slot] = aheadSlot{raw: raw, at: p}
+		}
+	}
+	return ahead, nil
+}
+
+// cutPoints is Sink.CutPoints: the positions of the slots ahead, each once.
+func (s *clusterAppend) cutPoints() []position.Point {
+	var out []position.Point
 	seen := map[string]bool{}
 	for _, a := range s.slots.ahead {
 		if k := a.at.String(); !seen[k] {
 			seen[k] = true
-			out = append(out, a.raw)
+			out = append(out, a.at)
 		}
 	}
 	return out
@@ -520,7 +512,7 @@ func (s *Sink) Ahead() [][]byte {
 
 // readSlotPositions reads the position key of every slot in one pipeline
 // (the cluster client sends each node its share).
-func (s *Sink) readSlotPositions(ctx context.Context) (map[int][]byte, error) {
+func (s *base) readSlotPositions(ctx context.Context) (map[int][]byte, error) {
 	cmds, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for slot := range ClusterSlots {
 			p.Get(ctx, SlotPositionKey(s.cfg.PositionKey, slot))
@@ -552,11 +544,11 @@ func decodePoint(raw []byte) (position.Point, error) {
 	return b.Point()
 }
 
-// publishSlots is Publish on Redis Cluster: one script per hash slot.
-func (s *Sink) publishSlots(ctx context.Context, events []outbox.Event) (int, error) {
+// publish is Publish on Redis Cluster: one script per hash slot.
+func (s *clusterAppend) publish(ctx context.Context, events []outbox.Event) (int, error) {
 	total := 0
 	for _, g := range s.groupBySlot(events) {
-		n, err := s.publish(ctx, g.events)
+		n, err := s.script.publish(ctx, g.events)
 		total += n
 		if err != nil {
 			return total, err
@@ -573,7 +565,7 @@ func (s *Sink) publishSlots(ctx context.Context, events []outbox.Event) (int, er
 // record began lost more than can be appended again: that is ErrFenced, as
 // for this process's own writes. Positions that are not this relay's are
 // left to the scripts, which refuse them.
-func (s *Sink) recordedLoss(record map[string]string, stored map[int][]byte) ([][]byte, error) {
+func (s *clusterAppend) recordedLoss(record map[string]string, stored map[int][]byte) ([][]byte, error) {
 	var out [][]byte
 	for field, rec := range record {
 		if strings.HasPrefix(field, "e") {
