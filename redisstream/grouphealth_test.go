@@ -26,7 +26,7 @@ func healthOf(t *testing.T, c redis.UniversalClient, key string, idle time.Durat
 }
 
 // appendN appends n entries to key with ids first-0, first+1-0, ...
-func appendN(t *testing.T, c *redis.Client, key string, first, n int) []string {
+func appendN(t *testing.T, c *redis.Client, key string, first, n int) {
 	t.Helper()
 	pipe := c.Pipeline()
 	for i := first; i < first+n; i++ {
