@@ -328,6 +328,14 @@ func readStream(ctx context.Context, client redis.UniversalClient, key string, i
 	return s, nil
 }
 
+// ShortDuration writes d to the second, or to the millisecond below one.
+func ShortDuration(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
 // seconds is d in seconds, to the millisecond.
 func seconds(d time.Duration) float64 {
 	return d.Round(time.Millisecond).Seconds()
@@ -346,7 +354,7 @@ func deadGroups(s StreamStatus, idle time.Duration) []string {
 			readers = fmt.Sprintf("none of its %d consumers read for over %s", g.Consumers, idle)
 		}
 		out = append(out, fmt.Sprintf("group %s of %s holds back --trim acked from %s (%s old) and %s: the stream keeps every entry from there while it stays; "+
-			"if nobody consumes it any more, XGROUP DESTROY %s %s", g.Name, s.Key, g.TrimHeldID, time.Duration(g.TrimHeldAgeSeconds*float64(time.Second)).Round(time.Second), readers, s.Key, g.Name))
+			"if nobody consumes it any more, XGROUP DESTROY %s %s", g.Name, s.Key, g.TrimHeldID, ShortDuration(time.Duration(g.TrimHeldAgeSeconds*float64(time.Second))), readers, s.Key, g.Name))
 	}
 	return out
 }

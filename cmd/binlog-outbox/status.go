@@ -165,7 +165,8 @@ func groupText(b *strings.Builder, g admin.GroupStatus, idleThreshold float64) {
 	}
 }
 
-// secs is a number of seconds as a duration, to the second.
+// secs is a number of seconds as a duration: to the second, or to the
+// millisecond below one.
 func secs(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+	return admin.ShortDuration(time.Duration(s * float64(time.Second)))
 }
