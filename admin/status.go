@@ -341,12 +341,15 @@ func seconds(d time.Duration) float64 {
 	return d.Round(time.Millisecond).Seconds()
 }
 
-// deadGroups warns of the groups of s that hold back --trim acked while no
-// consumer reads them: the stream grows for as long as they stay.
+// deadGroups warns of the groups of s that hold back --trim acked, with
+// entries older than idle, while no consumer reads them: the stream grows
+// for as long as they stay.
 func deadGroups(s StreamStatus, idle time.Duration) []string {
 	var out []string
 	for _, g := range s.Groups {
-		if !g.HoldsBackTrim || int64(len(g.IdleConsumers)) < g.Consumers {
+		// Entries younger than the threshold may just not have been read
+		// yet, by consumers about to start.
+		if !g.HoldsBackTrim || int64(len(g.IdleConsumers)) < g.Consumers || g.TrimHeldAgeSeconds <= idle.Seconds() {
 			continue
 		}
 		readers := "it has no consumer"
