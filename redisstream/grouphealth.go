@@ -163,7 +163,9 @@ func countAfter(ctx context.Context, client redis.UniversalClient, key string, i
 	case id.less(st.first):
 		return st.length, nil
 	}
-	fwd, back := "("+id.String(), "-"
+	// Inclusive bounds, the next id rather than "(id": Redis before 6.2
+	// has no exclusive ranges.
+	fwd, back := id.next().String(), "-"
 	var after, upTo int64
 	for {
 		n, last, err := countRange(ctx, client, key, fwd, "+")
@@ -174,7 +176,7 @@ func countAfter(ctx context.Context, client redis.UniversalClient, key string, i
 		if n < countPage {
 			return after, nil
 		}
-		fwd = "(" + last
+		fwd = last.next().String()
 		if n, last, err = countRange(ctx, client, key, back, id.String()); err != nil {
 			return 0, err
 		}
@@ -182,22 +184,27 @@ func countAfter(ctx context.Context, client redis.UniversalClient, key string, i
 		if n < countPage {
 			return max(st.length-upTo, after), nil
 		}
-		back = "(" + last
+		back = last.next().String()
 	}
 }
 
-// countRange counts one page of entries from start to end (XRANGE bounds).
-func countRange(ctx context.Context, client redis.UniversalClient, key, start, end string) (int64, string, error) {
+// countRange counts one page of entries from start to end (XRANGE bounds),
+// and returns the id of the last.
+func countRange(ctx context.Context, client redis.UniversalClient, key, start, end string) (int64, streamID, error) {
 	res, err := countScript.Run(ctx, client, []string{key}, start, end, countPage).Slice()
 	if err != nil {
-		return 0, "", fmt.Errorf("count the entries of %s: %w", key, Classify(err))
+		return 0, streamID{}, fmt.Errorf("count the entries of %s: %w", key, Classify(err))
 	}
 	if len(res) != 2 {
-		return 0, "", fmt.Errorf("count the entries of %s: unexpected reply %v", key, res)
+		return 0, streamID{}, fmt.Errorf("count the entries of %s: unexpected reply %v", key, res)
 	}
 	n, _ := res[0].(int64)
 	last, _ := res[1].(string)
-	return n, last, nil
+	id, ok := parseID(last)
+	if n > 0 && !ok {
+		return 0, streamID{}, fmt.Errorf("count the entries of %s: unexpected reply %v", key, res)
+	}
+	return n, id, nil
 }
 
 // oldestPending reads the pending entry of the lowest id of group.
