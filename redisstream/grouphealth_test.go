@@ -196,3 +196,31 @@ func TestReadGroupHealth_PendingIdleAndTrim(t *testing.T) {
 		t.Errorf("billing, all acknowledged: %+v; want nothing held back", b)
 	}
 }
+
+func TestStreamID_NextAndLess(t *testing.T) {
+	for _, tt := range []struct{ id, next string }{
+		{"0-0", "0-1"},
+		{"1700000000000-5", "1700000000000-6"},
+		{"5-18446744073709551615", "6-0"},
+		{"18446744073709551615-18446744073709551615", "18446744073709551615-18446744073709551615"},
+	} {
+		id, ok := parseID(tt.id)
+		if !ok {
+			t.Fatalf("parseID(%q) failed", tt.id)
+		}
+		if got := id.next().String(); got != tt.next {
+			t.Errorf("%s.next() = %s, want %s", tt.id, got, tt.next)
+		}
+		if n := id.next(); tt.id != tt.next && (!id.less(n) || n.less(id)) {
+			t.Errorf("%s.less(%s) = %v, want true", tt.id, n, id.less(n))
+		}
+	}
+	for _, bad := range []string{"", "5", "a-1", "1-b", "-1-0"} {
+		if _, ok := parseID(bad); ok {
+			t.Errorf("parseID(%q) accepted", bad)
+		}
+	}
+	if a, _ := parseID("10-0"); !a.less(streamID{10, 1}) || !(streamID{9, 99}).less(a) || a.less(a) {
+		t.Errorf("less orders by milliseconds, then sequence")
+	}
+}
