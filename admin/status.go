@@ -196,7 +196,10 @@ type GroupStatus struct {
 	Pending   int64  `json:"pending"`
 	// Lag counts the entries not yet delivered to the group, from the
 	// stream's ids (not XINFO GROUPS lag, wrong after trimming or XDEL).
-	Lag             int64  `json:"lag"`
+	Lag int64 `json:"lag"`
+	// LagEstimated says Lag is an estimate: more entries lie on both
+	// sides of the group's last delivered id than status counts.
+	LagEstimated    bool   `json:"lag_estimated"`
 	LastDeliveredID string `json:"last_delivered_id"`
 	// OldestPending is the pending entry of the lowest id; nil when none
 	// is pending.
@@ -315,7 +318,7 @@ func readStream(ctx context.Context, client redis.UniversalClient, key string, i
 		return s, fmt.Errorf("status: %w", err)
 	}
 	for _, g := range groups {
-		gs := GroupStatus{Name: g.Name, Consumers: g.Consumers, Pending: g.Pending, Lag: g.Undelivered, LastDeliveredID: g.LastDeliveredID,
+		gs := GroupStatus{Name: g.Name, Consumers: g.Consumers, Pending: g.Pending, Lag: g.Undelivered, LagEstimated: g.Estimated, LastDeliveredID: g.LastDeliveredID,
 			IdleConsumers: []IdleConsumer{}, HoldsBackTrim: g.HoldsBackTrim, TrimHeldID: g.Held, TrimHeldAgeSeconds: seconds(g.HeldAge)}
 		if p := g.Oldest; p != nil {
 			gs.OldestPending = &PendingStatus{ID: p.ID, Consumer: p.Consumer, Deliveries: p.Deliveries, AgeSeconds: seconds(p.Age), IdleSeconds: seconds(p.Idle)}

@@ -29,6 +29,11 @@ type GroupHealth struct {
 	// counting entries trimmed before the group read them, and reports
 	// none after an XDEL).
 	Undelivered int64
+	// Estimated says Undelivered is an estimate: more than maxCounted
+	// entries lie on either side of the group's id. It is then XINFO
+	// GROUPS lag within the bounds the count proved, or their upper bound
+	// when Redis reports none.
+	Estimated bool
 	// Oldest is the pending entry of the lowest id; nil when none is
 	// pending.
 	Oldest *PendingEntry
@@ -51,8 +56,17 @@ type PendingEntry struct {
 	Age, Idle time.Duration
 }
 
-// countPage is how many entries one call of countScript counts.
-const countPage = 1000
+// countPage is how many entries one call of countScript counts: Redis
+// runs nothing else meanwhile, and a page of outbox entries costs it about
+// a millisecond.
+const countPage = 250
+
+// maxCounted bounds the entries counted for one group, on both sides
+// together, so that a group halfway down a long stream costs a bounded
+// number of pages per status or metrics pass; past it the count is an
+// estimate (GroupHealth.Estimated).
+// A variable for the tests.
+var maxCounted int64 = 50_000
 
 // countScript counts the entries of KEYS[1] from ARGV[1] to ARGV[2], at most
 // ARGV[3], and returns {count, id of the last}: in Redis, so that counting
@@ -92,7 +106,7 @@ func ReadGroupHealth(ctx context.Context, client redis.UniversalClient, key stri
 		if !ok {
 			return nil, fmt.Errorf("XINFO GROUPS %s: group %s: last-delivered-id %q is not a stream id", key, g.Name, g.LastDeliveredID)
 		}
-		if h.Undelivered, err = countAfter(ctx, client, key, last, st); err != nil {
+		if h.Undelivered, h.Estimated, err = countAfter(ctx, client, key, last, st, g.Lag); err != nil {
 			return nil, err
 		}
 		horizons[i] = last.next()
@@ -156,36 +170,43 @@ type streamSpan struct {
 // ends, the entries after id and those up to it, and stops at the first
 // side done, so that it costs the smaller of the two: a group far behind
 // on a stream trimmed up to it, or one near its end, is counted quickly.
-func countAfter(ctx context.Context, client redis.UniversalClient, key string, id streamID, st streamSpan) (int64, error) {
+// Past maxCounted it returns redisLag (-1: none) within the bounds it
+// counted, estimated.
+func countAfter(ctx context.Context, client redis.UniversalClient, key string, id streamID, st streamSpan, redisLag int64) (int64, bool, error) {
 	switch {
 	case st.length == 0 || !id.less(st.last):
-		return 0, nil
+		return 0, false, nil
 	case id.less(st.first):
-		return st.length, nil
+		return st.length, false, nil
 	}
 	// Inclusive bounds, the next id rather than "(id": Redis before 6.2
 	// has no exclusive ranges.
 	fwd, back := id.next().String(), "-"
 	var after, upTo int64
-	for {
+	for after+upTo < maxCounted {
 		n, last, err := countRange(ctx, client, key, fwd, "+")
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		after += n
 		if n < countPage {
-			return after, nil
+			return after, false, nil
 		}
 		fwd = last.next().String()
 		if n, last, err = countRange(ctx, client, key, back, id.String()); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		upTo += n
 		if n < countPage {
-			return max(st.length-upTo, after), nil
+			return max(st.length-upTo, after), false, nil
 		}
 		back = last.next().String()
 	}
+	high := max(st.length-upTo, after)
+	if redisLag < 0 {
+		return high, true, nil
+	}
+	return min(max(redisLag, after), high), true, nil
 }
 
 // countRange counts one page of entries from start to end (XRANGE bounds),

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -149,7 +150,11 @@ func printStatus(w io.Writer, r *admin.StatusReport, asJSON bool) error {
 // more for each of its oldest pending entry, idle consumers and the
 // trimming it holds back.
 func groupText(b *strings.Builder, g admin.GroupStatus, idleThreshold float64) {
-	fmt.Fprintf(b, "  group:   %s, %d consumers, pending %d, lag %d, last delivered %s\n", g.Name, g.Consumers, g.Pending, g.Lag, g.LastDeliveredID)
+	lag := strconv.FormatInt(g.Lag, 10)
+	if g.LagEstimated {
+		lag = "about " + lag
+	}
+	fmt.Fprintf(b, "  group:   %s, %d consumers, pending %d, lag %s, last delivered %s\n", g.Name, g.Consumers, g.Pending, lag, g.LastDeliveredID)
 	if p := g.OldestPending; p != nil {
 		fmt.Fprintf(b, "    oldest pending: %s, %d deliveries, appended %s ago, last delivered to %s %s ago\n", p.ID, p.Deliveries, secs(p.AgeSeconds), p.Consumer, secs(p.IdleSeconds))
 	}
