@@ -1,11 +1,14 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +37,10 @@ type StatusOptions struct {
 	// first transaction after the position (lag.Binlog); its Flavor is the
 	// server's, as Status detects it.
 	Dumper lag.Dumper
+	// GroupIdleThreshold is how long a consumer may go without reading
+	// before status calls it idle (--group-idle-threshold); 0 for
+	// redisstream.DefaultGroupIdleThreshold.
+	GroupIdleThreshold time.Duration
 }
 
 // Status reads, and only reads: the mode and position keys, the lease, the
@@ -42,6 +49,8 @@ type StatusOptions struct {
 func Status(ctx context.Context, o StatusOptions) (StatusReport, error) {
 	client, keys := o.Redis, o.Keys
 	rep := StatusReport{Table: o.Database + "." + o.Table, ModeKey: keys.Mode, PositionKey: keys.Position, LeaseKey: keys.Lease}
+	idle := cmp.Or(o.GroupIdleThreshold, redisstream.DefaultGroupIdleThreshold)
+	rep.GroupIdleThresholdSeconds = idle.Seconds()
 	var err error
 	if rep.Mode, err = redisstream.NewModeStore(client, keys.Mode).Load(ctx); err != nil {
 		return rep, fmt.Errorf("status: read the mode: %w", err)
@@ -70,11 +79,12 @@ func Status(ctx context.Context, o StatusOptions) (StatusReport, error) {
 		return rep, err
 	}
 	for _, key := range streams {
-		s, err := readStream(ctx, client, key)
+		s, err := readStream(ctx, client, key, idle)
 		if err != nil {
 			return rep, err
 		}
 		rep.Streams = append(rep.Streams, s)
+		rep.Warnings = append(rep.Warnings, deadGroups(s, idle)...)
 	}
 	return rep, nil
 }
@@ -97,6 +107,9 @@ type StatusReport struct {
 	// Slots are the per-slot positions of a Redis Cluster
 	// (--redis-cluster); absent otherwise.
 	Slots *SlotsStatus `json:"slot_positions,omitempty"`
+	// GroupIdleThresholdSeconds is how long a consumer went without
+	// reading to be listed in a group's IdleConsumers.
+	GroupIdleThresholdSeconds float64 `json:"group_idle_threshold_seconds"`
 }
 
 // SlotsStatus sums up the per-slot positions of a Redis Cluster
@@ -176,13 +189,48 @@ type StreamStatus struct {
 	Groups []GroupStatus `json:"groups"`
 }
 
-// GroupStatus is a consumer group of a stream.
+// GroupStatus is a consumer group of a stream (redisstream.GroupHealth).
 type GroupStatus struct {
-	Name            string `json:"name"`
-	Consumers       int64  `json:"consumers"`
-	Pending         int64  `json:"pending"`
-	Lag             int64  `json:"lag"` // -1 when Redis cannot tell
+	Name      string `json:"name"`
+	Consumers int64  `json:"consumers"`
+	Pending   int64  `json:"pending"`
+	// Lag counts the entries not yet delivered to the group, from the
+	// stream's ids (not XINFO GROUPS lag, wrong after trimming or XDEL).
+	Lag int64 `json:"lag"`
+	// LagEstimated says Lag is an estimate: more entries lie on both
+	// sides of the group's last delivered id than status counts.
+	LagEstimated    bool   `json:"lag_estimated"`
 	LastDeliveredID string `json:"last_delivered_id"`
+	// OldestPending is the pending entry of the lowest id; nil when none
+	// is pending.
+	OldestPending *PendingStatus `json:"oldest_pending"`
+	// IdleConsumers have not read for longer than the threshold.
+	IdleConsumers []IdleConsumer `json:"idle_consumers"`
+	// HoldsBackTrim says --trim acked stops at this group: it keeps
+	// TrimHeldID and the entries after it, the first of them
+	// TrimHeldAgeSeconds old.
+	HoldsBackTrim      bool    `json:"holds_back_trim"`
+	TrimHeldID         string  `json:"trim_held_id,omitempty"`
+	TrimHeldAgeSeconds float64 `json:"trim_held_age_seconds"`
+}
+
+// PendingStatus is an entry delivered to a group and not acknowledged.
+type PendingStatus struct {
+	ID       string `json:"id"`
+	Consumer string `json:"consumer"`
+	// Deliveries counts its deliveries, claims included: a consumer fails
+	// on an entry delivered again and again (a poison entry).
+	Deliveries int64 `json:"deliveries"`
+	// AgeSeconds is how long ago it was appended (from its id),
+	// IdleSeconds how long ago it was last delivered.
+	AgeSeconds  float64 `json:"age_seconds"`
+	IdleSeconds float64 `json:"idle_seconds"`
+}
+
+// IdleConsumer is a consumer that has not read for IdleSeconds.
+type IdleConsumer struct {
+	Name        string  `json:"name"`
+	IdleSeconds float64 `json:"idle_seconds"`
 }
 
 // readServer fills out and returns the server's binlog, nil when the server
@@ -257,21 +305,64 @@ func readPosition(ctx context.Context, client redis.UniversalClient, key string,
 	return nil
 }
 
-// readStream reads the length and consumer groups of a stream.
-func readStream(ctx context.Context, client redis.UniversalClient, key string) (StreamStatus, error) {
+// readStream reads the length and consumer groups of a stream, consumers
+// idle past idle.
+func readStream(ctx context.Context, client redis.UniversalClient, key string, idle time.Duration) (StreamStatus, error) {
 	s := StreamStatus{Key: key, Groups: []GroupStatus{}}
 	var err error
 	if s.Length, err = client.XLen(ctx, key).Result(); err != nil {
 		return s, fmt.Errorf("status: XLEN %s: %w", key, redisstream.Classify(err))
 	}
-	groups, err := client.XInfoGroups(ctx, key).Result()
+	groups, err := redisstream.ReadGroupHealth(ctx, client, key, idle)
 	if err != nil {
-		return s, fmt.Errorf("status: XINFO GROUPS %s: %w", key, redisstream.Classify(err))
+		return s, fmt.Errorf("status: %w", err)
 	}
 	for _, g := range groups {
-		s.Groups = append(s.Groups, GroupStatus{Name: g.Name, Consumers: g.Consumers, Pending: g.Pending, Lag: g.Lag, LastDeliveredID: g.LastDeliveredID})
+		gs := GroupStatus{Name: g.Name, Consumers: g.Consumers, Pending: g.Pending, Lag: g.Undelivered, LagEstimated: g.Estimated, LastDeliveredID: g.LastDeliveredID,
+			IdleConsumers: []IdleConsumer{}, HoldsBackTrim: g.HoldsBackTrim, TrimHeldID: g.Held, TrimHeldAgeSeconds: seconds(g.HeldAge)}
+		if p := g.Oldest; p != nil {
+			gs.OldestPending = &PendingStatus{ID: p.ID, Consumer: p.Consumer, Deliveries: p.Deliveries, AgeSeconds: seconds(p.Age), IdleSeconds: seconds(p.Idle)}
+		}
+		for _, name := range slices.Sorted(maps.Keys(g.Idle)) {
+			gs.IdleConsumers = append(gs.IdleConsumers, IdleConsumer{Name: name, IdleSeconds: seconds(g.Idle[name])})
+		}
+		s.Groups = append(s.Groups, gs)
 	}
 	return s, nil
+}
+
+// ShortDuration writes d to the second, or to the millisecond below one.
+func ShortDuration(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// seconds is d in seconds, to the millisecond.
+func seconds(d time.Duration) float64 {
+	return d.Round(time.Millisecond).Seconds()
+}
+
+// deadGroups warns of the groups of s that hold back --trim acked, with
+// entries older than idle, while no consumer reads them: the stream grows
+// for as long as they stay.
+func deadGroups(s StreamStatus, idle time.Duration) []string {
+	var out []string
+	for _, g := range s.Groups {
+		// Entries younger than the threshold may just not have been read
+		// yet, by consumers about to start.
+		if !g.HoldsBackTrim || int64(len(g.IdleConsumers)) < g.Consumers || g.TrimHeldAgeSeconds <= idle.Seconds() {
+			continue
+		}
+		readers := "it has no consumer"
+		if g.Consumers > 0 {
+			readers = fmt.Sprintf("none of its %d consumers read for over %s", g.Consumers, idle)
+		}
+		out = append(out, fmt.Sprintf("group %s of %s holds back --trim acked from %s (%s old) and %s: the stream keeps every entry from there while it stays; "+
+			"if nobody consumes it any more, XGROUP DESTROY %s %s", g.Name, s.Key, g.TrimHeldID, ShortDuration(time.Duration(g.TrimHeldAgeSeconds*float64(time.Second))), readers, s.Key, g.Name))
+	}
+	return out
 }
 
 // slotsStatus sums up the per-slot positions for status, adding to warnings

@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +97,95 @@ func TestStatus_SecondsBehindAndRetentionHeadroom(t *testing.T) {
 	if p.RetentionSeconds == nil || *p.RetentionSeconds > 7200 || *p.RetentionSeconds < 7200-60 || !strings.Contains(p.Retention, " left: mysql-bin.") ||
 		!strings.HasPrefix(p.Retention, "2h0m0s left") && !strings.HasPrefix(p.Retention, "1h59m") {
 		t.Errorf("rotated: retention %v %q; want about 7200 seconds left", p.RetentionSeconds, p.Retention)
+	}
+}
+
+// TestStatus_GroupHealth: per group, the entries not yet delivered after an
+// XDEL (where XINFO GROUPS lag is unknown), the oldest pending entry and how
+// often it was delivered after claims, the idle consumers, and which group
+// holds back --trim acked; a group nobody reads that holds it back is
+// warned of. The JSON carries the same.
+func TestStatus_GroupHealth(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	c := env.RDB
+	old := time.Now().Add(-time.Hour).UnixMilli()
+	var ids []string
+	for i := range 6 {
+		id, err := c.XAdd(ctx, &redis.XAddArgs{Stream: "outbox:order", ID: fmt.Sprintf("%d-0", old+int64(i)), Values: []string{"outbox_id", fmt.Sprint(i)}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	c.XAdd(ctx, &redis.XAddArgs{Stream: "outbox:invoice", ID: fmt.Sprintf("%d-0", old), Values: []string{"outbox_id", "9"}})
+	for _, g := range [][2]string{{"outbox:order", "billing"}, {"outbox:order", "audit"}, {"outbox:invoice", "dead"}} {
+		if err := c.XGroupCreate(ctx, g[0], g[1], "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// audit is done with everything; billing's c1 read 2 entries, the
+	// first claimed 3 times by c2, and an entry after them is deleted.
+	res := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "audit", Consumer: "a1", Streams: []string{"outbox:order", ">"}, Count: 10, Block: -1}).Val()
+	for _, m := range res[0].Messages {
+		c.XAck(ctx, "outbox:order", "audit", m.ID)
+	}
+	c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "billing", Consumer: "c1", Streams: []string{"outbox:order", ">"}, Count: 2, Block: -1})
+	for range 3 {
+		c.XClaim(ctx, &redis.XClaimArgs{Stream: "outbox:order", Group: "billing", Consumer: "c2", Messages: []string{ids[0]}})
+	}
+	c.XDel(ctx, "outbox:order", ids[3])
+	t.Logf("XINFO GROUPS after the XDEL (lag -1: none): %+v", c.XInfoGroups(ctx, "outbox:order").Val())
+	time.Sleep(300 * time.Millisecond)
+	c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "billing", Consumer: "c2", Streams: []string{"outbox:order", "0"}, Count: 1, Block: -1})
+
+	r, err := Status(ctx, StatusOptions{
+		DB: env.DB, Database: env.Database, Table: env.Table, Redis: env.RDB, Keys: keys(env), Streams: streams(t),
+		Dumper: lag.Dumper{Addr: env.MariaDB.Addr(), User: env.MariaDB.User(), Password: env.MariaDB.Password()}, GroupIdleThreshold: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	groups := map[string]GroupStatus{}
+	for _, s := range r.Streams {
+		for _, g := range s.Groups {
+			groups[g.Name] = g
+		}
+	}
+	b, a, d := groups["billing"], groups["audit"], groups["dead"]
+	if p := b.OldestPending; b.Lag != 3 || b.Pending != 2 || p == nil || p.ID != ids[0] || p.Consumer != "c2" || p.Deliveries != 5 || p.AgeSeconds < 3600 || p.AgeSeconds > 3700 {
+		t.Errorf("billing: %+v, oldest pending %+v; want lag 3, 2 pending, the oldest %s at c2 delivered 5 times an hour ago", b, p, ids[0])
+	}
+	if len(b.IdleConsumers) != 1 || b.IdleConsumers[0].Name != "c1" || b.IdleConsumers[0].IdleSeconds < 0.2 {
+		t.Errorf("billing idle consumers: %+v, want c1 alone", b.IdleConsumers)
+	}
+	if !b.HoldsBackTrim || b.TrimHeldID != ids[0] || b.TrimHeldAgeSeconds < 3600 {
+		t.Errorf("billing: holds back %v from %s (%v s); want it to hold back trimming from %s", b.HoldsBackTrim, b.TrimHeldID, b.TrimHeldAgeSeconds, ids[0])
+	}
+	if a.HoldsBackTrim || a.Lag != 0 || a.Pending != 0 || a.OldestPending != nil {
+		t.Errorf("audit: %+v; want nothing pending, undelivered or held back", a)
+	}
+	if !d.HoldsBackTrim || d.Lag != 1 || d.Consumers != 0 {
+		t.Errorf("dead: %+v; want 1 undelivered, no consumer, trimming held back", d)
+	}
+	var warned []string
+	for _, w := range r.Warnings {
+		if strings.HasPrefix(w, "group ") {
+			warned = append(warned, w)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "group dead of outbox:invoice holds back --trim acked") || !strings.Contains(warned[0], "XGROUP DESTROY outbox:invoice dead") {
+		t.Errorf("warnings %q; want one of the group dead, nobody reads it (billing's c2 read a moment ago)", warned)
+	}
+	out, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"holds_back_trim":true`, `"holds_back_trim":false`, `"oldest_pending":{"id":"` + ids[0] + `","consumer":"c2","deliveries":5,`,
+		`"idle_consumers":[{"name":"c1","idle_seconds":`, `"trim_held_id":"` + ids[0] + `"`, `"group_idle_threshold_seconds":0.2`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("JSON lacks %s:\n%s", want, out)
+		}
 	}
 }

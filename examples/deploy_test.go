@@ -191,6 +191,14 @@ var relayMetrics = map[string]string{
 	"binlog_outbox_oldest_unsent_age_seconds":         "gauge",
 	"binlog_outbox_append_duration_seconds":           "histogram",
 	"binlog_outbox_batch_entries":                     "histogram",
+	"binlog_outbox_group_pending":                     "gauge",
+	"binlog_outbox_group_lag":                         "gauge",
+	"binlog_outbox_group_consumers":                   "gauge",
+	"binlog_outbox_group_idle_consumers":              "gauge",
+	"binlog_outbox_group_oldest_pending_age_seconds":  "gauge",
+	"binlog_outbox_group_oldest_pending_deliveries":   "gauge",
+	"binlog_outbox_group_holds_back_trim":             "gauge",
+	"binlog_outbox_group_trim_held_age_seconds":       "gauge",
 }
 
 var metricName = regexp.MustCompile(`\bbinlog_outbox_[a-z0-9_]+`)

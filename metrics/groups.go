@@ -19,24 +19,36 @@ const (
 	MaxGroupStreams = 1000
 )
 
-// Group is one consumer group of a stream, as XINFO GROUPS shows it.
+// Group is one consumer group of a stream (redisstream.GroupHealth).
 type Group struct {
 	Stream, Group string
 	// Pending counts the entries delivered and not acknowledged; Lag the
-	// entries not yet delivered, -1 when Redis cannot tell (after XDEL or
-	// trimming, or before Redis 7).
+	// entries not yet delivered, counted from the stream's ids.
 	Pending, Lag int64
+	// Consumers counts the group's consumers, IdleConsumers those that
+	// have not read for longer than --group-idle-threshold.
+	Consumers, IdleConsumers int64
+	// OldestPendingAge and OldestPendingDeliveries are the age and the
+	// delivery count of the pending entry of the lowest id; 0 when none is
+	// pending.
+	OldestPendingAge        time.Duration
+	OldestPendingDeliveries int64
+	// HoldsBackTrim says --trim acked stops at this group; TrimHeldAge is
+	// the age of the first entry it keeps (0 when it keeps none).
+	HoldsBackTrim bool
+	TrimHeldAge   time.Duration
 }
 
-// Groups exposes per consumer group pending entries and lag. XINFO GROUPS
-// runs on a loop of its own every interval, never at scrape time: a scrape
+// Groups exposes the health of every consumer group: pending entries, lag,
+// idle consumers, the oldest pending entry, whether it holds back
+// trimming. The reads run on a loop of its own every interval, never at scrape time: a scrape
 // shows the last pass, whatever the number of streams or scrapers.
 type Groups struct {
 	read     func(ctx context.Context) ([]Group, error)
 	interval time.Duration
 	log      *slog.Logger
 
-	pending, lag *prometheus.Desc
+	pending, lag, consumers, idle, oldestAge, deliveries, holdsBack, heldAge *prometheus.Desc
 
 	mu   sync.Mutex
 	last []Group
@@ -53,10 +65,19 @@ func NewGroups(mode string, read func(ctx context.Context) ([]Group, error), int
 		logger = slog.New(slog.DiscardHandler)
 	}
 	labels := prometheus.Labels{"mode": mode}
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(namespace+"_group_"+name, help, []string{"stream", "group"}, labels)
+	}
 	return &Groups{
 		read: read, interval: interval, log: logger.With("component", "metrics"),
-		pending: prometheus.NewDesc(namespace+"_group_pending", "Entries delivered to the consumer group and not acknowledged (XINFO GROUPS pending).", []string{"stream", "group"}, labels),
-		lag:     prometheus.NewDesc(namespace+"_group_lag", "Entries of the stream not yet delivered to the consumer group (XINFO GROUPS lag); absent when Redis cannot tell.", []string{"stream", "group"}, labels),
+		pending:    desc("pending", "Entries delivered to the consumer group and not acknowledged (XINFO GROUPS pending)."),
+		lag:        desc("lag", "Entries of the stream not yet delivered to the consumer group, counted from the stream's ids."),
+		consumers:  desc("consumers", "Consumers of the group."),
+		idle:       desc("idle_consumers", "Consumers of the group that have not read for longer than --group-idle-threshold."),
+		oldestAge:  desc("oldest_pending_age_seconds", "Age (from its id) of the group's pending entry of the lowest id; 0 when none is pending."),
+		deliveries: desc("oldest_pending_deliveries", "Times the group's pending entry of the lowest id was delivered, claims included; 0 when none is pending."),
+		holdsBack:  desc("holds_back_trim", "1 when --trim acked stops at this group: it has not acknowledged, or not been delivered, the oldest entries trimming would remove."),
+		heldAge:    desc("trim_held_age_seconds", "Age of the oldest entry the group keeps from --trim acked; 0 when it keeps none."),
 	}
 }
 
@@ -100,8 +121,9 @@ func (g *Groups) Run(ctx context.Context) {
 
 // Describe implements prometheus.Collector.
 func (g *Groups) Describe(ch chan<- *prometheus.Desc) {
-	ch <- g.pending
-	ch <- g.lag
+	for _, d := range []*prometheus.Desc{g.pending, g.lag, g.consumers, g.idle, g.oldestAge, g.deliveries, g.holdsBack, g.heldAge} {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -110,9 +132,16 @@ func (g *Groups) Collect(ch chan<- prometheus.Metric) {
 	groups := g.last
 	g.mu.Unlock()
 	for _, gr := range groups {
-		ch <- prometheus.MustNewConstMetric(g.pending, prometheus.GaugeValue, float64(gr.Pending), gr.Stream, gr.Group)
-		if gr.Lag >= 0 {
-			ch <- prometheus.MustNewConstMetric(g.lag, prometheus.GaugeValue, float64(gr.Lag), gr.Stream, gr.Group)
+		held := 0.0
+		if gr.HoldsBackTrim {
+			held = 1
+		}
+		for d, v := range map[*prometheus.Desc]float64{
+			g.pending: float64(gr.Pending), g.lag: float64(gr.Lag), g.consumers: float64(gr.Consumers), g.idle: float64(gr.IdleConsumers),
+			g.oldestAge: gr.OldestPendingAge.Seconds(), g.deliveries: float64(gr.OldestPendingDeliveries),
+			g.holdsBack: held, g.heldAge: gr.TrimHeldAge.Seconds(),
+		} {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, gr.Stream, gr.Group)
 		}
 	}
 }

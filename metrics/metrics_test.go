@@ -66,7 +66,11 @@ func (o onlyMetric) Collect(ch chan<- prometheus.Metric) {
 
 func TestGroups_Collect(t *testing.T) {
 	g := NewGroups("binlog", func(context.Context) ([]Group, error) {
-		return []Group{{Stream: "outbox:order", Group: "billing", Pending: 2, Lag: 3}, {Stream: "outbox:order", Group: "audit", Pending: 1, Lag: -1}}, nil
+		return []Group{
+			{Stream: "outbox:order", Group: "billing", Pending: 2, Lag: 3, Consumers: 2, IdleConsumers: 1, OldestPendingAge: 90 * time.Second, OldestPendingDeliveries: 7,
+				HoldsBackTrim: true, TrimHeldAge: 90 * time.Second},
+			{Stream: "outbox:order", Group: "audit", Lag: 1, Consumers: 1},
+		}, nil
 	}, time.Second, nil)
 	if n := testutil.CollectAndCount(g); n != 0 {
 		t.Errorf("before the first pass: %d metrics, want none", n)
@@ -75,15 +79,32 @@ func TestGroups_Collect(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP binlog_outbox_group_lag Entries of the stream not yet delivered to the consumer group (XINFO GROUPS lag); absent when Redis cannot tell.
+# HELP binlog_outbox_group_holds_back_trim 1 when --trim acked stops at this group: it has not acknowledged, or not been delivered, the oldest entries trimming would remove.
+# TYPE binlog_outbox_group_holds_back_trim gauge
+binlog_outbox_group_holds_back_trim{group="audit",mode="binlog",stream="outbox:order"} 0
+binlog_outbox_group_holds_back_trim{group="billing",mode="binlog",stream="outbox:order"} 1
+# HELP binlog_outbox_group_idle_consumers Consumers of the group that have not read for longer than --group-idle-threshold.
+# TYPE binlog_outbox_group_idle_consumers gauge
+binlog_outbox_group_idle_consumers{group="audit",mode="binlog",stream="outbox:order"} 0
+binlog_outbox_group_idle_consumers{group="billing",mode="binlog",stream="outbox:order"} 1
+# HELP binlog_outbox_group_lag Entries of the stream not yet delivered to the consumer group, counted from the stream's ids.
 # TYPE binlog_outbox_group_lag gauge
+binlog_outbox_group_lag{group="audit",mode="binlog",stream="outbox:order"} 1
 binlog_outbox_group_lag{group="billing",mode="binlog",stream="outbox:order"} 3
-# HELP binlog_outbox_group_pending Entries delivered to the consumer group and not acknowledged (XINFO GROUPS pending).
-# TYPE binlog_outbox_group_pending gauge
-binlog_outbox_group_pending{group="audit",mode="binlog",stream="outbox:order"} 1
-binlog_outbox_group_pending{group="billing",mode="binlog",stream="outbox:order"} 2
+# HELP binlog_outbox_group_oldest_pending_age_seconds Age (from its id) of the group's pending entry of the lowest id; 0 when none is pending.
+# TYPE binlog_outbox_group_oldest_pending_age_seconds gauge
+binlog_outbox_group_oldest_pending_age_seconds{group="audit",mode="binlog",stream="outbox:order"} 0
+binlog_outbox_group_oldest_pending_age_seconds{group="billing",mode="binlog",stream="outbox:order"} 90
+# HELP binlog_outbox_group_oldest_pending_deliveries Times the group's pending entry of the lowest id was delivered, claims included; 0 when none is pending.
+# TYPE binlog_outbox_group_oldest_pending_deliveries gauge
+binlog_outbox_group_oldest_pending_deliveries{group="audit",mode="binlog",stream="outbox:order"} 0
+binlog_outbox_group_oldest_pending_deliveries{group="billing",mode="binlog",stream="outbox:order"} 7
 `
-	if err := testutil.CollectAndCompare(g, strings.NewReader(want)); err != nil {
+	if err := testutil.CollectAndCompare(g, strings.NewReader(want), "binlog_outbox_group_holds_back_trim", "binlog_outbox_group_idle_consumers", "binlog_outbox_group_lag",
+		"binlog_outbox_group_oldest_pending_age_seconds", "binlog_outbox_group_oldest_pending_deliveries"); err != nil {
 		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(g); n != 16 {
+		t.Errorf("%d series, want 8 per group", n)
 	}
 }

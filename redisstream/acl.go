@@ -37,7 +37,9 @@ import (
 //     GROUPS, XPENDING, XLEN and XTRIM;
 //   - status, verify and mark-appended list the streams: SCAN, and TYPE of
 //     the dead-letter stream;
-//   - status: GET, XLEN, XINFO GROUPS;
+//   - status and --group-metrics: GET, XINFO STREAM, XINFO GROUPS,
+//     XPENDING, XINFO CONSUMERS, XRANGE, and EVALSHA (EVAL) of the script
+//     that counts the entries a group has not been delivered yet;
 //   - verify: XRANGE, and its temporary index binlog-outbox:verify:*: ZADD,
 //     EXPIRE, ZRANGEBYSCORE, DEL;
 //   - mark-appended: XINFO STREAM, XRANGE.
@@ -46,7 +48,7 @@ import (
 // ~outbox patterns with patterns matching its streams.
 const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@all " +
 	"+ping +select +info +evalsha +eval +watch +unwatch +multi +exec +discard +get +set +del +exists +incr +hset +hsetnx +hgetall +type +scan " +
-	"+xadd +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xgroup|create " +
+	"+xadd +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xinfo|consumers +xgroup|create " +
 	"+zadd +zrangebyscore +expire +pexpire +pttl"
 
 // ClusterACLRules are what the relay's user needs on every node of a Redis

@@ -63,6 +63,7 @@ func Ranges() []Range {
 		durationIn("probe-interval", minDuration, 0),
 		durationIn("ready-max-stall", minDuration, 0),
 		durationIn("group-metrics-interval", minDuration, 0),
+		durationIn("group-idle-threshold", minDuration, 0),
 		durationIn("poll-interval", minDuration, 0),
 		intIn("batch-size", 1, maxBatch),
 		intIn("max-batch-bytes", 1, anyPositiveInt),

@@ -120,6 +120,8 @@ func TestRun_RedisClusterTrimAndGroupMetrics(t *testing.T) {
 		sc.waitValue("binlog_outbox_group_pending"+series, fmt.Sprintf("= %d (master %d)", pending, s.master), func(v float64) bool { return v == float64(pending) })
 		lag := len(s.all) - s.delivered
 		sc.waitValue("binlog_outbox_group_lag"+series, fmt.Sprintf("= %d (master %d)", lag, s.master), func(v float64) bool { return v == float64(lag) })
+		sc.waitValue("binlog_outbox_group_holds_back_trim"+series, fmt.Sprintf("= 1: g has entries pending (master %d)", s.master), func(v float64) bool { return v == 1 })
+		sc.waitValue("binlog_outbox_group_oldest_pending_deliveries"+series, fmt.Sprintf("= 1 (master %d)", s.master), func(v float64) bool { return v == 1 })
 	}
 
 	// Kill the first stream's master while the trimmer runs: its passes

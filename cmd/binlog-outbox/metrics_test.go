@@ -109,7 +109,7 @@ func TestRun_MetricsLagAndReadiness(t *testing.T) {
 			env := relaytest.NewEnv(t, srv, rs)
 			port := closedPort(t)
 			p := startRelay(t, env, "--mode", tt.mode, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port),
-				"--probe-interval", "200ms", "--ensure-group", "billing", "--group-metrics", "--group-metrics-interval", "200ms")
+				"--probe-interval", "200ms", "--ensure-group", "billing", "--group-metrics", "--group-metrics-interval", "200ms", "--group-idle-threshold", "300ms")
 			s := scraper{t: t, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
 			m := func(name string) string { return name + `{mode="` + tt.mode + `"}` }
 			if tt.mode == "binlog" {
@@ -135,6 +135,7 @@ func TestRun_MetricsLagAndReadiness(t *testing.T) {
 			if v, ok := s.value("binlog_outbox_group_pending" + group); !ok || v != 0 {
 				t.Errorf("group_pending = %v, %v; want 0", v, ok)
 			}
+			groupHealthMetrics(t, s, env, group)
 			if tt.mode == "binlog" {
 				if v, ok := s.value(m("binlog_outbox_binlog_retention_headroom_seconds")); !ok || v < 1e300 {
 					t.Errorf("retention headroom in the current file = %v, %v; want +Inf", v, ok)

@@ -36,15 +36,26 @@ func monitorFlags() []cli.Flag {
 		},
 		&cli.BoolFlag{
 			Name:    "group-metrics",
-			Usage:   "export binlog_outbox_group_pending and binlog_outbox_group_lag for every consumer group of the streams (XINFO GROUPS every --group-metrics-interval, at most 1000 streams)",
+			Usage:   "export the health of every consumer group of the streams (binlog_outbox_group_*: pending and undelivered entries, idle consumers, the oldest pending entry, whether it holds back --trim acked), read every --group-metrics-interval, at most 1000 streams",
 			EnvVars: []string{"BINLOG_OUTBOX_GROUP_METRICS"},
 		},
+		groupIdleThresholdFlag(),
 		&cli.DurationFlag{
 			Name:    "group-metrics-interval",
-			Usage:   "how often --group-metrics reads the consumer groups (a SCAN of the stream keys and XINFO GROUPS per stream)",
+			Usage:   "how often --group-metrics reads the consumer groups (a SCAN of the stream keys, and per stream XINFO STREAM and GROUPS, per group XPENDING, XINFO CONSUMERS and a count of the undelivered entries)",
 			EnvVars: []string{"BINLOG_OUTBOX_GROUP_METRICS_INTERVAL"},
 			Value:   metrics.DefaultGroupInterval,
 		},
+	}
+}
+
+// groupIdleThresholdFlag is --group-idle-threshold of run and status.
+func groupIdleThresholdFlag() cli.Flag {
+	return &cli.DurationFlag{
+		Name:    "group-idle-threshold",
+		Usage:   "a consumer that has not read for longer is idle (status, --group-metrics); a group that holds back --trim acked with only idle consumers is one nobody reads",
+		EnvVars: []string{"BINLOG_OUTBOX_GROUP_IDLE_THRESHOLD"},
+		Value:   redisstream.DefaultGroupIdleThreshold,
 	}
 }
 
@@ -127,7 +138,7 @@ func groupMetrics(c *cli.Context, cfg config, relayMode string, client redis.Uni
 	if err != nil {
 		return nil, err
 	}
-	glob, deadLetter := tmpl.Glob(), c.String("dead-letter-stream")
+	glob, deadLetter, idle := tmpl.Glob(), c.String("dead-letter-stream"), c.Duration("group-idle-threshold")
 	var warn sync.Once
 	read := func(ctx context.Context) ([]metrics.Group, error) {
 		keys, err := groupStreams(ctx, client, glob, deadLetter)
@@ -143,20 +154,30 @@ func groupMetrics(c *cli.Context, cfg config, relayMode string, client redis.Uni
 		var out []metrics.Group
 		var first error
 		for _, key := range keys {
-			groups, err := client.XInfoGroups(ctx, key).Result()
+			groups, err := redisstream.ReadGroupHealth(ctx, client, key, idle)
 			if err != nil {
 				// A stream deleted since the SCAN, or a slot failing
 				// over; the others still count.
-				first = cmp.Or(first, fmt.Errorf("XINFO GROUPS %s: %w", key, redisstream.Classify(err)))
+				first = cmp.Or(first, err)
 				continue
 			}
 			for _, g := range groups {
-				out = append(out, metrics.Group{Stream: key, Group: g.Name, Pending: g.Pending, Lag: g.Lag})
+				out = append(out, groupMetric(g))
 			}
 		}
 		return out, first
 	}
 	return metrics.NewGroups(relayMode, read, c.Duration("group-metrics-interval"), cfg.Logger), nil
+}
+
+// groupMetric is the series of --group-metrics of a group.
+func groupMetric(g redisstream.GroupHealth) metrics.Group {
+	m := metrics.Group{Stream: g.Stream, Group: g.Name, Pending: g.Pending, Lag: g.Undelivered, Consumers: g.Consumers,
+		IdleConsumers: int64(len(g.Idle)), HoldsBackTrim: g.HoldsBackTrim, TrimHeldAge: g.HeldAge}
+	if g.Oldest != nil {
+		m.OldestPendingAge, m.OldestPendingDeliveries = g.Oldest.Age, g.Oldest.Deliveries
+	}
+	return m
 }
 
 // groupStreams lists the streams glob matches (on every master of a

@@ -15,7 +15,7 @@ import (
 )
 
 func statusCommand() *cli.Command {
-	flags := append(streamFlags(), positionKeyFlag(),
+	flags := append(streamFlags(), positionKeyFlag(), groupIdleThresholdFlag(),
 		&cli.BoolFlag{
 			Name:  "json",
 			Usage: "print the status as JSON",
@@ -24,8 +24,9 @@ func statusCommand() *cli.Command {
 		Name:  "status",
 		Usage: "show the mode, the stored position, how far behind the server it is, binlog retention, and the streams with their consumer groups",
 		Description: "Reads only: the mode and position keys, the server's binlog (SHOW BINARY LOGS, the binlog status)\n" +
-			"and expiry settings, and XLEN and XINFO GROUPS of every stream the --stream template names and of the\n" +
-			"dead-letter stream. With --redis-cluster, also the position of every hash slot, and the streams of every master.",
+			"and expiry settings, and of every stream the --stream template names and of the dead-letter stream its length\n" +
+			"and consumer groups (XINFO STREAM, GROUPS and CONSUMERS, XPENDING, and a count of the undelivered entries).\n" +
+			"With --redis-cluster, also the position of every hash slot, and the streams of every master.",
 		Flags:  flags,
 		Action: runStatus,
 	}
@@ -50,7 +51,7 @@ func runStatus(c *cli.Context) error {
 	r, err := admin.Status(ctx, admin.StatusOptions{
 		DB: db, Database: cfg.Database, Table: cfg.Table, Redis: client, Cluster: cfg.RedisCluster != nil,
 		Keys: redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")), Streams: streams,
-		Dumper: dumperFor(cfg, ""),
+		Dumper: dumperFor(cfg, ""), GroupIdleThreshold: c.Duration("group-idle-threshold"),
 	})
 	if err != nil {
 		return err
@@ -135,11 +136,7 @@ func printStatus(w io.Writer, r *admin.StatusReport, asJSON bool) error {
 	for _, s := range r.Streams {
 		fmt.Fprintf(&b, "stream:    %s, %d entries\n", s.Key, s.Length)
 		for _, g := range s.Groups {
-			lag := strconv.FormatInt(g.Lag, 10)
-			if g.Lag < 0 {
-				lag = "unknown"
-			}
-			fmt.Fprintf(&b, "  group:   %s, %d consumers, pending %d, lag %s, last delivered %s\n", g.Name, g.Consumers, g.Pending, lag, g.LastDeliveredID)
+			groupText(&b, g, r.GroupIdleThresholdSeconds)
 		}
 	}
 	for _, w := range r.Warnings {
@@ -147,4 +144,34 @@ func printStatus(w io.Writer, r *admin.StatusReport, asJSON bool) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// groupText is the text of status about a consumer group: a line, and one
+// more for each of its oldest pending entry, idle consumers and the
+// trimming it holds back.
+func groupText(b *strings.Builder, g admin.GroupStatus, idleThreshold float64) {
+	lag := strconv.FormatInt(g.Lag, 10)
+	if g.LagEstimated {
+		lag = "about " + lag
+	}
+	fmt.Fprintf(b, "  group:   %s, %d consumers, pending %d, lag %s, last delivered %s\n", g.Name, g.Consumers, g.Pending, lag, g.LastDeliveredID)
+	if p := g.OldestPending; p != nil {
+		fmt.Fprintf(b, "    oldest pending: %s, %d deliveries, appended %s ago, last delivered to %s %s ago\n", p.ID, p.Deliveries, secs(p.AgeSeconds), p.Consumer, secs(p.IdleSeconds))
+	}
+	if len(g.IdleConsumers) > 0 {
+		idle := make([]string, 0, len(g.IdleConsumers))
+		for _, c := range g.IdleConsumers {
+			idle = append(idle, c.Name+" "+secs(c.IdleSeconds))
+		}
+		fmt.Fprintf(b, "    idle consumers (over %s): %s\n", secs(idleThreshold), strings.Join(idle, ", "))
+	}
+	if g.HoldsBackTrim {
+		fmt.Fprintf(b, "    holds back --trim acked: keeps %s and later, %s old\n", g.TrimHeldID, secs(g.TrimHeldAgeSeconds))
+	}
+}
+
+// secs is a number of seconds as a duration: to the second, or to the
+// millisecond below one.
+func secs(s float64) string {
+	return admin.ShortDuration(time.Duration(s * float64(time.Second)))
 }

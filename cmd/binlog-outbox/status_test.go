@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -34,11 +35,17 @@ func TestStatus_Output(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, errOut, code := run(t, append(global, "status")...)
+	first := env.RDB.XRangeN(ctx, "outbox:order", "-", "+", 1).Val()[0].ID
+	time.Sleep(20 * time.Millisecond)
+
+	out, errOut, code := run(t, append(global, "status", "--group-idle-threshold", "10ms")...)
 	t.Logf("status:\n%s", out)
 	for _, want := range []string{"table:     " + env.Database + ".outbox\n", "mode:      binlog (binlog-outbox:mode:", "server:    ", ", binlog at mysql-bin.",
 		"position:  mysql-bin.", ", written ", "behind:    ", " bytes of binlog, ", "retention: ", "lease:     none held at ",
-		"stream:    outbox:order, 5 entries\n", "  group:   billing, 1 consumers, pending 2, lag 3, last delivered "} {
+		"stream:    outbox:order, 5 entries\n", "  group:   billing, 1 consumers, pending 2, lag 3, last delivered ",
+		"\n    oldest pending: " + first + ", 1 deliveries, appended ", " ago, last delivered to c1 ",
+		"\n    idle consumers (over 10ms): c1 ", "\n    holds back --trim acked: keeps " + first + " and later, ",
+		"\nwarning: group billing of outbox:order holds back --trim acked from " + first + " (", " old) and none of its 1 consumers read for over 10ms: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q", want)
 		}
@@ -47,12 +54,13 @@ func TestStatus_Output(t *testing.T) {
 		t.Fatalf("status: exit %d\n%s%s", code, out, errOut)
 	}
 
-	out, errOut, code = run(t, append(global, "status", "--json")...)
+	out, errOut, code = run(t, append(global, "status", "--json", "--group-idle-threshold", "10ms")...)
 	var r admin.StatusReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 {
 		t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, out, errOut)
 	}
-	for _, key := range []string{`"mode": "binlog"`, `"position": {`, `"bytes_behind": `, `"retention_headroom_seconds": `, `"lease": null`, `"groups": [`, `"lag": 3`} {
+	for _, key := range []string{`"mode": "binlog"`, `"position": {`, `"bytes_behind": `, `"retention_headroom_seconds": `, `"lease": null`, `"groups": [`, `"lag": 3`,
+		`"oldest_pending": {`, `"deliveries": 1,`, `"idle_consumers": [`, `"holds_back_trim": true`, `"trim_held_id": "` + first + `"`} {
 		if !strings.Contains(out, key) {
 			t.Errorf("status --json lacks %s\n%s", key, out)
 		}

@@ -32,6 +32,7 @@ var badValues = map[string][]string{
 	"probe-interval":         {"0"},
 	"ready-max-stall":        {"0"},
 	"group-metrics-interval": {"0"},
+	"group-idle-threshold":   {"0", "-1m"},
 	"poll-interval":          {"0", "-100ms"},
 	"batch-size":             {"0", "-5", "100001"},
 	"max-batch-bytes":        {"0"},
