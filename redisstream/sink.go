@@ -36,7 +36,7 @@ const (
 // --extra-column), which must not take them.
 func BuiltinFields() []string {
 	return []string{FieldMessageID, FieldAggregateType, FieldAggregateID, FieldEventType, FieldPayload,
-		FieldOccurredAt, FieldOutboxID, FieldHeaders, FieldReason}
+		FieldOccurredAt, FieldOutboxID, FieldHeaders, FieldReason, FieldTargetStream}
 }
 
 // OccurredAtLayout formats occurred_at: RFC 3339 in UTC with microseconds,
@@ -587,7 +587,8 @@ func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
 		args = append(args, f.Name, &f.Value)
 	}
 	if e.Invalid != "" {
-		args = append(args, FieldReason, &e.Invalid)
+		// The stream it was meant for, which dead-letters replay appends to.
+		args = append(args, FieldTargetStream, s.template.Render(e), FieldReason, &e.Invalid)
 	}
 	return args
 }
