@@ -104,7 +104,7 @@ func (s *Sink) Replay(ctx context.Context, e *outbox.Event, ids []string) (Repla
 	dead := s.cfg.DeadLetterStream
 	if s.cfg.Cluster && Slot(target) != Slot(dead) {
 		return ReplayGone, "", outbox.WithHint(fmt.Errorf("replay of row %d to %s: %w (%s is in slot %d, %s in slot %d)", e.OutboxID, target, ErrReplayCrossSlot, target, Slot(target), dead, Slot(dead)),
-			"on Redis Cluster, replay needs --dead-letter-stream in the slot of every stream it replays to: give both a common hash tag (e.g. --stream '{outbox}:{aggregate_type}' --dead-letter-stream '{outbox}:dead-letter'); otherwise re-insert the row as a new one")
+			"on Redis Cluster, replay needs --dead-letter-stream in the slot of the stream it replays to (a dead-letter stream whose hash tag is that stream's name, e.g. '{%s}:dead-letter', when the rows go to one stream); otherwise insert the row again as a new one, which the relay relays", target)
 	}
 	groups := s.cfg.Groups
 	if target == dead {
@@ -140,7 +140,7 @@ func (s *Sink) Replay(ctx context.Context, e *outbox.Event, ids []string) (Repla
 // (Sink.Replay). Every check that can fail runs before the first write.
 // ARGV[1] the number N of dead-letter entry IDs, ARGV[2] the number G of
 // consumer groups the target stream must have, then the N IDs, the G
-// group names, and the entry's field/value pairs. It returns {0, ”} when
+// group names, and the entry's field/value pairs. It returns {0, ""} when
 // none of the entries is there (nothing written), else {1, new entry ID}.
 var replayScript = redis.NewScript(aclCheckLua + `
 local n = tonumber(ARGV[1])
