@@ -48,7 +48,7 @@ func messageIDs(t *testing.T, rdb redis.UniversalClient, stream string) map[stri
 	return out
 }
 
-// TestDeadLetters_ReplayExactlyOnce: rows a running binlog relay
+// TestDeadLetters_ReplayExactlyOnce: rows a running relay (each mode)
 // dead-lettered (a payload that is not JSON, a NULL aggregate_id, an
 // unmapped Messenger event type) are listed with their reason, outbox id
 // and stream; after the causes are fixed, replay delivers each exactly once
@@ -57,6 +57,12 @@ func messageIDs(t *testing.T, rdb redis.UniversalClient, stream string) map[stri
 // replay by --id of a row already replayed. A row still undeliverable stays
 // with its new reason and exit 1; purge deletes by age.
 func TestDeadLetters_ReplayExactlyOnce(t *testing.T) {
+	for _, mode := range []string{"binlog", "poll"} {
+		t.Run(mode, func(t *testing.T) { testReplayExactlyOnce(t, mode) })
+	}
+}
+
+func testReplayExactlyOnce(t *testing.T, mode string) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
@@ -64,8 +70,10 @@ func TestDeadLetters_ReplayExactlyOnce(t *testing.T) {
 	if _, err := env.DB.Exec("ALTER TABLE outbox MODIFY aggregate_id VARCHAR(255) NULL"); err != nil {
 		t.Fatal(err)
 	}
-	startRelay(t, env, append([]string{"--mode", "binlog"}, format...)...)
-	waitStoredPosition(t, env, posKey(env))
+	startRelay(t, env, append([]string{"--mode", mode}, format...)...)
+	if mode == "binlog" {
+		waitStoredPosition(t, env, posKey(env))
+	}
 	rec := relaytest.NewProduced()
 	insertEvent(t, env.DB, rec, "o-1", 1)
 	for _, r := range deadLetterRows {
