@@ -177,7 +177,16 @@ func ReplayDeadLetters(ctx context.Context, o ReplayOptions) (ReplayReport, erro
 	for start := 0; start < len(rows); start += replayBatch {
 		batch := rows[start:min(start+replayBatch, len(rows))]
 		if err := o.replayBatch(ctx, q, batch); err != nil {
-			return r, fmt.Errorf("dead-letters replay: %w", err)
+			// Each row's step stands on its own: say what is done, so
+			// that the operator knows a run again finishes the rest.
+			n := 0
+			for _, row := range rows {
+				if row.Outcome == ReplayDelivered {
+					n++
+				}
+			}
+			return r, outbox.WithHint(fmt.Errorf("dead-letters replay: %d rows delivered, then: %w", n, err),
+				"fix the cause and run the replay again: what it delivered is no longer in the dead-letter stream, so nothing is appended twice%s", hintSuffix(err))
 		}
 	}
 	for _, row := range rows {
@@ -393,4 +402,12 @@ func (d *rowDecoder) event() outbox.Event {
 	}
 	b.OccurredAt(d.occurred, time.Now().UTC())
 	return b.Event()
+}
+
+// hintSuffix is the hint of err, if any, as a second sentence.
+func hintSuffix(err error) string {
+	if h := outbox.HintOf(err); h != "" {
+		return "; " + h
+	}
+	return ""
 }

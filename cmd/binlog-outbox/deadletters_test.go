@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,7 +126,7 @@ func testReplayExactlyOnce(t *testing.T, mode string) {
 	// A failure half-way: the stream of the third row is no stream.
 	env.RDB.Set(ctx, "outbox:order.refunded", "in the way", 0)
 	_, errOut, code = replayJSON(t, global, append(fixed, "--all")...)
-	if code != exitFailure || !strings.Contains(errOut, "WRONGTYPE") {
+	if code != exitFailure || !strings.Contains(errOut, "2 rows delivered, then: ") || !strings.Contains(errOut, "WRONGTYPE") || !strings.Contains(errOut, "hint: fix the cause and run the replay again") {
 		t.Errorf("replay into a key that is no stream: exit %d, want 1 and WRONGTYPE\n%s", code, errOut)
 	}
 	if got := messageIDs(t, env.RDB, "outbox:order.changed"); got["dl-json"] != 1 || got["dl-null"] != 1 || len(got) != 4 {
@@ -186,4 +188,53 @@ func testReplayExactlyOnce(t *testing.T, mode string) {
 	if _, errOut, code := run(t, append(global, "dead-letters", "purge")...); code != exitUsage {
 		t.Errorf("purge without --older-than: exit %d, want 2\n%s", code, errOut)
 	}
+}
+
+// TestDeadLetters_ReplayKilledExactlyOnce: replay processes killed with
+// SIGKILL at random moments, again and again until one finishes, deliver
+// each of 300 dead-lettered rows exactly once while the relay runs.
+func TestDeadLetters_ReplayKilledExactlyOnce(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	const rows = 300
+	format := []string{"--format", redisstream.FormatMessenger, "--messenger-class", "order.changed=" + orderChangedClass, "--stream", "outbox:{event_type}"}
+	startRelay(t, env, append([]string{"--mode", "poll"}, format...)...)
+	if _, err := env.DB.Exec(`INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload, occurred_at)
+		SELECT CONCAT('k-', seq), 'order', CONCAT('o-', seq % 7), 'order.refunded', '{}', UTC_TIMESTAMP(6) FROM seq_1_to_300`); err != nil {
+		t.Fatal(err)
+	}
+	dead := redisstream.DefaultDeadLetterStream
+	relaytest.WaitFor(t, 30*time.Second, "300 dead letters", func() bool { return env.RDB.XLen(ctx, dead).Val() == rows })
+
+	args := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--log-format", "json", "dead-letters", "replay", "--all"}
+	args = append(append(args, format...), "--messenger-class", `order.refunded=App\Message\OrderRefunded`)
+	kills, halfway := 0, 0 // halfway: kills that left some rows replayed, some not
+	for attempt := 0; ; attempt++ {
+		if attempt > 200 {
+			t.Fatalf("replay never finished: %d entries left", env.RDB.XLen(ctx, dead).Val())
+		}
+		p := relaytest.StartProcess(t, binary(t), args...)
+		select {
+		case <-p.Done():
+		case <-time.After(time.Duration(20+rand.IntN(60)) * time.Millisecond):
+			p.Signal(t, syscall.SIGKILL)
+			kills++
+		}
+		if n := env.RDB.XLen(ctx, dead).Val(); n > 0 && n < rows {
+			halfway++
+		}
+		if code := p.Wait(t, 30*time.Second); code == 0 {
+			break
+		}
+	}
+	got := messageIDs(t, env.RDB, "outbox:order.refunded")
+	for i := 1; i <= rows; i++ {
+		if id := fmt.Sprintf("k-%d", i); got[id] != 1 {
+			t.Errorf("%s is %d times in outbox:order.refunded, want once", id, got[id])
+		}
+	}
+	if len(got) != rows || env.RDB.XLen(ctx, dead).Val() != 0 {
+		t.Errorf("outbox:order.refunded holds %d message ids, %d dead letters left; want %d and 0", len(got), env.RDB.XLen(ctx, dead).Val(), rows)
+	}
+	t.Logf("%d replays killed before one finished, %d of them half way", kills, halfway)
 }
