@@ -1,4 +1,4 @@
-// Package bench is the harness behind `binlog-outbox bench`: it loads
+// Package bench is the harness behind `binlog-outbox-bench`: it loads
 // workloads into MariaDB (or MySQL), runs the relay as a child process so
 // that its memory and CPU are its own, and measures in the same run the
 // ceilings the relay is compared with: go-mysql reading and decoding the same

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/servers"
+	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
 )
 
 // mariadbArgs are the settings of a private MariaDB: what the relay needs,

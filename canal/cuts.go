@@ -8,24 +8,27 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
+// Cuts tells the reader where batches must end. A sink whose parts may
+// hold the appends up to a point past its stored position implements it
+// (redisstream.Sink on Redis Cluster, whose hash slots do): such a part
+// skips whole batches up to its point, so a batch across the point would be
+// half appended there already.
+type Cuts interface {
+	// CutPoints returns the points past the position the sink's Position
+	// returned last at which a batch must end, in any order; none when no
+	// part of the sink is ahead. The reader asks at the start of each
+	// session, after Position.
+	CutPoints() []position.Point
+}
+
 // sessionCuts returns the points past start at which the session must end a
-// batch (Config.Ahead), in binlog order. A part of the sink that holds the
-// appends up to such a point (a Redis Cluster slot) skips whole batches up
-// to it; a batch across it would be half appended there already.
-func (r *Reader) sessionCuts(start position.Point) ([]position.Point, error) {
-	if r.cfg.Ahead == nil {
-		return nil, nil
+// batch (Config.Cuts), in binlog order.
+func (r *Reader) sessionCuts(start position.Point) []position.Point {
+	if r.cfg.Cuts == nil {
+		return nil
 	}
 	var cuts []position.Point
-	for _, raw := range r.cfg.Ahead() {
-		b, err := position.Decode(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%w: a position a part of the sink holds: %v", outbox.ErrConfig, err)
-		}
-		p, err := b.Point()
-		if err != nil {
-			return nil, fmt.Errorf("%w: a position a part of the sink holds: %v", outbox.ErrConfig, err)
-		}
+	for _, p := range r.cfg.Cuts.CutPoints() {
 		if o, err := position.Order(p, start); err != nil || o <= 0 {
 			continue
 		}
@@ -38,7 +41,7 @@ func (r *Reader) sessionCuts(start position.Point) ([]position.Point, error) {
 	if len(cuts) > 0 {
 		r.log.Info("some hash slots are ahead of the stored position; their batches are cut where they stand and skipped there", "start", start.String(), "cuts", len(cuts), "last", cuts[len(cuts)-1].String())
 	}
-	return cuts, nil
+	return cuts
 }
 
 // atCut reports whether the pending batch ends at the next cut, which it
@@ -51,7 +54,7 @@ func (m *machine) atCut() (bool, error) {
 	}
 	o, err := position.Order(m.pending.at, m.cuts[0])
 	if err != nil {
-		return false, fmt.Errorf("compare %s with a slot's position: %w", m.pending.at, err)
+		return false, fmt.Errorf("compare %s with a cut point: %w", m.pending.at, err)
 	}
 	switch {
 	case o < 0:
@@ -60,6 +63,6 @@ func (m *machine) atCut() (bool, error) {
 		m.cuts = m.cuts[1:]
 		return true, nil
 	}
-	return false, outbox.WithHint(fmt.Errorf("the binlog read again passed %s, where a hash slot's position stands, without a transaction boundary there", m.cuts[0]),
+	return false, outbox.WithHint(fmt.Errorf("the binlog read again passed %s, where a part of the sink's appends ends, without a transaction boundary there", m.cuts[0]),
 		"the binlog differs from the one the position was written from (a failover to a server with another history?); check `binlog-outbox position show` and the server")
 }

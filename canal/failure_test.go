@@ -12,9 +12,9 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // faultySink wraps the real Redis sink and fails some appends, before or after
@@ -310,7 +310,10 @@ func TestReader_PositionOfAnotherServerRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.ServerID += 1000 // as if written against the old primary before a failover
+	// A file position, as a server without GTIDs has, written against the
+	// old primary before a failover.
+	b.GTIDSet, b.EmptyGTIDSet, b.LastGTID = "", false, ""
+	b.ServerID += 1000
 	if err := sink.SetPosition(ctx, b.Encode()); err != nil {
 		t.Fatal(err)
 	}

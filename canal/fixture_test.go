@@ -519,7 +519,7 @@ func TestFixture_GTIDPositions(t *testing.T) {
 			if b.GTIDSet != tt.wantSet || b.LastGTID != tt.wantLast || b.File != tt.wantFile || b.Pos != tt.wantPos || !b.GTIDMode() {
 				t.Errorf("stored position = %+v, want gtid_set %s last_gtid %s at %s:%d", b, tt.wantSet, tt.wantLast, tt.wantFile, tt.wantPos)
 			}
-			resumed, err := r.storedStart(context.Background(), raw)
+			resumed, _, err := r.storedStart(context.Background(), raw)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -155,6 +155,10 @@ type Config struct {
 	// stopping. Without it a second relay is fenced by the position and
 	// stops (--lease=false).
 	Lease Lease
+	// ServerIDClaim, when set, is claimed before every binlog connection
+	// and renewed while it is open: a relay of another position holding
+	// ServerID makes this one stop before it connects (serverid.go).
+	ServerIDClaim ServerIDClaim
 	// LeaseRenew is how often the holder renews the lease and a standby
 	// tries to take it (default 1s); it must stay well below the lease's
 	// TTL.
@@ -165,12 +169,11 @@ type Config struct {
 	// takes over (default DefaultLeaseStepDown; negative: never). It then
 	// waits as a standby, and takes the lease again if nobody else does.
 	LeaseStepDown time.Duration
-	// Ahead, when set, returns the positions past the one the sink's
-	// Position returned last that parts of the sink hold already
-	// (redisstream.Sink.Ahead: Redis Cluster slots whose scripts ran before
-	// a stop in the middle of a batch). Each session ends a batch exactly
-	// at each of them, so that those parts can skip whole batches.
-	Ahead func() [][]byte
+	// Cuts, when set, tells where batches must end (cuts.go): each session
+	// ends a batch exactly at each point it names, so that the parts of the
+	// sink that hold the appends up to there can skip whole batches. Nil:
+	// anywhere.
+	Cuts Cuts
 	// ServerIDClashGrace is how long the server may refuse the relay's
 	// server id before the relay gives up (default 60s): after a crash the
 	// server keeps the dead connection until it notices.

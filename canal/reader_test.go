@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 func TestMain(m *testing.M) { testsvc.Main(m) }
@@ -56,11 +58,7 @@ func newReaderLogging(t testing.TB, env *relaytest.Env, tweak func(*Config), log
 // (its position key is the reader's).
 func newReaderSink(t testing.TB, env *relaytest.Env, sc redisstream.Config, tweak func(*Config), logger *slog.Logger) (*Reader, *redisstream.Sink) {
 	t.Helper()
-	client, err := redisstream.NewClient(env.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client := topologyClient(t, env)
 	key := "binlog-outbox:position:" + env.Database + "." + env.Table
 	host, port := env.MySQLHostPort(t)
 	cfg := Config{
@@ -72,21 +70,58 @@ func newReaderSink(t testing.TB, env *relaytest.Env, sc redisstream.Config, twea
 		HeartbeatPeriod: 200 * time.Millisecond,
 		MaxBackoff:      500 * time.Millisecond,
 	}
+	cluster := env.Topology.Redis == relaytest.Cluster
+	if env.Topology.Lease {
+		lease, err := redisstream.NewLease(client, redisstream.LeaseConfig{Key: redisstream.KeysFor(env.Database, env.Table, "").Lease, Cluster: cluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Lease = lease
+	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
 	// The sink checks the lease the reader waits for, as run sets them up.
 	lease, _ := cfg.Lease.(*redisstream.Lease)
-	sc.PositionKey, sc.Lease = key, lease
+	sc.PositionKey, sc.Lease, sc.Cluster = key, lease, sc.Cluster || cluster
+	if sc.Stream == "" && env.Prefix != relaytest.DefaultPrefix {
+		sc.Stream, sc.DeadLetterStream = env.Prefix+"{aggregate_type}", env.Prefix+"dead-letter"
+	}
 	sink, err := redisstream.New(client, sc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cluster && cfg.Cuts == nil {
+		cfg.Cuts = sink
 	}
 	r, err := New(env.RelayDB(t), sink, cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r, sink
+}
+
+// topologyClient returns a client of the Redis env.RedisURL names, as run
+// builds it for env.Topology (a cluster client on a Cluster), closed at the
+// end of the test.
+func topologyClient(t testing.TB, env *relaytest.Env) redis.UniversalClient {
+	t.Helper()
+	var client redis.UniversalClient
+	if env.Topology.Redis == relaytest.Cluster {
+		o, err := redis.ParseClusterURL(env.RedisURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client = redisstream.NewClusterClientFromOptions(o)
+	} else {
+		c, err := redisstream.NewClient(env.RedisURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client = c
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
 }
 
 var serverIDs = &counter{}
@@ -146,20 +181,29 @@ func stopChecked(ctx context.Context, t testing.TB, env *relaytest.Env, rec *rel
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 }
 
+// TestReader_Conformance runs the suite on every topology: a standalone
+// Redis, Sentinel and a Cluster, each without and with a lease.
 func TestReader_Conformance(t *testing.T) {
-	relaytest.RunSuite(t, func(t *testing.T, env *relaytest.Env) func() error {
-		_, _, stop := startedReader(t, env, func(c *Config) { c.MaxBackoff = 100 * time.Millisecond })
-		return stop
-	}, relaytest.Features{ExactlyOnce: true, PerAggregateOrder: true, PromptStopOnDeadMySQLLink: true})
+	for _, tp := range relaytest.Topologies() {
+		t.Run(tp.String(), func(t *testing.T) {
+			t.Parallel()
+			relaytest.RunSuiteOn(t, tp, func(t *testing.T, env *relaytest.Env) func() error {
+				_, _, stop := startedReader(t, env, func(c *Config) { c.MaxBackoff = 100 * time.Millisecond })
+				return stop
+			}, relaytest.Features{ExactlyOnce: true, PerAggregateOrder: true, PromptStopOnDeadMySQLLink: true})
+		})
+	}
 }
 
 // waitStarted waits until the reader stored its start position, so that rows
-// written afterwards are certainly after it.
+// written afterwards are certainly after it. It asks the reader (Stats), not
+// its sink: a cluster sink's Position keeps per-slot state that only the
+// reader's goroutine may touch.
 func waitStarted(t testing.TB, r *Reader) {
 	t.Helper()
 	relaytest.WaitFor(t, 30*time.Second, "the reader to store its start position", func() bool {
-		raw, err := r.sink.Position(context.Background())
-		return err == nil && raw != nil
+		s := r.Stats()
+		return s.Stored.File != "" || !s.Stored.GTIDSet.IsZero()
 	})
 }
 

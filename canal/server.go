@@ -3,9 +3,9 @@ package canal
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/go-mysql-org/go-mysql/client"
 
@@ -57,21 +57,23 @@ func (r *Reader) loadIdentity(ctx context.Context) error {
 }
 
 // resolveStart decides where the session starts: at the stored position, or,
-// without one, where Config.Start says. prev is the stored position as is.
-func (r *Reader) resolveStart(ctx context.Context) (start position.Point, prev []byte, err error) {
+// without one, where Config.Start says. prev is the stored position as is;
+// converted says the start is the stored file position turned into a GTID
+// position, which the session stores at once.
+func (r *Reader) resolveStart(ctx context.Context) (start position.Point, prev []byte, converted bool, err error) {
 	if err := r.loadIdentity(ctx); err != nil {
-		return position.Point{}, nil, err
+		return position.Point{}, nil, false, err
 	}
 	raw, err := r.sink.Position(ctx)
 	if err != nil {
-		return position.Point{}, nil, err
+		return position.Point{}, nil, false, err
 	}
 	if raw != nil {
-		p, err := r.storedStart(ctx, raw)
-		return p, raw, err
+		p, converted, err := r.storedStart(ctx, raw)
+		return p, raw, converted, err
 	}
 	p, err := r.resolveFrom(ctx, r.cfg.Start)
-	return p, nil, err
+	return p, nil, false, err
 }
 
 // StartPosition resolves a --start-from choice on the server into the
@@ -87,52 +89,51 @@ func (r *Reader) StartPosition(ctx context.Context, s position.Start) ([]byte, e
 	return r.encode(p), nil
 }
 
-// resolveFrom turns a --start-from choice into a point on this server.
+// resolveFrom turns a --start-from choice into a point on this server: a
+// GTID position where the server has GTIDs (position.ResumesByGTID), so
+// that it survives a failover, else a file position.
 func (r *Reader) resolveFrom(ctx context.Context, s position.Start) (position.Point, error) {
 	switch s.Kind {
 	case position.StartNow:
-		file, pos, err := r.currentPosition(ctx)
-		if err != nil {
-			return position.Point{}, err
-		}
-		return position.Point{File: file, Pos: pos}, nil
+		return r.nowPoint(ctx)
 	case position.StartEarliest:
+		return r.earliestPoint(ctx)
+	case position.StartFilePos:
+		// In the words of check (preflight's start-from check): the file
+		// is the operator's choice, not a stored position gone.
 		logs, err := r.binaryLogs(ctx)
 		if err != nil {
 			return position.Point{}, err
 		}
-		if len(logs) == 0 {
-			return position.Point{}, outbox.WithHint(errors.New("the server lists no binary logs"), "enable the binlog: log_bin=ON")
-		}
-		return position.Point{File: logs[0], Pos: 4}, nil
-	case position.StartFilePos:
-		if err := r.checkFile(ctx, s.File); err != nil {
+		if err := s.CheckFileOn(logs); err != nil {
 			return position.Point{}, err
 		}
-		return position.Point{File: s.File, Pos: s.Pos}, nil
+		p, _ := r.convertFilePosition(ctx, position.Point{File: s.File, Pos: s.Pos}, "--start-from "+s.File+":"+strconv.FormatUint(uint64(s.Pos), 10))
+		return p, nil
 	case position.StartGTID:
-		set, err := position.ParseGTIDSet(r.cfg.Flavor, s.GTIDSet)
+		set, err := s.GTIDSetOn(r.cfg.Flavor)
 		if err != nil {
-			return position.Point{}, outbox.WithHint(fmt.Errorf("%w: --start-from %q: %v", outbox.ErrConfig, s.GTIDSet, err),
-				"MySQL GTID sets look like 3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42, MariaDB ones like 0-1-42")
+			return position.Point{}, err
 		}
 		return position.Point{GTIDSet: set}, nil
 	}
 	return position.Point{}, fmt.Errorf("%w: unknown start kind %d", outbox.ErrConfig, s.Kind)
 }
 
-func (r *Reader) storedStart(ctx context.Context, raw []byte) (position.Point, error) {
+// storedStart is the point the stored position raw resumes from; converted
+// says a file position of this server became a GTID position
+// (convertFilePosition).
+func (r *Reader) storedStart(ctx context.Context, raw []byte) (p position.Point, converted bool, err error) {
 	b, err := position.Decode(raw)
 	if err != nil {
-		return position.Point{}, outbox.WithHint(fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err),
+		return position.Point{}, false, outbox.WithHint(fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err),
 			"inspect it with `binlog-outbox position show` and replace it with `binlog-outbox position set`")
 	}
 	if b.Flavor != r.cfg.Flavor {
-		return position.Point{}, outbox.WithHint(fmt.Errorf("%w: the stored position belongs to a %s server, this is %s", outbox.ErrPositionGone, b.Flavor, r.cfg.Flavor), "%s", recoveryHint)
+		return position.Point{}, false, outbox.WithHint(fmt.Errorf("%w: the stored position belongs to a %s server, this is %s", outbox.ErrPositionGone, b.Flavor, r.cfg.Flavor), "%s", recoveryHint)
 	}
-	p, err := b.Point()
-	if err != nil {
-		return position.Point{}, fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err)
+	if p, err = b.Point(); err != nil {
+		return position.Point{}, false, fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err)
 	}
 	id, uuid := r.identity()
 	other := b.ServerID != id || (b.ServerUUID != "" && uuid != "" && b.ServerUUID != uuid)
@@ -140,16 +141,17 @@ func (r *Reader) storedStart(ctx context.Context, raw []byte) (position.Point, e
 		if other {
 			r.noticeNewServer(b, id, uuid)
 		}
-		return p, nil
+		return p, false, nil
 	}
 	if other {
-		return position.Point{}, outbox.WithHint(fmt.Errorf("%w: the stored position %s:%d belongs to server_id %d %s, connected to server_id %d %s; file positions are server-local",
+		return position.Point{}, false, outbox.WithHint(fmt.Errorf("%w: the stored position %s:%d belongs to server_id %d %s, connected to server_id %d %s; file positions are server-local",
 			outbox.ErrPositionGone, b.File, b.Pos, b.ServerID, b.ServerUUID, id, uuid), "%s", recoveryHint)
 	}
 	if err := r.checkFile(ctx, b.File); err != nil {
-		return position.Point{}, err
+		return position.Point{}, false, err
 	}
-	return p, nil
+	p, converted = r.convertFilePosition(ctx, p, "the stored file position")
+	return p, converted, nil
 }
 
 // noticeNewServer logs, once per change, that the stored GTID position was

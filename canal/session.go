@@ -26,6 +26,10 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	r.stats.Sessions++
 	r.mu.Unlock()
 
+	// Before any binlog connection, the layout proof's included.
+	if err := r.claimServerID(ctx); err != nil {
+		return false, err
+	}
 	start, prev, proof, err := r.begin(ctx)
 	if err != nil {
 		return false, err
@@ -34,6 +38,7 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	st.spawn(func() { r.renewServerID(sctx, st.cancel) })
 	// While sessions keep failing, the failure lines say enough.
 	level := slog.LevelInfo
 	if r.retry.Failing() {
@@ -51,9 +56,7 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 			r.carried = l.m.tables.proven()
 		}
 	}()
-	if l.m.cuts, err = r.sessionCuts(start); err != nil {
-		return false, err
-	}
+	l.m.cuts = r.sessionCuts(start)
 	return false, l.run(sctx)
 }
 
@@ -66,7 +69,8 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 	if r.collations, err = readCollations(ctx, r.db); err != nil {
 		return start, nil, proof, err
 	}
-	start, prev, err = r.resolveStart(ctx)
+	var converted bool
+	start, prev, converted, err = r.resolveStart(ctx)
 	if err != nil {
 		return start, nil, proof, err
 	}
@@ -86,6 +90,15 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 		}
 		prev = next
 		r.log.Info("stored the start position", "position", start.String())
+	} else if converted {
+		// At once, as a first start: the GTID position then holds even
+		// when no transaction moves the binlog before a failover.
+		next := r.encode(start)
+		if err := r.sink.Append(ctx, nil, prev, next); err != nil {
+			return start, nil, proof, r.appendError(err)
+		}
+		prev = next
+		r.log.Info("stored the converted position", "position", start.String())
 	}
 	r.mu.Lock()
 	r.stats.Stored = start

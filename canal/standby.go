@@ -39,6 +39,9 @@ type Lease interface {
 func (r *Reader) standby(ctx context.Context) error {
 	for {
 		if err := r.waitLease(ctx); err != nil || ctx.Err() != nil {
+			// A stop can come just after a take (or its lost reply):
+			// give up what this process may hold, as lead does.
+			r.releaseLease(ctx)
 			return err
 		}
 		err := r.lead(ctx)
@@ -138,15 +141,21 @@ func (r *Reader) lead(ctx context.Context) error {
 	r.leader.Store(false)
 	cancel(nil)
 	<-renewed
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	if rerr := r.cfg.Lease.Release(rctx); rerr != nil {
-		r.log.Warn("could not give the lease up; a standby takes over when it expires", logging.KeyError, rerr)
-	}
-	rcancel()
+	r.releaseLease(ctx)
 	if cause := context.Cause(lctx); errors.Is(cause, outbox.ErrLeaseLost) && ctx.Err() == nil {
 		return cause
 	}
 	return err
+}
+
+// releaseLease gives the lease up, if this process holds it, even when ctx
+// is done: a stop is when a standby needs it most.
+func (r *Reader) releaseLease(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := r.cfg.Lease.Release(rctx); err != nil {
+		r.log.Warn("could not give the lease up; a standby takes over when it expires", logging.KeyError, err)
+	}
 }
 
 // renewLease renews the lease every LeaseRenew until ctx is done, and

@@ -21,8 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/examples/internal/exampletest"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 func TestMain(m *testing.M) { testsvc.Main(m) }

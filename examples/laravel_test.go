@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/examples/internal/exampletest"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 )
 
 // debianLaravel is where php-laravel-framework puts the framework; the

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/examples/internal/exampletest"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 )
 
 const symfonyInstallHint = "apt-get install -y php-symfony-messenger php-symfony-redis-messenger php-symfony-serializer php-symfony-property-access php-symfony-event-dispatcher (scripts/test.sh installs them)"

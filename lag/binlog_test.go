@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 func TestMain(m *testing.M) { testsvc.Main(m) }

@@ -41,23 +41,89 @@ func Parse(s string) (string, error) {
 type Store interface {
 	// Load returns the stored mode, or "" when none is stored.
 	Load(ctx context.Context) (string, error)
-	// Save stores mode; a later Load returns it.
+	// Save stores mode; a later Load returns it, and Prepared "".
 	Save(ctx context.Context, mode string) error
+	// Prepared returns the mode the documented switch prepared the table
+	// for (Prepare), or "" when none.
+	Prepared(ctx context.Context) (string, error)
+	// Prepare records that the documented switch to mode was made:
+	// mark-appended marked what binlog mode appended (poll), or `position
+	// set` stored where binlog mode starts (binlog).
+	Prepare(ctx context.Context, mode string) error
 	// Key names where the mode is kept, for messages.
 	Key() string
 }
 
+// stored is what a Store holds of one table.
+type stored struct {
+	mode, prepared, key string
+}
+
+// load reads the stored mode and the prepared switch of s.
+func load(ctx context.Context, s Store) (stored, error) {
+	m, err := s.Load(ctx)
+	if err != nil {
+		return stored{}, fmt.Errorf("read the mode this table ran in (%s): %w", s.Key(), err)
+	}
+	st := stored{mode: m, key: s.Key()}
+	if m != "" {
+		if st.prepared, err = s.Prepared(ctx); err != nil {
+			return stored{}, fmt.Errorf("read the switch prepared for this table (%s): %w", s.Key(), err)
+		}
+	}
+	return st, nil
+}
+
+// PrepareSwitch records, for the documented switch to mode, that its
+// preparing step was made (see Store.Prepare), when the table ran in the
+// other mode; it does nothing for a table that ran in mode or in none.
+func PrepareSwitch(ctx context.Context, s Store, mode string) (prepared bool, err error) {
+	m, err := s.Load(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read the mode this table ran in (%s): %w", s.Key(), err)
+	}
+	if m == "" || m == mode {
+		return false, nil
+	}
+	if err := s.Prepare(ctx, mode); err != nil {
+		return false, fmt.Errorf("record the switch to %s mode (%s): %w", mode, s.Key(), err)
+	}
+	return true, nil
+}
+
+// Switch decides whether a relay of mode requested (binlog or poll) may run
+// on a table that ran in mode from (stored under key; "" none) and for which
+// the documented switch prepared mode prepared: only the procedure of
+// docs/switching-modes.md switches, since poll mode after binlog mode would
+// append again every row binlog mode appended, and binlog mode starting now
+// after polling would skip the rows not yet polled. The refusal names the
+// steps; `check --mode` reports it as run does.
+func Switch(from, prepared, requested, key string) error {
+	if from == "" || from == requested || prepared == requested {
+		return nil
+	}
+	steps := "stop the binlog relay and its standbys, run `binlog-outbox mark-appended` (it marks what binlog mode appended), then start `binlog-outbox run --mode poll`; " +
+		"or, without a stop, run the binlog relay with --dedupe-window 24h first and the pollers with the same window"
+	if requested == Binlog {
+		steps = "run `binlog-outbox position set --start-from now` (where binlog mode will start), wait until the pollers sent every row committed before it, " +
+			"then start `binlog-outbox run --mode binlog --dedupe-window 24h` with the pollers' window"
+	}
+	return outbox.WithHint(fmt.Errorf("%w: --mode %s: this table ran in %s mode (%s), and the switch was not prepared: %s",
+		outbox.ErrConfig, requested, from, key, switchCost(from, requested)),
+		"to switch, follow docs/switching-modes.md: %s; to go on as before, run with --mode %s or --mode auto", steps, from)
+}
+
 // Resolve chooses the mode (see Choose) and stores it when it changed.
 func Resolve(ctx context.Context, log *slog.Logger, rep preflight.Report, requested string, s Store) (string, error) {
-	stored, err := s.Load(ctx)
-	if err != nil {
-		return "", fmt.Errorf("read the mode this table ran in (%s): %w", s.Key(), err)
-	}
-	m, err := Choose(log, rep, requested, stored, s.Key())
+	st, err := load(ctx, s)
 	if err != nil {
 		return "", err
 	}
-	if m != stored {
+	m, err := Choose(log, rep, requested, st.mode, st.prepared, s.Key())
+	if err != nil {
+		return "", err
+	}
+	if m != st.mode {
 		if err := s.Save(ctx, m); err != nil {
 			return "", fmt.Errorf("store the mode (%s): %w", s.Key(), err)
 		}
@@ -71,7 +137,9 @@ func Resolve(ctx context.Context, log *slog.Logger, rep preflight.Report, reques
 // Each table's stored mode counts as it does for a table alone (Choose), so
 // that a relay of one of them alone later keeps to it:
 //
-//   - --mode binlog or poll insists, and warns of each table it switches;
+//   - --mode binlog or poll runs, and switches each table whose switch was
+//     prepared (Switch); a table that ran in the other mode unprepared is
+//     refused;
 //   - auto mode keeps the mode the tables ran in (a table with none yet joins
 //     them), and on a first start prefers binlog mode and falls back to poll
 //     mode as for one table. Tables that ran in different modes are refused:
@@ -81,12 +149,17 @@ func Resolve(ctx context.Context, log *slog.Logger, rep preflight.Report, reques
 func ResolveSeveral(ctx context.Context, log *slog.Logger, rep preflight.Report, requested string, stores []Store) (string, error) {
 	stored := make([]string, len(stores))
 	var inBinlog, inPoll []string
+	var refused error
 	for i, s := range stores {
-		m, err := s.Load(ctx)
+		st, err := load(ctx, s)
 		if err != nil {
-			return "", fmt.Errorf("read the mode this table ran in (%s): %w", s.Key(), err)
+			return "", err
 		}
+		m := st.mode
 		stored[i] = m
+		if requested != Auto && refused == nil {
+			refused = Switch(m, st.prepared, requested, st.key)
+		}
 		switch m {
 		case Binlog:
 			inBinlog = append(inBinlog, s.Key())
@@ -97,10 +170,12 @@ func ResolveSeveral(ctx context.Context, log *slog.Logger, rep preflight.Report,
 	var m string
 	var err error
 	switch {
+	case refused != nil:
+		return "", refused
 	case requested != Auto:
 		for i, s := range stores {
 			if stored[i] != "" && stored[i] != requested {
-				warnSwitch(log, stored[i], requested, s.Key())
+				logSwitch(log, stored[i], requested, s.Key())
 			}
 		}
 		m, err = requested, rep.Err(preflight.Mode(requested))
@@ -109,11 +184,11 @@ func ResolveSeveral(ctx context.Context, log *slog.Logger, rep preflight.Report,
 			outbox.ErrConfig, shortKeys(inBinlog), shortKeys(inPoll)),
 			"switch the tables of one mode deliberately as docs/switching-modes.md describes and run with --mode binlog or --mode poll; or relay each group with a relay of its own, each with its own --table")
 	case len(inBinlog) > 0:
-		m, err = Choose(log, rep, Auto, Binlog, inBinlog[0])
+		m, err = Choose(log, rep, Auto, Binlog, "", inBinlog[0])
 	case len(inPoll) > 0:
-		m, err = Choose(log, rep, Auto, Poll, inPoll[0])
+		m, err = Choose(log, rep, Auto, Poll, "", inPoll[0])
 	default:
-		m, err = Choose(log, rep, Auto, "", "")
+		m, err = Choose(log, rep, Auto, "", "", "")
 	}
 	if err != nil {
 		return "", err
@@ -131,13 +206,14 @@ func ResolveSeveral(ctx context.Context, log *slog.Logger, rep preflight.Report,
 // ResolveAdded claims for relayMode a table that a relay of several tables
 // starts to relay while it runs (a pattern matched a table created since):
 // as at the start (ResolveSeveral), a table whose stored mode differs is a
-// switch, which auto mode refuses and --mode binlog or poll makes with a
-// warning. A table without a stored mode gets relayMode.
+// switch, which auto mode refuses and --mode binlog or poll makes only when
+// it was prepared (Switch). A table without a stored mode gets relayMode.
 func ResolveAdded(ctx context.Context, log *slog.Logger, requested, relayMode string, s Store) error {
-	stored, err := s.Load(ctx)
+	st, err := load(ctx, s)
 	if err != nil {
-		return fmt.Errorf("read the mode this table ran in (%s): %w", s.Key(), err)
+		return err
 	}
+	stored := st.mode
 	if stored == relayMode {
 		return nil
 	}
@@ -146,7 +222,10 @@ func ResolveAdded(ctx context.Context, log *slog.Logger, requested, relayMode st
 			return outbox.WithHint(fmt.Errorf("%w: auto mode: the relay runs %s mode, and a table it found since the start ran in %s mode (%s)", outbox.ErrConfig, relayMode, stored, s.Key()),
 				"auto mode never switches a table by itself (%s); switch it deliberately as docs/switching-modes.md describes and run with --mode %s, or leave it out of --table", switchCost(stored, relayMode), relayMode)
 		}
-		warnSwitch(log, stored, relayMode, s.Key())
+		if err := Switch(stored, st.prepared, relayMode, st.key); err != nil {
+			return err
+		}
+		logSwitch(log, stored, relayMode, s.Key())
 	}
 	if err := s.Save(ctx, relayMode); err != nil {
 		return fmt.Errorf("store the mode (%s): %w", s.Key(), err)
@@ -154,15 +233,10 @@ func ResolveAdded(ctx context.Context, log *slog.Logger, requested, relayMode st
 	return nil
 }
 
-// warnSwitch logs, once per table, that --mode switches it from one mode to
-// the other, and what that takes.
-func warnSwitch(log *slog.Logger, from, to, key string) {
-	if from == Binlog && to == Poll {
-		log.Warn("switching modes: poll mode appends again every row binlog mode appended and nobody marked; run `binlog-outbox mark-appended` first (docs/switching-modes.md)",
-			"from", from, "to", to, "mode_key", key)
-		return
-	}
-	log.Warn("switching modes: follow docs/switching-modes.md to lose and repeat nothing", "from", from, "to", to, "mode_key", key)
+// logSwitch logs, once per table, that --mode switches it, as the
+// documented procedure prepared (Switch refuses any other switch).
+func logSwitch(log *slog.Logger, from, to, key string) {
+	log.Info("switching modes as prepared (docs/switching-modes.md)", "from", from, "to", to, "mode_key", key)
 }
 
 // switchCost says what a switch made without the documented steps does.
@@ -187,12 +261,16 @@ func shortKeys(keys []string) string {
 // it stays with the mode it chose. Changing modes silently would lose or
 // repeat events: poll mode would re-append every row binlog mode left
 // unmarked, binlog mode starting "now" would skip rows not yet polled. A
-// switch is deliberate: --mode and docs/switching-modes.md.
-func Choose(log *slog.Logger, rep preflight.Report, mode, stored, modeKey string) (string, error) {
+// switch is deliberate: the steps of docs/switching-modes.md, which record
+// the prepared mode, then --mode (Switch refuses it unprepared).
+func Choose(log *slog.Logger, rep preflight.Report, mode, stored, prepared, modeKey string) (string, error) {
 	switch mode {
 	case Binlog, Poll:
+		if err := Switch(stored, prepared, mode, modeKey); err != nil {
+			return "", err
+		}
 		if stored != "" && stored != mode {
-			warnSwitch(log, stored, mode, modeKey)
+			logSwitch(log, stored, mode, modeKey)
 		}
 		return mode, rep.Err(preflight.Mode(mode))
 	}

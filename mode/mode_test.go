@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
@@ -30,30 +31,36 @@ func TestChoose(t *testing.T) {
 		name              string
 		rep               preflight.Report
 		requested, stored string
+		prepared          string
 		want              string
-		wantErr           bool
+		wantErr           error
 	}{
-		{"auto, first start, binlog usable", report(), Auto, "", Binlog, false},
-		{"auto, first start, binlog unusable falls back to poll", binlogDown, Auto, "", Poll, false},
-		{"auto, first start, neither", bothDown, Auto, "", "", true},
-		{"auto sticks to binlog", pollDown, Auto, Binlog, Binlog, false},
-		{"auto never falls back once binlog ran", binlogDown, Auto, Binlog, "", true},
-		{"auto sticks to poll even when binlog is usable", report(), Auto, Poll, Poll, false},
-		{"auto sticks to poll, poll unusable", pollDown, Auto, Poll, "", true},
-		{"explicit binlog over a stored poll", report(), Binlog, Poll, Binlog, false},
-		{"explicit poll over a stored binlog", report(), Poll, Binlog, Poll, false},
-		{"explicit binlog, unusable", binlogDown, Binlog, "", "", true},
-		{"explicit poll, unusable", pollDown, Poll, "", "", true},
+		{"auto, first start, binlog usable", report(), Auto, "", "", Binlog, nil},
+		{"auto, first start, binlog unusable falls back to poll", binlogDown, Auto, "", "", Poll, nil},
+		{"auto, first start, neither", bothDown, Auto, "", "", "", preflight.ErrRequirements},
+		{"auto sticks to binlog", pollDown, Auto, Binlog, "", Binlog, nil},
+		{"auto sticks to binlog, poll prepared", report(), Auto, Binlog, Poll, Binlog, nil},
+		{"auto never falls back once binlog ran", binlogDown, Auto, Binlog, "", "", preflight.ErrRequirements},
+		{"auto sticks to poll even when binlog is usable", report(), Auto, Poll, "", Poll, nil},
+		{"auto sticks to poll, poll unusable", pollDown, Auto, Poll, "", "", preflight.ErrRequirements},
+		{"explicit binlog over a stored poll, unprepared", report(), Binlog, Poll, "", "", outbox.ErrConfig},
+		{"explicit poll over a stored binlog, unprepared", report(), Poll, Binlog, "", "", outbox.ErrConfig},
+		{"explicit binlog over a stored poll, prepared", report(), Binlog, Poll, Binlog, Binlog, nil},
+		{"explicit poll over a stored binlog, prepared", report(), Poll, Binlog, Poll, Poll, nil},
+		{"explicit poll, the switch prepared for the other mode", report(), Poll, Binlog, Binlog, "", outbox.ErrConfig},
+		{"explicit binlog, stored binlog, poll prepared", report(), Binlog, Binlog, Poll, Binlog, nil},
+		{"explicit binlog, unusable", binlogDown, Binlog, "", "", "", preflight.ErrRequirements},
+		{"explicit poll, unusable", pollDown, Poll, "", "", "", preflight.ErrRequirements},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Choose(slog.New(slog.DiscardHandler), tt.rep, tt.requested, tt.stored, "binlog-outbox:mode:app.outbox")
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("Choose() error = %v, want error %v", err, tt.wantErr)
+			got, err := Choose(slog.New(slog.DiscardHandler), tt.rep, tt.requested, tt.stored, tt.prepared, "binlog-outbox:mode:app.outbox")
+			if (err != nil) != (tt.wantErr != nil) {
+				t.Fatalf("Choose() error = %v, want %v", err, tt.wantErr)
 			}
 			if err != nil {
-				if !errors.Is(err, preflight.ErrRequirements) || outbox.HintOf(err) == "" {
-					t.Errorf("Choose() error = %v, want requirements not met with a hint", err)
+				if !errors.Is(err, tt.wantErr) || outbox.HintOf(err) == "" {
+					t.Errorf("Choose() error = %v, want %v with a hint", err, tt.wantErr)
 				}
 				return
 			}
@@ -77,15 +84,20 @@ func TestParse(t *testing.T) {
 
 // memStore is a Store in memory.
 type memStore struct {
-	mode  string
-	saves int
-	err   error
+	mode, prepared string
+	saves          int
+	err            error
 }
 
 func (s *memStore) Load(context.Context) (string, error) { return s.mode, s.err }
 func (s *memStore) Save(_ context.Context, m string) error {
-	s.mode = m
+	s.mode, s.prepared = m, ""
 	s.saves++
+	return nil
+}
+func (s *memStore) Prepared(context.Context) (string, error) { return s.prepared, s.err }
+func (s *memStore) Prepare(_ context.Context, m string) error {
+	s.prepared = m
 	return nil
 }
 func (s *memStore) Key() string { return "k" }
@@ -102,8 +114,17 @@ func TestResolve(t *testing.T) {
 	if got, err := Resolve(ctx, log, report(), Auto, s); err != nil || got != Poll || s.saves != 1 {
 		t.Fatalf("second Resolve() = %q, %v (%d saves); want poll without another save", got, err, s.saves)
 	}
-	if got, err := Resolve(ctx, log, report(), Binlog, s); err != nil || got != Binlog || s.mode != Binlog {
-		t.Fatalf("explicit Resolve() = %q, %v (stored %q); want binlog, stored", got, err, s.mode)
+	if _, err := Resolve(ctx, log, report(), Binlog, s); !errors.Is(err, outbox.ErrConfig) || s.mode != Poll {
+		t.Fatalf("explicit Resolve() unprepared = %v (stored %q); want a refusal, poll kept", err, s.mode)
+	}
+	if ok, err := PrepareSwitch(ctx, s, Binlog); !ok || err != nil || s.prepared != Binlog {
+		t.Fatalf("PrepareSwitch() = %v, %v (prepared %q); want binlog prepared", ok, err, s.prepared)
+	}
+	if got, err := Resolve(ctx, log, report(), Binlog, s); err != nil || got != Binlog || s.mode != Binlog || s.prepared != "" {
+		t.Fatalf("explicit Resolve() prepared = %q, %v (stored %q, prepared %q); want binlog, stored, the preparation used up", got, err, s.mode, s.prepared)
+	}
+	if ok, err := PrepareSwitch(ctx, s, Binlog); ok || err != nil || s.prepared != "" {
+		t.Fatalf("PrepareSwitch() of the mode the table runs in = %v, %v (prepared %q); want nothing recorded", ok, err, s.prepared)
 	}
 	s.err = errors.New("redis down")
 	if _, err := Resolve(ctx, log, report(), Auto, s); err == nil {
@@ -117,7 +138,9 @@ func TestResolveSeveral(t *testing.T) {
 	stores := func(modes ...string) []Store {
 		out := make([]Store, len(modes))
 		for i, m := range modes {
-			out[i] = &memStore{mode: m}
+			// "binlog>poll": ran in binlog mode, the switch to poll prepared.
+			from, to, _ := strings.Cut(m, ">")
+			out[i] = &memStore{mode: from, prepared: to}
 		}
 		return out
 	}
@@ -136,8 +159,10 @@ func TestResolveSeveral(t *testing.T) {
 		{"auto keeps to poll mode, a new table joins", report(), Auto, []string{"", Poll}, Poll},
 		{"auto never falls back once a table ran in binlog mode", binlogDown, Auto, []string{Binlog, ""}, ""},
 		{"auto refuses tables of both modes", report(), Auto, []string{Binlog, Poll}, ""},
-		{"binlog over a table polled before is a switch", report(), Binlog, []string{"", Poll}, Binlog},
-		{"poll over a table relayed in binlog mode is a switch", report(), Poll, []string{Binlog, ""}, Poll},
+		{"binlog over a table polled before, unprepared", report(), Binlog, []string{"", Poll}, ""},
+		{"poll over a table relayed in binlog mode, unprepared", report(), Poll, []string{Binlog, ""}, ""},
+		{"binlog over a table polled before, prepared", report(), Binlog, []string{"", Poll + ">" + Binlog}, Binlog},
+		{"poll over tables relayed in binlog mode, one unprepared", report(), Poll, []string{Binlog + ">" + Poll, Binlog}, ""},
 		{"poll, first start", binlogDown, Poll, []string{"", ""}, Poll},
 		{"poll, unusable", report(preflight.ModePoll), Poll, []string{"", ""}, ""},
 	}
@@ -175,11 +200,13 @@ func TestResolveAdded(t *testing.T) {
 		{"a new table", Auto, "", false},
 		{"a table polled before", Auto, Poll, false},
 		{"auto refuses a table relayed in binlog mode", Auto, Binlog, true},
-		{"--mode poll switches it", Poll, Binlog, false},
+		{"--mode poll refuses it unprepared", Poll, Binlog, true},
+		{"--mode poll switches it prepared", Poll, Binlog + ">" + Poll, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &memStore{mode: tt.stored}
+			from, to, _ := strings.Cut(tt.stored, ">")
+			s := &memStore{mode: from, prepared: to}
 			err := ResolveAdded(ctx, log, tt.requested, Poll, s)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("ResolveAdded() = %v, want error %v", err, tt.wantErr)

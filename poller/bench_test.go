@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/bench"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 )
 
 // benchRows is the backlog of the comparison: BINLOG_OUTBOX_BENCH_ROWS or

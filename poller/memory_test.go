@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 )
 
 // TestPoller_ReadsAtMostMaxBatchBytesPerRound relays 160 rows of 256 KiB

@@ -16,10 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 func TestMain(m *testing.M) { testsvc.Main(m) }
@@ -55,10 +55,28 @@ func newPollerWindow(t testing.TB, env *relaytest.Env, window time.Duration, twe
 	if m == nil {
 		m = schema.DefaultMapping()
 	}
-	pub := newPublisher(t, env.RedisURL, redisstream.Config{
+	sc := redisstream.Config{
 		NoAggregateType: !m.Has(schema.ColAggregateType), NoHeaders: !m.Has(schema.ColHeaders),
 		Dedupe: redisstream.Dedupe{Window: window, KeyPrefix: redisstream.KeysFor(env.Database, env.Table, "").DedupePrefix},
-	})
+	}
+	if env.Prefix != relaytest.DefaultPrefix {
+		sc.Stream, sc.DeadLetterStream = env.Prefix+"{aggregate_type}", env.Prefix+"dead-letter"
+	}
+	var pub *redisstream.Sink
+	if env.Topology.Redis == relaytest.Cluster {
+		o, err := redis.ParseClusterURL(env.RedisURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := redisstream.NewClusterClientFromOptions(o)
+		t.Cleanup(func() { client.Close() })
+		sc.Cluster = true
+		if pub, err = redisstream.New(client, sc); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		pub = newPublisher(t, env.RedisURL, sc)
+	}
 	p, err := New(env.RelayDB(t), pub, cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -96,21 +114,32 @@ func TestPoller_Conformance(t *testing.T) {
 	features := relaytest.Features{PerAggregateOrder: true, DeadLettersInvalidJSON: true, PromptStopOnDeadMySQLLink: true}
 	dedupe := features
 	dedupe.AtLeastOnceWithDedupe = true
+	standalone := relaytest.Topology{Redis: relaytest.Standalone}
+	sentinel := relaytest.Topology{Redis: relaytest.Sentinel}
+	cluster := relaytest.Topology{Redis: relaytest.Cluster}
+	// Poll mode has no lease: a second poller shares the work (SKIP
+	// LOCKED) instead of standing by.
 	for _, tt := range []struct {
 		name     string
 		window   time.Duration
 		tweak    func(*Config)
 		features relaytest.Features
+		on       []relaytest.Topology
 	}{
-		{"AtLeastOnce", 0, nil, features},
-		{"DedupeWindow", time.Hour, nil, dedupe},
-		{"DeleteMode", 0, func(c *Config) { c.OnSent = OnSentDelete }, features},
+		{"AtLeastOnce", 0, nil, features, []relaytest.Topology{standalone, sentinel, cluster}},
+		{"DedupeWindow", time.Hour, nil, dedupe, []relaytest.Topology{standalone, sentinel, cluster}},
+		{"DeleteMode", 0, func(c *Config) { c.OnSent = OnSentDelete }, features, []relaytest.Topology{standalone}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			relaytest.RunSuite(t, func(t *testing.T, env *relaytest.Env) func() error {
-				return start(newPollerWindow(t, env, tt.window, tt.tweak))
-			}, tt.features)
+			for _, tp := range tt.on {
+				t.Run(tp.String(), func(t *testing.T) {
+					t.Parallel()
+					relaytest.RunSuiteOn(t, tp, func(t *testing.T, env *relaytest.Env) func() error {
+						return start(newPollerWindow(t, env, tt.window, tt.tweak))
+					}, tt.features)
+				})
+			}
 		})
 	}
 }

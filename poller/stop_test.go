@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 )
 
 func countUnsent(t testing.TB, env *relaytest.Env) int {

@@ -29,16 +29,20 @@ type Point struct {
 }
 
 // String renders the point for logs and metrics, as Binlog.String does.
-func (p Point) String() string { return format(p.File, p.Pos, p.GTIDSet.String(), p.TxRows) }
+func (p Point) String() string {
+	return format(p.File, p.Pos, p.GTIDSet.String(), !p.GTIDSet.IsZero(), p.TxRows)
+}
 
 // Binlog returns the point as the position a relay of flavor stores, without
 // the fields that say who wrote it and when (ServerID, ServerUUID, Writer,
 // Seq, UpdatedAt): the writer fills those.
 func (p Point) Binlog(flavor string) Binlog {
-	return Binlog{
+	b := Binlog{
 		Flavor: flavor, File: p.File, Pos: p.Pos, GTIDSet: p.GTIDSet.String(),
 		LastGTID: p.LastGTID.String(), TxRows: p.TxRows,
 	}
+	b.EmptyGTIDSet = !p.GTIDSet.IsZero() && b.GTIDSet == ""
+	return b
 }
 
 // Point returns the point to resume from, with the GTID set parsed in the
@@ -57,10 +61,13 @@ func (b Binlog) Point() (Point, error) {
 }
 
 // format is the one rendering of a position for people.
-func format(file string, pos uint32, gtidSet string, txRows uint64) string {
+func format(file string, pos uint32, gtidSet string, gtid bool, txRows uint64) string {
 	s := file + ":" + strconv.FormatUint(uint64(pos), 10)
-	if gtidSet != "" {
+	switch {
+	case gtidSet != "":
 		s += " gtid_set=" + gtidSet
+	case gtid:
+		s += " gtid_set=(empty)"
 	}
 	if txRows > 0 {
 		s += " (+" + strconv.FormatUint(txRows, 10) + " rows of the next transaction)"
@@ -167,7 +174,7 @@ type End struct {
 }
 
 // String renders the end as positions are rendered.
-func (e End) String() string { return format(e.File, e.Pos, e.GTIDSet.String(), 0) }
+func (e End) String() string { return format(e.File, e.Pos, e.GTIDSet.String(), false, 0) }
 
 // Passed reports whether a relay at the stored position b has read, and
 // appended, every transaction that ended at or before e. Binlog offsets

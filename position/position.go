@@ -44,6 +44,10 @@ type Binlog struct {
 	// relay resumes by GTID (MySQL COM_BINLOG_DUMP_GTID, MariaDB
 	// slave_connect_state), which survives a failover to another server.
 	GTIDSet string `json:"gtid_set,omitempty"`
+	// EmptyGTIDSet says the relay resumes by GTID from the empty set (no
+	// transaction read yet, on a server whose binlog holds none before the
+	// start): GTIDSet is then "" and File and Pos only inform.
+	EmptyGTIDSet bool `json:"empty_gtid_set,omitempty"`
 	// LastGTID is the GTID of the last transaction read, for operators.
 	LastGTID string `json:"last_gtid,omitempty"`
 
@@ -63,11 +67,21 @@ type Binlog struct {
 }
 
 // GTIDMode reports whether the relay resumes by GTID set rather than file and offset.
-func (b Binlog) GTIDMode() bool { return b.GTIDSet != "" }
+func (b Binlog) GTIDMode() bool { return b.GTIDSet != "" || b.EmptyGTIDSet }
+
+// ResumesByGTID reports whether a relay of a server of flavor, whose
+// gtid_mode (MySQL) is gtidMode, stores GTID positions by default: every
+// MariaDB transaction has a GTID; on MySQL only gtid_mode ON promises one
+// (the permissive modes mix in anonymous transactions, which a GTID
+// position cannot locate). A GTID position survives a failover to another
+// server of the topology, a file position does not.
+func ResumesByGTID(flavor, gtidMode string) bool {
+	return flavor == FlavorMariaDB || strings.EqualFold(strings.TrimSpace(gtidMode), "ON")
+}
 
 // String renders the position for logs and `position show`.
 func (b Binlog) String() string {
-	return format(b.File, b.Pos, b.GTIDSet, b.TxRows)
+	return format(b.File, b.Pos, b.GTIDSet, b.GTIDMode(), b.TxRows)
 }
 
 // Encode serialises the position as JSON: readable with redis-cli GET.
@@ -99,7 +113,10 @@ func (b Binlog) Validate() error {
 	if b.Flavor != FlavorMySQL && b.Flavor != FlavorMariaDB {
 		return fmt.Errorf("position: flavor %q is neither %s nor %s", b.Flavor, FlavorMySQL, FlavorMariaDB)
 	}
-	if b.GTIDSet == "" {
+	if b.EmptyGTIDSet && b.GTIDSet != "" {
+		return fmt.Errorf("position: empty_gtid_set with gtid_set %q", logging.Truncate(b.GTIDSet, 100))
+	}
+	if !b.GTIDMode() {
 		if b.File == "" {
 			return errors.New("position: neither a binlog file nor a GTID set")
 		}

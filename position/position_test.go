@@ -2,6 +2,7 @@ package position
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +110,60 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-decode of %+v: %+v, %v", b, again, err)
 		}
 	})
+}
+
+// TestResumesByGTID is the decision between GTID and file positions: every
+// MariaDB transaction has a GTID, MySQL's only with gtid_mode ON.
+func TestResumesByGTID(t *testing.T) {
+	tests := []struct {
+		flavor, gtidMode string
+		want             bool
+	}{
+		{FlavorMariaDB, "", true},
+		{FlavorMariaDB, "OFF", true}, // MariaDB has no gtid_mode; whatever it says
+		{FlavorMySQL, "ON", true},
+		{FlavorMySQL, "on", true},
+		{FlavorMySQL, "OFF", false},
+		{FlavorMySQL, "OFF_PERMISSIVE", false},
+		{FlavorMySQL, "ON_PERMISSIVE", false},
+		{FlavorMySQL, "", false},
+	}
+	for _, tt := range tests {
+		if got := ResumesByGTID(tt.flavor, tt.gtidMode); got != tt.want {
+			t.Errorf("ResumesByGTID(%s, %q) = %v, want %v", tt.flavor, tt.gtidMode, got, tt.want)
+		}
+	}
+}
+
+// TestBinlog_EmptyGTIDSet: a GTID position of a server whose binlog holds no
+// transaction before the start has an empty set; it stays a GTID position
+// through Encode, Decode and Point, and renders as such.
+func TestBinlog_EmptyGTIDSet(t *testing.T) {
+	for _, flavor := range []string{FlavorMariaDB, FlavorMySQL} {
+		set, err := ParseGTIDSet(flavor, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := Point{File: "mysql-bin.000001", Pos: 4, GTIDSet: set}.Binlog(flavor)
+		if !b.EmptyGTIDSet || !b.GTIDMode() {
+			t.Fatalf("%s: Binlog() = %+v, want a GTID position with the empty set", flavor, b)
+		}
+		got, err := Decode(b.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := got.Point()
+		if err != nil || p.GTIDSet.IsZero() || p.GTIDSet.String() != "" {
+			t.Errorf("%s: Point() = %+v, %v; want the empty GTID set", flavor, p, err)
+		}
+		if s := got.String(); !strings.Contains(s, "gtid_set=(empty)") {
+			t.Errorf("%s: String() = %q, want it to say the empty GTID set", flavor, s)
+		}
+		if b := (Point{File: "mysql-bin.000001", Pos: 4}).Binlog(flavor); b.EmptyGTIDSet || b.GTIDMode() {
+			t.Errorf("%s: a file position became %+v", flavor, b)
+		}
+	}
+	if err := (Binlog{Flavor: FlavorMariaDB, GTIDSet: "0-1-2", EmptyGTIDSet: true}).Validate(); err == nil {
+		t.Error("Validate() accepted empty_gtid_set beside a gtid_set")
+	}
 }

@@ -41,24 +41,37 @@ func storedPosition(ctx context.Context, c *redis.Client, key string) ([]byte, e
 	return raw, err
 }
 
+// gtidInfo is what checkFailover needs of the server's GTIDs: its GTID
+// state (gtidState) and, on MySQL, gtid_mode.
+type gtidInfo struct {
+	state, mode string
+}
+
+// gtidFix is the fix where the server has no GTIDs and positions are file
+// positions.
+const gtidFix = "enable GTIDs (MySQL: enforce_gtid_consistency=ON, then gtid_mode OFF_PERMISSIVE, ON_PERMISSIVE, ON, one step at a time): " +
+	"the relay then stores GTID positions, which survive a failover (a stored file position stays one until `binlog-outbox position set`); docs/scaling.md"
+
 // checkFailover says whether the position the relay resumes from survives a
 // failover to another server, and whether this server can resume it: a GTID
 // set names the same transactions on every server of a replication
 // topology, a file position only means something on the server that wrote
 // it. A position this server cannot resume is a warning, not a failure: the
 // relay stops on it with the way on, and auto mode must not fall back to
-// polling because of it. gtid is the server's GTID state (gtidState);
-// stored the stored position, or storedErr why it could not be read.
-func checkFailover(srv mysqlserver.Server, gtid string, stored []byte, storedErr error) Result {
-	const gtidWay = "resume by GTID set (`binlog-outbox position set --start-from <gtid set>`, or --start-from <gtid set> on a first start; docs/scaling.md)"
+// polling because of it. gtid is the server's GTIDs; stored the stored
+// position, or storedErr why it could not be read.
+func checkFailover(srv mysqlserver.Server, gtid gtidInfo, stored []byte, storedErr error) Result {
+	byGTID := position.ResumesByGTID(srv.Flavor, gtid.mode)
 	switch {
 	case srv.Flavor == "":
 		return skip(NameFailover, "not checked: the MySQL server is unreachable", binlogOnly)
 	case storedErr != nil:
 		return skip(NameFailover, "not checked: cannot read the stored position: "+storedErr.Error(), binlogOnly)
+	case stored == nil && byGTID:
+		return pass(NameFailover, "no position stored: a first start stores a GTID position, which survives a failover to any server of the topology that has its transactions", binlogOnly)
 	case stored == nil:
-		return pass(NameFailover, "no position stored: a first start with --start-from <gtid set> resumes by GTID and survives a failover; "+
-			"now, earliest and <file>:<offset> store a file position, which only this server can resume", binlogOnly)
+		return warn(NameFailover, "no position stored: gtid_mode is "+orUnset(gtid.mode)+", so a first start stores a file position, which only this server can resume: "+
+			"after a failover to another server the relay stops until someone sets a position (`binlog-outbox position set`)", gtidFix, binlogOnly)
 	}
 	b, err := position.Decode(stored)
 	if err != nil {
@@ -74,20 +87,14 @@ func checkFailover(srv mysqlserver.Server, gtid string, stored []byte, storedErr
 			"`binlog-outbox position set --start-from earliest` or `--start-from now` (see the relay's error for the trade-off)", binlogOnly)
 	}
 	if !b.GTIDMode() {
-		if b.ServerID != srv.ServerID || (b.ServerUUID != "" && srv.ServerUUID != "" && b.ServerUUID != srv.ServerUUID) {
-			return warn(NameFailover, fmt.Sprintf("the stored file position %s:%d belongs to server_id %d %s, this is %s: file positions are server-local and the relay will refuse it",
-				b.File, b.Pos, b.ServerID, b.ServerUUID, here),
-				"`binlog-outbox position set --start-from earliest` (re-read what the binlog has; consumers deduplicate by message_id) or `--start-from now` (accept a gap); then "+gtidWay, binlogOnly)
-		}
-		return pass(NameFailover, "the stored position "+b.String()+" is a file position of this server ("+here+"): it does not survive a failover, "+
-			"the relay refuses it on any other server; to survive one, "+gtidWay, binlogOnly)
+		return checkFilePosition(srv, gtid, b, here)
 	}
 	set, err := position.ParseGTIDSet(b.Flavor, b.GTIDSet)
 	if err != nil {
 		return warn(NameFailover, "the stored GTID set cannot be read: "+err.Error(),
 			"inspect it with `binlog-outbox position show` and replace it with `binlog-outbox position set`", binlogOnly)
 	}
-	held, err := set.HeldBy(srv.Flavor, gtid)
+	held, err := set.HeldBy(srv.Flavor, gtid.state)
 	switch {
 	case err != nil:
 		return warn(NameFailover, "cannot tell whether this server has the stored GTID set's transactions: "+err.Error(),
@@ -95,9 +102,32 @@ func checkFailover(srv mysqlserver.Server, gtid string, stored []byte, storedErr
 	case !held:
 		return warn(NameFailover, fmt.Sprintf("the stored GTID set %s names transactions this server (%s, which holds %s) does not have: the relay will refuse it; "+
 			"after a failover, these are transactions the old primary committed and never shipped, whose events the relay may have appended",
-			logging.Truncate(b.GTIDSet, 200), here, logging.Truncate(gtid, 200)),
+			logging.Truncate(b.GTIDSet, 200), here, logging.Truncate(gtid.state, 200)),
 			"`binlog-outbox position set --start-from <gtid set>` with the promoted server's GTID position when it was promoted, or --start-from earliest; docs/scaling.md", binlogOnly)
 	}
 	return pass(NameFailover, "the stored position is a GTID set ("+logging.Truncate(b.GTIDSet, 200)+") this server has: it survives a failover to any server "+
 		"of the topology that has these transactions (replicas with log_slave_updates, MariaDB gtid_strict_mode)", binlogOnly)
+}
+
+// checkFilePosition is checkFailover's line for a stored file position b:
+// refused on another server; on this one, converted at start where MariaDB
+// can tell its GTID set, else a file position that does not survive a
+// failover.
+func checkFilePosition(srv mysqlserver.Server, gtid gtidInfo, b position.Binlog, here string) Result {
+	const gtidWay = "resume by GTID set (`binlog-outbox position set --start-from <gtid set>`, or --start-from <gtid set> on a first start; docs/scaling.md)"
+	if b.ServerID != srv.ServerID || (b.ServerUUID != "" && srv.ServerUUID != "" && b.ServerUUID != srv.ServerUUID) {
+		return warn(NameFailover, fmt.Sprintf("the stored file position %s:%d belongs to server_id %d %s, this is %s: file positions are server-local and the relay will refuse it",
+			b.File, b.Pos, b.ServerID, b.ServerUUID, here),
+			"`binlog-outbox position set --start-from earliest` (re-read what the binlog has; consumers deduplicate by message_id) or `--start-from now` (accept a gap); then "+gtidWay, binlogOnly)
+	}
+	switch {
+	case srv.MariaDB():
+		return pass(NameFailover, "the stored position "+b.String()+" is a file position of this server ("+here+"): the relay converts it to a GTID position at start "+
+			"(BINLOG_GTID_POS), which survives a failover", binlogOnly)
+	case position.ResumesByGTID(srv.Flavor, gtid.mode):
+		return warn(NameFailover, "the stored position "+b.String()+" is a file position of this server ("+here+"), which MySQL cannot convert to a GTID set: "+
+			"after a failover to another server the relay stops on it", "with the relay stopped, "+gtidWay+" with the GTID set at the stored position", binlogOnly)
+	}
+	return warn(NameFailover, "the stored position "+b.String()+" is a file position of this server ("+here+"), and gtid_mode is "+orUnset(gtid.mode)+
+		": after a failover to another server the relay stops on it until someone sets a position", gtidFix, binlogOnly)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
+	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -83,14 +84,14 @@ const defaultConnectTimeout = 5 * time.Second
 
 // checkMySQL checks the server, its binlog settings, the user's privileges and
 // the outbox table.
-// gtid is the server's GTID state (gtidState), for checkFailover.
-func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *schema.Resolution, tables []TableMatch, results []Result, gtid string) {
+// gtid is the server's GTIDs (gtidState, gtid_mode), for checkFailover.
+func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *schema.Resolution, tables []TableMatch, results []Result, gtid gtidInfo) {
 	dsn, err := mysql.ParseDSN(cfg.MySQLDSN)
 	if err != nil {
 		return mysqlserver.Server{}, nil, nil, append([]Result{fail(NameMySQL,
 			"cannot parse the MySQL DSN "+logging.RedactDSN(cfg.MySQLDSN)+": "+parseError(err, logging.DSNPassword(cfg.MySQLDSN)),
 			"write it as user:password@tcp(host:3306)/database", both)},
-			skipAll(afterMySQL, "not checked: the DSN is invalid")...), ""
+			skipAll(afterMySQL, "not checked: the DSN is invalid")...), gtidInfo{}
 	}
 	scrub := func(err error) string { return safeError(err, dsn.Passwd) }
 	database := dsn.DBName
@@ -109,7 +110,7 @@ func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *s
 	if err != nil {
 		return mysqlserver.Server{}, nil, nil, append([]Result{fail(NameMySQL, "invalid MySQL DSN: "+scrub(err),
 			"write it as user:password@tcp(host:3306)/database", both)},
-			skipAll(afterMySQL, "not checked: the DSN is invalid")...), ""
+			skipAll(afterMySQL, "not checked: the DSN is invalid")...), gtidInfo{}
 	}
 	db := sql.OpenDB(connector)
 	defer db.Close()
@@ -126,7 +127,7 @@ func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *s
 		}
 		return mysqlserver.Server{}, nil, nil, append([]Result{fail(NameMySQL,
 			fmt.Sprintf("cannot connect to %s as %s: %s", dsn.Addr, dsn.User, scrub(err)), fix, both)},
-			skipAll(afterMySQL, "not checked: the MySQL server is unreachable")...), ""
+			skipAll(afterMySQL, "not checked: the MySQL server is unreachable")...), gtidInfo{}
 	}
 	results = []Result{pass(NameMySQL, fmt.Sprintf("%s at %s as %s, %s", srv, dsn.Addr, dsn.User, link(dsn.TLS)), both), checkVersion(srv)}
 
@@ -138,7 +139,7 @@ func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *s
 		results = append(results, checkBinlogSettings(vars)...)
 		results = append(results, checkDurability(vars)...)
 		results = append(results, checkGTIDMode(srv, vars["gtid_mode"]))
-		gtid = gtidState(srv, vars)
+		gtid = gtidInfo{state: gtidState(srv, vars), mode: vars["gtid_mode"]}
 	}
 
 	var account string
@@ -256,18 +257,20 @@ func checkDurability(vars map[string]string) []Result {
 // the steps of a migration to GTIDs, when transactions with and without a
 // GTID mix. A relay resuming by GTID set (a position stored from
 // --start-from <gtid set>) stops at the first anonymous transaction: a GTID
-// position cannot locate it. File positions, the default, read both kinds.
+// position cannot locate it. Where every transaction has a GTID
+// (position.ResumesByGTID) the relay stores GTID positions; elsewhere file
+// positions, which read both kinds (the failover line says what that costs).
 func checkGTIDMode(srv mysqlserver.Server, mode string) Result {
 	switch {
 	case srv.MariaDB():
-		return pass(NameGTIDMode, "MariaDB gives every transaction a GTID", binlogOnly)
+		return pass(NameGTIDMode, "MariaDB gives every transaction a GTID: the relay stores GTID positions", binlogOnly)
 	case strings.EqualFold(mode, "ON_PERMISSIVE"), strings.EqualFold(mode, "OFF_PERMISSIVE"):
-		return warn(NameGTIDMode, "gtid_mode is "+mode+": transactions with and without a GTID mix; a relay resuming by GTID set (--start-from <gtid set>) stops at the first one without, file positions (the default) read both",
-			"finish the migration (ENFORCE_GTID_CONSISTENCY=ON, then gtid_mode=ON) before relaying by GTID set, or keep the relay on file positions", binlogOnly)
-	case strings.EqualFold(mode, "ON"):
-		return pass(NameGTIDMode, "gtid_mode is ON: the relay can resume by file position or GTID set", binlogOnly)
+		return warn(NameGTIDMode, "gtid_mode is "+mode+": transactions with and without a GTID mix; the relay stores file positions, and one resuming by GTID set (--start-from <gtid set>) stops at the first transaction without",
+			"finish the migration (ENFORCE_GTID_CONSISTENCY=ON, then gtid_mode=ON): the relay then stores GTID positions, which survive a failover", binlogOnly)
+	case position.ResumesByGTID(srv.Flavor, mode):
+		return pass(NameGTIDMode, "gtid_mode is ON: the relay stores GTID positions", binlogOnly)
 	default:
-		return pass(NameGTIDMode, "gtid_mode is "+orUnset(mode)+": the relay resumes by file position", binlogOnly)
+		return pass(NameGTIDMode, "gtid_mode is "+orUnset(mode)+": the relay stores file positions", binlogOnly)
 	}
 }
 

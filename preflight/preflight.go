@@ -91,6 +91,9 @@ type Result struct {
 	// Cause tells apart the failures of one requirement that a caller
 	// treats differently; CauseNone for most.
 	Cause Cause
+	// Err, for a value `run` refuses, is the error it stops with; Detail
+	// and Fix are its text and hint.
+	Err error
 }
 
 // Cause names a particular reason a requirement failed, so that callers act
@@ -153,6 +156,10 @@ type Config struct {
 	Format     *redisstream.Format
 	Stream     string
 	Partitions int
+	// Start, when set, is what `run` does with its flags at start: Run
+	// checks it as `run` does (checkStart), and the keys of the relay in
+	// Redis.
+	Start *Start
 }
 
 // Report is the outcome of Run: the server found and one Result per requirement.
@@ -247,9 +254,21 @@ func Run(ctx context.Context, cfg Config) Report {
 	srv, res, tables, mysqlResults, gtid := checkMySQL(ctx, cfg)
 	rep.Server, rep.Table, rep.Tables = srv, res, tables
 	add(mysqlResults...)
-	redisResults, stored, storedErr := checkRedis(ctx, cfg.Redis, cfg.PositionKey)
+	if cfg.Start != nil {
+		refuseInAuto(cfg.Start, rep.Results)
+		add(checkStart(cfg, rep.Mapping())...)
+	}
+	redisResults, stored, storedErr := checkRedis(ctx, cfg.Redis, cfg.PositionKey, cfg.Start, relayKeys(cfg, res, tables))
 	add(redisResults...)
+	if redisUsable(redisResults) {
+		withServerIDClaim(ctx, rep.Results, cfg)
+	}
 	add(checkFailover(srv, gtid, stored, storedErr))
+	if cfg.Start != nil && stored == nil && storedErr == nil && srv.Flavor != "" {
+		start := checkStartFrom(ctx, cfg, srv)
+		refuseInAuto(cfg.Start, start)
+		add(start...)
+	}
 	if cfg.Format != nil {
 		stream := cfg.Stream
 		if stream == "" {
@@ -261,6 +280,28 @@ func Run(ctx context.Context, cfg Config) Report {
 		add(checkFormat(cfg.Format, stream, cfg.Partitions))
 	}
 	return rep
+}
+
+// relayKeys are the keys `run` reads at start beside the streams: the
+// position, the lease and the mode of each table; none without cfg.Start.
+func relayKeys(cfg Config, res *schema.Resolution, tables []TableMatch) []string {
+	if cfg.Start == nil {
+		return nil
+	}
+	var keys []string
+	if cfg.PositionKey != "" {
+		keys = append(keys, cfg.PositionKey)
+		if cfg.Start.Lease {
+			keys = append(keys, redisstream.KeysFor("", "", cfg.PositionKey).Lease)
+		}
+	}
+	if res != nil && res.Table != nil {
+		keys = append(keys, redisstream.KeysFor(res.Table.Database, res.Table.Name, "").Mode)
+	}
+	for _, t := range tables {
+		keys = append(keys, redisstream.KeysFor(t.Database, t.Table, "").Mode)
+	}
+	return keys
 }
 
 // result builders keep the check code to one line per outcome.

@@ -13,10 +13,10 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 func TestMain(m *testing.M) { testsvc.Main(m) }
@@ -247,7 +247,7 @@ func TestRun_Privileges(t *testing.T) {
 	}{
 		{"all needed", []string{"GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO %s", "GRANT SELECT, UPDATE, DELETE ON " + table + " TO %s"},
 			map[string]Status{NameReplicationSlave: Pass, NameReplicationClient: Pass, NameSelect: Pass, NameTable: Pass, NamePollWrite: Pass,
-				NameServerID: Warn}}, // SHOW SLAVE HOSTS needs REPLICATION MASTER ADMIN
+				NameServerID: Pass}}, // SHOW SLAVE HOSTS needs REPLICATION MASTER ADMIN; the claims in Redis stand in
 		{"no replication slave", []string{"GRANT BINLOG MONITOR ON *.* TO %s", "GRANT SELECT, UPDATE ON " + table + " TO %s"},
 			map[string]Status{NameReplicationSlave: Fail, NameReplicationClient: Pass, NameSelect: Pass, NamePollWrite: Pass}},
 		{"no replication client", []string{"GRANT REPLICATION SLAVE ON *.* TO %s", "GRANT SELECT, DELETE ON " + table + " TO %s"},
@@ -432,5 +432,48 @@ func TestRun_PollWriteWithoutSentAt(t *testing.T) {
 		if r := find(t, Run(ctx(t), cfg), NamePollWrite); r.Status != Pass {
 			t.Errorf("--on-sent delete: %s %s, want a pass", r.Status, r.Detail)
 		}
+	}
+}
+
+// TestRun_ServerIDWithDocumentedGrants: with the documented grants MariaDB
+// does not list its replicas, and check warned of every --server-id, the
+// demo's included. The claims relays record in Redis say what the relay can
+// know: no claim or its own position's passes, another position's claim of
+// the id fails as run refuses it.
+func TestRun_ServerIDWithDocumentedGrants(t *testing.T) {
+	t.Parallel()
+	m := testsvc.SharedMariaDB(t)
+	database := newOutbox(t, m)
+	rs := testsvc.SharedRedis(t)
+	user := newUser(t, m, "GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO %s", "GRANT SELECT ON `"+database+"`.outbox TO %s")
+	cfg := config(t, m.UserDSN(user, secret, database), rs.URL(0))
+	cfg.ServerID = 1_500_000_000 + uint32(userCounter.Add(1))
+	cfg.PositionKey = "binlog-outbox:position:" + database + ".outbox"
+	rep := Run(ctx(t), cfg)
+	if r := find(t, rep, NameServerID); r.Status != Pass {
+		t.Fatalf("server id line with the documented grants and no claim: %s %q; want PASS", r.Status, r.Detail)
+	}
+	client := rs.Client(t, rs.URL(0))
+	key := redisstream.ServerIDKey(cfg.ServerID)
+	t.Cleanup(func() { client.Del(context.Background(), key) })
+	other := redisstream.NewServerIDClaimer(client, cfg.ServerID, "binlog-outbox:position:billing.outbox", "web-2/4242", 0)
+	if _, taken, err := other.Claim(ctx(t)); err != nil || !taken {
+		t.Fatalf("Claim() = %v, %v", taken, err)
+	}
+	rep = Run(ctx(t), cfg)
+	r := find(t, rep, NameServerID)
+	if r.Status != Fail || r.Cause != CauseServerIDInUse || !strings.Contains(r.Detail, "web-2/4242") || !strings.Contains(r.Detail, "billing.outbox") || r.Fix == "" {
+		t.Errorf("server id line with another position's claim: %s %q (cause %v); want FAIL naming the holder and its position, with a fix", r.Status, r.Detail, r.Cause)
+	}
+	own := redisstream.NewServerIDClaimer(client, cfg.ServerID, cfg.PositionKey, "web-1/1", 0)
+	if _, taken, err := own.Claim(ctx(t)); err != nil || taken {
+		t.Fatalf("a relay of another position took a held claim: %v, %v", taken, err)
+	}
+	client.Del(ctx(t), key)
+	if _, taken, err := own.Claim(ctx(t)); err != nil || !taken {
+		t.Fatalf("Claim() of a free id = %v, %v", taken, err)
+	}
+	if r := find(t, Run(ctx(t), cfg), NameServerID); r.Status != Pass {
+		t.Errorf("server id line with this position's own claim: %s %q; want PASS", r.Status, r.Detail)
 	}
 }

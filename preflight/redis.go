@@ -28,10 +28,11 @@ var errRedisUnchecked = errors.New("the redis check failed")
 // checkRedis checks that Redis answers, is a master, has streams, does not
 // evict keys and persists what it acknowledges, over TLS when t has a TLS
 // configuration, and reads the position stored at positionKey for
-// checkFailover (nil: none). With Sentinel it first asks the sentinels for
+// checkFailover (nil: none), and, with start, what `run` asks of Redis at
+// start (checkStartRedis) of keys. With Sentinel it first asks the sentinels for
 // the master, and says what a failover means for each mode. Messages name
 // addresses, never the URL, which may carry a password.
-func checkRedis(ctx context.Context, t *redisstream.Target, positionKey string) (results []Result, stored []byte, storedErr error) {
+func checkRedis(ctx context.Context, t *redisstream.Target, positionKey string, start *Start, keys []string) (results []Result, stored []byte, storedErr error) {
 	if t == nil {
 		return append([]Result{fail(NameRedis, "no Redis configured", "set --redis-url", both)},
 			skipAll(afterRedis, "not checked: no Redis configured")...), nil, errRedisUnchecked
@@ -95,6 +96,9 @@ func checkRedis(ctx context.Context, t *redisstream.Target, positionKey string) 
 	out = append(out, checkPersistence(fields["aof_enabled"], fsync))
 	if t.Sentinel != nil {
 		out = append(out, checkSentinelFailover(fields["connected_slaves"], fields["min_slaves_good_slaves"]))
+	}
+	if start != nil {
+		out = append(out, checkStartRedis(ctx, c, start, keys)...)
 	}
 	stored, err = storedPosition(ctx, c, positionKey)
 	if err != nil {

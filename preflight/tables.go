@@ -39,9 +39,7 @@ const listShown = 10
 func checkTables(ctx context.Context, db *sql.DB, srv mysqlserver.Server, database, acct string, cfg Config) ([]TableMatch, []Result) {
 	var out []Result
 	if cfg.PositionKey == "" {
-		out = append(out, fail(NamePositionKey, "one position covers every table, and --position-key is not set",
-			"give the position a key of its own, e.g. --position-key binlog-outbox:position:tenants; a key derived from the list would change when a table is added, and the relay would start afresh, skipping what it had not relayed. "+
-				"To go on from a relay of one of these tables alone, give its key: binlog-outbox:position:<database>.<table>", binlogOnly))
+		out = append(out, refusal(NamePositionKey, NoPositionKey(schema.PatternsOf(cfg.Sources).String()), binlogOnly))
 	} else {
 		out = append(out, pass(NamePositionKey, cfg.PositionKey+" covers every table", binlogOnly))
 	}

@@ -28,7 +28,7 @@ import (
 //   - on Redis Cluster, the slot record beside the position key
 //     (SlotRecordKey): HSET and HSETNX in the position's script, HGETALL
 //     at the start of each session;
-//   - the MULTI append path of binlog mode (multi.go): WATCH, MULTI, EXEC,
+//   - the MULTI append path of binlog mode (append_multi.go): WATCH, MULTI, EXEC,
 //     and DISCARD or UNWATCH when a check refuses the batch; GET, SET, TYPE,
 //     XINFO GROUPS, XGROUP CREATE and XADD as in the script;
 //   - the mode key (auto mode) and the position commands: GET, SET, DEL;

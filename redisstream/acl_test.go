@@ -8,7 +8,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // TestSink_RefusedCommandWritesNothing: a user whose ACL lacks one command

@@ -38,7 +38,7 @@ type ClusterPositions struct {
 // ahead of the key was ahead of it when the key was read, not merely written
 // in between.
 func ReadClusterPositions(ctx context.Context, client redis.UniversalClient, positionKey string) (ClusterPositions, error) {
-	s := &Sink{client: client, cfg: Config{PositionKey: positionKey}}
+	s := &base{client: client, cfg: Config{PositionKey: positionKey}}
 	slots, err := s.readSlotPositions(ctx)
 	if err != nil {
 		return ClusterPositions{}, err

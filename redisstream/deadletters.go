@@ -13,11 +13,6 @@ import (
 	outbox "github.com/binlog-outbox/binlog-outbox"
 )
 
-// FieldTargetStream is set on dead-letter entries only: the stream the
-// template named for the row when it became a dead letter. Entries written
-// before this field existed lack it.
-const FieldTargetStream = "target_stream"
-
 // DeadLetter is one entry of the dead-letter stream as the dead-letters
 // commands read it.
 type DeadLetter struct {

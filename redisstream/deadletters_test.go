@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // TestSink_ReplayOnce: a dead letter carries the stream it was meant for;

@@ -1,8 +1,6 @@
 package redisstream
 
 import (
-	"context"
-	"fmt"
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
@@ -44,40 +42,4 @@ func (d *Dedupe) prefix(e *outbox.Event) string {
 		return KeysFor(e.Database, e.Table, "").DedupePrefix
 	}
 	return d.KeyPrefix
-}
-
-// Publish appends events to their streams (dead letters to the dead-letter
-// stream) in one script, without touching the stored position: poll mode
-// keeps its progress in the database. With a dedupe window (Config.Dedupe)
-// it skips the events whose message id was appended within the window. It
-// returns how many events it appended. After an error the events may or may not have been appended
-// (the reply can be lost); the caller publishes them again, and only the
-// deduplication keeps that from appending them twice.
-//
-// Entries have exactly the fields Append writes, so a consumer cannot tell
-// which mode produced them.
-func (s *Sink) Publish(ctx context.Context, events []outbox.Event) (int, error) {
-	if len(events) == 0 {
-		return 0, nil
-	}
-	if s.cfg.Cluster {
-		return s.publishSlots(ctx, events)
-	}
-	return s.publish(ctx, events)
-}
-
-// publish runs the script of Publish for events whose keys share a slot
-// (all of them on a standalone Redis).
-func (s *Sink) publish(ctx context.Context, events []outbox.Event) (int, error) {
-	s.build(events, "", nil, nil, "")
-	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
-	if err != nil {
-		return 0, fmt.Errorf("publish %d events: %w", len(events), s.scriptError(err))
-	}
-	if len(res) != 3 {
-		return 0, fmt.Errorf("publish: unexpected script reply %v", res)
-	}
-	s.ran()
-	n, _ := res[2].(int64)
-	return int(n), nil
 }

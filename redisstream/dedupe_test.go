@@ -7,7 +7,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 func TestSink_PublishWritesAppendsFields(t *testing.T) {

@@ -93,14 +93,7 @@ local fence = redis.call('GET', KEYS[3])
 if fence ~= ARGV[3] then
   if fence == false then fence = '' end
   return {2, fence}
-end
-local cur = redis.call('GET', KEYS[1])
-if cur == false then cur = '' end
-if cur ~= ARGV[1] then return {0, cur} end
-` + recordLua + `
-redis.call('SET', KEYS[1], ARGV[2])
-return {1, ''}
-`)
+end` + casLua)
 
 // epochOf returns the epoch of a fence value, -1 when it is none.
 func epochOf(fence string) int64 {
@@ -124,10 +117,10 @@ func fenced(slot int, cur string) error {
 }
 
 // ensureFenced fences every slot for the take of the lease this process
-// holds, once per take, before the positions are read (clusterPosition).
+// holds, once per take, before the positions are read (position).
 // When it fenced them it returns the slots' positions, read in the same
 // step; nil when they were fenced before.
-func (s *Sink) ensureFenced(ctx context.Context) (map[int][]byte, error) {
+func (s *clusterAppend) ensureFenced(ctx context.Context) (map[int][]byte, error) {
 	fence, epoch := s.cfg.Lease.currentFence()
 	if fence == "" {
 		return nil, fmt.Errorf("read the slot positions: %w", outbox.ErrLeaseLost)
@@ -148,7 +141,7 @@ func (s *Sink) ensureFenced(ctx context.Context) (map[int][]byte, error) {
 // slots hold, as readSlotPositions does. A slot fenced by an equal or
 // higher epoch means the counter went back: it is raised past that epoch,
 // and ErrLeaseLost makes the relay give the lease up and take it again.
-func (s *Sink) fenceAll(ctx context.Context, fence string, epoch int64) (map[int][]byte, error) {
+func (s *clusterAppend) fenceAll(ctx context.Context, fence string, epoch int64) (map[int][]byte, error) {
 	stored := map[int][]byte{}
 	pending := make([]int, ClusterSlots)
 	for slot := range pending {
@@ -217,7 +210,7 @@ func (s *Sink) fenceAll(ctx context.Context, fence string, epoch int64) (map[int
 }
 
 // fenceKeys are the keys of fenceScript for slot: its fence and position.
-func (s *Sink) fenceKeys(slot int) []string {
+func (s *clusterAppend) fenceKeys(slot int) []string {
 	return []string{FenceKey(s.cfg.PositionKey, slot), SlotPositionKey(s.cfg.PositionKey, slot)}
 }
 
@@ -242,7 +235,7 @@ func noteFence(slot int, res []any, stored map[int][]byte, refused *[]int, refus
 
 // fenceOf reads a slot's fence, for a script whose reply was lost; nil when
 // it is fence, ErrLeaseLost when it is another.
-func (s *Sink) fenceOf(ctx context.Context, slot int, fence string) error {
+func (s *clusterAppend) fenceOf(ctx context.Context, slot int, fence string) error {
 	cur, err := s.client.Get(ctx, FenceKey(s.cfg.PositionKey, slot)).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("read the fence of hash slot %d: %w", slot, classify(err))

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // clusterLeaseKey is the lease of the fence tests' position.
@@ -196,7 +196,7 @@ func TestSink_ClusterLeaseFencesTheFormerHolder(t *testing.T) {
 	refused("a slot new to both", a.Append(ctx, fresh, p1, p2))
 	refused("the position key", a.Append(ctx, nil, p1, p2))
 	// A's late fence write (of its own take) cannot lower B's.
-	if res, err := fenceScript.Run(ctx, c, b.fenceKeys(written), aFence, aEpoch).Slice(); err != nil || res[0].(int64) != 0 {
+	if res, err := fenceScript.Run(ctx, c, b.cluster.fenceKeys(written), aFence, aEpoch).Slice(); err != nil || res[0].(int64) != 0 {
 		t.Errorf("fence with A's older epoch = %v, %v; want refused", res, err)
 	}
 	if got := c.Get(ctx, FenceKey(cfg.PositionKey, written)).Val(); got != bFence {

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // messengerFormat maps the event types event() makes.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -83,13 +86,108 @@ func (s *ModeStore) Load(ctx context.Context) (string, error) {
 	return v, nil
 }
 
-// Save stores mode.
+// Save stores mode, and forgets the prepared switch (Prepare).
 func (s *ModeStore) Save(ctx context.Context, mode string) error {
 	if err := s.client.Set(ctx, s.key, mode, 0).Err(); err != nil {
 		return fmt.Errorf("SET %s: %w", s.key, classify(err))
+	}
+	// Another command than the SET: the two keys may lie in different
+	// slots of a Redis Cluster.
+	if err := s.client.Del(ctx, s.preparedKey()).Err(); err != nil {
+		return fmt.Errorf("DEL %s: %w", s.preparedKey(), classify(err))
+	}
+	return nil
+}
+
+// preparedKey holds the mode the documented switch prepared the table for.
+func (s *ModeStore) preparedKey() string { return s.key + ":prepared" }
+
+// Prepared returns the mode the documented switch prepared, "" when none.
+func (s *ModeStore) Prepared(ctx context.Context) (string, error) {
+	v, err := s.client.Get(ctx, s.preparedKey()).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("GET %s: %w", s.preparedKey(), classify(err))
+	}
+	return v, nil
+}
+
+// Prepare records that the documented switch to mode was prepared; the
+// next Save of that mode forgets it.
+func (s *ModeStore) Prepare(ctx context.Context, mode string) error {
+	if err := s.client.Set(ctx, s.preparedKey(), mode, 0).Err(); err != nil {
+		return fmt.Errorf("SET %s: %w", s.preparedKey(), classify(err))
 	}
 	return nil
 }
 
 // Key returns the key the mode is kept under.
 func (s *ModeStore) Key() string { return s.key }
+
+// SlotRecordKey is the hash, in the position key's own slot, that records
+// what the relay last wrote to each slot, written with the position key in
+// one script (casScript): a slot whose position is older than its record,
+// or missing while the record says it held none before, lost those writes
+// (a failover with asynchronous replication), and a relay started after it
+// reads again from there even when the master of the position key kept
+// everything. binlog-outbox position set and reset delete it first.
+func SlotRecordKey(positionKey string) string {
+	return positionKey + ":slots:{" + SlotTag(Slot(positionKey)) + "}"
+}
+
+// ClusterSlots is the number of hash slots of a Redis Cluster.
+const ClusterSlots = 16384
+
+// Slot returns the hash slot of key as Redis Cluster computes it: CRC16
+// (XMODEM) of the key, or of its hash tag (what stands between the first
+// "{" and the next "}", when that is not empty), modulo 16384.
+func Slot(key string) int {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			key = key[open+1 : open+1+end]
+		}
+	}
+	return int(crc16(key) % ClusterSlots)
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), Redis
+// Cluster's key hash.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+var (
+	slotTagsOnce sync.Once
+	slotTags     [ClusterSlots]string
+)
+
+// SlotTag returns the hash tag the relay's keys of slot carry: the first of
+// the numbers 0, 1, 2, ... written in base 36 (0-9, a-z) whose CRC16 falls in
+// the slot. Keys named with it are found again by every later version, so
+// the rule must never change.
+func SlotTag(slot int) string {
+	slotTagsOnce.Do(func() {
+		left := ClusterSlots
+		for n := uint64(0); left > 0; n++ {
+			tag := strconv.FormatUint(n, 36)
+			if s := crc16(tag) % ClusterSlots; slotTags[s] == "" {
+				slotTags[s] = tag
+				left--
+			}
+		}
+	})
+	return slotTags[slot]
+}

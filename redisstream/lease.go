@@ -419,7 +419,7 @@ func ReadLease(ctx context.Context, client redis.UniversalClient, key string) (i
 // append whose reply was lost; nil when it is still this relay's or no lease
 // is checked. When it cannot be read it returns that error, which the
 // reader retries: reporting a fence on a guess would stop the relay.
-func (s *Sink) leaseLost(ctx context.Context, lease string) error {
+func (s *base) leaseLost(ctx context.Context, lease string) error {
 	if lease == "" {
 		return nil
 	}

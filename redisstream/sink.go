@@ -1,47 +1,35 @@
 // Package redisstream appends outbox events to Redis Streams. In binlog mode
-// the appends of a batch and the relay's position are written by one Lua
-// script or one MULTI/EXEC transaction (multi.go), so Redis applies both or
-// neither: a crash at any moment can neither lose an event nor append one
-// twice.
+// the appends of a batch and the relay's position are written in one step
+// that Redis applies whole or not at all, so a crash at any moment can
+// neither lose an event nor append one twice.
+//
+// Its concepts, each in a file or a few:
+//   - the append protocol: Sink (sink.go) hands each batch to one strategy
+//     (appender): the append script (append_script.go), MULTI/EXEC
+//     (append_multi.go), or one script per hash slot on Redis Cluster
+//     (append_cluster.go); consumer groups they create (groups.go);
+//   - standby coordination: the lease (lease.go) and, on Redis Cluster, the
+//     slots' fences (fence.go);
+//   - entry encoding: an entry's fields (entry.go), its formats (format.go),
+//     stream templates (template.go), key names and hash slots (keys.go),
+//     dedupe keys (dedupe.go);
+//   - connecting: URLs and Sentinel (target.go), client settings
+//     (client.go), ACL rules (acl.go), error hints (errors.go);
+//   - maintenance: trimming (trim.go), a cluster's positions and streams
+//     (clusteradmin.go).
 package redisstream
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/position"
 )
-
-// Entry field names. Consumers depend on them: keep them.
-const (
-	FieldMessageID     = "message_id"
-	FieldAggregateType = "aggregate_type"
-	FieldAggregateID   = "aggregate_id"
-	FieldEventType     = "event_type"
-	FieldPayload       = "payload"
-	FieldOccurredAt    = "occurred_at"
-	FieldOutboxID      = "outbox_id"
-	FieldHeaders       = "headers"
-	// FieldReason is set on dead-letter entries only.
-	FieldReason = "reason"
-)
-
-// BuiltinFields returns the names of the fields every entry may have besides
-// those of the columns it carries as fields of their own (schema_version,
-// --extra-column), which must not take them.
-func BuiltinFields() []string {
-	return []string{FieldMessageID, FieldAggregateType, FieldAggregateID, FieldEventType, FieldPayload,
-		FieldOccurredAt, FieldOutboxID, FieldHeaders, FieldReason, FieldTargetStream}
-}
-
-// OccurredAtLayout formats occurred_at: RFC 3339 in UTC with microseconds,
-// which PHP's DateTimeImmutable and Go's time.Parse(time.RFC3339Nano) read.
-const OccurredAtLayout = "2006-01-02T15:04:05.000000Z07:00"
 
 // Defaults of Config.
 const (
@@ -98,7 +86,7 @@ type Config struct {
 	// MULTI/EXEC instead of the append script, in binlog mode on a
 	// standalone Redis without Dedupe (default DefaultMultiMin; negative:
 	// never); a smaller batch whose payloads add up to 64 KiB or more goes
-	// through MULTI/EXEC too. Both keep the same guarantees (multi.go); MULTI/EXEC lets
+	// through MULTI/EXEC too. Both keep the same guarantees (append_multi.go); MULTI/EXEC lets
 	// Redis run plain XADDs, which cost it less CPU per entry than the
 	// script's calls (BenchmarkAppend_RedisCPU), for a second round trip per
 	// batch.
@@ -126,42 +114,46 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Sink appends events to Redis Streams. It is safe for use by one goroutine
-// at a time.
-type Sink struct {
+// base is what every append strategy of a Sink reads: the client, the
+// configuration and the stream template, set by New and never changed
+// after, and the cache of streams known to have their groups. It holds no
+// state of a batch: each strategy keeps its own.
+type base struct {
 	client   redis.UniversalClient
 	cfg      Config
 	template *Template
+	groups   *groupCache
+	// deadLetterReachable says some event could render the dead-letter
+	// stream's name, so prepare compares each event's stream with it.
+	deadLetterReachable bool
+}
 
-	// args is reused between batches: a catch-up appends millions of entries
-	// and the argument slices would otherwise be most of the garbage.
-	args    []any
-	keys    []string
-	keyIdx  map[string]int
-	scratch [20]byte
-	// ensured holds the streams the script made sure have every group, so
-	// that later batches skip the check (XINFO GROUPS) for them. Streams
-	// enter it only after a script that ran for certain.
-	ensured map[string]bool
-	// batchNew lists the streams the script of the batch in flight
-	// checks the groups of.
-	batchNew []string
-	// named is how many of keys are the position and the streams; the
-	// dedupe keys follow.
-	named int
-	// slots are the per-slot positions (Config.Cluster only).
-	slots slotState
-	// streamOf is each event's stream index, pairs one event's fields and
-	// runNames the field names of the run being built (see build).
-	streamOf []int
-	pairs    []any
-	runNames []string
-	keyBuf   []byte
-	// margs holds the arguments of the XADDs of the MULTI path, xadds
-	// where each one's are, boxed the keys as margs holds them.
-	margs []any
-	xadds []span
-	boxed []any
+// appender is one strategy of the append protocol: the append script
+// (append_script.go), MULTI/EXEC (append_multi.go) or one script per hash
+// slot on Redis Cluster (append_cluster.go). Each owns the scratch state of
+// the batch it builds.
+type appender interface {
+	// append writes events to their streams and replaces the stored
+	// position prev with next, so that Redis keeps both or neither: it
+	// returns nil once both are written, *outbox.PositionMismatchError
+	// (nothing written) when the stored position is not prev, and an error
+	// wrapping outbox.ErrLeaseLost when the sink's lease is not this
+	// relay's. Whether a batch whose reply was lost ran, it settles
+	// itself from what Redis stores. After any error the caller reads
+	// Position again before it appends more, and resumes from there.
+	append(ctx context.Context, events []outbox.Event, prev, next []byte) error
+}
+
+// Sink appends events to Redis Streams. It is safe for use by one goroutine
+// at a time.
+type Sink struct {
+	*base
+	// script appends on a standalone Redis; multi, when not nil, takes the
+	// batches Config.MultiMin sends to MULTI/EXEC; cluster, when not nil
+	// (Config.Cluster), takes every batch.
+	script  *scriptAppend
+	multi   *multiAppend
+	cluster *clusterAppend
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -170,6 +162,32 @@ var _ outbox.Sink = (*Sink)(nil)
 // MaxRetries -1, as NewClient sets): a retried script whose first reply was
 // lost would append the batch twice; Append resolves that uncertainty itself.
 func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
+	t, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	b := &base{client: client, cfg: cfg, template: t, groups: newGroupCache(), deadLetterReachable: t.mayRender(cfg.DeadLetterStream)}
+	s := &Sink{base: b, script: &scriptAppend{base: b}}
+	switch {
+	case cfg.Cluster:
+		s.cluster = &clusterAppend{base: b, script: &scriptAppend{base: b}}
+	case cfg.Dedupe.Window <= 0 && cfg.MultiMin > 0:
+		// MULTI/EXEC has no dedupe check; one script cannot span slots,
+		// nor can one transaction.
+		s.multi = &multiAppend{base: b}
+	}
+	return s, nil
+}
+
+// Validate returns the error New would refuse cfg with: `check` reports it
+// before `run` gets there.
+func (cfg Config) Validate() error {
+	_, err := cfg.validate()
+	return err
+}
+
+// validate sets cfg's defaults, checks it and parses its stream template.
+func (cfg *Config) validate() (*Template, error) {
 	cfg.setDefaults()
 	if cfg.Dedupe.Window < 0 {
 		return nil, fmt.Errorf("%w: redisstream: negative dedupe window %s", outbox.ErrConfig, cfg.Dedupe.Window)
@@ -200,194 +218,78 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sink{client: client, cfg: cfg, template: t, keyIdx: map[string]int{}, ensured: map[string]bool{}}, nil
+	if err := checkDeadLetterStream(t, cfg.DeadLetterStream); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
-// appendScript appends every entry and, in binlog mode, checks and replaces
-// the stored position in the same step. Every check that can fail runs before
-// the first write: Redis does not roll a script back, so a failure half-way
-// would leave some entries appended without the position that covers them.
-// (Redis checks maxmemory before a script's first write only, so OOM cannot
-// strike half-way either.) Poll mode runs it without the position: the
-// database transaction that marks the rows is its position.
-//
-// On Redis 7.0 and later it first makes sure the user's ACL allows every
-// command it is going to run on each key (see aclCheckLua).
-//
-// Consumer groups (Config.Groups) are created before the first XADD, on the
-// streams flagged for it: a new stream is created with them (MKSTREAM), an
-// existing one gets those it lacks, from id 0.
-//
-// ARGV[1] the number of KEYS before the streams: "0" without the position,
-// "1" with it, "2" with it and the lease; ARGV[2] expected position (""
-// = none), ARGV[3] new position, ARGV[4] dedupe window in milliseconds,
-// ARGV[5] number of streams S, ARGV[6] number of groups G, ARGV[7] the lease
-// as this relay holds it (with the lease only), then the G group names,
-// then S flags ("1": make sure the stream has every group), then the
-// entries in runs: consecutive entries of one stream with the same field
-// names share a header (stream index into KEYS, the first entry's dedupe key
-// index into KEYS (0: none; the run's others follow it), number of fields F,
-// number of entries M), the F field names, then each entry's F values. Each
-// entry's own header and names were most of what Redis converted per entry
-// besides the XADD. KEYS: the position key (with the position only), the
-// lease key (with the lease only), the streams, then the dedupe keys, one
-// per entry in order. It returns {1, "", appended}; without writing
-// anything, {2, lease} when the lease is not the relay's, or {0, stored}
-// when the stored position is not the expected one. Every command it will
-// run is checked against the user's ACL before the first write.
-var appendScript = redis.NewScript(aclCheckLua + `
-local base = tonumber(ARGV[1])
-local ns = tonumber(ARGV[5])
-local ng = tonumber(ARGV[6])
-local flags = 7 + ng
-local denied
-if base >= 1 then
-  denied = deny('GET', '', KEYS[1]) or deny('SET', '', KEYS[1], ARGV[3])
-  if denied then return denied end
-end
-if base == 2 then
-  denied = deny('GET', '', KEYS[2])
-  if denied then return denied end
-end
-for s = 1, ns do
-  local key = KEYS[base + s]
-  denied = deny('TYPE', '', key) or deny('XADD', '', key, '*', 'f', 'v')
-  if not denied and ARGV[flags + s] == '1' then
-    denied = deny('XINFO', 'GROUPS', key) or deny('XGROUP', 'CREATE', key, 'g', '0', 'MKSTREAM')
-  end
-  if denied then return denied end
-end
-for d = base + ns + 1, #KEYS do
-  denied = deny('SET', '', KEYS[d], '1', 'NX', 'PX', '1')
-  if denied then return denied end
-end
-if base == 2 then
-  local lease = redis.call('GET', KEYS[2])
-  if lease ~= ARGV[7] then
-    if lease == false then lease = '' end
-    return {2, lease}
-  end
-end
-if base >= 1 then
-  local cur = redis.call('GET', KEYS[1])
-  if cur == false then cur = '' end
-  if cur ~= ARGV[2] then
-    return {0, cur}
-  end
-end
-local types = {}
-for s = 1, ns do
-  local t = redis.call('TYPE', KEYS[base + s])['ok']
-  if t ~= 'stream' and t ~= 'none' then
-    return redis.error_reply('WRONGTYPE key ' .. KEYS[base + s] .. ' holds a ' .. t .. ', not a stream')
-  end
-  types[s] = t
-end
-for s = 1, ns do
-  if ARGV[flags + s] == '1' then
-    local key = KEYS[base + s]
-    local have = {}
-    if types[s] == 'stream' then
-      for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
-        for j = 1, #g, 2 do
-          if g[j] == 'name' then have[g[j + 1]] = true end
-        end
-      end
-    end
-    for j = 8, 7 + ng do
-      if not have[ARGV[j]] then
-        redis.call('XGROUP', 'CREATE', key, ARGV[j], '0', 'MKSTREAM')
-        have[ARGV[j]] = true
-      end
-    end
-  end
-end
-local added = 0
-local i = flags + ns + 1
-local n = #ARGV
-local fv = {}
-while i <= n do
-  local key = KEYS[tonumber(ARGV[i])]
-  local d = tonumber(ARGV[i + 1])
-  local f = tonumber(ARGV[i + 2])
-  local m = tonumber(ARGV[i + 3])
-  i = i + 4
-  for j = 1, f do
-    fv[2 * j - 1] = ARGV[i + j - 1]
-  end
-  i = i + f
-  for e = 0, m - 1 do
-    if d == 0 or redis.call('SET', KEYS[d + e], '1', 'NX', 'PX', ARGV[4]) then
-      for j = 1, f do
-        fv[2 * j] = ARGV[i + j - 1]
-      end
-      redis.call('XADD', key, '*', unpack(fv, 1, 2 * f))
-      added = added + 1
-    end
-    i = i + f
-  end
-end
-if base >= 1 then
-  redis.call('SET', KEYS[1], ARGV[3])
-end
-return {1, '', added}
-`)
-
-// Append implements outbox.Sink.
+// Append implements outbox.Sink: the batch goes to the strategy that takes
+// it, which appends it with the position in one step.
 func (s *Sink) Append(ctx context.Context, events []outbox.Event, prev, next []byte) error {
 	if s.cfg.PositionKey == "" {
 		return fmt.Errorf("%w: redisstream: no position key configured", outbox.ErrConfig)
 	}
-	if s.cfg.Cluster {
-		return s.appendSlots(ctx, events, prev, next)
-	}
-	lease := ""
-	if s.cfg.Lease != nil {
-		if lease = s.cfg.Lease.Value(); lease == "" {
-			return fmt.Errorf("append %d events: %w", len(events), outbox.ErrLeaseLost)
-		}
-	}
-	if s.useMulti(events) {
-		return s.appendMulti(ctx, events, prev, next, lease)
-	}
-	s.build(events, s.cfg.PositionKey, prev, next, lease)
-	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
-	if err != nil {
-		if !uncertain(err) {
-			return fmt.Errorf("append %d events: %w", len(events), s.scriptError(err))
-		}
-		return s.resolve(ctx, len(events), err, prev, next, lease)
-	}
-	if len(res) >= 2 {
-		code, _ := res[0].(int64)
-		cur, _ := res[1].(string)
-		switch code {
-		case 1:
-			s.ran()
-			return nil
-		case 2:
-			s.cfg.Lease.lost(lease)
-			return fmt.Errorf("append %d events: %w: it is held by %s", len(events), outbox.ErrLeaseLost, holderOrNobody(cur))
-		}
-		var stored []byte
-		if cur != "" {
-			stored = []byte(cur)
-		}
-		return &outbox.PositionMismatchError{Stored: stored}
-	}
-	return fmt.Errorf("append: unexpected script reply %v", res)
+	return s.strategy(events).append(ctx, events, prev, next)
 }
 
-// resolve settles an append of n events whose reply err was lost: the
-// script or transaction may or may not have run. The stored position tells,
-// because both write it last and atomically with the entries.
-func (s *Sink) resolve(ctx context.Context, n int, err error, prev, next []byte, lease string) error {
-	stored, perr := s.Position(ctx)
+// strategy returns the strategy that appends events.
+func (s *Sink) strategy(events []outbox.Event) appender {
+	switch {
+	case s.cluster != nil:
+		return s.cluster
+	case s.multi != nil && s.multi.takes(events):
+		return s.multi
+	}
+	return s.script
+}
+
+// Publish appends events to their streams (dead letters to the dead-letter
+// stream) in one script, without touching the stored position: poll mode
+// keeps its progress in the database. With a dedupe window (Config.Dedupe)
+// it skips the events whose message id was appended within the window. It
+// returns how many events it appended. After an error the events may or may not have been appended
+// (the reply can be lost); the caller publishes them again, and only the
+// deduplication keeps that from appending them twice.
+//
+// Entries have exactly the fields Append writes, so a consumer cannot tell
+// which mode produced them.
+func (s *Sink) Publish(ctx context.Context, events []outbox.Event) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	if s.cluster != nil {
+		return s.cluster.publish(ctx, events)
+	}
+	return s.script.publish(ctx, events)
+}
+
+// Prepare implements outbox.Sink: it applies Config.Format.
+func (s *Sink) Prepare(e *outbox.Event) { s.prepare(e) }
+
+// heldLease returns the lease as this relay holds it, "" without one, for an
+// append of n events: a relay that may have lost it appends nothing.
+func (s *base) heldLease(n int) (string, error) {
+	if s.cfg.Lease == nil {
+		return "", nil
+	}
+	lease := s.cfg.Lease.Value()
+	if lease == "" {
+		return "", fmt.Errorf("append %d events: %w", n, outbox.ErrLeaseLost)
+	}
+	return lease, nil
+}
+
+// resolve settles an append of n events to a standalone Redis whose reply
+// err was lost: the script or transaction may or may not have run. The
+// stored position tells, because both write it last and atomically with the
+// entries. It returns nil when the append ran.
+func (s *base) resolve(ctx context.Context, n int, err error, prev, next []byte, lease string) error {
+	stored, perr := s.storedPosition(ctx)
 	if perr != nil {
 		return fmt.Errorf("append %d events: %w (and reading the position back failed: %v)", n, classify(err), perr)
 	}
 	if string(stored) == string(next) {
-		s.ran()
 		return nil
 	}
 	if string(stored) == string(prev) {
@@ -401,209 +303,81 @@ func (s *Sink) resolve(ctx context.Context, n int, err error, prev, next []byte,
 	return &outbox.PositionMismatchError{Stored: stored}
 }
 
-// build fills s.keys and s.args for appendScript; a position key adds the
-// position check and write of binlog mode, a lease (as this relay holds it)
-// the lease check.
-func (s *Sink) build(events []outbox.Event, positionKey string, prev, next []byte, lease string) {
-	clear(s.keyIdx)
-	s.keys = s.keys[:0]
-	s.batchNew = s.batchNew[:0]
-	check := "0"
-	if positionKey != "" {
-		s.keys = append(s.keys, positionKey)
-		check = "1"
-		if lease != "" {
-			s.keys = append(s.keys, s.cfg.Lease.Key())
-			check = "2"
-		}
-	}
-	window := s.cfg.Dedupe.Window.Milliseconds()
-	// Streams first in KEYS: the script checks their types before writing,
-	// and each event's stream index is known before the dedupe keys come.
-	// An event the reader did not prepare is prepared here, before its
-	// stream is chosen: one the format cannot carry is a dead letter.
-	first := len(s.keys)
-	s.streamOf = s.streamOf[:0]
-	for i := range events {
-		s.Prepare(&events[i])
-		s.streamOf = append(s.streamOf, s.streamIndex(&events[i]))
-	}
-	s.named = len(s.keys)
-	s.args = append(s.args[:0], check, string(prev), string(next), window, len(s.keys)-first, len(s.cfg.Groups), lease)
-	for _, g := range s.cfg.Groups {
-		s.args = append(s.args, g)
-	}
-	for _, key := range s.keys[first:] {
-		flag := "0"
-		if len(s.cfg.Groups) > 0 && key != s.cfg.DeadLetterStream && !s.ensured[key] {
-			flag = "1"
-			s.batchNew = append(s.batchNew, key)
-		}
-		s.args = append(s.args, flag)
-	}
-	run, runLen := -1, 0 // where the open run's header is in args, its entries
-	for i := range events {
-		e := &events[i]
-		dedupe := 0
-		stream := s.streamOf[i]
-		if window > 0 {
-			key := s.cfg.Dedupe.key(e)
-			if s.cfg.Cluster {
-				key = s.cfg.Dedupe.slottedKey(e, SlotTag(Slot(s.keys[stream-1])))
-			}
-			s.keys = append(s.keys, key)
-			dedupe = len(s.keys)
-		}
-		s.pairs = s.appendFields(s.pairs[:0], e)
-		if run < 0 || s.streamOf[i] != s.streamOf[i-1] || !sameNames(s.pairs, s.runNames) {
-			if run >= 0 {
-				s.args[run+3] = runLen
-			}
-			run, runLen = len(s.args), 0
-			s.args = append(s.args, s.streamOf[i], dedupe, len(s.pairs)/2, 0)
-			s.runNames = s.runNames[:0]
-			for j := 0; j < len(s.pairs); j += 2 {
-				s.args = append(s.args, s.pairs[j])
-				s.runNames = append(s.runNames, s.pairs[j].(string))
-			}
-		}
-		for j := 1; j < len(s.pairs); j += 2 {
-			s.args = append(s.args, s.pairs[j])
-		}
-		runLen++
-	}
-	if run >= 0 {
-		s.args[run+3] = runLen
-	}
-	clear(s.pairs) // the events' values, held until the next batch otherwise
+// batchKeys are the keys of the batch a standalone strategy builds: the
+// position key (and the lease's) first, then each stream once; the script
+// adds the dedupe keys after them.
+type batchKeys struct {
+	keys   []string
+	keyIdx map[string]int
+	keyBuf []byte
+	// streamOf is each event's stream as a 1-based index into keys.
+	streamOf []int
+	// named is how many of keys are the position, the lease and the
+	// streams.
+	named int
+	// batchNew lists the streams whose groups the batch in flight checks.
+	batchNew []string
 }
 
-// sameNames reports whether the field names of pairs (name, value, ...) are
-// names.
-func sameNames(pairs []any, names []string) bool {
-	if len(pairs) != 2*len(names) {
+// streams prepares each event (one the format cannot carry becomes a dead
+// letter, before its stream is chosen) and adds its stream to keys, after
+// those keys holds already. It returns the index of the first stream.
+func (k *batchKeys) streams(s *base, events []outbox.Event) int {
+	if k.keyIdx == nil {
+		k.keyIdx = map[string]int{}
+	}
+	clear(k.keyIdx)
+	first := len(k.keys)
+	k.streamOf = k.streamOf[:0]
+	for i := range events {
+		s.prepare(&events[i])
+		k.keyBuf = s.appendStreamKey(k.keyBuf[:0], &events[i])
+		idx, ok := k.keyIdx[string(k.keyBuf)]
+		if !ok {
+			key := string(k.keyBuf)
+			k.keys = append(k.keys, key)
+			idx = len(k.keys)
+			k.keyIdx[key] = idx
+		}
+		k.streamOf = append(k.streamOf, idx)
+	}
+	k.named = len(k.keys)
+	k.batchNew = k.batchNew[:0]
+	return first
+}
+
+// checkGroups reports whether the batch must make sure key has every group,
+// and lists it in batchNew if so.
+func (k *batchKeys) checkGroups(s *base, key string) bool {
+	if len(s.cfg.Groups) == 0 || key == s.cfg.DeadLetterStream || s.groups.has(key) {
 		return false
 	}
-	for j, n := range names {
-		if pairs[2*j] != n {
-			return false
-		}
-	}
+	k.batchNew = append(k.batchNew, key)
 	return true
 }
 
-// scriptError classifies an error reply to the append script. Redis checks
-// the script's keys against the user's ACL before it runs it and names none
-// when it refuses one, so a refusal lists the keys of the batch.
-func (s *Sink) scriptError(err error) error {
-	err = classify(err)
-	if !errors.Is(err, ErrPermission) {
-		return err
-	}
-	keys := strings.Join(s.keys[:s.named], ", ")
-	if n := len(s.keys) - s.named; n > 0 {
-		prefix := s.cfg.Dedupe.KeyPrefix
-		if s.cfg.Dedupe.BySource {
-			prefix = DefaultDedupeKeyPrefix
-		}
-		keys += fmt.Sprintf(" and %d dedupe keys %s*", n, prefix)
-	}
-	return fmt.Errorf("%w (the script's keys: %s)", err, keys)
-}
-
-// maxEnsured bounds Sink.ensured: a template naming a stream per aggregate
-// makes millions of streams, and forgetting one only costs a check.
-const maxEnsured = 100_000
-
-// ran records that the script of the last build ran: its streams have every
-// group now.
-func (s *Sink) ran() {
-	if len(s.batchNew) == 0 {
-		return
-	}
-	if len(s.ensured)+len(s.batchNew) > maxEnsured {
-		clear(s.ensured)
-	}
-	for _, key := range s.batchNew {
-		s.ensured[key] = true
-	}
-}
-
-// streamKey returns the stream e goes to: its template's, or the
-// dead-letter stream.
-func (s *Sink) streamKey(e *outbox.Event) string {
-	if e.Invalid != "" {
-		return s.cfg.DeadLetterStream
-	}
-	return s.template.Render(e)
-}
-
-// streamIndex returns the 1-based KEYS index of e's stream, adding it.
-func (s *Sink) streamIndex(e *outbox.Event) int {
-	s.keyBuf = s.keyBuf[:0]
-	if e.Invalid == "" {
-		s.keyBuf = s.template.AppendTo(s.keyBuf, e)
-	} else {
-		s.keyBuf = append(s.keyBuf, s.cfg.DeadLetterStream...)
-	}
-	if idx, ok := s.keyIdx[string(s.keyBuf)]; ok {
-		return idx
-	}
-	key := string(s.keyBuf)
-	s.keys = append(s.keys, key)
-	s.keyIdx[key] = len(s.keys)
-	return len(s.keys)
-}
-
-// Prepare implements outbox.Sink: it applies Config.Format.
-func (s *Sink) Prepare(e *outbox.Event) { s.cfg.Format.prepare(e, !s.cfg.NoAggregateType) }
-
-// appendFields appends an entry's field/value pairs in a fixed order. In
-// FormatMessenger the payload travels in the message field only; dead
-// letters are flat in every format. The strings and the id are passed by
-// pointer into e, which outlives the append: boxed by value, each would be
-// an allocation per entry.
-func (s *Sink) appendFields(args []any, e *outbox.Event) []any {
-	messenger := e.Envelope != nil && e.Invalid == ""
-	args = append(args, FieldMessageID, &e.MessageID)
-	if !s.cfg.NoAggregateType {
-		args = append(args, FieldAggregateType, &e.AggregateType)
-	}
-	args = append(args, FieldAggregateID, &e.AggregateID, FieldEventType, &e.EventType)
-	if messenger {
-		args = append(args, FieldMessage, e.Envelope)
-	} else {
-		args = append(args, FieldPayload, e.Payload)
-	}
-	args = append(args,
-		FieldOccurredAt, e.OccurredAt.UTC().Format(OccurredAtLayout),
-		FieldOutboxID, &e.OutboxID,
-	)
-	if !s.cfg.NoHeaders {
-		args = append(args, FieldHeaders, e.Headers)
-	}
-	for i := range e.Fields {
-		f := &e.Fields[i]
-		args = append(args, f.Name, &f.Value)
-	}
-	if e.Invalid != "" {
-		// The stream it was meant for, which dead-letters replay appends to.
-		args = append(args, FieldTargetStream, s.template.Render(e), FieldReason, &e.Invalid)
-	}
-	return args
-}
-
 // Position implements outbox.Sink. On Redis Cluster it is the position
-// to read again from, which some slots may be past (Ahead).
+// to read again from, which some slots may be past (CutPoints).
 func (s *Sink) Position(ctx context.Context) ([]byte, error) {
-	if s.cfg.Cluster {
-		return s.clusterPosition(ctx)
+	if s.cluster != nil {
+		return s.cluster.position(ctx)
 	}
 	return s.storedPosition(ctx)
 }
 
+// CutPoints returns the points past the one Position returned last up to
+// which hash slots hold the appends already (Redis Cluster; none
+// otherwise), in no order. The reader must end a batch exactly at each of
+// them: a slot can only skip whole batches.
+func (s *Sink) CutPoints() []position.Point {
+	if s.cluster == nil {
+		return nil
+	}
+	return s.cluster.cutPoints()
+}
+
 // storedPosition reads the position key.
-func (s *Sink) storedPosition(ctx context.Context) ([]byte, error) {
+func (s *base) storedPosition(ctx context.Context) ([]byte, error) {
 	v, err := s.client.Get(ctx, s.cfg.PositionKey).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -633,146 +407,3 @@ func (s *Sink) DeletePosition(ctx context.Context) error {
 
 // PositionKey returns the key the position is stored under.
 func (s *Sink) PositionKey() string { return s.cfg.PositionKey }
-
-// uncertain reports whether err leaves open whether Redis ran the command: the
-// request may have been written before the connection broke.
-func uncertain(err error) bool {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		return false // Redis answered with an error: it did not run the script
-	}
-	return !errors.Is(err, redis.ErrClosed)
-}
-
-// Classify adds an operator hint to the Redis errors an operator must act
-// on (a full Redis, a replica, refused credentials or permissions, ...), for
-// the commands that send their own Redis commands besides the sink's.
-func Classify(err error) error {
-	if err == nil {
-		return nil
-	}
-	return classify(err)
-}
-
-// classify adds an operator hint to the Redis errors an operator must act on.
-// Redis error replies start with an upper-case code (OOM, READONLY, NOAUTH,
-// WRONGPASS, ...); that code is part of the protocol.
-func classify(err error) error {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return outbox.WithHint(err, "Redis is unreachable; the relay retries and appends nothing until it is back")
-	}
-	code, _, _ := strings.Cut(rerr.Error(), " ")
-	switch code {
-	case "OOM":
-		return outbox.WithHint(err, "Redis reached maxmemory; raise maxmemory or trim the streams consumers are done with (XTRIM); the relay retries and loses nothing")
-	case "READONLY":
-		return outbox.WithHint(err, "Redis answered as a read-only replica: --redis-url points at one (point it at the primary), or a Sentinel failover demoted the master (the relay reconnects to the new one)")
-	case "NOAUTH", "WRONGPASS":
-		return outbox.WithHint(err, "Redis refused the credentials; check the user in --redis-url and the password (in the URL or --redis-password-file)")
-	case "NOPERM":
-		return denied(err, aclHint)
-	case "WRONGTYPE":
-		return outbox.WithHint(err, "a key the relay appends to is not a stream; rename or delete it, or change --stream")
-	case "MISCONF":
-		return outbox.WithHint(err, "Redis cannot persist (MISCONF); fix its disk or persistence settings")
-	}
-	return err
-}
-
-// DefaultTimeout is the read and write timeout of the relay's Redis client.
-// A batch script on a slow disk with appendfsync always can take a while; a
-// short read timeout would turn a slow success into an uncertain error.
-const DefaultTimeout = 30 * time.Second
-
-// defaultDialTimeout applies when the URL sets no dial_timeout.
-const defaultDialTimeout = 5 * time.Second
-
-// NewClient opens a client for a --redis-url (ParseTarget: one server or a
-// master found through Sentinel) with the settings the relay needs
-// (ClientOptions with DefaultTimeout): no automatic retries (see New) and
-// bounded timeouts, 5s to connect and 30s per command unless the URL says
-// otherwise (?dial_timeout=1s&read_timeout=2s&write_timeout=2s).
-func NewClient(url string) (*redis.Client, error) {
-	t, err := ParseTarget(url, "")
-	if errors.Is(err, outbox.ErrConfig) {
-		return nil, err
-	}
-	if err != nil {
-		return nil, outbox.WithHint(fmt.Errorf("%w: parse --redis-url: %v", outbox.ErrConfig, redactErr(err, url)),
-			"use redis://[user:password@]host:port/db, or rediss:// for TLS")
-	}
-	return t.NewClient(DefaultTimeout), nil
-}
-
-// DefaultClusterReload is how often a cluster client reads the slot map
-// again while it is used. go-redis reloads it on MOVED replies only (and
-// every minute by default): after a master died, the client would dial the
-// dead address for up to a minute, as no reply redirects it. Reading it
-// each second costs one CLUSTER SLOTS and lets the relay follow a failover
-// within a second of the cluster's.
-const DefaultClusterReload = time.Second
-
-// NewClusterClientFromOptions opens a Redis Cluster client (--redis-cluster)
-// with the settings of ClientOptions. It follows MOVED and ASK redirects,
-// as a failover needs, and retries a command whose reply it lost: the
-// append scripts compare-and-set a position, so a second run of one that
-// ran is refused and recognised (Sink.Append).
-func NewClusterClientFromOptions(o *redis.ClusterOptions) *redis.ClusterClient {
-	c := *o
-	c.MaxRetries = -1
-	if c.DialTimeout == 0 {
-		c.DialTimeout = defaultDialTimeout
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = DefaultTimeout
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = DefaultTimeout
-	}
-	c.ContextTimeoutEnabled = true
-	if c.ClusterStateReloadInterval == 0 {
-		c.ClusterStateReloadInterval = DefaultClusterReload
-	}
-	return redis.NewClusterClient(&c)
-}
-
-// ClientOptions sets on o (parsed from a URL or built by hand) what every
-// Redis client of binlog-outbox uses, and returns it: no automatic retries
-// (see New: a retried script whose reply was lost appends twice, and a
-// check should report the one failure it saw), a dial timeout of 5s unless o
-// has one, read and write timeouts of timeout, and context deadlines honoured
-// on the socket as well. A caller that must answer fast (a preflight check)
-// passes a shorter timeout than DefaultTimeout.
-func ClientOptions(o *redis.Options, timeout time.Duration) *redis.Options {
-	o.MaxRetries = -1
-	if o.DialTimeout == 0 {
-		o.DialTimeout = defaultDialTimeout
-	}
-	// A batch script on a slow disk with appendfsync always can take a while;
-	// a short read timeout would turn a slow success into an uncertain error.
-	// An operator who wants a silently dead Redis noticed sooner (or the
-	// fault suite, which stalls the link) sets it in the URL.
-	if o.ReadTimeout == 0 {
-		o.ReadTimeout = timeout
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = timeout
-	}
-	o.ContextTimeoutEnabled = true
-	return o
-}
-
-// redactErr keeps a URL's password out of an error message.
-func redactErr(err error, url string) string {
-	msg := err.Error()
-	if at := strings.LastIndexByte(url, '@'); at > 0 {
-		if scheme := strings.Index(url, "://"); scheme >= 0 && scheme+3 < at {
-			userinfo := url[scheme+3 : at]
-			if _, pw, ok := strings.Cut(userinfo, ":"); ok && pw != "" {
-				msg = strings.ReplaceAll(msg, pw, "xxxxx")
-			}
-		}
-	}
-	return msg
-}

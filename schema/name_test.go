@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 func TestName_Matches(t *testing.T) {

@@ -43,9 +43,28 @@ if [ ${#need[@]} -gt 0 ]; then
 	echo "installing: ${need[*]}"
 	$sudo apt-get update -qq
 	# The packages' own services are not needed: the tests start private
-	# servers on their own ports. policy-rc.d keeps the installs from
-	# starting the system services where that is possible.
+	# servers on their own ports. A policy-rc.d that exits 101 ("action
+	# forbidden") keeps invoke-rc.d and deb-systemd-invoke from starting
+	# them (Prometheus on :9090, MariaDB, Redis) during the install; an
+	# existing one is put back afterwards.
+	policy=/usr/sbin/policy-rc.d saved=""
+	if $sudo test -e "$policy"; then
+		saved=$(mktemp)
+		$sudo cp -p "$policy" "$saved"
+	fi
+	restore_policy() {
+		if [ -n "$saved" ]; then
+			$sudo cp -p "$saved" "$policy" && rm -f "$saved"
+		else
+			$sudo rm -f "$policy"
+		fi
+	}
+	trap restore_policy EXIT
+	printf '#!/bin/sh\n# scripts/test.sh: no services start while it installs.\nexit 101\n' | $sudo tee "$policy" >/dev/null
+	$sudo chmod 755 "$policy"
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	restore_policy
+	trap - EXIT
 fi
 
 if ! command -v go >/dev/null 2>&1; then

@@ -40,11 +40,16 @@ type Flag struct {
 	Secret bool
 	// Usage is the help text; a `quoted` word is the value's placeholder.
 	Usage string
+	// Shown, when set, is what --help shows as the default instead of
+	// Default (a default picked at run time).
+	Shown string
 }
 
 // DefaultText is the default as --help shows it, "" for none.
 func (f Flag) DefaultText() string {
 	switch {
+	case f.Shown != "":
+		return f.Shown
 	case len(f.Default) == 0:
 		return ""
 	case f.Kind == String || f.Kind == List:
@@ -64,10 +69,13 @@ func (f Flag) DefaultText() string {
 const (
 	DefaultRedisURL = "redis://127.0.0.1:6379/0"
 	DefaultTable    = "outbox"
-	// DefaultServerID is fixed, never random: a relay that restarts with a
-	// new id leaves its old registration behind, and two relays that
-	// happen to draw the same id kick each other off the server.
+	// DefaultServerID is the base of --server-id-range when --server-id is
+	// not given; without either, DefaultServerIDFor picks the id.
 	DefaultServerID = 1001
+	// DefaultServerIDBase and DefaultServerIDSpan bound the ids
+	// DefaultServerIDFor picks, above the small ids servers are given.
+	DefaultServerIDBase = 1_000_000_000
+	DefaultServerIDSpan = 1_000_000_000
 )
 
 // Names of the settings this package reads itself.
@@ -144,9 +152,10 @@ func coreFlags() []Flag {
 		{Name: nameLogLevel, Env: "BINLOG_OUTBOX_LOG_LEVEL", Default: []string{logging.DefaultLevel},
 			Usage: "log level: debug, info, warn or error"},
 		{Name: nameServerID, Env: "BINLOG_OUTBOX_SERVER_ID", Kind: Uint, Default: []string{fmt.Sprint(DefaultServerID)},
+			Shown: "from 1000000000 to 1999999999, taken from the host name and the position key",
 			Usage: "replica server id of the relay; unique among the servers and replicas of the topology"},
 		{Name: nameServerIDRange, Env: "BINLOG_OUTBOX_SERVER_ID_RANGE", Kind: Uint, Default: []string{"1"},
-			Usage: "N > 1: add a number from 0 to N-1 taken from the host name to --server-id, so that standby relays started from one configuration (the replicas of a Kubernetes Deployment) read the binlog with different ids; keep --server-id to --server-id+N-1 free of other servers' and relays' ids"},
+			Usage: "N > 1: add a number from 0 to N-1 taken from the host name to --server-id (1001 when not given), so that standby relays started from one configuration (the replicas of a Kubernetes Deployment) read the binlog with different ids; keep --server-id to --server-id+N-1 free of other servers' and relays' ids"},
 	}
 }
 
@@ -158,7 +167,7 @@ func laravelFlag() Flag {
 
 func clusterFlag() Flag {
 	return Flag{Name: nameRedisCluster, Env: "BINLOG_OUTBOX_REDIS_CLUSTER", Kind: Bool, Default: []string{"false"},
-		Usage: "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot, and --lease a fence per hash slot (docs/scaling.md); not supported: bench"}
+		Usage: "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot, and --lease a fence per hash slot (docs/scaling.md)"}
 }
 
 // tlsFlags are the TLS flags of server, "mysql" or "redis".

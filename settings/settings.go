@@ -177,9 +177,14 @@ func (c *Config) tables(vs values, in Input) error {
 	return nil
 }
 
-// serverID is --server-id, spread over --server-id-range.
+// serverID is --server-id, spread over --server-id-range; 0 when neither is
+// given, for the caller to pick DefaultServerIDFor once it knows the
+// position key.
 func serverID(vs values, hostname func() (string, error)) (uint32, error) {
 	id := vs.uint(nameServerID)
+	if vs[nameServerID].Source == Default && vs.uint(nameServerIDRange) == 1 {
+		return 0, nil
+	}
 	if id == 0 || id > math.MaxUint32 {
 		return 0, outbox.WithHint(fmt.Errorf("%w: --server-id %d is out of range", outbox.ErrConfig, id),
 			"use a number from 1 to 4294967295 that no server or replica uses")
@@ -258,6 +263,18 @@ func extraString(extra []schema.ExtraColumn) string {
 		}
 	}
 	return strings.Join(flags, ",")
+}
+
+// DefaultServerIDFor is the relay's server id without --server-id: a number
+// from DefaultServerIDBase up, below DefaultServerIDBase+DefaultServerIDSpan,
+// taken from the host name and the position key. Never random, so that a
+// restarted relay keeps its id (its old registration on the server is its
+// own); distinct hosts (pods) and distinct positions almost always get
+// distinct ids, where one fixed default made the server drop one relay's
+// binlog connection for the other's, again and again. Relays of one
+// position on one host share it, and take turns by the lease.
+func DefaultServerIDFor(host, positionKey string) uint32 {
+	return DefaultServerIDBase + crc32.ChecksumIEEE([]byte(host+"\x00"+positionKey))%DefaultServerIDSpan
 }
 
 // SpreadServerID is --server-id-range's id for the host: base plus a number

@@ -259,3 +259,27 @@ func foreignGroup(t *testing.T) int {
 	}
 	return -1
 }
+
+// TestDefaultServerIDFor: without --server-id the id is taken from the host
+// name and the position key, the same on every start, in its documented
+// range, and different between hosts and between positions, where the one
+// fixed default made relays of distinct positions drop each other's binlog
+// connections.
+func TestDefaultServerIDFor(t *testing.T) {
+	seen := map[uint32]string{}
+	for _, host := range []string{"web-1", "web-2", "binlog-outbox-7d9f6c8b5-abcde", "binlog-outbox-7d9f6c8b5-fghij"} {
+		for _, key := range []string{"binlog-outbox:position:app.outbox", "binlog-outbox:position:billing.outbox", "binlog-outbox:position:tenants"} {
+			got := DefaultServerIDFor(host, key)
+			if got < DefaultServerIDBase || got >= DefaultServerIDBase+DefaultServerIDSpan {
+				t.Errorf("DefaultServerIDFor(%q, %q) = %d, want within [%d, %d)", host, key, got, DefaultServerIDBase, DefaultServerIDBase+DefaultServerIDSpan)
+			}
+			if again := DefaultServerIDFor(host, key); again != got {
+				t.Errorf("DefaultServerIDFor(%q, %q) = %d, then %d: want it stable across restarts", host, key, got, again)
+			}
+			if other, ok := seen[got]; ok {
+				t.Errorf("DefaultServerIDFor(%q, %q) = %d, the id of %s", host, key, got, other)
+			}
+			seen[got] = host + " " + key
+		}
+	}
+}

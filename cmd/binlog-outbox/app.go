@@ -47,7 +47,6 @@ func NewApp() *cli.App {
 			deadLettersCommand(),
 			schemaCommand(),
 			versionCommand(),
-			benchCommand(),
 		},
 		Writer:    os.Stdout,
 		ErrWriter: os.Stderr,
@@ -234,8 +233,16 @@ func resolveConfig(c *cli.Context, oneTable, noMySQL bool) (config, error) {
 	// go-redis logs dial failures to stderr on its own; route them to debug,
 	// since the relay reports the errors it gets anyway.
 	redis.SetLogger(redisLogger{s.Logger})
-	s.Logger.Debug("starting", "version", versionString(), "config", s)
-	return config{Config: s}, nil
+	cfg := config{Config: s}
+	if cfg.ServerID == 0 {
+		host, err := os.Hostname()
+		if err != nil {
+			return config{}, fmt.Errorf("--server-id: read the host name for the default: %w", err)
+		}
+		cfg.ServerID = settings.DefaultServerIDFor(host, positionKey(c, cfg))
+	}
+	s.Logger.Debug("starting", "version", versionString(), "config", cfg.Config)
+	return cfg, nil
 }
 
 // loadConfig reads the global flags of a command that connects to MySQL.

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/settings"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 func TestMain(m *testing.M) { testsvc.Main(m) }
@@ -199,7 +199,7 @@ func TestLoadConfig_LogsRedactedConfig(t *testing.T) {
 	dsn := fmt.Sprintf("u:hunter2pw@tcp(127.0.0.1:%d)/app", closedPort(t))
 	_, errOut, _ := run(t, "--log-level", "debug", "--log-format", "json", "--mysql-dsn", dsn,
 		"--redis-url", "redis://:hunter2pw@127.0.0.1:1/0", "check", "--timeout", "2s")
-	if !strings.Contains(errOut, `"msg":"starting"`) || !strings.Contains(errOut, "u:xxxxx@tcp") || !strings.Contains(errOut, `"server_id":1001`) {
+	if !strings.Contains(errOut, `"msg":"starting"`) || !strings.Contains(errOut, "u:xxxxx@tcp") || !strings.Contains(errOut, fmt.Sprintf(`"server_id":%d`, settings.DefaultServerIDFor(hostname(t), "binlog-outbox:position:app.outbox"))) {
 		t.Errorf("debug log lacks the redacted config:\n%s", errOut)
 	}
 	if strings.Contains(errOut, "hunter2") {
@@ -250,7 +250,7 @@ func TestTolerateOwnServerID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		rep := preflight.Report{Results: []preflight.Result{tt.in}}
-		tolerateOwnServerID(&rep)
+		rep.TolerateOwnServerID()
 		if got := rep.Results[0].Status; got != tt.want {
 			t.Errorf("%s: status %v, want %v", tt.name, got, tt.want)
 		}

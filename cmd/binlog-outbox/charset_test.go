@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // TestCheckAndRun_UnconvertibleCharset checks that a relayed text column in

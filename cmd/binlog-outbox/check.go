@@ -18,13 +18,12 @@ func checkCommand() *cli.Command {
 		Name:  "check",
 		Usage: "check that MySQL, the outbox table and Redis meet the relay's requirements",
 		Description: "Prints one line per requirement (PASS, WARN, FAIL or SKIP) and, for each problem, how to fix it.\n" +
-			"Exits non-zero when a requirement of --mode fails; with --mode auto, only when neither mode can run.",
-		Flags: append(append([]cli.Flag{
-			&cli.StringFlag{Name: "mode", Value: mode.Auto, Usage: "mode to check for: binlog, poll or auto"},
-			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up on unreachable servers after this long"},
-			// The stored position tells whether it survives a failover.
-			positionKeyFlag(),
-		}, streamFlags()...), formatFlags()...),
+			"Exits non-zero when a requirement of --mode fails; with --mode auto, only when neither mode can run.\n" +
+			"Takes every flag of run: give it the flags run gets, and it refuses what run would refuse at start, in the same words.",
+		// Every flag of run: check validates the values run would refuse
+		// at start, with the same words (preflight.Start).
+		Flags: append(runFlags(),
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "give up on unreachable servers after this long"}),
 		Action: runCheck,
 	}
 }
@@ -44,7 +43,10 @@ func runCheck(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	rep := preflight.Run(ctx, preflightConfig(c, cfg, &format, ""))
+	rep := preflight.Run(ctx, preflightConfig(c, cfg, &format, pollOnSent(c, requested)))
+	if r, ok := modeSwitchResult(ctx, cfg, rep, requested); ok {
+		rep.Results = append(rep.Results, r)
+	}
 	printReport(c.App.Writer, rep)
 
 	if requested == mode.Auto {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // clusterPartitions spreads the streams over the slots of all masters.
@@ -179,7 +179,7 @@ func TestRedisCluster_RefusedWhereUnsupported(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--redis-cluster", "--redis-url", url, "bench"}, "bench does not support --redis-cluster"},
+		{[]string{"--redis-cluster", "--redis-url", url, "schema", "apply"}, "schema apply does not support --redis-cluster"},
 		{[]string{"--redis-cluster", "--redis-url", "redis://127.0.0.1:1/3?addr=127.0.0.1:2", "check"}, "database 0 only"},
 		// cleanup knows a cluster: it gets as far as the URL.
 		{[]string{"--redis-cluster", "--redis-url", "redis://127.0.0.1:1/3?addr=127.0.0.1:2", "cleanup", "--older-than", "7d"}, "database 0 only"},

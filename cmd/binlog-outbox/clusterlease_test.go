@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // leaderMetric returns the binlog_outbox_leader line of the relay serving

@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // clusterTrimPartitions puts the streams outbox:order:0..3 on all three

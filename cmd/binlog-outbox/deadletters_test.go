@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // deadLetterRows are the rows TestDeadLetters_ReplayExactlyOnce makes a

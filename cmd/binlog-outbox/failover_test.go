@@ -11,9 +11,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // failoverEnv is an outbox table on a private GTID primary with one replica
@@ -133,9 +133,25 @@ func checkSays(t *testing.T, env *relaytest.Env, dsn, status, want string) {
 // there: it resumes from the stored GTID set, and every committed event is
 // in the streams exactly once.
 func TestRun_FailoverToPromotedReplicaByGTID(t *testing.T) {
+	for name, start := range failoverStarts {
+		t.Run(name, func(t *testing.T) { failoverToPromotedReplica(t, start) })
+	}
+}
+
+// failoverStarts are the first starts the failover tests run with: an
+// explicit GTID set, and the default (--start-from now), which stores a GTID
+// position on MariaDB too.
+var failoverStarts = map[string]func(t *testing.T, f *failoverEnv) []string{
+	"gtid set": func(t *testing.T, f *failoverEnv) []string {
+		return []string{"--start-from", f.primary.GTIDBinlogPos(t)}
+	},
+	"default": func(*testing.T, *failoverEnv) []string { return nil },
+}
+
+func failoverToPromotedReplica(t *testing.T, start func(*testing.T, *failoverEnv) []string) {
 	f := newFailoverEnv(t)
 	rec := relaytest.NewProduced()
-	p := startRelay(t, f.Env, "--mode", "binlog", "--start-from", f.primary.GTIDBinlogPos(t))
+	p := startRelay(t, f.Env, append([]string{"--mode", "binlog"}, start(t, f)...)...)
 	waitStoredPosition(t, f.Env, posKey(f.Env))
 
 	wait := produce(t, f.DB, f.Table, relaytest.ProduceOptions{Producers: 4, Transactions: 100000, Pause: 2 * time.Millisecond}, rec)
@@ -164,10 +180,16 @@ func TestRun_FailoverToPromotedReplicaByGTID(t *testing.T) {
 // does in a managed failover: the relay, running all along, notices the
 // promoted replica and resumes by GTID, with nothing lost or doubled.
 func TestRun_FailoverBehindTheSameAddress(t *testing.T) {
+	for name, start := range failoverStarts {
+		t.Run(name, func(t *testing.T) { failoverBehindTheSameAddress(t, start) })
+	}
+}
+
+func failoverBehindTheSameAddress(t *testing.T, start func(*testing.T, *failoverEnv) []string) {
 	f := newFailoverEnv(t)
 	rec := relaytest.NewProduced()
 	vip := testsvc.StartProxy(t, f.primary.Addr())
-	p := startRelayDSN(t, f.Env, dsnVia(t, f.primary, f.Database, vip.Addr()), "--mode", "binlog", "--start-from", f.primary.GTIDBinlogPos(t))
+	p := startRelayDSN(t, f.Env, dsnVia(t, f.primary, f.Database, vip.Addr()), append([]string{"--mode", "binlog"}, start(t, f)...)...)
 	waitStoredPosition(t, f.Env, posKey(f.Env))
 
 	wait := produce(t, f.DB, f.Table, relaytest.ProduceOptions{Producers: 4, Transactions: 100000, Pause: 2 * time.Millisecond}, rec)
@@ -221,35 +243,37 @@ func checkFilePositionRefused(t *testing.T, p *relayProc) {
 }
 
 // TestRun_FilePositionRefusedOnAnotherServer: a file position is
-// server-local; the relay refuses it on the replica, whose binlog files have
-// the same names, with the recovery choices: started there, and when the
-// server behind its address changes while it runs.
+// server-local; a relay started on the replica, whose binlog files have the
+// same names, refuses one the primary wrote (an earlier version's, or a
+// server's without GTIDs), with the recovery choices. On the primary itself
+// check says the relay converts it to a GTID position.
 func TestRun_FilePositionRefusedOnAnotherServer(t *testing.T) {
-	t.Run("restarted", func(t *testing.T) {
-		f := newFailoverEnv(t)
-		rec := relaytest.NewProduced()
-		p := startRelay(t, f.Env, "--mode", "binlog")
-		waitStoredPosition(t, f.Env, posKey(f.Env))
-		produce(t, f.DB, f.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)()
-		relaytest.WaitDelivered(t, f.Env, rec, 60*time.Second)
-		stopRelay(t, p)
-		checkSays(t, f.Env, f.primary.DSN(f.Database), "PASS", "does not survive a failover")
-		checkSays(t, f.Env, f.replica.DSN(f.Database), "WARN", "the stored file position")
-		checkFilePositionRefused(t, startRelayDSN(t, f.Env, f.replica.DSN(f.Database), "--mode", "binlog"))
-	})
-	t.Run("address moved", func(t *testing.T) {
-		f := newFailoverEnv(t)
-		rec := relaytest.NewProduced()
-		vip := testsvc.StartProxy(t, f.primary.Addr())
-		p := startRelayDSN(t, f.Env, dsnVia(t, f.primary, f.Database, vip.Addr()), "--mode", "binlog")
-		waitStoredPosition(t, f.Env, posKey(f.Env))
-		produce(t, f.DB, f.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)()
-		relaytest.WaitDelivered(t, f.Env, rec, 60*time.Second)
-		f.replica.WaitReplicated(t, f.primary)
-		vip.Retarget(f.replica.Addr())
-		checkFilePositionRefused(t, p)
-		relaytest.Check(context.Background(), t, f.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
-	})
+	f := newFailoverEnv(t)
+	rec := relaytest.NewProduced()
+	p := startRelay(t, f.Env, "--mode", "binlog")
+	waitStoredPosition(t, f.Env, posKey(f.Env))
+	produce(t, f.DB, f.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 10}, rec)()
+	relaytest.WaitDelivered(t, f.Env, rec, 60*time.Second)
+	stopRelay(t, p)
+	ctx := context.Background()
+	raw, err := f.RDB.Get(ctx, posKey(f.Env)).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := position.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.GTIDMode() {
+		t.Fatalf("the default first start stored %s, want a GTID position", b)
+	}
+	b.GTIDSet, b.EmptyGTIDSet, b.LastGTID = "", false, ""
+	if err := f.RDB.Set(ctx, posKey(f.Env), b.Encode(), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	checkSays(t, f.Env, f.primary.DSN(f.Database), "PASS", "converts it to a GTID position at start")
+	checkSays(t, f.Env, f.replica.DSN(f.Database), "WARN", "the stored file position")
+	checkFilePositionRefused(t, startRelayDSN(t, f.Env, f.replica.DSN(f.Database), "--mode", "binlog"))
 }
 
 // TestRun_FailoverLostTransactionsRefused: with asynchronous replication

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // TestRun_HintOnce runs the relay in-process against Redis at maxmemory, so

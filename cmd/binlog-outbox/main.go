@@ -16,9 +16,14 @@ var version = "dev"
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal or a supervisor's reload signal would
+	// otherwise kill the relay without a word and leave its lease held,
+	// and the next start would wait for it to expire.
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
-		// The first signal stops cleanly. Binlog mode abandons the batch in
+		// The first signal stops cleanly, and a relay holding the lease
+		// gives it up (canal.Reader.standby), so a standby or the next
+		// start reads at once. Binlog mode abandons the batch in
 		// flight, whose position is not stored, so nothing is lost or
 		// repeated; poll mode finishes the round in flight (within
 		// --shutdown-grace), whose marks would otherwise roll back. An

@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 )
 
@@ -60,8 +61,10 @@ func markAppended(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(c.App.Writer, "%d streams, %d entries: %d rows %s; %d were sent already; %d entries name no unsent row of %s.%s (other tables, or rows gone)\n",
+	if _, err = fmt.Fprintf(c.App.Writer, "%d streams, %d entries: %d rows %s; %d were sent already; %d entries name no unsent row of %s.%s (other tables, or rows gone)\n",
 		r.Streams, r.Entries, r.Marked, map[string]string{poller.OnSentMark: "marked sent", poller.OnSentDelete: "deleted"}[onSent],
-		r.AlreadySent, r.Foreign, cfg.Database, cfg.Table)
-	return err
+		r.AlreadySent, r.Foreign, cfg.Database, cfg.Table); err != nil {
+		return err
+	}
+	return prepareSwitch(ctx, c.App.Writer, client, db, cfg, mode.Poll)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -101,7 +102,7 @@ func positionSet(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect to mysql: %w", err)
 	}
-	reader, err := newReader(c, cfg, srv, db, opts.Sink, nil, nil, nil, start, nil)
+	reader, err := newReader(c, cfg, srv, db, opts.Sink, nil, nil, nil, start, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func positionSet(c *cli.Context) error {
 	if r.SlotsDeleted >= 0 {
 		fmt.Fprintf(c.App.Writer, "deleted %d hash slot positions (%s:{...}) on every master: every slot resumes from the new position\n", r.SlotsDeleted, r.Key)
 	}
-	return nil
+	return prepareSwitch(ctx, c.App.Writer, opts.Redis, db, cfg, mode.Binlog)
 }
 
 func positionReset(c *cli.Context) error {

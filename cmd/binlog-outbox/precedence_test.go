@@ -12,9 +12,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
 	"github.com/binlog-outbox/binlog-outbox/settings"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // resolveArgs parses args with the real command line (NewApp) and returns
@@ -104,8 +104,10 @@ func globalCases(t *testing.T) []globalCase {
 		{name: "log-format", flag: "json", env: "text"},
 		{name: "log-level", flag: "debug", env: "warn"},
 		{name: "server-id", flag: "11", env: "22", effect: func(c config) string { return fmt.Sprint(c.ServerID) }, fromFlag: "11", fromEnv: "22"},
-		{name: "server-id-range", flag: "3", env: "1", effect: func(c config) string { return fmt.Sprint(c.ServerID > 1001) },
-			fromFlag: fmt.Sprint(settings.SpreadServerID(1001, 3, hostname(t)) > 1001), fromEnv: "false"},
+		// A range spreads from 1001 (1001 to 1003); without one the id is
+		// the default taken from the host name and the position key.
+		{name: "server-id-range", flag: "3", env: "1", effect: func(c config) string { return fmt.Sprint(c.ServerID >= 1001 && c.ServerID < 1004) },
+			fromFlag: "true", fromEnv: "false"},
 		{name: "laravel-env", flag: dotenv("flaghost"), env: dotenv("envhost"), effect: addr, fromFlag: "flaghost:3306", fromEnv: "envhost:3306"},
 		{name: "redis-cluster", base: []string{"--redis-url", "redis://127.0.0.1:7000"}, flag: "false", env: "true",
 			effect: func(c config) string { return fmt.Sprint(c.RedisCluster != nil) }, fromFlag: "false", fromEnv: "true"},

@@ -5,10 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -89,7 +87,9 @@ func startFromFlag() cli.Flag {
 	}
 }
 
-func runCommand() *cli.Command {
+// runFlags are the flags of run, which check accepts too: every value that
+// shapes the start is checked by both the same way (preflight.Start).
+func runFlags() []cli.Flag {
 	flags := []cli.Flag{
 		&cli.StringFlag{
 			Name:    "mode",
@@ -159,13 +159,17 @@ func runCommand() *cli.Command {
 	flags = append(flags, trimFlags()...)
 	flags = append(flags, monitorFlags()...)
 	flags = append(flags, pollFlags()...)
+	return flags
+}
+
+func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
-		Usage: "relay committed outbox rows to Redis Streams until SIGINT or SIGTERM",
+		Usage: "relay committed outbox rows to Redis Streams until SIGINT, SIGTERM or SIGHUP",
 		Description: "Runs the preflight checks of `check`, then relays. In binlog mode every committed event is appended\n" +
 			"exactly once: the appends and the binlog position are written to Redis in one atomic step.\n" +
-			"SIGINT or SIGTERM stops cleanly (exit 0); a second signal exits at once.",
-		Flags:  flags,
+			"SIGINT, SIGTERM or SIGHUP stops cleanly (exit 0) and gives the lease up; a second signal exits at once.",
+		Flags:  runFlags(),
 		Action: runRelay,
 	}
 }
@@ -175,9 +179,6 @@ func runRelay(c *cli.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
-	if err := checkLeaseFlags(c); err != nil {
-		return err
-	}
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
@@ -186,16 +187,7 @@ func runRelay(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		// The relay's live data is bounded (--event-cache-bytes,
-		// --max-tx-bytes, the batches); a soft limit keeps the garbage
-		// collector from letting the heap double past it. GOMEMLIMIT
-		// overrides it.
-		debug.SetMemoryLimit(defaultMemoryLimit)
-		if os.Getenv("GOGC") == "" {
-			debug.SetGCPercent(defaultGCPercent)
-		}
-	}
+	setMemoryLimit()
 	log := cfg.Logger
 	log.Info("binlog-outbox starting", "version", versionString(), "config", cfg, "mode", requested)
 
@@ -214,7 +206,12 @@ func runRelay(c *cli.Context) error {
 	if c.Context.Err() != nil {
 		return nil
 	}
-	tolerateOwnServerID(&rep)
+	rep.TolerateOwnServerID()
+	// What stops every mode stops here, as check reported it: a refused
+	// value, or a server that cannot be reached.
+	if err := rep.Stop(); err != nil {
+		return err
+	}
 
 	db, err := sql.Open("mysql", cfg.DSN())
 	if err != nil {
@@ -229,9 +226,6 @@ func runRelay(c *cli.Context) error {
 		}
 	}
 
-	if err := redisUnreachable(rep); err != nil {
-		return err
-	}
 	client := cfg.redisClient()
 	defer client.Close()
 	if cfg.Several {
@@ -276,18 +270,60 @@ func runRelay(c *cli.Context) error {
 	return runBinlog(c, cfg, rep.Server, db, client, res.Absent, nil)
 }
 
+// setMemoryLimit sets the relay's soft memory limit and GOGC, unless the
+// environment sets them. The relay's live data is bounded
+// (--event-cache-bytes, --max-tx-bytes, the batches); a soft limit keeps
+// the garbage collector from letting the heap double past it.
+func setMemoryLimit() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetMemoryLimit(defaultMemoryLimit)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
+}
+
 // preflightConfig is what `check` and `run` check: the table or tables of
-// cfg, the stream and format flags, the position key.
+// cfg, the stream and format flags, the position key, and what run does
+// with its flags at start.
 func preflightConfig(c *cli.Context, cfg config, format *redisstream.Format, onSent string) preflight.Config {
 	pc := preflight.Config{
 		MySQLDSN: cfg.DSN(), Redis: cfg.checkedRedis(c.Context), Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
 		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: onSent, PositionKey: positionKey(c, cfg),
 		Format: format, Stream: givenStream(c), Partitions: c.Int("partitions"),
+		Start: startFlags(c, cfg, *format),
 	}
 	if cfg.Several {
 		pc.Sources = cfg.Sources
 	}
 	return pc
+}
+
+// startFlags is what run does at start with its flags (check has them
+// too): the sink, the lease, trimming, --start-from.
+func startFlags(c *cli.Context, cfg config, format redisstream.Format) *preflight.Start {
+	return &preflight.Start{
+		Sink: redisstream.Config{
+			Stream:           givenStream(c),
+			Partitions:       c.Int("partitions"),
+			DeadLetterStream: c.String("dead-letter-stream"),
+			PositionKey:      positionKey(c, cfg),
+			// The same keys as poll mode's, so that a switch between the
+			// modes skips what the other one appended.
+			Dedupe: redisstream.Dedupe{
+				Window:    c.Duration("dedupe-window"),
+				KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
+				BySource:  cfg.Several,
+			},
+			Groups:  ensureGroups(c),
+			Format:  format,
+			Cluster: cfg.RedisCluster != nil,
+		},
+		Lease: c.Bool("lease"), LeaseTTL: c.Duration("lease-ttl"), LeaseRenew: c.Duration("lease-renew"),
+		Trim: c.String("trim"), MaxLen: c.Int64("max-len"), TrimInterval: c.Duration("trim-interval"),
+		StartFrom: c.String("start-from"), Mode: c.String("mode"),
+	}
 }
 
 // logWarnings logs the preflight's warnings that concern the mode, once.
@@ -300,34 +336,6 @@ func logWarnings(log *slog.Logger, rep preflight.Report, relayMode string) {
 func logFormat(log *slog.Logger, format redisstream.Format) {
 	if format.Name != redisstream.FormatFlat {
 		log.Info("entry format", "format", format.String())
-	}
-}
-
-// redisUnreachable returns the check's failure to reach Redis, or the
-// sentinels that name its master, which every mode needs, with its fix (a
-// TLS or credentials problem, an unknown master name, say); without it the
-// first command to Redis would fail with a bare network error.
-func redisUnreachable(rep preflight.Report) error {
-	for _, r := range rep.Failed(preflight.ModePoll) {
-		if r.Name == preflight.NameRedis || r.Name == preflight.NameRedisSentinel {
-			return outbox.WithHint(fmt.Errorf("%w: %s (%s)", preflight.ErrRequirements, r.Name, r.Detail), "%s", r.Fix)
-		}
-	}
-	return nil
-}
-
-// tolerateOwnServerID turns a "server id in use" failure into a warning.
-// Right after a crash or restart the replica holding the id is usually the
-// relay's own previous connection, which the server drops when it notices;
-// the reader retries a refused id for a grace period and then stops with the
-// fix. Failing here instead would keep a restarted relay from starting, and
-// would make auto mode fall back to polling for a moment.
-func tolerateOwnServerID(rep *preflight.Report) {
-	for i, r := range rep.Results {
-		if r.Status == preflight.Fail && r.Cause == preflight.CauseServerIDInUse {
-			rep.Results[i].Status = preflight.Warn
-			rep.Results[i].Detail += "; if this is the relay's own previous connection the server drops it shortly, otherwise the relay stops after a minute of refusals"
-		}
 	}
 }
 
@@ -355,11 +363,11 @@ func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, c
 		return err
 	}
 	appends := metrics.NewAppends(mode.Binlog)
-	var ahead func() [][]byte
+	var cuts canal.Cuts
 	if cfg.RedisCluster != nil {
-		ahead = sink.Ahead
+		cuts = sink
 	}
-	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), ahead, absent, tables, start, lease)
+	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), cuts, absent, tables, start, lease, client)
 	if err != nil {
 		return err
 	}
@@ -388,22 +396,11 @@ func newLease(c *cli.Context, cfg config, client redis.UniversalClient) (*rediss
 	if !c.Bool("lease") {
 		return nil, nil
 	}
-	if err := checkLeaseFlags(c); err != nil {
+	if err := preflight.CheckLease(c.Duration("lease-ttl"), c.Duration("lease-renew")); err != nil {
 		return nil, err
 	}
 	return redisstream.NewLease(client, redisstream.LeaseConfig{Key: redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Lease, TTL: c.Duration("lease-ttl"),
 		Cluster: cfg.RedisCluster != nil})
-}
-
-// checkLeaseFlags refuses lease timings under which a holder would step
-// down at the first missed renewal, before the start checks run.
-func checkLeaseFlags(c *cli.Context) error {
-	ttl, renew := c.Duration("lease-ttl"), c.Duration("lease-renew")
-	if ttl < 100*time.Millisecond || renew <= 0 || renew > ttl/3 {
-		return usageError{outbox.WithHint(fmt.Errorf("--lease-ttl %s with --lease-renew %s: the TTL must be at least 100ms and the renewals at most a third of it", ttl, renew),
-			"keep the defaults (--lease-ttl 5s --lease-renew 1s), or renew at least three times per TTL so that a missed renewal does not make the holder step down")}
-	}
-	return nil
 }
 
 // newSink builds the Redis sink from the stream and format flags; lease,
@@ -413,25 +410,9 @@ func newSink(c *cli.Context, cfg config, client redis.UniversalClient, lease *re
 	if err != nil {
 		return nil, err
 	}
-	return redisstream.New(client, redisstream.Config{
-		Stream:           streamTemplate(c, cfg),
-		Partitions:       c.Int("partitions"),
-		DeadLetterStream: c.String("dead-letter-stream"),
-		PositionKey:      positionKey(c, cfg),
-		Lease:            lease,
-		NoAggregateType:  !cfg.Mapping.Has(schema.ColAggregateType),
-		NoHeaders:        !cfg.Mapping.Has(schema.ColHeaders),
-		// The same keys as poll mode's, so that a switch between the
-		// modes skips what the other one appended.
-		Dedupe: redisstream.Dedupe{
-			Window:    c.Duration("dedupe-window"),
-			KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
-			BySource:  cfg.Several,
-		},
-		Groups:  ensureGroups(c),
-		Format:  format,
-		Cluster: cfg.RedisCluster != nil,
-	})
+	sc := startFlags(c, cfg, format).SinkConfig(cfg.Mapping)
+	sc.Lease = lease
+	return redisstream.New(client, sc)
 }
 
 // ensureGroups returns the --ensure-group names; commands without the flag
@@ -497,36 +478,30 @@ func positionKey(c *cli.Context, cfg config) string {
 	return redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Position
 }
 
-// requirePositionKey refuses several tables without --position-key: a key
-// derived from the list would change when a table is added or removed, and
-// the relay would start afresh under the new key, skipping what it had not
-// relayed yet.
+// requirePositionKey refuses several tables without --position-key, in
+// the words of check (preflight.NoPositionKey).
 func requirePositionKey(c *cli.Context, cfg config) error {
 	if !cfg.Several || c.String("position-key") != "" {
 		return nil
 	}
-	return outbox.WithHint(fmt.Errorf("%w: --table names several tables (%s), and one position covers them all: give it a key with --position-key", outbox.ErrConfig, cfg.TableString()),
-		"choose a key that stays when tables are added or removed, e.g. --position-key binlog-outbox:position:tenants; to go on from a relay of one of these tables alone, give its key, binlog-outbox:position:<database>.<table> (`binlog-outbox position show` with that --table prints it)")
+	return preflight.NoPositionKey(cfg.TableString())
 }
 
-// newReader builds the binlog reader; ahead, when not nil, is the sink's
-// Ahead (Redis Cluster).
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, ahead func() [][]byte, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease) (*canal.Reader, error) {
-	host, portStr, err := net.SplitHostPort(cfg.MySQL.Addr)
-	if err != nil || cfg.MySQL.Net != "tcp" {
-		return nil, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, cfg.MySQL.Net, cfg.MySQL.Addr),
-			"write the DSN as user:pass@tcp(host:3306)/app")
-	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
+// newReader builds the binlog reader; cuts, when not nil, is the sink on
+// Redis Cluster, which says where batches must end. With client (run) the
+// reader claims its server id there before every binlog connection
+// (redisstream.ServerIDClaimer).
+func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, cuts canal.Cuts, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease, client redis.UniversalClient) (*canal.Reader, error) {
+	host, port, err := preflight.BinlogAddr(cfg.MySQL.Net, cfg.MySQL.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: port %q in --mysql-dsn", outbox.ErrConfig, portStr)
+		return nil, err
 	}
 	rcfg := canal.Config{
-		Host: host, Port: uint16(port), User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
+		Host: host, Port: port, User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
 		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
 		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
 		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
-		Start: start, PositionKey: positionKey(c, cfg), Ahead: ahead,
+		Start: start, PositionKey: positionKey(c, cfg), Cuts: cuts,
 	}
 	if cfg.Resolved {
 		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}
@@ -539,6 +514,10 @@ func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, s
 		rcfg.MaxBatchEvents = c.Int("max-batch-events")
 		rcfg.MaxTxBytes = c.Int("max-tx-bytes")
 		rcfg.EventCacheBytes = c.Int("event-cache-bytes")
+	}
+	if client != nil {
+		host, _ := os.Hostname()
+		rcfg.ServerIDClaim = redisstream.NewServerIDClaimer(client, cfg.ServerID, rcfg.PositionKey, fmt.Sprintf("%s/%d", host, os.Getpid()), 0)
 	}
 	if lease != nil {
 		// Not a nil *Lease in the interface: the reader would take it for one.

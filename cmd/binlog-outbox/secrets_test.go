@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // TestSecretFiles: the MySQL and Redis passwords come from files (Docker and

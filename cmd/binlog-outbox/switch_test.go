@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/internal/testsvc"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // insertEvent is relaytest.InsertEvent.
@@ -84,10 +84,11 @@ func finishInPollMode(t *testing.T, env *relaytest.Env, rec *relaytest.Produced,
 // poll mode after commits out of id order. The old procedure marked the rows
 // up to the largest outbox_id among the newest entry of each stream: here
 // A's id 1, so B (id 2), appended before the dedupe window was on, stayed
-// unsent and poll mode appended it again. mark-appended marks exactly the
-// rows whose events are in the streams.
+// unsent and poll mode appended it again. Now a switch that mark-appended
+// did not prepare is refused, by check and by run; mark-appended marks
+// exactly the rows whose events are in the streams.
 func TestRun_SwitchBinlogToPollOutOfIDOrder(t *testing.T) {
-	t.Run("NewestEntryRuleAppendsAgain", func(t *testing.T) {
+	t.Run("NewestEntryRuleRefused", func(t *testing.T) {
 		env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 		ctx := context.Background()
 		rec := relaytest.NewProduced()
@@ -101,13 +102,12 @@ func TestRun_SwitchBinlogToPollOutOfIDOrder(t *testing.T) {
 		if _, err := env.DB.Exec("UPDATE outbox SET sent_at = NOW(6) WHERE sent_at IS NULL AND id <= ?", x); err != nil {
 			t.Fatal(err)
 		}
-		poll := startRelay(t, env, "--mode", "poll", "--dedupe-window", "1h")
-		waitPolling(t, poll)
-		time.Sleep(300 * time.Millisecond)
+		refusesSwitch(t, env, "poll", "mark-appended")
 		binlog.Signal(t, syscall.SIGTERM)
 		binlog.Wait(t, 15*time.Second)
-		if n := finishInPollMode(t, env, rec, poll, b); n != 2 {
-			t.Errorf("with X = %d from the newest entry, B is in the stream %d times; the old rule appended it twice before", x, n)
+		refusesSwitch(t, env, "poll", "mark-appended")
+		if n := countMessage(t, env, b); n != 1 {
+			t.Errorf("B is in the stream %d times, want 1", n)
 		}
 	})
 	t.Run("MarkAppended", func(t *testing.T) {
@@ -132,6 +132,79 @@ func TestRun_SwitchBinlogToPollOutOfIDOrder(t *testing.T) {
 		}
 		relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 	})
+}
+
+// refusesSwitch runs check --mode to and run --mode to on env's table, which
+// ran in the other mode and whose switch was not prepared: both must refuse
+// it with the same words, naming the step (step) and docs/switching-modes.md,
+// and the stored mode must stay.
+func refusesSwitch(t *testing.T, env *relaytest.Env, to, step string) {
+	t.Helper()
+	ctx := context.Background()
+	modeKey := "binlog-outbox:mode:" + env.Database + "." + env.Table
+	before := env.RDB.Get(ctx, modeKey).Val()
+	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
+	out, errOut, code := run(t, append(global, "check", "--mode", to)...)
+	const said = "the switch was not prepared"
+	if code == 0 || !strings.Contains(out, "FAIL  mode switch") || !strings.Contains(out, said) || !strings.Contains(out, step) {
+		t.Errorf("check --mode %s: exit %d, want a failed mode switch line naming %q\n%s%s", to, code, step, out, errOut)
+	}
+	runOut, runCode := runProcess(t, append(global, "run", "--mode", to)...)
+	if runCode == 0 || !strings.Contains(runOut, said) || !strings.Contains(runOut, step) || !strings.Contains(runOut, "docs/switching-modes.md") {
+		t.Errorf("run --mode %s: exit %d, want a refusal naming %q and the procedure\n%s", to, runCode, step, runOut)
+	}
+	if got := env.RDB.Get(ctx, modeKey).Val(); got != before {
+		t.Errorf("stored mode %q after the refusal, want %q kept", got, before)
+	}
+}
+
+// countMessage counts the entries of env's stream outbox:order with message
+// id mid.
+func countMessage(t *testing.T, env *relaytest.Env, mid string) int {
+	t.Helper()
+	n := 0
+	for _, e := range relaytest.ReadAll(context.Background(), t, env.RDB, "outbox:") {
+		if e.Values["message_id"] == mid {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRun_SwitchPollToBinlogUnprepared: after poll mode relayed a table,
+// --mode binlog without `position set` would start at now and skip the
+// rows not yet polled; check and run refuse it, and after `position set`
+// (the procedure's first step) run switches.
+func TestRun_SwitchPollToBinlogUnprepared(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	poll := startRelay(t, env, "--mode", "poll")
+	waitPolling(t, poll)
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 10}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stopRelay(t, poll)
+	refusesSwitch(t, env, "binlog", "position set --start-from now")
+
+	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
+	if out, errOut, code := run(t, append(global, "position", "set", "--start-from", "now")...); code != 0 || !strings.Contains(out, "switch to binlog mode is prepared") {
+		t.Fatalf("position set: exit %d, want the switch prepared\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := run(t, append(global, "check", "--mode", "binlog")...); code != 0 {
+		t.Fatalf("check --mode binlog after position set: exit %d\n%s%s", code, out, errOut)
+	}
+	binlog := startRelay(t, env, "--mode", "binlog")
+	waitLog(t, binlog, "reading binlog")
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 10}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stopRelay(t, binlog)
+	if got := env.RDB.Get(ctx, "binlog-outbox:mode:"+env.Database+"."+env.Table).Val(); got != "binlog" {
+		t.Errorf("stored mode %q after the prepared switch, want binlog", got)
+	}
+	if n := env.RDB.Exists(ctx, "binlog-outbox:mode:"+env.Database+"."+env.Table+":prepared").Val(); n != 0 {
+		t.Errorf("the prepared switch is still recorded after it was made")
+	}
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 }
 
 // TestRun_SwitchBinlogToPollStopMarkStart follows the first procedure of

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -11,14 +9,9 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
-)
-
-// Values of --trim.
-const (
-	trimOff   = "off"
-	trimAcked = "acked"
 )
 
 // trimFlags are the stream retention flags of run.
@@ -28,7 +21,7 @@ func trimFlags() []cli.Flag {
 			Name:    "trim",
 			Usage:   "off, or acked: trim each stream to the oldest entry some consumer group has not acknowledged (XTRIM MINID; Redis 6.2+); streams without a group are left alone",
 			EnvVars: []string{"BINLOG_OUTBOX_TRIM"},
-			Value:   trimOff,
+			Value:   preflight.TrimOff,
 		},
 		&cli.DurationFlag{
 			Name:    "trim-interval",
@@ -48,11 +41,11 @@ func trimFlags() []cli.Flag {
 // is set, after checking that Redis can trim; stop ends it and waits. With
 // a lease (--lease), only its holder trims: a standby's passes are skipped.
 func startTrimmer(c *cli.Context, cfg config, client redis.UniversalClient, lease *redisstream.Lease) (stop func(), err error) {
-	mode := strings.ToLower(c.String("trim"))
-	if mode != trimOff && mode != trimAcked {
-		return nil, usageError{fmt.Errorf("--trim %q: want off or acked", c.String("trim"))}
+	acked, err := preflight.ParseTrim(c.String("trim"))
+	if err != nil {
+		return nil, err
 	}
-	if mode == trimOff && c.Int64("max-len") == 0 {
+	if !acked && c.Int64("max-len") == 0 {
 		return func() {}, nil
 	}
 	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
@@ -61,7 +54,7 @@ func startTrimmer(c *cli.Context, cfg config, client redis.UniversalClient, leas
 	}
 	tcfg := redisstream.TrimConfig{
 		Glob: tmpl.Glob(), Exclude: []string{c.String("dead-letter-stream")},
-		Acked: mode == trimAcked, MaxLen: c.Int64("max-len"), Interval: c.Duration("trim-interval"),
+		Acked: acked, MaxLen: c.Int64("max-len"), Interval: c.Duration("trim-interval"),
 	}
 	if lease != nil {
 		tcfg.Active = func() bool { return lease.Value() != "" }

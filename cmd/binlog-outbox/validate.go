@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
+	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
@@ -25,7 +26,7 @@ func validateFlags(c *cli.Context) error {
 		}
 	}
 	if commandFlag(c.Command, "lease-ttl") != nil {
-		return checkLeaseFlags(c)
+		return preflight.CheckLease(c.Duration("lease-ttl"), c.Duration("lease-renew"))
 	}
 	return nil
 }

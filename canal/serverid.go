@@ -1,0 +1,77 @@
+package canal
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+)
+
+// ServerIDClaim is the relay's claim on its server id, which keeps relays of
+// other positions from reading with it: the server drops the older of two
+// binlog connections with one id, again and again, and both relays stall.
+// redisstream.ServerIDClaimer implements it; relays of one position share
+// the id and take turns by the lease.
+type ServerIDClaim interface {
+	// Claim takes or renews the claim. taken false means a relay of
+	// another position holds it (other names it) and nothing changed.
+	Claim(ctx context.Context) (other string, taken bool, err error)
+	// Renewal is how often the holder renews the claim, well within its
+	// expiry.
+	Renewal() time.Duration
+}
+
+// claimServerID takes the claim on the relay's server id before a binlog
+// connection opens with it. A relay of another position holding it is a
+// final error: this relay opens no connection, so the other reads on.
+func (r *Reader) claimServerID(ctx context.Context) error {
+	if r.cfg.ServerIDClaim == nil {
+		return nil
+	}
+	other, taken, err := r.cfg.ServerIDClaim.Claim(ctx)
+	if err != nil {
+		return err
+	}
+	if !taken {
+		return r.serverIDTaken(other)
+	}
+	return nil
+}
+
+func (r *Reader) serverIDTaken(other string) error {
+	return outbox.WithHint(fmt.Errorf("%w: server id %d is in use by %s; this relay opened no binlog connection with it, so that relay reads on undisturbed",
+		outbox.ErrConfig, r.cfg.ServerID, other),
+		"give this relay a --server-id of its own (no server, replica or other relay may use it), or leave --server-id unset: the default differs per host name and position key; "+
+			"if that relay has stopped, its claim expires within 30s")
+}
+
+// renewServerID renews the claim every Renewal while the session runs, and
+// ends the session (cancel) when a relay of another position took the id.
+func (r *Reader) renewServerID(ctx context.Context, cancel context.CancelFunc) {
+	if r.cfg.ServerIDClaim == nil {
+		return
+	}
+	t := time.NewTicker(r.cfg.ServerIDClaim.Renewal())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		other, taken, err := r.cfg.ServerIDClaim.Claim(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			// The claim outlives a few failed renewals; the next tries again.
+			r.log.Debug("renewing the server id claim failed", logging.KeyError, err)
+		case !taken:
+			r.log.Warn("another relay took the server id while this one read; stopping this session", "server_id", r.cfg.ServerID, "holder", other)
+			cancel()
+			return
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+
+	"github.com/binlog-outbox/binlog-outbox/bench"
+)
+
+var (
+	buildOnce sync.Once
+	relayDir  string
+	buildErr  error
+)
+
+// binary builds the relay once per test binary and returns its path.
+func binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if relayDir, buildErr = os.MkdirTemp("", "bo-bench-bin-"); buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(relayDir, relayName), "../binlog-outbox").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("go build ../binlog-outbox: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(relayDir, relayName)
+}
+
+// benchReport runs `binlog-outbox-bench --json` at a tiny size with extra flags.
+func benchReport(t *testing.T, extra ...string) bench.Report {
+	t.Helper()
+	app := NewApp()
+	var out, errOut bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &errOut
+	args := append([]string{"binlog-outbox-bench", "--log-level", "warn", "--rows", "400", "--tx-rows", "10",
+		"--naive-rows", "50", "--app-rows", "100", "--live-duration", "1s", "--relay-binary", binary(t), "--json"}, extra...)
+	if err := app.RunContext(context.Background(), args); err != nil {
+		t.Fatalf("bench: %v\n%s", err, errOut.String())
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out.String()[strings.Index(out.String(), "{"):]), &rep); err != nil {
+		t.Fatalf("parse --json output: %v\n%s", err, out.String())
+	}
+	return rep
+}
+
+// TestBench_Smoke runs the bench at a tiny size: the table prints and every
+// ratio is computed. It asserts no timing: benchmarks are not timed tests.
+func TestBench_Smoke(t *testing.T) {
+	rep := benchReport(t)
+	if len(rep.Ceilings) < 10 || len(rep.Results) != len(bench.Workloads()) {
+		t.Fatalf("got %d ceilings and %d results, want at least 10 ceilings and %d results: %+v", len(rep.Ceilings), len(rep.Results), len(bench.Workloads()), rep)
+	}
+	for _, r := range rep.Results {
+		if r.Ratio <= 0 || r.EventsPerSec <= 0 || r.PeakRSSMB <= 0 {
+			t.Errorf("%s (%s): ratio %v, events/s %v, peak RSS %v; want all positive", r.Workload, r.Mode, r.Ratio, r.EventsPerSec, r.PeakRSSMB)
+		}
+		if strings.HasPrefix(r.Workload, "live") && r.P99ms == 0 {
+			t.Errorf("%s (%s): no latency measured", r.Workload, r.Mode)
+		}
+		if strings.HasPrefix(r.Workload, "live") && r.Mode == "binlog" && (r.CeilP99ms == 0 || r.Ratio != r.P99ms/r.CeilP99ms) {
+			t.Errorf("%s (%s): p99 %v, minimal relay's p99 %v, ratio %v; want the ratio of the two", r.Workload, r.Mode, r.P99ms, r.CeilP99ms, r.Ratio)
+		}
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"x ceiling", "go-mysql read+decode single", "go-mysql read+decode app", "naive polling relay",
+		"catch-up one 400-row tx", "catch-up app-shaped tx", "live, 200 tx/s", "live, 8 durable producers", "minimal relay p99"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	t.Logf("\n%s", table.String())
+}
+
+// TestBench_Workloads runs one workload: only it and the ceilings it is
+// compared with are measured.
+func TestBench_Workloads(t *testing.T) {
+	rep := benchReport(t, "--workloads", bench.WorkApp)
+	if len(rep.Results) != 1 || !strings.HasPrefix(rep.Results[0].Workload, "catch-up app-shaped") {
+		t.Fatalf("got results %+v, want the app workload's only", rep.Results)
+	}
+	if len(rep.Ceilings) != 1 || rep.Ceilings[0].Name != rep.Results[0].Ceiling {
+		t.Errorf("got ceilings %+v, want only %q", rep.Ceilings, rep.Results[0].Ceiling)
+	}
+	app := NewApp()
+	var out, errOut bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &errOut
+	err := app.RunContext(context.Background(), []string{"binlog-outbox-bench", "--workloads", "app,nope", "--relay-binary", binary(t)})
+	if err == nil || !strings.Contains(err.Error(), `unknown workload "nope"`) || !strings.Contains(err.Error(), bench.WorkLiveRate) {
+		t.Errorf("--workloads app,nope: got %v, want an error naming the workload and the valid ones", err)
+	}
+}
+
+// TestRelayBinary_NotFound: without --relay-binary, and with no relay beside
+// the bench nor on PATH, the bench stops before starting any server and says
+// how to get one.
+func TestRelayBinary_NotFound(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := relayBinary("")
+	if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), "--relay-binary") {
+		t.Fatalf("relayBinary with an empty PATH: got %v (hint %q), want ErrConfig with a hint naming --relay-binary", err, outbox.HintOf(err))
+	}
+	dir := t.TempDir()
+	relay := filepath.Join(dir, relayName)
+	if err := os.WriteFile(relay, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	if got, err := relayBinary(""); err != nil || got != relay {
+		t.Fatalf("relayBinary with %s on PATH: got %q, %v; want %q", relayName, got, err, relay)
+	}
+	if got, err := relayBinary("/x/bo"); err != nil || got != "/x/bo" {
+		t.Fatalf("relayBinary(/x/bo): got %q, %v; want it as given", got, err)
+	}
+}

@@ -1,0 +1,106 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultServerIDClaimTTL is how long a claim outlives its holder's last
+// renewal: a relay that stopped frees its server id within this for a relay
+// of another position.
+const DefaultServerIDClaimTTL = 30 * time.Second
+
+// ServerIDKey is the key of the claim on a binlog server id (--server-id):
+// the relay reading with it names its position key and itself there, so
+// that a relay of another position with the same id refuses before it opens
+// a binlog connection (the server would drop the older one, again and
+// again), and `check` sees the collision with the documented grants, which
+// cannot list the server's replicas on MariaDB.
+func ServerIDKey(id uint32) string {
+	return KeyPrefix + "server-id:" + strconv.FormatUint(uint64(id), 10)
+}
+
+// ServerIDClaim is what a claim of a server id holds.
+type ServerIDClaim struct {
+	// PositionKey is the position the holder reads for; relays of one
+	// position share the id and take turns by the lease.
+	PositionKey string
+	// Holder names the relay process (hostname/pid/...).
+	Holder string
+}
+
+func (c ServerIDClaim) encode() string { return c.PositionKey + "\n" + c.Holder }
+
+func decodeClaim(v string) ServerIDClaim {
+	key, holder, _ := strings.Cut(v, "\n")
+	return ServerIDClaim{PositionKey: key, Holder: holder}
+}
+
+// claimScript takes or renews the claim KEYS[1] for position ARGV[1] with
+// value ARGV[2] for ARGV[3] ms, unless a relay of another position holds
+// it; it returns the other holder's value, or false.
+var claimScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\n' then return v end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return false
+`)
+
+// ServerIDClaimer claims one server id for one position.
+type ServerIDClaimer struct {
+	client redis.UniversalClient
+	id     uint32
+	claim  ServerIDClaim
+	ttl    time.Duration
+}
+
+// NewServerIDClaimer returns the claimer of server id id for the relay
+// holder of positionKey; ttl 0 is DefaultServerIDClaimTTL.
+func NewServerIDClaimer(client redis.UniversalClient, id uint32, positionKey, holder string, ttl time.Duration) *ServerIDClaimer {
+	if ttl <= 0 {
+		ttl = DefaultServerIDClaimTTL
+	}
+	return &ServerIDClaimer{client: client, id: id, claim: ServerIDClaim{PositionKey: positionKey, Holder: holder}, ttl: ttl}
+}
+
+// Claim takes or renews the claim for its TTL. When a relay of another
+// position holds it, it changes nothing and returns taken false, other
+// naming that relay and its position.
+func (s *ServerIDClaimer) Claim(ctx context.Context) (other string, taken bool, err error) {
+	key := ServerIDKey(s.id)
+	v, err := claimScript.Run(ctx, s.client, []string{key}, s.claim.PositionKey, s.claim.encode(), s.ttl.Milliseconds()).Text()
+	if errors.Is(err, redis.Nil) {
+		return "", true, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("claim server id %d (%s): %w", s.id, key, classify(err))
+	}
+	return decodeClaim(v).String(), false, nil
+}
+
+// String names the claim's holder and position for messages.
+func (c ServerIDClaim) String() string {
+	return "the relay " + c.Holder + " of position " + c.PositionKey
+}
+
+// Renewal says how often a holder renews its claim.
+func (s *ServerIDClaimer) Renewal() time.Duration { return s.ttl / 3 }
+
+// ReadServerIDClaim returns the claim on server id id; ok false when nobody
+// holds it.
+func ReadServerIDClaim(ctx context.Context, client redis.UniversalClient, id uint32) (claim ServerIDClaim, ok bool, err error) {
+	v, err := client.Get(ctx, ServerIDKey(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return ServerIDClaim{}, false, nil
+	}
+	if err != nil {
+		return ServerIDClaim{}, false, fmt.Errorf("GET %s: %w", ServerIDKey(id), classify(err))
+	}
+	return decodeClaim(v), true, nil
+}
