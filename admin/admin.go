@@ -1,6 +1,7 @@
 // Package admin holds the commands that work beside the relay: status,
-// verify, cleanup, mark-appended and the position commands. Each is a
-// function X(ctx, XOptions) (XReport, error) over clients the caller built
+// verify, cleanup, mark-appended, the position commands and dead-letters
+// list, replay and purge. Each is a function X(ctx, XOptions) (XReport,
+// error) over clients the caller built
 // (a *sql.DB, a Redis client, the resolved outbox table), so that the
 // command line only turns flags into options and prints the report, and
 // tests call them in-process.

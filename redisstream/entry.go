@@ -20,6 +20,10 @@ const (
 	FieldHeaders       = "headers"
 	// FieldReason is set on dead-letter entries only.
 	FieldReason = "reason"
+	// FieldTargetStream is set on dead-letter entries only: the stream the
+	// template named for the row, which dead-letters replay appends to.
+	// Entries written before this field existed lack it.
+	FieldTargetStream = "target_stream"
 )
 
 // BuiltinFields returns the names of the fields every entry may have besides
@@ -27,7 +31,7 @@ const (
 // --extra-column), which must not take them.
 func BuiltinFields() []string {
 	return []string{FieldMessageID, FieldAggregateType, FieldAggregateID, FieldEventType, FieldPayload,
-		FieldOccurredAt, FieldOutboxID, FieldHeaders, FieldReason}
+		FieldOccurredAt, FieldOutboxID, FieldHeaders, FieldReason, FieldTargetStream}
 }
 
 // OccurredAtLayout formats occurred_at: RFC 3339 in UTC with microseconds,
@@ -93,7 +97,7 @@ func (s *base) appendFields(args []any, e *outbox.Event) []any {
 		args = append(args, f.Name, &f.Value)
 	}
 	if e.Invalid != "" {
-		args = append(args, FieldReason, &e.Invalid)
+		args = append(args, FieldTargetStream, s.template.Render(e), FieldReason, &e.Invalid)
 	}
 	return args
 }

@@ -44,6 +44,7 @@ func NewApp() *cli.App {
 			verifyCommand(),
 			statusCommand(),
 			cleanupCommand(),
+			deadLettersCommand(),
 			schemaCommand(),
 			versionCommand(),
 		},

@@ -21,6 +21,7 @@ var clusterCommands = map[string]bool{
 	"run": true, "check": true, "cleanup": true,
 	"status": true, "verify": true, "mark-appended": true,
 	"position show": true, "position set": true, "position reset": true,
+	"dead-letters list": true, "dead-letters replay": true, "dead-letters purge": true,
 }
 
 // commandPath is the command's name after its parents', e.g. "position

@@ -93,7 +93,7 @@ func CarriedColumns(t *testing.T, env *Env, start StartFunc) {
 		}
 		wantKeys := append(slices.Clone(builtin), slices.Collect(maps.Keys(r.want))...)
 		if r.eventType == "" {
-			wantKeys = append(wantKeys, "reason")
+			wantKeys = append(wantKeys, "reason", "target_stream")
 		}
 		slices.Sort(wantKeys)
 		if gotKeys := slices.Sorted(maps.Keys(got)); !slices.Equal(gotKeys, wantKeys) {

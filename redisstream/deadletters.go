@@ -1,0 +1,189 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
+
+// DeadLetter is one entry of the dead-letter stream as the dead-letters
+// commands read it.
+type DeadLetter struct {
+	// ID is the entry's ID in the dead-letter stream.
+	ID string
+	// OutboxID is the row's id; HasOutboxID is false when the entry has no
+	// outbox_id field that parses (a row whose id was no unsigned integer).
+	OutboxID    uint64
+	HasOutboxID bool
+	MessageID   string
+	Reason      string
+	// TargetStream is the stream the row was meant for, "" for an entry
+	// written before dead letters carried it.
+	TargetStream string
+	// Time is when the entry was appended, from its ID.
+	Time time.Time
+	// Values are all the entry's fields.
+	Values map[string]any
+}
+
+// ParseDeadLetter reads the fields of a dead-letter entry.
+func ParseDeadLetter(m redis.XMessage) DeadLetter {
+	str := func(name string) string { s, _ := m.Values[name].(string); return s }
+	d := DeadLetter{ID: m.ID, MessageID: str(FieldMessageID), Reason: str(FieldReason), TargetStream: str(FieldTargetStream), Values: m.Values}
+	if id, err := strconv.ParseUint(str(FieldOutboxID), 10, 64); err == nil && id > 0 {
+		d.OutboxID, d.HasOutboxID = id, true
+	}
+	ms, _, _ := strings.Cut(m.ID, "-")
+	if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
+		d.Time = time.UnixMilli(n).UTC()
+	}
+	return d
+}
+
+// StreamOf returns the stream the template names for e, whether or not e
+// is a dead letter: where a replayed row goes, and what an old dead letter
+// without FieldTargetStream was meant for under the current template.
+func (s *Sink) StreamOf(e *outbox.Event) string { return s.template.Render(e) }
+
+// DeadLetterStream returns the configured dead-letter stream.
+func (s *Sink) DeadLetterStream() string { return s.cfg.DeadLetterStream }
+
+// ErrReplayCrossSlot means a replay would have to write two hash slots of
+// a Redis Cluster in one step, which no script or transaction can.
+var ErrReplayCrossSlot = outbox.NewConfigError("the dead-letter stream and the target stream are in different hash slots")
+
+// ReplayOutcome is what Replay did with one row.
+type ReplayOutcome int
+
+// Outcomes of Replay.
+const (
+	// ReplayGone: none of the dead-letter entries was there any more (a
+	// replay or purge before this one removed them); nothing was written.
+	ReplayGone ReplayOutcome = iota
+	// ReplayDelivered: the event was appended to its stream and the
+	// dead-letter entries removed, in one step.
+	ReplayDelivered
+	// ReplayRequeued: the row is still undeliverable with a new reason: a
+	// dead letter with it replaced the old entries, in one step.
+	ReplayRequeued
+)
+
+// Replay appends e, prepared for the sink's format, to its stream (the
+// dead-letter stream when e is still invalid, with its new reason) and
+// deletes the dead-letter entries ids of the row, in one script.
+//
+// Exactly once: the script appends only when at least one of ids is still
+// in the dead-letter stream, and deletes those in the same step; Redis runs
+// a script atomically and every check that can fail runs before its first
+// write, so the append and the deletion happen together or not at all. An
+// entry can be deleted once only, hence each dead letter gives at most one
+// append, however often Replay runs, concurrently too, or after an error
+// whose outcome is unknown (the run that follows finds the entries gone:
+// ReplayGone). Until the step happens the dead letter stays, so nothing is
+// lost. A Redis Cluster runs a script in one hash slot: when the two
+// streams are in different slots Replay refuses with ErrReplayCrossSlot
+// before writing anything.
+func (s *Sink) Replay(ctx context.Context, e *outbox.Event, ids []string) (ReplayOutcome, string, error) {
+	if len(ids) == 0 {
+		return ReplayGone, "", errors.New("replay: no dead-letter entry given")
+	}
+	s.Prepare(e)
+	target := s.streamKey(e)
+	dead := s.cfg.DeadLetterStream
+	if s.cfg.Cluster && Slot(target) != Slot(dead) {
+		return ReplayGone, "", outbox.WithHint(fmt.Errorf("replay of row %d to %s: %w (%s is in slot %d, %s in slot %d)", e.OutboxID, target, ErrReplayCrossSlot, target, Slot(target), dead, Slot(dead)),
+			"on Redis Cluster, replay needs --dead-letter-stream in the slot of the stream it replays to (a dead-letter stream whose hash tag is that stream's name, e.g. '{%s}:dead-letter', when the rows go to one stream); otherwise insert the row again as a new one, which the relay relays", target)
+	}
+	groups := s.cfg.Groups
+	if target == dead {
+		groups = nil // the dead-letter stream gets none, as in the append script
+	}
+	args := []any{len(ids), len(groups)}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	for _, g := range groups {
+		args = append(args, g)
+	}
+	args = s.appendFields(args, e)
+	res, err := replayScript.Run(ctx, s.client, []string{dead, target}, args...).Slice()
+	if err != nil {
+		return ReplayGone, "", fmt.Errorf("replay of row %d to %s: %w", e.OutboxID, target, classify(err))
+	}
+	if len(res) != 2 {
+		return ReplayGone, "", fmt.Errorf("replay of row %d: unexpected reply %v", e.OutboxID, res)
+	}
+	if n, _ := res[0].(int64); n == 0 {
+		return ReplayGone, "", nil
+	}
+	id, _ := res[1].(string)
+	if e.Invalid != "" {
+		return ReplayRequeued, id, nil
+	}
+	return ReplayDelivered, id, nil
+}
+
+// replayScript appends one entry to KEYS[2] and deletes the dead-letter
+// entries of its row from KEYS[1] when at least one of them is still there
+// (Sink.Replay). Every check that can fail runs before the first write.
+// ARGV[1] the number N of dead-letter entry IDs, ARGV[2] the number G of
+// consumer groups the target stream must have, then the N IDs, the G
+// group names, and the entry's field/value pairs. It returns {0, ""} when
+// none of the entries is there (nothing written), else {1, new entry ID}.
+var replayScript = redis.NewScript(aclCheckLua + `
+local n = tonumber(ARGV[1])
+local ng = tonumber(ARGV[2])
+local denied = deny('XRANGE', '', KEYS[1], '-', '+') or deny('XDEL', '', KEYS[1], '0-1') or
+  deny('TYPE', '', KEYS[2]) or deny('XADD', '', KEYS[2], '*', 'f', 'v')
+if not denied and ng > 0 then
+  denied = deny('XINFO', 'GROUPS', KEYS[2]) or deny('XGROUP', 'CREATE', KEYS[2], 'g', '0', 'MKSTREAM')
+end
+if denied then return denied end
+local t = redis.call('TYPE', KEYS[2])['ok']
+if t ~= 'stream' and t ~= 'none' then
+  return redis.error_reply('WRONGTYPE key ' .. KEYS[2] .. ' holds a ' .. t .. ', not a stream')
+end
+local present = {}
+for i = 3, 2 + n do
+  if #redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i]) > 0 then
+    present[#present + 1] = ARGV[i]
+  end
+end
+if #present == 0 then return {0, ''} end
+if ng > 0 then
+  local have = {}
+  if t == 'stream' then
+    for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[2])) do
+      for j = 1, #g, 2 do
+        if g[j] == 'name' then have[g[j + 1]] = true end
+      end
+    end
+  end
+  for j = 3 + n, 2 + n + ng do
+    if not have[ARGV[j]] then
+      redis.call('XGROUP', 'CREATE', KEYS[2], ARGV[j], '0', 'MKSTREAM')
+      have[ARGV[j]] = true
+    end
+  end
+end
+local id = redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3 + n + ng))
+redis.call('XDEL', KEYS[1], unpack(present))
+return {1, id}
+`)
+
+// PurgeDeadLetters deletes the entries of the dead-letter stream key
+// appended before before (XTRIM MINID, exact), and returns how many.
+func PurgeDeadLetters(ctx context.Context, client redis.UniversalClient, key string, before time.Time) (int64, error) {
+	n, err := client.XTrimMinID(ctx, key, strconv.FormatInt(before.UnixMilli(), 10)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("XTRIM %s MINID: %w", key, classify(err))
+	}
+	return n, nil
+}
