@@ -661,11 +661,15 @@ func streamKeys(keyPrefix string, partitions int) []string {
 	return keys
 }
 
-// cleanup deletes a workload's keys.
+// cleanup deletes a workload's keys, and the mode the relay recorded for
+// the bench's tables: the next workload may read the same table in the
+// other mode, which the relay refuses as a switch not prepared.
 func (r *run) cleanup(ctx context.Context, keyPrefix string) {
-	iter := r.rdb.Scan(ctx, 0, keyPrefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		r.rdb.Del(ctx, iter.Val())
+	for _, glob := range []string{keyPrefix + "*", redisstream.KeysFor(benchDatabase, "*", "").Mode + "*"} {
+		iter := r.rdb.Scan(ctx, 0, glob, 1000).Iterator()
+		for iter.Next(ctx) {
+			r.rdb.Del(ctx, iter.Val())
+		}
 	}
 }
 

@@ -371,6 +371,7 @@ func (r *Reader) Stats() Stats {
 // progress (an append) resets. With Config.Lease it reads only while it holds
 // the lease, and waits whenever another relay does (standby).
 func (r *Reader) Run(ctx context.Context) error {
+	defer r.releaseServerID(ctx)
 	if r.cfg.Lease != nil {
 		return r.standby(ctx)
 	}

@@ -21,6 +21,22 @@ type ServerIDClaim interface {
 	// Renewal is how often the holder renews the claim, well within its
 	// expiry.
 	Renewal() time.Duration
+	// Release gives the claim up if this relay still holds it.
+	Release(ctx context.Context) error
+}
+
+// releaseServerID gives the claim up when the reader stops, even when ctx
+// is done, so that a relay of another position configured with the same id
+// (the benchmark's workloads, one after the other) starts at once.
+func (r *Reader) releaseServerID(ctx context.Context) {
+	if r.cfg.ServerIDClaim == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := r.cfg.ServerIDClaim.Release(rctx); err != nil {
+		r.log.Warn("could not give the server id claim up; it expires within 30s", logging.KeyError, err)
+	}
 }
 
 // claimServerID takes the claim on the relay's server id before a binlog

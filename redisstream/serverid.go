@@ -52,12 +52,22 @@ redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return false
 `)
 
+// releaseClaimScript deletes the claim KEYS[1] if it still holds ARGV[1]: a
+// relay that took the id since keeps its claim.
+var releaseClaimScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
 // ServerIDClaimer claims one server id for one position.
 type ServerIDClaimer struct {
 	client redis.UniversalClient
 	id     uint32
 	claim  ServerIDClaim
 	ttl    time.Duration
+	// heldUntil is when the last claim taken expires, counted from before
+	// the script ran; zero before the first.
+	heldUntil time.Time
 }
 
 // NewServerIDClaimer returns the claimer of server id id for the relay
@@ -74,14 +84,35 @@ func NewServerIDClaimer(client redis.UniversalClient, id uint32, positionKey, ho
 // naming that relay and its position.
 func (s *ServerIDClaimer) Claim(ctx context.Context) (other string, taken bool, err error) {
 	key := ServerIDKey(s.id)
+	start := time.Now()
 	v, err := claimScript.Run(ctx, s.client, []string{key}, s.claim.PositionKey, s.claim.encode(), s.ttl.Milliseconds()).Text()
 	if errors.Is(err, redis.Nil) {
+		s.heldUntil = start.Add(s.ttl)
 		return "", true, nil
 	}
 	if err != nil {
+		if time.Until(s.heldUntil) > s.Renewal() {
+			// The claim taken before holds for longer than a renewal
+			// period yet: Redis refusing writes (maxmemory) or a
+			// failed renewal changes nothing of who holds the id, and a
+			// session restarted meanwhile reads on with it rather than
+			// fail a second way for one outage.
+			return "", true, nil
+		}
 		return "", false, fmt.Errorf("claim server id %d (%s): %w", s.id, key, classify(err))
 	}
 	return decodeClaim(v).String(), false, nil
+}
+
+// Release gives the claim up if this relay still holds it, so that a relay
+// of another position may take the id at once after a clean stop.
+func (s *ServerIDClaimer) Release(ctx context.Context) error {
+	key := ServerIDKey(s.id)
+	if err := releaseClaimScript.Run(ctx, s.client, []string{key}, s.claim.encode()).Err(); err != nil {
+		return fmt.Errorf("release server id %d (%s): %w", s.id, key, classify(err))
+	}
+	s.heldUntil = time.Time{}
+	return nil
 }
 
 // String names the claim's holder and position for messages.

@@ -164,7 +164,7 @@ func TestRun_StartFailuresHint(t *testing.T) {
 // check reports on it (preflight.Start, preflight.Config).
 var runOnlyFlags = []string{
 	"heartbeat", "metrics-addr", "max-batch-events", "max-tx-bytes", "lease-step-down", "event-cache-bytes",
-	"probe-interval", "ready-max-stall", "group-metrics", "group-metrics-interval", "poll-interval", "batch-size", "max-batch-bytes", "max-payload-bytes",
+	"probe-interval", "ready-max-stall", "group-metrics", "group-metrics-interval", "group-idle-threshold", "poll-interval", "batch-size", "max-batch-bytes", "max-payload-bytes",
 	"shutdown-grace", "poll-list-interval",
 }
 
