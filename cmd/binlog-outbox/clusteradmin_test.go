@@ -25,6 +25,8 @@ import (
 // from it, and one running is fenced by it; position reset deletes
 // everything; with a master down, the streams are not listed.
 func TestRedisCluster_StatusPositionVerifyMark(t *testing.T) {
+	// Its Redis Cluster is its own, its database too.
+	t.Parallel()
 	rc := testsvc.StartRedisCluster(t)
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
 	ctx := context.Background()

@@ -133,6 +133,8 @@ func checkSays(t *testing.T, env *relaytest.Env, dsn, status, want string) {
 // there: it resumes from the stored GTID set, and every committed event is
 // in the streams exactly once.
 func TestRun_FailoverToPromotedReplicaByGTID(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	f := newFailoverEnv(t)
 	rec := relaytest.NewProduced()
 	p := startRelay(t, f.Env, "--mode", "binlog", "--start-from", f.primary.GTIDBinlogPos(t))
@@ -164,6 +166,8 @@ func TestRun_FailoverToPromotedReplicaByGTID(t *testing.T) {
 // does in a managed failover: the relay, running all along, notices the
 // promoted replica and resumes by GTID, with nothing lost or doubled.
 func TestRun_FailoverBehindTheSameAddress(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	f := newFailoverEnv(t)
 	rec := relaytest.NewProduced()
 	vip := testsvc.StartProxy(t, f.primary.Addr())
@@ -193,6 +197,8 @@ func TestRun_FailoverBehindTheSameAddress(t *testing.T) {
 // TestRun_ReadsFromReplica points the relay at a replica (log_slave_updates)
 // while producers write to the primary: every event exactly once.
 func TestRun_ReadsFromReplica(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	f := newFailoverEnv(t)
 	rec := relaytest.NewProduced()
 	p := startRelayDSN(t, f.Env, f.replica.DSN(f.Database), "--mode", "binlog")
@@ -225,6 +231,8 @@ func checkFilePositionRefused(t *testing.T, p *relayProc) {
 // the same names, with the recovery choices: started there, and when the
 // server behind its address changes while it runs.
 func TestRun_FilePositionRefusedOnAnotherServer(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	t.Run("restarted", func(t *testing.T) {
 		f := newFailoverEnv(t)
 		rec := relaytest.NewProduced()
@@ -258,6 +266,8 @@ func TestRun_FilePositionRefusedOnAnotherServer(t *testing.T) {
 // transactions the promoted replica does not have: check warns, and the
 // relay refuses to resume there with the ways on, rather than guess.
 func TestRun_FailoverLostTransactionsRefused(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	f := newFailoverEnv(t)
 	rec := relaytest.NewProduced()
 	p := startRelay(t, f.Env, "--mode", "binlog", "--start-from", f.primary.GTIDBinlogPos(t))
