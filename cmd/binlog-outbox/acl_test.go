@@ -21,6 +21,8 @@ import (
 // pattern makes run stop with one error that names the command, the key and
 // the rules.
 func TestRedisACL(t *testing.T) {
+	// Its Redis servers are its own, its database too.
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/redis-tls-acl.md")
 	if err != nil {
 		t.Fatal(err)

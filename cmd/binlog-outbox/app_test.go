@@ -81,6 +81,8 @@ func TestCheck_AllPass(t *testing.T) {
 }
 
 func TestCheck_StatementFormat(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	m := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: []string{"--binlog-format=STATEMENT"}})
 	tests := []struct {
 		mode string

@@ -83,6 +83,8 @@ func finishCluster(t *testing.T, env *relaytest.Env, p *relayProc, rec *relaytes
 // Cluster: a kill between the scripts of one batch leaves some slots ahead,
 // and the restarted relay appends every committed event exactly once.
 func TestRun_RedisClusterKilledExactlyOnce(t *testing.T) {
+	// Its Redis Cluster is its own, its database too.
+	t.Parallel()
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), testsvc.StartRedisCluster(t))
 	rec := relaytest.NewProduced()
 	p := startRelay(t, env, clusterArgs...)
@@ -114,6 +116,8 @@ func TestRun_RedisClusterKilledExactlyOnce(t *testing.T) {
 // master lacks writes the old one acknowledged has its position rolled back
 // with them, and the relay appends them again: exactly once.
 func TestRun_RedisClusterFailoverNoLoss(t *testing.T) {
+	// Its Redis Cluster is its own, its database too.
+	t.Parallel()
 	rc := testsvc.StartRedisCluster(t)
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
 	ctx := context.Background()
@@ -194,6 +198,8 @@ func TestRedisCluster_RefusedWhereUnsupported(t *testing.T) {
 // Poll mode on a cluster: one script per slot of each round, every event
 // once (no fault here, so no dedupe window is needed for that).
 func TestRun_RedisClusterPollMode(t *testing.T) {
+	// Its Redis Cluster is its own, its database too.
+	t.Parallel()
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), testsvc.StartRedisCluster(t))
 	rec := relaytest.NewProduced()
 	args := append([]string{}, clusterArgs...)

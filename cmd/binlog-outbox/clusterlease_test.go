@@ -43,6 +43,8 @@ func leaderMetric(port int) string {
 // waits; no relay exits; status and the metrics show the leader; every committed event
 // is in its stream exactly once.
 func TestRun_RedisClusterStandbyTakesOverExactlyOnce(t *testing.T) {
+	// Its Redis Cluster is its own, its database too.
+	t.Parallel()
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), testsvc.StartRedisCluster(t))
 	rec := relaytest.NewProduced()
 	args := slices.DeleteFunc(slices.Clone(clusterArgs), func(a string) bool { return a == "--lease=false" })

@@ -41,6 +41,8 @@ const largePayload = 64 << 10
 // position key, gone back with the slots of its master, and appends again
 // too. Every committed event ends in its stream exactly once.
 func TestRun_RedisClusterLostWritesAppendedAgain(t *testing.T) {
+	// Its Redis Cluster is its own, its database too.
+	t.Parallel()
 	rc := testsvc.StartRedisCluster(t)
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
 	ctx := context.Background()
@@ -444,6 +446,8 @@ return 1`)
 // to an older position of its own, instead of stopping as if someone had
 // deleted the position: the lost entries come back, once, in order.
 func TestRun_RedisClusterLostFirstSlotWrite(t *testing.T) {
+	// Its Redis Cluster is its own, its database too.
+	t.Parallel()
 	rc := testsvc.StartRedisCluster(t)
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
 	ctx := context.Background()

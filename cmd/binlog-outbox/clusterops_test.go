@@ -42,6 +42,8 @@ type trimStream struct {
 // over; they are retried, and then more acknowledgements are trimmed. Restarted with --max-len,
 // the relay cuts every stream down to about the cap.
 func TestRun_RedisClusterTrimAndGroupMetrics(t *testing.T) {
+	// Its Redis Cluster is its own, its database too.
+	t.Parallel()
 	rc := testsvc.StartRedisCluster(t)
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
 	ctx := context.Background()
@@ -214,6 +216,8 @@ func consumeGroup(t *testing.T, rdb redis.UniversalClient, key string, n, ack in
 // stay, and cleanup says why; so do they when a failover happens while
 // cleanup waits. In poll mode, the rows marked sent go.
 func TestCleanup_RedisCluster(t *testing.T) {
+	// Its Redis Cluster is its own, its database too.
+	t.Parallel()
 	rc := testsvc.StartRedisCluster(t)
 	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
 	ctx := context.Background()

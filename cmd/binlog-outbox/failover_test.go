@@ -133,6 +133,8 @@ func checkSays(t *testing.T, env *relaytest.Env, dsn, status, want string) {
 // there: it resumes from the stored GTID set, and every committed event is
 // in the streams exactly once.
 func TestRun_FailoverToPromotedReplicaByGTID(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	for name, start := range failoverStarts {
 		t.Run(name, func(t *testing.T) { failoverToPromotedReplica(t, start) })
 	}
@@ -180,6 +182,8 @@ func failoverToPromotedReplica(t *testing.T, start func(*testing.T, *failoverEnv
 // does in a managed failover: the relay, running all along, notices the
 // promoted replica and resumes by GTID, with nothing lost or doubled.
 func TestRun_FailoverBehindTheSameAddress(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	for name, start := range failoverStarts {
 		t.Run(name, func(t *testing.T) { failoverBehindTheSameAddress(t, start) })
 	}
@@ -215,6 +219,8 @@ func failoverBehindTheSameAddress(t *testing.T, start func(*testing.T, *failover
 // TestRun_ReadsFromReplica points the relay at a replica (log_slave_updates)
 // while producers write to the primary: every event exactly once.
 func TestRun_ReadsFromReplica(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	f := newFailoverEnv(t)
 	rec := relaytest.NewProduced()
 	p := startRelayDSN(t, f.Env, f.replica.DSN(f.Database), "--mode", "binlog")
@@ -248,6 +254,8 @@ func checkFilePositionRefused(t *testing.T, p *relayProc) {
 // server's without GTIDs), with the recovery choices. On the primary itself
 // check says the relay converts it to a GTID position.
 func TestRun_FilePositionRefusedOnAnotherServer(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	f := newFailoverEnv(t)
 	rec := relaytest.NewProduced()
 	p := startRelay(t, f.Env, "--mode", "binlog")
@@ -282,6 +290,8 @@ func TestRun_FilePositionRefusedOnAnotherServer(t *testing.T) {
 // transactions the promoted replica does not have: check warns, and the
 // relay refuses to resume there with the ways on, rather than guess.
 func TestRun_FailoverLostTransactionsRefused(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	f := newFailoverEnv(t)
 	rec := relaytest.NewProduced()
 	p := startRelay(t, f.Env, "--mode", "binlog", "--start-from", f.primary.GTIDBinlogPos(t))

@@ -17,6 +17,8 @@ import (
 // must relay its rows, keep its position under the server's name, and
 // check must say so.
 func TestRun_LowerCaseTableNames(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: []string{"--lower-case-table-names=1"}})
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()

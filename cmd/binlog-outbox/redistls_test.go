@@ -68,6 +68,8 @@ func checkAndRunFail(t *testing.T, global, lines, want []string, secret string) 
 // missing client certificate are each one clear error from check and from
 // run, and no output carries the password.
 func TestRedisTLS(t *testing.T) {
+	// Its Redis servers are its own, its database too.
+	t.Parallel()
 	dir := t.TempDir()
 	ca := newTestCA(t, dir, "ca")
 	caFile := filepath.Join(dir, "ca.pem")

@@ -13,6 +13,8 @@ import (
 // TestSecretFiles: the MySQL and Redis passwords come from files (Docker and
 // Kubernetes secrets), never from the command line, and appear in no output.
 func TestSecretFiles(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	m := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
 	rs := testsvc.StartRedis(t, testsvc.RedisOptions{})
 	db := m.NewDatabase(t)

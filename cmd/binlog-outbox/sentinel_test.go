@@ -28,6 +28,8 @@ func sentinelArgs(env *relaytest.Env, url string, more ...string) []string {
 // clear failure each, from check and from run. The sentinels' password
 // comes from --redis-sentinel-password-file and appears nowhere.
 func TestSentinel_Commands(t *testing.T) {
+	// Its Redis servers are its own, its database too.
+	t.Parallel()
 	const pw = "q9Zx-77-kW"
 	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{Password: pw})
 	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
@@ -183,6 +185,8 @@ func finishAfterFailover(t *testing.T, env *relaytest.Env, rec *relaytest.Produc
 // acknowledged after the promotion (its position rolled back with it), and
 // every committed event is in the streams exactly once.
 func TestRun_SentinelFailoverUnderLoad(t *testing.T) {
+	// Its Redis servers are its own, its database too.
+	t.Parallel()
 	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{})
 	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
 	rec := relaytest.NewProduced()
@@ -202,6 +206,8 @@ func TestRun_SentinelFailoverUnderLoad(t *testing.T) {
 // from that position, and every committed event is in the streams exactly
 // once, those the failover lost included.
 func TestRun_SentinelMasterKilledUnderLoad(t *testing.T) {
+	// Its Redis servers are its own, its database too.
+	t.Parallel()
 	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{})
 	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
 	target, err := redisstream.ParseTarget(env.RedisURL, "")
@@ -233,6 +239,8 @@ func TestRun_SentinelMasterKilledUnderLoad(t *testing.T) {
 // Between rounds nothing is in flight, so nothing is lost; what a failover
 // does to appends in flight is in docs/scaling.md.
 func TestRun_SentinelFailoverPollMode(t *testing.T) {
+	// Its Redis servers are its own, its database too.
+	t.Parallel()
 	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{})
 	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
 	rec := relaytest.NewProduced()
@@ -255,6 +263,8 @@ func TestRun_SentinelFailoverPollMode(t *testing.T) {
 // them again, and the dedupe window, whose keys rolled back with the
 // streams, skips those the promoted replica has: every event once.
 func TestRun_SentinelMasterKilledPollMode(t *testing.T) {
+	// Its Redis servers are its own, its database too.
+	t.Parallel()
 	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{})
 	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
 	rec := relaytest.NewProduced()
@@ -298,6 +308,8 @@ func TestRun_SentinelMasterKilledPollMode(t *testing.T) {
 // from --start-from now, which would skip every event since the relay
 // started.
 func TestRun_SentinelFailoverLosesThePosition(t *testing.T) {
+	// Its Redis servers are its own, its database too.
+	t.Parallel()
 	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{})
 	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
 	binary(t) // before the cut: the replica must be promoted within seconds of it

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -32,6 +31,18 @@ type MariaDB struct {
 // directory, port, log), so they carry the server settings; a later --x=y
 // overrides an earlier one.
 func StartMariaDB(ctx context.Context, dir string, args []string) (*MariaDB, error) {
+	return startMariaDB(ctx, "", dir, args)
+}
+
+// StartMariaDBFromTemplate is StartMariaDB with the data directory copied
+// from a template that mariadb-install-db made once under templates for the
+// installed server version (and makes on first use): the tests start dozens
+// of servers, and the install is most of each start.
+func StartMariaDBFromTemplate(ctx context.Context, templates, dir string, args []string) (*MariaDB, error) {
+	return startMariaDB(ctx, templates, dir, args)
+}
+
+func startMariaDB(ctx context.Context, templates, dir string, args []string) (*MariaDB, error) {
 	bin, err := LookBinary("mariadbd")
 	if err != nil {
 		return nil, err
@@ -46,10 +57,16 @@ func StartMariaDB(ctx context.Context, dir string, args []string) (*MariaDB, err
 	if err := os.MkdirAll(m.tmpDir(), 0o755); err != nil {
 		return nil, err
 	}
-	install := exec.CommandContext(ctx, installDB, "--no-defaults", "--datadir="+m.DataDir(), "--tmpdir="+m.tmpDir(),
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--user="+currentUser())
-	if out, err := install.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
+	if templates == "" {
+		err = installMariaDB(ctx, installDB, m.DataDir(), m.tmpDir())
+	} else {
+		var data string
+		if data, err = templateDataDir(ctx, templates, bin, installDB); err == nil {
+			err = copyTree(data, m.DataDir())
+		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	if m.port, err = onFreePort(func(port int) error { m.port = port; return m.Start(ctx) }); err != nil {
 		return nil, err

@@ -1,9 +1,12 @@
 package servers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -63,5 +66,58 @@ func TestRedis_StartOnTakenPort(t *testing.T) {
 	}
 	if r.Running() {
 		t.Errorf("Running after a failed start")
+	}
+}
+
+// Two starts that find no template build it at once; both must get the one
+// that won, complete, and a copy of it must be a data directory of its own.
+func TestTemplateDataDir_ConcurrentBuilds(t *testing.T) {
+	bin, err := LookBinary("mariadbd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	installDB, err := LookBinary("mariadb-install-db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	type result struct {
+		dir string
+		err error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		go func() {
+			dir, err := templateDataDir(context.Background(), root, bin, installDB)
+			results <- result{dir, err}
+		}()
+	}
+	a, b := <-results, <-results
+	if a.err != nil || b.err != nil {
+		t.Fatalf("templateDataDir: %v, %v", a.err, b.err)
+	}
+	if a.dir != b.dir {
+		t.Fatalf("templates %q and %q, want one", a.dir, b.dir)
+	}
+	if _, err := os.Stat(filepath.Join(a.dir, "mysql", "user.frm")); err != nil {
+		t.Errorf("template is not an installed data directory: %v", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(root, "*.build-*"))
+	if len(left) != 0 {
+		t.Errorf("build directories left: %v", left)
+	}
+	copied := filepath.Join(t.TempDir(), "data")
+	if err := copyTree(a.dir, copied); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ibdata1", "ib_logfile0", filepath.Join("mysql", "user.frm")} {
+		want, err := os.ReadFile(filepath.Join(a.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(copied, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("copy of %s: %d bytes, error %v; want %d bytes equal", name, len(got), err, len(want))
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -100,7 +101,7 @@ func startMariaDB(opts MariaDBOptions, allowExternal bool) (*MariaDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := servers.StartMariaDB(context.Background(), dir, append(append([]string{}, DefaultMariaDBArgs...), opts.Args...))
+	srv, err := servers.StartMariaDBFromTemplate(context.Background(), templateDir(), dir, append(append([]string{}, DefaultMariaDBArgs...), opts.Args...))
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -276,6 +277,12 @@ func (m *MariaDB) shutdown() {
 	}
 	m.srv.Stop(20 * time.Second)
 	_ = os.RemoveAll(m.dir)
+}
+
+// templateDir is where the data directory templates live across test
+// binaries and runs; the user id keeps users of one machine apart.
+func templateDir() string {
+	return filepath.Join(os.TempDir(), "binlog-outbox-templates-"+strconv.Itoa(os.Getuid()))
 }
 
 func sanitize(s string) string {
