@@ -68,9 +68,6 @@ func backfillWindow(c *cli.Context) (since, until time.Time, err error) {
 }
 
 func runBackfill(c *cli.Context) error {
-	if c.String("stream") == "" {
-		return usageError{outbox.WithHint(errors.New("give --stream: the template of the backfill's streams"), "e.g. --stream 'rebuild:{aggregate_type}'")}
-	}
 	since, until, err := backfillWindow(c)
 	if err != nil {
 		return err
