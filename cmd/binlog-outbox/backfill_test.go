@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
@@ -64,4 +68,51 @@ func TestBackfillCommand_RefusesAndRuns(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "appended 5, last id 5 of 5") || !strings.Contains(out, "5 entries appended this run") {
 		t.Errorf("backfill without --json: exit %d, output %q, want progress and a report line", code, out)
 	}
+}
+
+// TestBackfillCommand_KilledExactlyOnce: backfill processes killed with
+// SIGKILL at random moments, each run again with the same command line
+// until one finishes: every row is once in the backfill's stream.
+func TestBackfillCommand_KilledExactlyOnce(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	const rows = 600
+	if _, err := env.DB.Exec(`INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload, occurred_at)
+		SELECT CONCAT('k-', seq), 'order', CONCAT('o-', seq % 7), 'order.changed', '{}', UTC_TIMESTAMP(6) FROM seq_1_to_600`); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--log-format", "json",
+		"backfill", "--stream", "rebuild:{aggregate_type}", "--rate", "1000"}
+	kills, halfway := 0, 0 // halfway: kills that left some rows appended, some not
+	for attempt := 0; ; attempt++ {
+		if attempt > 100 {
+			t.Fatalf("backfill never finished: %d entries", env.RDB.XLen(ctx, "rebuild:order").Val())
+		}
+		p := relaytest.StartProcess(t, binary(t), args...)
+		select {
+		case <-p.Done():
+		case <-time.After(time.Duration(50+rand.IntN(300)) * time.Millisecond):
+			p.Signal(t, syscall.SIGKILL)
+			kills++
+		}
+		if n := env.RDB.XLen(ctx, "rebuild:order").Val(); n > 0 && n < rows {
+			halfway++
+		}
+		if code := p.Wait(t, 30*time.Second); code == 0 {
+			break
+		}
+	}
+	got := messageIDs(t, env.RDB, "rebuild:order")
+	for i := 1; i <= rows; i++ {
+		if id := fmt.Sprintf("k-%d", i); got[id] != 1 {
+			t.Errorf("%s is %d times in rebuild:order, want once", id, got[id])
+		}
+	}
+	if len(got) != rows {
+		t.Errorf("rebuild:order holds %d message ids, want %d", len(got), rows)
+	}
+	if kills == 0 {
+		t.Errorf("no backfill was killed: the test proves nothing about resuming")
+	}
+	t.Logf("%d backfills killed before one finished, %d of them half way", kills, halfway)
 }
