@@ -68,6 +68,10 @@ func backfillWindow(c *cli.Context) (since, until time.Time, err error) {
 }
 
 func runBackfill(c *cli.Context) error {
+	if c.String("stream") == "" {
+		return usageError{outbox.WithHint(errors.New("give --stream: the template of the backfill's own streams"),
+			"e.g. --stream 'rebuild:{aggregate_type}', which must not name a stream of the relay's --stream (--live-stream here)")}
+	}
 	since, until, err := backfillWindow(c)
 	if err != nil {
 		return err
