@@ -128,12 +128,12 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillReport, error) {
 		if err != nil {
 			return r, o.stepError(&r, err)
 		}
-		if o.Progress != nil {
-			o.Progress(r)
-		}
 		if n == 0 {
 			r.Paced = p.waited
 			return r, nil
+		}
+		if o.Progress != nil {
+			o.Progress(r)
 		}
 	}
 }
