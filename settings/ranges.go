@@ -35,6 +35,9 @@ const (
 	minLeaseTTL    = 100 * time.Millisecond
 	maxPortNumber  = 65535
 	anyPositiveInt = math.MaxInt
+	// maxBackfillRate: more a second than one Redis appends while it
+	// serves the relay would only mean "unbounded"; 0 says that.
+	maxBackfillRate = 1000000
 )
 
 // Ranges are the valid values of the flags of run and check, and of the
@@ -73,6 +76,8 @@ func Ranges() []Range {
 		durationIn("shutdown-grace", minDuration, 0),
 		durationIn("poll-list-interval", minDuration, 0),
 		durationIn("timeout", minDuration, 0),
+		// backfill's entries per second; 0 lifts the bound.
+		intIn("rate", 0, maxBackfillRate),
 	}
 }
 

@@ -45,6 +45,7 @@ func NewApp() *cli.App {
 			statusCommand(),
 			cleanupCommand(),
 			deadLettersCommand(),
+			backfillCommand(),
 			schemaCommand(),
 			versionCommand(),
 		},

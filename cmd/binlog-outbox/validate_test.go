@@ -42,6 +42,7 @@ var badValues = map[string][]string{
 	"shutdown-grace":         {"0"},
 	"poll-list-interval":     {"0"},
 	"timeout":                {"0", "-1s"},
+	"rate":                   {"-1", "1000001"},
 }
 
 // commandsWith lists the commands (by their path) that take the flag.

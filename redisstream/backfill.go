@@ -1,0 +1,200 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+)
+
+// ErrBackfillMoved means the progress key of a backfill no longer holds
+// the id the batch was read after: another backfill of the same streams
+// and window ran meanwhile. Nothing was written.
+var ErrBackfillMoved = errors.New("the backfill's progress moved meanwhile")
+
+// BackfillProgress returns the last outbox id a backfill stored under key,
+// 0 when it has stored none.
+func BackfillProgress(ctx context.Context, client redis.UniversalClient, key string) (uint64, error) {
+	s, err := client.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("GET %s: %w", key, classify(err))
+	}
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, outbox.WithHint(fmt.Errorf("%w: backfill progress %s holds %q, not an outbox id", outbox.ErrConfig, key, s),
+			"delete the key to start this backfill again from its beginning, or fix its value")
+	}
+	return id, nil
+}
+
+// Backfill appends events, prepared by Prepare and in id order, to the
+// streams the sink's template names for them, and replaces the backfill's
+// progress under key, prev (0 for none), with last, in one script: Redis
+// keeps the entries and the progress together or neither. The script
+// writes only when key still holds prev, else it returns ErrBackfillMoved
+// with nothing written; so a batch whose reply was lost, read again after
+// the stored progress, is appended once. Events the sink would dead-letter
+// (Event.Invalid) are refused before anything is written: a backfill
+// never writes the dead-letter stream, which the relay owns.
+func (s *Sink) Backfill(ctx context.Context, key string, events []outbox.Event, prev, last uint64) error {
+	keys := []string{key}
+	args := []any{strconv.FormatUint(prev, 10), strconv.FormatUint(last, 10)}
+	for i := range events {
+		e := &events[i]
+		if e.Invalid != "" {
+			return fmt.Errorf("backfill of row %d: it cannot be delivered (%s)", e.OutboxID, e.Invalid)
+		}
+		keys = append(keys, s.template.Render(e))
+		start := len(args)
+		args = append(args, 0)
+		args = s.appendFields(args, e)
+		args[start] = len(args) - start - 1
+	}
+	res, err := backfillScript.Run(ctx, s.client, keys, args...).Int64()
+	if err != nil {
+		return fmt.Errorf("backfill of rows up to %d: %w", last, classify(err))
+	}
+	if res == 0 {
+		return fmt.Errorf("backfill of rows after %d: %w", prev, ErrBackfillMoved)
+	}
+	return nil
+}
+
+// backfillScript appends one entry per KEYS[2..] and sets the progress
+// KEYS[1] from ARGV[1] (the id it must hold, "0" for none) to ARGV[2], when
+// KEYS[1] holds ARGV[1]; every check that can fail runs before the first
+// write. Then for each stream: the number of its field/value arguments,
+// and those. It returns 0 when the progress moved (nothing written), 1
+// once everything is written.
+var backfillScript = redis.NewScript(aclCheckLua + `
+local denied = deny('GET', '', KEYS[1]) or deny('SET', '', KEYS[1], ARGV[2])
+if denied then return denied end
+for k = 2, #KEYS do
+  denied = deny('TYPE', '', KEYS[k]) or deny('XADD', '', KEYS[k], '*', 'f', 'v')
+  if denied then return denied end
+  local t = redis.call('TYPE', KEYS[k])['ok']
+  if t ~= 'stream' and t ~= 'none' then
+    return redis.error_reply('WRONGTYPE key ' .. KEYS[k] .. ' holds a ' .. t .. ', not a stream')
+  end
+end
+local cur = redis.call('GET', KEYS[1])
+if (cur or '0') ~= ARGV[1] then return 0 end
+local i = 3
+for k = 2, #KEYS do
+  local n = tonumber(ARGV[i])
+  redis.call('XADD', KEYS[k], '*', unpack(ARGV, i + 1, i + n))
+  i = i + n + 1
+end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+`)
+
+// MayOverlap reports whether some name can be rendered both by t and by u,
+// each placeholder standing for any text ({partition} for digits): a
+// backfill's template must not, with the relay's, or it would write the
+// live streams.
+func (t *Template) MayOverlap(u *Template) bool {
+	return overlap(tokens(t.parts), tokens(u.parts))
+}
+
+// MayRenderPrefix reports whether t can render a name that starts with
+// prefix, such as the relay's own keys under KeyPrefix.
+func (t *Template) MayRenderPrefix(prefix string) bool {
+	return overlap(tokens(t.parts), tokens([]part{{literal: prefix}, {placeholder: PlaceholderAggregateType}}))
+}
+
+// token is one step of a template as a pattern: one character of a
+// literal, one digit, or a run of any characters (digits only, digit).
+type token struct {
+	c     byte
+	class int
+	star  bool
+}
+
+// Classes of a token.
+const (
+	classLiteral = iota
+	classDigit
+	classAny
+)
+
+func tokens(parts []part) []token {
+	var ts []token
+	for _, p := range parts {
+		switch p.placeholder {
+		case "":
+			for i := 0; i < len(p.literal); i++ {
+				ts = append(ts, token{c: p.literal[i]})
+			}
+		case PlaceholderPartition:
+			ts = append(ts, token{class: classDigit}, token{class: classDigit, star: true})
+		default:
+			ts = append(ts, token{class: classAny, star: true})
+		}
+	}
+	return ts
+}
+
+// meet reports whether one character can match both a and b.
+func meet(a, b token) bool {
+	switch {
+	case a.class == classLiteral && b.class == classLiteral:
+		return a.c == b.c
+	case a.class == classLiteral:
+		return b.class == classAny || a.c >= '0' && a.c <= '9'
+	case b.class == classLiteral:
+		return a.class == classAny || b.c >= '0' && b.c <= '9'
+	}
+	return true
+}
+
+// overlap searches the product of the two patterns for a common string:
+// a state is a position in each; a star may be skipped or consume a
+// character and stay.
+func overlap(p, q []token) bool {
+	type state struct{ i, j int }
+	seen := map[state]bool{}
+	stack := []state{{0, 0}}
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		if s.i == len(p) && s.j == len(q) {
+			return true
+		}
+		if s.i < len(p) && p[s.i].star {
+			stack = append(stack, state{s.i + 1, s.j})
+		}
+		if s.j < len(q) && q[s.j].star {
+			stack = append(stack, state{s.i, s.j + 1})
+		}
+		if s.i == len(p) || s.j == len(q) || !meet(p[s.i], q[s.j]) {
+			continue
+		}
+		ni, nj := s.i+1, s.j+1
+		if p[s.i].star {
+			ni = s.i
+		}
+		if q[s.j].star {
+			nj = s.j
+		}
+		stack = append(stack, state{ni, nj})
+	}
+	return false
+}
+
+// Template returns the sink's parsed stream template.
+func (s *Sink) Template() *Template { return s.template }
+
+// MayRender reports whether some event could render name under t.
+func (t *Template) MayRender(name string) bool { return t.mayRender(name) }
