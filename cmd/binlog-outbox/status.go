@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"io"
 	"strconv"
 	"strings"
@@ -50,7 +51,7 @@ func runStatus(c *cli.Context) error {
 	r, err := admin.Status(ctx, admin.StatusOptions{
 		DB: db, Database: cfg.Database, Table: cfg.Table, Redis: client, Cluster: cfg.RedisCluster != nil,
 		Keys: redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")), Streams: streams,
-		Dumper: dumperFor(cfg, ""),
+		Dumper: relay.DumperFor(cfg, ""),
 	})
 	if err != nil {
 		return err
