@@ -2,21 +2,19 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"io"
 	"log/slog"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
@@ -199,19 +197,8 @@ func commandLine(c *cli.Context) map[string][]string {
 	return given
 }
 
-// config is the configuration every command shares, resolved from the
-// global flags, with what the commands that connect learn of the table.
-type config struct {
-	settings.Config
-	// LowerCaseTableNames is the server's lower_case_table_names, set by
-	// resolveTable.
-	LowerCaseTableNames int
-	// Given is database.table as configured, when the server's names
-	// differ from it in letter case (set by resolveTable).
-	Given string
-	// Resolved says resolveTable ran: Database and Table are the server's.
-	Resolved bool
-}
+// config is the configuration every command shares (relay.Config).
+type config = relay.Config
 
 // commandName is the command as typed, "schema print" for a subcommand.
 func commandName(c *cli.Context) string {
@@ -240,7 +227,7 @@ func resolveConfig(c *cli.Context, oneTable, noMySQL bool) (config, error) {
 		if err != nil {
 			return config{}, fmt.Errorf("--server-id: read the host name for the default: %w", err)
 		}
-		cfg.ServerID = settings.DefaultServerIDFor(host, positionKey(c, cfg))
+		cfg.ServerID = settings.DefaultServerIDFor(host, relay.PositionKey(cfg, c.String("position-key")))
 	}
 	s.Logger.Debug("starting", "version", versionString(), "config", cfg.Config)
 	return cfg, nil
@@ -248,27 +235,6 @@ func resolveConfig(c *cli.Context, oneTable, noMySQL bool) (config, error) {
 
 // loadConfig reads the global flags of a command that connects to MySQL.
 func loadConfig(c *cli.Context) (config, error) { return resolveConfig(c, false, false) }
-
-// resolveTable replaces the configured database and table with the names
-// the server stores them under: the binlog carries those, and the Redis keys
-// embed them, so that `--table Outbox` and `--table outbox` on a server that
-// folds names are one table with one position. A name that matches no table
-// is an error: a relay comparing the binlog with it would skip every row.
-func resolveTable(ctx context.Context, cfg *config, db *sql.DB) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	n, err := schema.ResolveName(ctx, db, cfg.Database, cfg.Table)
-	if err != nil {
-		return fmt.Errorf("outbox table: %w", err)
-	}
-	if given := cfg.Database + "." + cfg.Table; given != n.String() {
-		cfg.Given = given
-		cfg.Logger.Info("using the outbox table's name as the server stores it", "given", given, "table", n.String(),
-			"lower_case_table_names", n.LowerCaseTableNames)
-	}
-	cfg.Database, cfg.Table, cfg.LowerCaseTableNames, cfg.Resolved = n.Database, n.Table, n.LowerCaseTableNames, true
-	return nil
-}
 
 // loadOneTableConfig is loadConfig for a command that works on one table.
 func loadOneTableConfig(c *cli.Context) (config, error) { return resolveConfig(c, true, false) }

@@ -100,7 +100,7 @@ func runBackfill(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	client := cfg.redisClient()
+	client := cfg.RedisClient()
 	defer client.Close()
 	sink, err := redisstream.New(client, redisstream.Config{
 		Stream: c.String("stream"), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),

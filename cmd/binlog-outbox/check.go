@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"io"
 	"strings"
 	"time"
@@ -37,13 +38,13 @@ func runCheck(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	format, err := entryFormat(c)
+	o, err := optionsFrom(c, cfg)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	rep := preflight.Run(ctx, preflightConfig(c, cfg, &format, pollOnSent(c, requested)))
+	rep := preflight.Run(ctx, relay.PreflightConfig(ctx, o, &o.Format, relay.PollOnSent(o, requested)))
 	if r, ok := modeSwitchResult(ctx, cfg, rep, requested); ok {
 		rep.Results = append(rep.Results, r)
 	}

@@ -95,7 +95,7 @@ func runCleanup(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	client := cfg.redisClient()
+	client := cfg.RedisClient()
 	defer client.Close()
 	r, err := admin.Cleanup(ctx, admin.CleanupOptions{
 		DB: db, Table: outboxTable(cfg, res), Redis: client,

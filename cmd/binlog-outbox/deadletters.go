@@ -12,6 +12,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -70,9 +71,9 @@ func deadLettersOptions(c *cli.Context, cfg config) (admin.DeadLettersOptions, f
 		}
 		format = f
 	}
-	client := cfg.redisClient()
+	client := cfg.RedisClient()
 	sink, err := redisstream.New(client, redisstream.Config{
-		Stream: streamTemplate(c, cfg), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
+		Stream: relay.StreamTemplate(cfg, givenStream(c)), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
 		NoAggregateType: !cfg.Mapping.Has(schema.ColAggregateType), NoHeaders: !cfg.Mapping.Has(schema.ColHeaders),
 		Groups: ensureGroups(c), Format: format, Cluster: cfg.RedisCluster != nil,
 	})

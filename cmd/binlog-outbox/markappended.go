@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 
 	"github.com/urfave/cli/v2"
 
@@ -66,5 +67,5 @@ func markAppended(c *cli.Context) error {
 		r.AlreadySent, r.Foreign, cfg.Database, cfg.Table); err != nil {
 		return err
 	}
-	return prepareSwitch(ctx, c.App.Writer, client, db, cfg, mode.Poll)
+	return relay.PrepareSwitch(ctx, c.App.Writer, client, db, cfg, mode.Poll)
 }

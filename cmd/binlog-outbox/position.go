@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"io"
 	"strings"
 	"time"
@@ -102,7 +103,7 @@ func positionSet(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect to mysql: %w", err)
 	}
-	reader, err := newReader(c, cfg, srv, db, opts.Sink, nil, nil, nil, start, nil, nil)
+	reader, err := relay.NewReader(cfg, c.String("position-key"), srv, db, opts.Sink, start)
 	if err != nil {
 		return err
 	}
@@ -117,7 +118,7 @@ func positionSet(c *cli.Context) error {
 	if r.SlotsDeleted >= 0 {
 		fmt.Fprintf(c.App.Writer, "deleted %d hash slot positions (%s:{...}) on every master: every slot resumes from the new position\n", r.SlotsDeleted, r.Key)
 	}
-	return prepareSwitch(ctx, c.App.Writer, opts.Redis, db, cfg, mode.Binlog)
+	return relay.PrepareSwitch(ctx, c.App.Writer, opts.Redis, db, cfg, mode.Binlog)
 }
 
 func positionReset(c *cli.Context) error {
@@ -148,7 +149,7 @@ func positionSink(c *cli.Context) (config, admin.PositionOptions, error) {
 	if err != nil {
 		return config{}, admin.PositionOptions{}, err
 	}
-	if err := requirePositionKey(c, cfg); err != nil {
+	if err := relay.RequirePositionKey(cfg, c.String("position-key")); err != nil {
 		return config{}, admin.PositionOptions{}, err
 	}
 	if c.String("position-key") == "" {
@@ -158,14 +159,14 @@ func positionSink(c *cli.Context) (config, admin.PositionOptions, error) {
 		if err != nil {
 			return config{}, admin.PositionOptions{}, fmt.Errorf("open mysql: %w", err)
 		}
-		err = resolveTable(c.Context, &cfg, db)
+		err = relay.ResolveTable(c.Context, &cfg, db)
 		db.Close()
 		if err != nil {
 			return config{}, admin.PositionOptions{}, err
 		}
 	}
-	client := cfg.redisClient()
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: positionKey(c, cfg), Cluster: cfg.RedisCluster != nil})
+	client := cfg.RedisClient()
+	sink, err := redisstream.New(client, redisstream.Config{PositionKey: relay.PositionKey(cfg, c.String("position-key")), Cluster: cfg.RedisCluster != nil})
 	if err != nil {
 		client.Close()
 		return config{}, admin.PositionOptions{}, err

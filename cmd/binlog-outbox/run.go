@@ -1,40 +1,15 @@
 package main
 
 import (
-	"context"
-	"database/sql"
-	"fmt"
-	"log/slog"
-	"os"
-	"runtime/debug"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"strings"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/canal"
-	"github.com/binlog-outbox/binlog-outbox/internal/logging"
-	"github.com/binlog-outbox/binlog-outbox/lag"
-	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/mode"
-	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
-	"github.com/binlog-outbox/binlog-outbox/position"
-	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
-
-// defaultMemoryLimit is the relay's soft memory limit (GOMEMLIMIT overrides).
-const defaultMemoryLimit = 20 << 20
-
-// defaultGCPercent is the relay's GOGC under that limit (GOGC overrides):
-// with GOGC's 100 the collector ran whenever the heap doubled its live
-// part, far below the limit, which a catch-up's small live heap makes
-// often; at 400 the limit decides in most cycles, which spends less CPU per
-// event at the same peak RSS (bench measures both; BENCHMARKS.md).
-const defaultGCPercent = 400
 
 // streamFlags are the flags of `run` that shape the streams; `position`
 // shares the ones that name the position key.
@@ -175,244 +150,43 @@ func runCommand() *cli.Command {
 }
 
 func runRelay(c *cli.Context) error {
-	requested, err := mode.Parse(c.String("mode"))
-	if err != nil {
+	if _, err := mode.Parse(c.String("mode")); err != nil {
 		return usageError{err}
 	}
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
 	}
+	o, err := optionsFrom(c, cfg)
+	if err != nil {
+		return err
+	}
+	return relay.Run(c.Context, o)
+}
+
+// optionsFrom is what the flags of run (which check has too) give: the
+// relay's options over cfg.
+func optionsFrom(c *cli.Context, cfg config) (relay.Options, error) {
 	format, err := entryFormat(c)
 	if err != nil {
-		return err
+		return relay.Options{}, err
 	}
-	setMemoryLimit()
-	log := cfg.Logger
-	log.Info("binlog-outbox starting", "version", versionString(), "config", cfg, "mode", requested)
-
-	if cfg.Several && requested != mode.Poll {
-		// Poll mode keeps each table's progress in its rows; auto mode
-		// needs the key even so, or a missing flag would be a reason to
-		// fall back to polling.
-		if err := requirePositionKey(c, cfg); err != nil {
-			return err
-		}
-	}
-
-	checkCtx, cancel := context.WithTimeout(c.Context, 30*time.Second)
-	rep := preflight.Run(checkCtx, preflightConfig(c, cfg, &format, pollOnSent(c, requested)))
-	cancel()
-	if c.Context.Err() != nil {
-		return nil
-	}
-	rep.TolerateOwnServerID()
-	// What stops every mode stops here, as check reported it: a refused
-	// value, or a server that cannot be reached.
-	if err := rep.Stop(); err != nil {
-		return err
-	}
-
-	db, err := sql.Open("mysql", cfg.DSN())
-	if err != nil {
-		return fmt.Errorf("open mysql: %w", err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(4)
-	// Before any key is built from the names: they must be the server's.
-	if !cfg.Several {
-		if err := resolveTable(c.Context, &cfg, db); err != nil {
-			return err
-		}
-	}
-
-	client := cfg.redisClient()
-	defer client.Close()
-	if cfg.Several {
-		return runSeveral(c, cfg, rep, requested, format, db, client)
-	}
-	store := redisstream.NewModeStore(client, redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode)
-	relayMode, err := mode.Resolve(c.Context, log, rep, requested, store)
-	if err != nil {
-		return err
-	}
-	logWarnings(log, rep, relayMode)
-
-	// The preflight resolved the mapping against the table once; both modes
-	// relay with that same mapping, so they fill the same fields.
-	res := rep.Table
-	if res == nil {
-		return fmt.Errorf("the outbox table %s.%s was not inspected", cfg.Database, cfg.Table)
-	}
-	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
-		return err
-	}
-	cfg.Mapping = res.Mapping
-	if len(res.Absent) > 0 {
-		log.Info("outbox table has no column for "+strings.Join(res.Absent, ", "), "entries", schema.DescribeAbsent(res.Absent),
-			"columns", cfg.Mapping.String(), "stream", streamTemplate(c, cfg),
-			"note", "an optional column added later is used after a restart; binlog mode stops when it first sees one")
-	}
-	if d := schema.DescribeFields(res.Fields); d != "" {
-		log.Info("entries carry columns beside the built-in fields", "fields", d)
-	}
-	logFormat(log, format)
-
-	if relayMode == mode.Poll {
-		// Binlog mode starts its trimmer with its lease (runBinlog).
-		stopTrim, err := startTrimmer(c, cfg, client, nil)
-		if err != nil {
-			return err
-		}
-		defer stopTrim()
-		return runPoll(c, cfg, rep.Server, db, client, res.Table)
-	}
-	return runBinlog(c, cfg, rep.Server, db, client, res.Absent, nil)
-}
-
-// setMemoryLimit sets the relay's soft memory limit and GOGC, unless the
-// environment sets them. The relay's live data is bounded
-// (--event-cache-bytes, --max-tx-bytes, the batches); a soft limit keeps
-// the garbage collector from letting the heap double past it.
-func setMemoryLimit() {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	debug.SetMemoryLimit(defaultMemoryLimit)
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
-}
-
-// preflightConfig is what `check` and `run` check: the table or tables of
-// cfg, the stream and format flags, the position key, and what run does
-// with its flags at start.
-func preflightConfig(c *cli.Context, cfg config, format *redisstream.Format, onSent string) preflight.Config {
-	pc := preflight.Config{
-		MySQLDSN: cfg.DSN(), Redis: cfg.checkedRedis(c.Context), Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
-		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: onSent, PositionKey: positionKey(c, cfg),
-		Format: format, Stream: givenStream(c), Partitions: c.Int("partitions"),
-		Start: startFlags(c, cfg, *format),
-	}
-	if cfg.Several {
-		pc.Sources = cfg.Sources
-	}
-	return pc
-}
-
-// startFlags is what run does at start with its flags (check has them
-// too): the sink, the lease, trimming, --start-from.
-func startFlags(c *cli.Context, cfg config, format redisstream.Format) *preflight.Start {
-	return &preflight.Start{
-		Sink: redisstream.Config{
-			Stream:           givenStream(c),
-			Partitions:       c.Int("partitions"),
-			DeadLetterStream: c.String("dead-letter-stream"),
-			PositionKey:      positionKey(c, cfg),
-			// The same keys as poll mode's, so that a switch between the
-			// modes skips what the other one appended.
-			Dedupe: redisstream.Dedupe{
-				Window:    c.Duration("dedupe-window"),
-				KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
-				BySource:  cfg.Several,
-			},
-			Groups:  ensureGroups(c),
-			Format:  format,
-			Cluster: cfg.RedisCluster != nil,
-		},
+	return relay.Options{
+		Config: cfg, Version: versionString(), Mode: c.String("mode"),
+		PositionKey: c.String("position-key"), StartFrom: c.String("start-from"), MetricsAddr: c.String("metrics-addr"),
+		Heartbeat: c.Duration("heartbeat"), MaxBatchEvents: c.Int("max-batch-events"),
+		MaxTxBytes: c.Int("max-tx-bytes"), EventCacheBytes: c.Int("event-cache-bytes"),
 		Lease: c.Bool("lease"), LeaseTTL: c.Duration("lease-ttl"), LeaseRenew: c.Duration("lease-renew"),
+		LeaseStepDown: c.Duration("lease-step-down"),
+		Stream:        givenStream(c), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
+		Format: format, EnsureGroups: ensureGroups(c), DedupeWindow: c.Duration("dedupe-window"),
 		Trim: c.String("trim"), MaxLen: c.Int64("max-len"), TrimInterval: c.Duration("trim-interval"),
-		StartFrom: c.String("start-from"), Mode: c.String("mode"),
-	}
-}
-
-// logWarnings logs the preflight's warnings that concern the mode, once.
-func logWarnings(log *slog.Logger, rep preflight.Report, relayMode string) {
-	for _, w := range rep.Warned(preflight.Mode(relayMode)) {
-		log.Warn("preflight: "+w.Name, "detail", w.Detail, logging.KeyHint, w.Fix)
-	}
-}
-
-func logFormat(log *slog.Logger, format redisstream.Format) {
-	if format.Name != redisstream.FormatFlat {
-		log.Info("entry format", "format", format.String())
-	}
-}
-
-// runBinlog relays in binlog mode: the one table of cfg (its absent
-// columns) or, with several, the tables the preflight matched.
-func runBinlog(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, absent []string, tables []preflight.TableMatch) error {
-	start, err := position.ParseStart(c.String("start-from"))
-	if err != nil {
-		return err
-	}
-	if err := checkOldPositionKey(c, cfg, client); err != nil {
-		return err
-	}
-	lease, err := newLease(c, cfg, client)
-	if err != nil {
-		return err
-	}
-	stopTrim, err := startTrimmer(c, cfg, client, lease)
-	if err != nil {
-		return err
-	}
-	defer stopTrim()
-	sink, err := newSink(c, cfg, client, lease)
-	if err != nil {
-		return err
-	}
-	appends := metrics.NewAppends(mode.Binlog)
-	var cuts canal.Cuts
-	if cfg.RedisCluster != nil {
-		cuts = sink
-	}
-	reader, err := newReader(c, cfg, srv, db, appends.Sink(sink), cuts, absent, tables, start, lease, client)
-	if err != nil {
-		return err
-	}
-	probeDB, err := openProbeDB(cfg)
-	if err != nil {
-		return err
-	}
-	defer probeDB.Close()
-	stop, err := startMonitor(c, cfg, mode.Binlog, probeDB, client, lag.MonitorConfig{
-		Binlog: &lag.Binlog{DB: probeDB, Server: srv, Dumper: dumperFor(cfg, srv.Flavor)},
-		Relay: func() lag.Relay {
-			s := reader.Stats()
-			return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos, Standby: s.Standby}
-		},
-	}, metrics.BinlogCollector(reader.Stats), appends)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	return reader.Run(c.Context)
-}
-
-// newLease builds the lease of the position from --lease, --lease-ttl and
-// --lease-renew; nil with --lease=false.
-func newLease(c *cli.Context, cfg config, client redis.UniversalClient) (*redisstream.Lease, error) {
-	if !c.Bool("lease") {
-		return nil, nil
-	}
-	if err := preflight.CheckLease(c.Duration("lease-ttl"), c.Duration("lease-renew")); err != nil {
-		return nil, err
-	}
-	return redisstream.NewLease(client, redisstream.LeaseConfig{Key: redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Lease, TTL: c.Duration("lease-ttl"),
-		Cluster: cfg.RedisCluster != nil})
-}
-
-// newSink builds the Redis sink from the stream and format flags; lease,
-// when not nil, is checked with every append.
-func newSink(c *cli.Context, cfg config, client redis.UniversalClient, lease *redisstream.Lease) (*redisstream.Sink, error) {
-	format, err := entryFormat(c)
-	if err != nil {
-		return nil, err
-	}
-	sc := startFlags(c, cfg, format).SinkConfig(cfg.Mapping)
-	sc.Lease = lease
-	return redisstream.New(client, sc)
+		ProbeInterval: c.Duration("probe-interval"), ReadyMaxStall: c.Duration("ready-max-stall"),
+		GroupMetrics: c.Bool("group-metrics"), GroupMetricsInterval: c.Duration("group-metrics-interval"), GroupIdleThreshold: c.Duration("group-idle-threshold"),
+		PollInterval: c.Duration("poll-interval"), BatchSize: c.Int("batch-size"), MaxBatchBytes: c.Int("max-batch-bytes"),
+		OnSent: c.String("on-sent"), MaxPayloadBytes: c.Int("max-payload-bytes"), ShutdownGrace: c.Duration("shutdown-grace"),
+		PollListInterval: c.Duration("poll-list-interval"),
+	}, nil
 }
 
 // ensureGroups returns the --ensure-group names; commands without the flag
@@ -434,97 +208,4 @@ func givenStream(c *cli.Context) string {
 		return ""
 	}
 	return c.String("stream")
-}
-
-// streamTemplate returns --stream, or, when it is not set and the table has
-// no aggregate_type column, a default that does not need one.
-func streamTemplate(c *cli.Context, cfg config) string {
-	if !c.IsSet("stream") && !cfg.Mapping.Has(schema.ColAggregateType) {
-		return redisstream.DefaultStreamNoAggregateType
-	}
-	return c.String("stream")
-}
-
-// checkOldPositionKey stops binlog mode when a position is stored under the
-// table's name as configured while the server stores it in another letter
-// case. Earlier versions of the relay compared the binlog with the
-// configured name on such servers, skipped the table's rows and stored a
-// position past them; starting afresh under the server's name would hide
-// that gap.
-func checkOldPositionKey(c *cli.Context, cfg config, client redis.UniversalClient) error {
-	if c.String("position-key") != "" || cfg.Given == "" {
-		return nil
-	}
-	old, key := redisstream.KeyPrefix+"position:"+cfg.Given, positionKey(c, cfg)
-	n, err := client.Exists(c.Context, old).Result()
-	if err != nil {
-		return fmt.Errorf("look for a position stored under %s (EXISTS): %w", old, redisstream.Classify(err))
-	}
-	if n == 0 {
-		return nil
-	}
-	return outbox.WithHint(fmt.Errorf("%w: a position is stored under %s, but the server names the table %s (lower_case_table_names=%d), and the relay now keeps it at %s",
-		outbox.ErrConfig, old, cfg.Database+"."+cfg.Table, cfg.LowerCaseTableNames, key),
-		"a relay that ran with %s compared the binlog with that name and skipped the table's rows; re-read from where it started, or accept the gap and republish rows it missed with --mode poll, then delete %s (redis-cli DEL %s) and set the position with `binlog-outbox position set`",
-		old, old, old)
-}
-
-// positionKey is --position-key or, for one table, the table's default key;
-// "" for several tables without --position-key (requirePositionKey).
-func positionKey(c *cli.Context, cfg config) string {
-	if cfg.Several {
-		return c.String("position-key")
-	}
-	return redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")).Position
-}
-
-// requirePositionKey refuses several tables without --position-key, in
-// the words of check (preflight.NoPositionKey).
-func requirePositionKey(c *cli.Context, cfg config) error {
-	if !cfg.Several || c.String("position-key") != "" {
-		return nil
-	}
-	return preflight.NoPositionKey(cfg.TableString())
-}
-
-// newReader builds the binlog reader; cuts, when not nil, is the sink on
-// Redis Cluster, which says where batches must end. With client (run) the
-// reader claims its server id there before every binlog connection
-// (redisstream.ServerIDClaimer).
-func newReader(c *cli.Context, cfg config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, cuts canal.Cuts, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease, client redis.UniversalClient) (*canal.Reader, error) {
-	host, port, err := preflight.BinlogAddr(cfg.MySQL.Net, cfg.MySQL.Addr)
-	if err != nil {
-		return nil, err
-	}
-	rcfg := canal.Config{
-		Host: host, Port: port, User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
-		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
-		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
-		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
-		Start: start, PositionKey: positionKey(c, cfg), Cuts: cuts,
-	}
-	if cfg.Resolved {
-		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}
-	}
-	if cfg.Several {
-		rcfg.Sources = canalSources(cfg, tables)
-	}
-	if c.Command.Name == "run" {
-		rcfg.HeartbeatPeriod = c.Duration("heartbeat")
-		rcfg.MaxBatchEvents = c.Int("max-batch-events")
-		rcfg.MaxTxBytes = c.Int("max-tx-bytes")
-		rcfg.EventCacheBytes = c.Int("event-cache-bytes")
-	}
-	if client != nil {
-		host, _ := os.Hostname()
-		rcfg.ServerIDClaim = redisstream.NewServerIDClaimer(client, cfg.ServerID, rcfg.PositionKey, fmt.Sprintf("%s/%d", host, os.Getpid()), 0)
-	}
-	if lease != nil {
-		// Not a nil *Lease in the interface: the reader would take it for one.
-		rcfg.Lease, rcfg.LeaseRenew = lease, c.Duration("lease-renew")
-		if rcfg.LeaseStepDown = c.Duration("lease-step-down"); rcfg.LeaseStepDown <= 0 {
-			rcfg.LeaseStepDown = -1
-		}
-	}
-	return canal.New(db, sink, rcfg, cfg.Logger)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"io"
 	"strconv"
 	"strings"
@@ -51,7 +52,7 @@ func runStatus(c *cli.Context) error {
 	r, err := admin.Status(ctx, admin.StatusOptions{
 		DB: db, Database: cfg.Database, Table: cfg.Table, Redis: client, Cluster: cfg.RedisCluster != nil,
 		Keys: redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")), Streams: streams,
-		Dumper: dumperFor(cfg, ""), GroupIdleThreshold: c.Duration("group-idle-threshold"),
+		Dumper: relay.DumperFor(cfg, ""), GroupIdleThreshold: c.Duration("group-idle-threshold"),
 	})
 	if err != nil {
 		return err

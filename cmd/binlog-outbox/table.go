@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
@@ -25,7 +26,7 @@ func openTable(ctx context.Context, cfg *config, command string) (*sql.DB, schem
 	if err != nil {
 		return nil, schema.Resolution{}, fmt.Errorf("open mysql: %w", err)
 	}
-	if err := resolveTable(ctx, cfg, db); err != nil {
+	if err := relay.ResolveTable(ctx, cfg, db); err != nil {
 		db.Close()
 		return nil, schema.Resolution{}, err
 	}
@@ -57,11 +58,11 @@ func openUsableTable(ctx context.Context, cfg *config, command string) (*sql.DB,
 // table and opens the Redis client (a cluster client with --redis-cluster);
 // the caller closes the client.
 func openStreams(c *cli.Context, cfg config) (admin.Streams, redis.UniversalClient, error) {
-	tmpl, err := redisstream.ParseTemplate(streamTemplate(c, cfg), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
+	tmpl, err := redisstream.ParseTemplate(relay.StreamTemplate(cfg, givenStream(c)), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return admin.Streams{}, nil, err
 	}
-	return admin.Streams{Glob: tmpl.Glob(), DeadLetter: c.String("dead-letter-stream")}, cfg.redisClient(), nil
+	return admin.Streams{Glob: tmpl.Glob(), DeadLetter: c.String("dead-letter-stream")}, cfg.RedisClient(), nil
 }
 
 // outboxTable is the resolved table as package outboxsql names it.

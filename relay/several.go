@@ -1,11 +1,11 @@
-package main
+package relay
 
 import (
+	"context"
 	"database/sql"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/mode"
@@ -18,13 +18,13 @@ import (
 // one mode for all: binlog mode reads the binlog once, and one position,
 // under --position-key, covers every table; poll mode polls each table
 // (runPollSeveral).
-func runSeveral(c *cli.Context, cfg config, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client redis.UniversalClient) error {
+func runSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client redis.UniversalClient) error {
 	log := cfg.Logger
 	stores := make([]mode.Store, len(rep.Tables))
 	for i, t := range rep.Tables {
 		stores[i] = redisstream.NewModeStore(client, redisstream.KeysFor(t.Database, t.Table, "").Mode)
 	}
-	relayMode, err := mode.ResolveSeveral(c.Context, log, rep, requested, stores)
+	relayMode, err := mode.ResolveSeveral(ctx, log, rep, requested, stores)
 	if err != nil {
 		return err
 	}
@@ -53,10 +53,10 @@ func runSeveral(c *cli.Context, cfg config, rep preflight.Report, requested stri
 	}
 	if relayMode == mode.Poll {
 		log.Info("relaying several outbox tables in poll mode, each with its own rounds", "table_values", cfg.TableString(), "tables", len(rep.Tables),
-			"first", strings.Join(names, ","), "stream", streamTemplate(c, cfg))
+			"first", strings.Join(names, ","), "stream", StreamTemplate(cfg, o.Stream))
 	} else {
 		log.Info("relaying several outbox tables with one position", "table_values", cfg.TableString(), "tables", len(rep.Tables),
-			"first", strings.Join(names, ","), "position_key", positionKey(c, cfg), "stream", streamTemplate(c, cfg))
+			"first", strings.Join(names, ","), "position_key", PositionKey(cfg, o.PositionKey), "stream", StreamTemplate(cfg, o.Stream))
 	}
 	if d := schema.DescribeFields(schema.FieldColumns(cfg.Mapping, cfg.Extra)); d != "" {
 		log.Info("entries carry columns beside the built-in fields", "fields", d)
@@ -65,20 +65,20 @@ func runSeveral(c *cli.Context, cfg config, rep preflight.Report, requested stri
 
 	if relayMode == mode.Poll {
 		// Binlog mode starts its trimmer with its lease (runBinlog).
-		stopTrim, err := startTrimmer(c, cfg, client, nil)
+		stopTrim, err := startTrimmer(ctx, o, cfg, client, nil)
 		if err != nil {
 			return err
 		}
 		defer stopTrim()
-		return runPollSeveral(c, cfg, rep, requested, db, client)
+		return runPollSeveral(ctx, o, cfg, rep, requested, db, client)
 	}
-	return runBinlog(c, cfg, rep.Server, db, client, nil, rep.Tables)
+	return runBinlog(ctx, o, cfg, rep.Server, db, client, nil, rep.Tables)
 }
 
 // canalSources are the reader's sources: each --table value with its
 // mapping, and the tables the preflight matched, with the mapping resolved
 // against each.
-func canalSources(cfg config, tables []preflight.TableMatch) []canal.Source {
+func canalSources(cfg Config, tables []preflight.TableMatch) []canal.Source {
 	out := make([]canal.Source, len(cfg.Sources))
 	for i, s := range cfg.Sources {
 		out[i] = canal.Source{Pattern: s.Pattern, Mapping: s.Mapping}

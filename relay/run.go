@@ -1,0 +1,382 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/lag"
+	"github.com/binlog-outbox/binlog-outbox/metrics"
+	"github.com/binlog-outbox/binlog-outbox/mode"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
+	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/preflight"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/schema"
+)
+
+// defaultMemoryLimit is the relay's soft memory limit (GOMEMLIMIT overrides).
+const defaultMemoryLimit = 20 << 20
+
+// defaultGCPercent is the relay's GOGC under that limit (GOGC overrides):
+// with GOGC's 100 the collector ran whenever the heap doubled its live
+// part, far below the limit, which a catch-up's small live heap makes
+// often; at 400 the limit decides in most cycles, which spends less CPU per
+// event at the same peak RSS (bench measures both; BENCHMARKS.md).
+const defaultGCPercent = 400
+
+// Run relays as o says until ctx is cancelled (nil then) or an error
+// stops it: the preflight checks of check first, what fails every mode
+// stopping the start as check reports it, then the mode resolved for the
+// table or tables, binlog or poll.
+func Run(ctx context.Context, o Options) error {
+	requested, err := mode.Parse(o.Mode)
+	if err != nil {
+		return err
+	}
+	cfg := o.Config
+	setMemoryLimit()
+	log := cfg.Logger
+	log.Info("binlog-outbox starting", "version", o.Version, "config", cfg, "mode", requested)
+
+	if cfg.Several && requested != mode.Poll {
+		// Poll mode keeps each table's progress in its rows; auto mode
+		// needs the key even so, or a missing flag would be a reason to
+		// fall back to polling.
+		if err := RequirePositionKey(cfg, o.PositionKey); err != nil {
+			return err
+		}
+	}
+
+	format := o.Format
+	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rep := preflight.Run(checkCtx, PreflightConfig(ctx, o, &format, PollOnSent(o, requested)))
+	cancel()
+	if ctx.Err() != nil {
+		return nil
+	}
+	rep.TolerateOwnServerID()
+	// What stops every mode stops here, as check reported it: a refused
+	// value, or a server that cannot be reached.
+	if err := rep.Stop(); err != nil {
+		return err
+	}
+
+	db, err := sql.Open("mysql", cfg.DSN())
+	if err != nil {
+		return fmt.Errorf("open mysql: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(4)
+	// Before any key is built from the names: they must be the server's.
+	if !cfg.Several {
+		if err := ResolveTable(ctx, &cfg, db); err != nil {
+			return err
+		}
+	}
+
+	client := cfg.RedisClient()
+	defer client.Close()
+	if cfg.Several {
+		return runSeveral(ctx, o, cfg, rep, requested, format, db, client)
+	}
+	return runOne(ctx, o, cfg, rep, requested, format, db, client)
+}
+
+// runOne relays the one table of cfg, in the mode resolved from requested
+// and what the table ran in.
+func runOne(ctx context.Context, o Options, cfg Config, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client redis.UniversalClient) error {
+	log := cfg.Logger
+	store := redisstream.NewModeStore(client, redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode)
+	relayMode, err := mode.Resolve(ctx, log, rep, requested, store)
+	if err != nil {
+		return err
+	}
+	logWarnings(log, rep, relayMode)
+
+	// The preflight resolved the mapping against the table once; both modes
+	// relay with that same mapping, so they fill the same fields.
+	res := rep.Table
+	if res == nil {
+		return fmt.Errorf("the outbox table %s.%s was not inspected", cfg.Database, cfg.Table)
+	}
+	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
+		return err
+	}
+	cfg.Mapping = res.Mapping
+	if len(res.Absent) > 0 {
+		log.Info("outbox table has no column for "+strings.Join(res.Absent, ", "), "entries", schema.DescribeAbsent(res.Absent),
+			"columns", cfg.Mapping.String(), "stream", StreamTemplate(cfg, o.Stream),
+			"note", "an optional column added later is used after a restart; binlog mode stops when it first sees one")
+	}
+	if d := schema.DescribeFields(res.Fields); d != "" {
+		log.Info("entries carry columns beside the built-in fields", "fields", d)
+	}
+	logFormat(log, format)
+
+	if relayMode == mode.Poll {
+		// Binlog mode starts its trimmer with its lease (runBinlog).
+		stopTrim, err := startTrimmer(ctx, o, cfg, client, nil)
+		if err != nil {
+			return err
+		}
+		defer stopTrim()
+		return runPoll(ctx, o, cfg, rep.Server, db, client, res.Table)
+	}
+	return runBinlog(ctx, o, cfg, rep.Server, db, client, res.Absent, nil)
+}
+
+// setMemoryLimit sets the relay's soft memory limit and GOGC, unless the
+// environment sets them. The relay's live data is bounded
+// (--event-cache-bytes, --max-tx-bytes, the batches); a soft limit keeps
+// the garbage collector from letting the heap double past it.
+func setMemoryLimit() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetMemoryLimit(defaultMemoryLimit)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
+}
+
+// PreflightConfig is what `check` and `run` check: the table or tables of
+// o.Config, the stream and format flags, the position key, and what run
+// does with its flags at start; format is o.Format or a copy of it, which
+// the preflight may complete, and onSent is PollOnSent's.
+func PreflightConfig(ctx context.Context, o Options, format *redisstream.Format, onSent string) preflight.Config {
+	cfg := o.Config
+	pc := preflight.Config{
+		MySQLDSN: cfg.DSN(), Redis: cfg.CheckedRedis(ctx), Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
+		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: onSent, PositionKey: PositionKey(cfg, o.PositionKey),
+		Format: format, Stream: o.Stream, Partitions: o.Partitions,
+		Start: startFlags(o, cfg, *format),
+	}
+	if cfg.Several {
+		pc.Sources = cfg.Sources
+	}
+	return pc
+}
+
+// startFlags is what run does at start with its flags (check has them
+// too): the sink, the lease, trimming, --start-from.
+func startFlags(o Options, cfg Config, format redisstream.Format) *preflight.Start {
+	return &preflight.Start{
+		Sink: redisstream.Config{
+			Stream:           o.Stream,
+			Partitions:       o.Partitions,
+			DeadLetterStream: o.DeadLetterStream,
+			PositionKey:      PositionKey(cfg, o.PositionKey),
+			// The same keys as poll mode's, so that a switch between the
+			// modes skips what the other one appended.
+			Dedupe: redisstream.Dedupe{
+				Window:    o.DedupeWindow,
+				KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
+				BySource:  cfg.Several,
+			},
+			Groups:  o.EnsureGroups,
+			Format:  format,
+			Cluster: cfg.RedisCluster != nil,
+		},
+		Lease: o.Lease, LeaseTTL: o.LeaseTTL, LeaseRenew: o.LeaseRenew,
+		Trim: o.Trim, MaxLen: o.MaxLen, TrimInterval: o.TrimInterval,
+		StartFrom: o.StartFrom, Mode: o.Mode,
+	}
+}
+
+// logWarnings logs the preflight's warnings that concern the mode, once.
+func logWarnings(log *slog.Logger, rep preflight.Report, relayMode string) {
+	for _, w := range rep.Warned(preflight.Mode(relayMode)) {
+		log.Warn("preflight: "+w.Name, "detail", w.Detail, logging.KeyHint, w.Fix)
+	}
+}
+
+func logFormat(log *slog.Logger, format redisstream.Format) {
+	if format.Name != redisstream.FormatFlat {
+		log.Info("entry format", "format", format.String())
+	}
+}
+
+// runBinlog relays in binlog mode: the one table of cfg (its absent
+// columns) or, with several, the tables the preflight matched.
+func runBinlog(ctx context.Context, o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, absent []string, tables []preflight.TableMatch) error {
+	start, err := position.ParseStart(o.StartFrom)
+	if err != nil {
+		return err
+	}
+	if err := checkOldPositionKey(ctx, o, cfg, client); err != nil {
+		return err
+	}
+	lease, err := newLease(o, cfg, client)
+	if err != nil {
+		return err
+	}
+	stopTrim, err := startTrimmer(ctx, o, cfg, client, lease)
+	if err != nil {
+		return err
+	}
+	defer stopTrim()
+	sink, err := newSink(o, cfg, client, lease)
+	if err != nil {
+		return err
+	}
+	appends := metrics.NewAppends(mode.Binlog)
+	var cuts canal.Cuts
+	if cfg.RedisCluster != nil {
+		cuts = sink
+	}
+	reader, err := newReader(o, cfg, srv, db, appends.Sink(sink), cuts, absent, tables, start, lease, client)
+	if err != nil {
+		return err
+	}
+	probeDB, err := openProbeDB(cfg)
+	if err != nil {
+		return err
+	}
+	defer probeDB.Close()
+	stop, err := startMonitor(ctx, o, cfg, mode.Binlog, probeDB, client, lag.MonitorConfig{
+		Binlog: &lag.Binlog{DB: probeDB, Server: srv, Dumper: DumperFor(cfg, srv.Flavor)},
+		Relay: func() lag.Relay {
+			s := reader.Stats()
+			return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos, Standby: s.Standby}
+		},
+	}, metrics.BinlogCollector(reader.Stats), appends)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return reader.Run(ctx)
+}
+
+// newLease builds the lease of the position from --lease, --lease-ttl and
+// --lease-renew; nil with --lease=false.
+func newLease(o Options, cfg Config, client redis.UniversalClient) (*redisstream.Lease, error) {
+	if !o.Lease {
+		return nil, nil
+	}
+	if err := preflight.CheckLease(o.LeaseTTL, o.LeaseRenew); err != nil {
+		return nil, err
+	}
+	return redisstream.NewLease(client, redisstream.LeaseConfig{Key: redisstream.KeysFor(cfg.Database, cfg.Table, o.PositionKey).Lease, TTL: o.LeaseTTL,
+		Cluster: cfg.RedisCluster != nil})
+}
+
+// newSink builds the Redis sink from the stream and format flags; lease,
+// when not nil, is checked with every append.
+func newSink(o Options, cfg Config, client redis.UniversalClient, lease *redisstream.Lease) (*redisstream.Sink, error) {
+	sc := startFlags(o, cfg, o.Format).SinkConfig(cfg.Mapping)
+	sc.Lease = lease
+	return redisstream.New(client, sc)
+}
+
+// StreamTemplate returns given (--stream), or, when it is not set (""), the
+// default: one without {aggregate_type} when the table has no such column.
+func StreamTemplate(cfg Config, given string) string {
+	switch {
+	case given != "":
+		return given
+	case !cfg.Mapping.Has(schema.ColAggregateType):
+		return redisstream.DefaultStreamNoAggregateType
+	}
+	return redisstream.DefaultStream
+}
+
+// checkOldPositionKey stops binlog mode when a position is stored under the
+// table's name as configured while the server stores it in another letter
+// case. Earlier versions of the relay compared the binlog with the
+// configured name on such servers, skipped the table's rows and stored a
+// position past them; starting afresh under the server's name would hide
+// that gap.
+func checkOldPositionKey(ctx context.Context, o Options, cfg Config, client redis.UniversalClient) error {
+	if o.PositionKey != "" || cfg.Given == "" {
+		return nil
+	}
+	old, key := redisstream.KeyPrefix+"position:"+cfg.Given, PositionKey(cfg, o.PositionKey)
+	n, err := client.Exists(ctx, old).Result()
+	if err != nil {
+		return fmt.Errorf("look for a position stored under %s (EXISTS): %w", old, redisstream.Classify(err))
+	}
+	if n == 0 {
+		return nil
+	}
+	return outbox.WithHint(fmt.Errorf("%w: a position is stored under %s, but the server names the table %s (lower_case_table_names=%d), and the relay now keeps it at %s",
+		outbox.ErrConfig, old, cfg.Database+"."+cfg.Table, cfg.LowerCaseTableNames, key),
+		"a relay that ran with %s compared the binlog with that name and skipped the table's rows; re-read from where it started, or accept the gap and republish rows it missed with --mode poll, then delete %s (redis-cli DEL %s) and set the position with `binlog-outbox position set`",
+		old, old, old)
+}
+
+// PositionKey is given (--position-key) or, for one table, the table's
+// default key; "" for several tables without --position-key
+// (RequirePositionKey).
+func PositionKey(cfg Config, given string) string {
+	if cfg.Several {
+		return given
+	}
+	return redisstream.KeysFor(cfg.Database, cfg.Table, given).Position
+}
+
+// RequirePositionKey refuses several tables without --position-key
+// (given), in the words of check (preflight.NoPositionKey).
+func RequirePositionKey(cfg Config, given string) error {
+	if !cfg.Several || given != "" {
+		return nil
+	}
+	return preflight.NoPositionKey(cfg.TableString())
+}
+
+// newReader builds the binlog reader; cuts, when not nil, is the sink on
+// Redis Cluster, which says where batches must end. With client (run) the reader claims its server id
+// there before every binlog connection (redisstream.ServerIDClaimer).
+func newReader(o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, cuts canal.Cuts, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease, client redis.UniversalClient) (*canal.Reader, error) {
+	host, port, err := preflight.BinlogAddr(cfg.MySQL.Net, cfg.MySQL.Addr)
+	if err != nil {
+		return nil, err
+	}
+	rcfg := canal.Config{
+		Host: host, Port: port, User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
+		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
+		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
+		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
+		Start: start, PositionKey: PositionKey(cfg, o.PositionKey), Cuts: cuts,
+	}
+	if cfg.Resolved {
+		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}
+	}
+	if cfg.Several {
+		rcfg.Sources = canalSources(cfg, tables)
+	}
+	// Zero (a command other than run) is the reader's default.
+	rcfg.HeartbeatPeriod = o.Heartbeat
+	rcfg.MaxBatchEvents = o.MaxBatchEvents
+	rcfg.MaxTxBytes = o.MaxTxBytes
+	rcfg.EventCacheBytes = o.EventCacheBytes
+	if client != nil {
+		host, _ := os.Hostname()
+		rcfg.ServerIDClaim = redisstream.NewServerIDClaimer(client, cfg.ServerID, rcfg.PositionKey, fmt.Sprintf("%s/%d", host, os.Getpid()), 0)
+	}
+	if lease != nil {
+		// Not a nil *Lease in the interface: the reader would take it for one.
+		rcfg.Lease, rcfg.LeaseRenew = lease, o.LeaseRenew
+		if rcfg.LeaseStepDown = o.LeaseStepDown; rcfg.LeaseStepDown <= 0 {
+			rcfg.LeaseStepDown = -1
+		}
+	}
+	return canal.New(db, sink, rcfg, cfg.Logger)
+}
+
+// NewReader builds the binlog reader of cfg's table or tables that
+// `position set` checks a position with: under positionKey (--position-key),
+// without lease or server id claim, with the reader's defaults.
+func NewReader(cfg Config, positionKey string, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, start position.Start) (*canal.Reader, error) {
+	return newReader(Options{PositionKey: positionKey}, cfg, srv, db, sink, nil, nil, nil, start, nil, nil)
+}
