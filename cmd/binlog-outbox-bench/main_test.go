@@ -62,8 +62,8 @@ func benchReport(t *testing.T, extra ...string) bench.Report {
 // TestBench_Smoke runs the bench at a tiny size: the table prints and every
 // ratio is computed. It asserts no timing: benchmarks are not timed tests.
 func TestBench_Smoke(t *testing.T) {
-	// bench starts servers of its own.
-	t.Parallel()
+	// Not parallel: the app's flags are values shared by every NewApp, and
+	// urfave/cli writes to them as it parses (go test -race says so).
 	rep := benchReport(t)
 	if len(rep.Ceilings) < 10 || len(rep.Results) != len(bench.Workloads()) {
 		t.Fatalf("got %d ceilings and %d results, want at least 10 ceilings and %d results: %+v", len(rep.Ceilings), len(rep.Results), len(bench.Workloads()), rep)
@@ -95,8 +95,8 @@ func TestBench_Smoke(t *testing.T) {
 // TestBench_Workloads runs one workload: only it and the ceilings it is
 // compared with are measured.
 func TestBench_Workloads(t *testing.T) {
-	// bench starts servers of its own.
-	t.Parallel()
+	// Not parallel: the app's flags are values shared by every NewApp, and
+	// urfave/cli writes to them as it parses (go test -race says so).
 	rep := benchReport(t, "--workloads", bench.WorkApp)
 	if len(rep.Results) != 1 || !strings.HasPrefix(rep.Results[0].Workload, "catch-up app-shaped") {
 		t.Fatalf("got results %+v, want the app workload's only", rep.Results)
