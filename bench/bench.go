@@ -819,14 +819,8 @@ wait:
 	produced := p.committed.Load()
 	elapsed := time.Since(began)
 	lagEnd := produced - a.count(0)
-	drainBy := time.Now().Add(30 * time.Second)
-	for i := range keys {
-		for a.count(i) < produced {
-			if time.Now().After(drainBy) || ch.done() {
-				return ch.failure(fmt.Sprintf("did not catch up: %d of %d entries in %s", a.count(i), produced, keys[i]))
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+	if err := drain(ch, a, keys, produced); err != nil {
+		return err
 	}
 	stopReader()
 	if err := <-readErr; err != nil {
@@ -854,6 +848,21 @@ wait:
 		}
 	}
 	r.result(res)
+	return nil
+}
+
+// drain waits until every stream of keys holds the produced entries, or
+// fails after 30 s or when the relay exits.
+func drain(ch *child, a *arrivals, keys []string, produced int64) error {
+	drainBy := time.Now().Add(30 * time.Second)
+	for i := range keys {
+		for a.count(i) < produced {
+			if time.Now().After(drainBy) || ch.done() {
+				return ch.failure(fmt.Sprintf("did not catch up: %d of %d entries in %s", a.count(i), produced, keys[i]))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	return nil
 }
 

@@ -580,16 +580,23 @@ func (p *Poller) round(ctx context.Context) (round, error) {
 		return r, fmt.Errorf("poll: commit: %w", err)
 	}
 	r.relayed = len(events)
+	p.record(r, dead, oversize, appended)
+	return r, nil
+}
+
+// record counts a committed round in the stats: r.relayed events, dead of
+// them dead letters (oversize for their size), appended of them not
+// dropped as duplicates by the dedupe window.
+func (p *Poller) record(r round, dead, oversize, appended int) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.stats.Rounds++
-	p.stats.Events += uint64(len(events))
+	p.stats.Events += uint64(r.relayed)
 	p.stats.DeadLetters += uint64(dead)
 	p.stats.Oversize += uint64(oversize)
-	p.stats.Duplicates += uint64(len(events) - appended)
+	p.stats.Duplicates += uint64(r.relayed - appended)
 	p.stats.Deferred += uint64(r.deferred)
-	if len(events) > 0 {
+	if r.relayed > 0 {
 		p.stats.LastRelay = time.Now()
 	}
-	p.mu.Unlock()
-	return r, nil
 }
