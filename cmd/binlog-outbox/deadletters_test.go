@@ -220,7 +220,10 @@ func TestDeadLetters_ReplayKilledExactlyOnce(t *testing.T) {
 		p := relaytest.StartProcess(t, binary(t), args...)
 		select {
 		case <-p.Done():
-		case <-time.After(time.Duration(20+rand.IntN(60)) * time.Millisecond):
+		// The window grows with each attempt, so that a loaded machine,
+		// where a replay takes longer than the first windows to start,
+		// still sees one finish.
+		case <-time.After(time.Duration(20+rand.IntN(60)+10*attempt) * time.Millisecond):
 			p.Signal(t, syscall.SIGKILL)
 			kills++
 		}
