@@ -131,13 +131,14 @@ func TestDemoScript(t *testing.T) {
 	}
 }
 
-// TestLaravelMigration_UpToDate regenerates the committed migration.
+// TestLaravelMigration_UpToDate regenerates the migration that the package
+// binlog-outbox/laravel brings.
 func TestLaravelMigration_UpToDate(t *testing.T) {
 	want, err := exec.Command(exampletest.Build(t, "./cmd/binlog-outbox"), "schema", "print", "--format", "laravel").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("examples", "laravel", "database", "migrations", "2024_01_01_000000_create_outbox_table.php")
+	path := filepath.Join("integrations", "laravel", "database", "migrations", "2024_01_01_000000_create_outbox_table.php")
 	if got := readFile(t, path); got != string(want) {
 		t.Errorf("%s differs from `binlog-outbox schema print --format laravel`; regenerate it:\n  go run ./cmd/binlog-outbox schema print --format laravel > %s", path, path)
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,7 +90,7 @@ func TestLaravelExample(t *testing.T) {
 	checkLaravelEvent(t, rdb.XRangeN(ctx, "outbox:order", "-", "+", 1).Val()[0].Values)
 }
 
-// checkLaravelEvent checks what OutboxEvent wrote, as the relay relayed it:
+// checkLaravelEvent checks what the package's Outbox::record wrote, as the relay relayed it:
 // the JSON casts, the microseconds of occurred_at, a ULID message id.
 func checkLaravelEvent(t *testing.T, v map[string]any) {
 	t.Helper()
@@ -144,8 +145,10 @@ func (a *artisan) run(args ...string) string {
 
 // TestComposerJSON checks what Composer would do with the files the suite
 // does not install from (no Packagist here): the Laravel app requires
-// Laravel 10 to 12 and the consumer library through its path repository,
-// and every class sits where its PSR-4 entry makes Composer look for it.
+// Laravel 10 to 12, the package binlog-outbox/laravel and the consumer
+// library through their path repositories, the package is discovered by
+// Laravel, and every class sits where its PSR-4 entry makes Composer look
+// for it.
 func TestComposerJSON(t *testing.T) {
 	type composer struct {
 		Name         string            `json:"name"`
@@ -156,6 +159,11 @@ func TestComposerJSON(t *testing.T) {
 		Autoload struct {
 			PSR4 map[string]string `json:"psr-4"`
 		} `json:"autoload"`
+		Extra struct {
+			Laravel struct {
+				Providers []string `json:"providers"`
+			} `json:"laravel"`
+		} `json:"extra"`
 	}
 	read := func(dir string) composer {
 		t.Helper()
@@ -165,18 +173,50 @@ func TestComposerJSON(t *testing.T) {
 		}
 		return c
 	}
-	app, lib := read("examples/laravel"), read("examples/php/lib")
+	app, lib, pkg := read("examples/laravel"), read("examples/php/lib"), read("integrations/laravel")
 	if got := app.Require["laravel/framework"]; got != "^10.0|^11.0|^12.0" {
 		t.Errorf("examples/laravel requires laravel/framework %q, want ^10.0|^11.0|^12.0", got)
 	}
-	if len(app.Repositories) != 1 || app.Repositories[0].Type != "path" || filepath.Clean(filepath.Join("examples/laravel", app.Repositories[0].URL)) != "examples/php/lib" {
-		t.Errorf("examples/laravel repositories %+v, want the path repository ../php/lib", app.Repositories)
+	var paths []string
+	for _, r := range app.Repositories {
+		if r.Type == "path" {
+			paths = append(paths, filepath.Clean(filepath.Join("examples/laravel", r.URL)))
+		}
 	}
-	if _, ok := app.Require[lib.Name]; !ok || lib.Name == "" {
-		t.Errorf("examples/laravel does not require the library %q of its path repository", lib.Name)
+	if !slices.Equal(paths, []string{"integrations/laravel", "examples/php/lib"}) {
+		t.Errorf("examples/laravel's path repositories %v, want integrations/laravel and examples/php/lib", paths)
+	}
+	for _, name := range []string{lib.Name, pkg.Name} {
+		if _, ok := app.Require[name]; !ok || name == "" {
+			t.Errorf("examples/laravel does not require the package %q of its path repository", name)
+		}
+	}
+	for _, dep := range []string{"illuminate/support", "illuminate/database", "illuminate/queue"} {
+		if got := pkg.Require[dep]; got != "^8.0|^9.0|^10.0|^11.0|^12.0" {
+			t.Errorf("integrations/laravel requires %s %q, want ^8.0|^9.0|^10.0|^11.0|^12.0", dep, got)
+		}
+	}
+	if want := []string{`BinlogOutbox\Laravel\OutboxServiceProvider`}; !slices.Equal(pkg.Extra.Laravel.Providers, want) {
+		t.Errorf("integrations/laravel's extra.laravel.providers %v, want %v", pkg.Extra.Laravel.Providers, want)
 	}
 	checkPSR4(t, "examples/laravel", app.Autoload.PSR4)
 	checkPSR4(t, "examples/php/lib", lib.Autoload.PSR4)
+	checkPSR4(t, "integrations/laravel", pkg.Autoload.PSR4)
+}
+
+// TestComposerValidate runs Debian's composer on the package's composer.json:
+// a package Composer refuses installs nowhere.
+func TestComposerValidate(t *testing.T) {
+	composer, err := exec.LookPath("composer")
+	if err != nil {
+		t.Fatalf("composer not found in PATH (%v); install it with: apt-get install -y composer", err)
+	}
+	cmd := exec.Command(composer, "validate", "--no-interaction", "--no-check-publish")
+	cmd.Dir = repo(t, "integrations", "laravel")
+	cmd.Env = append(os.Environ(), "COMPOSER_HOME="+t.TempDir(), "COMPOSER_NO_AUDIT=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("composer validate in integrations/laravel: %v\n%s", err, out)
+	}
 }
 
 var namespaceRE = regexp.MustCompile(`(?m)^namespace ([A-Za-z0-9_\\]+);$`)

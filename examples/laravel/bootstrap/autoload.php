@@ -4,7 +4,8 @@
 // installed with `composer install` (Laravel 10 to 12 from Packagist). Without
 // vendor/, it runs on Debian's Laravel 8 (apt-get install
 // php-laravel-framework), as the test suite does: Debian's autoloader for the
-// framework, the shared consumer from ../php/lib, and the app's own classes.
+// framework, the package binlog-outbox/laravel from ../../integrations/laravel,
+// the shared consumer from ../php/lib, and the app's own classes.
 
 if (is_file(__DIR__ . '/../vendor/autoload.php')) {
     require __DIR__ . '/../vendor/autoload.php';
@@ -18,6 +19,7 @@ if (!is_file($debian)) {
     exit(1);
 }
 require $debian;
+require __DIR__ . '/../../../integrations/laravel/autoload.php';
 require __DIR__ . '/../../php/lib/autoload.php';
 
 spl_autoload_register(static function (string $class): void {

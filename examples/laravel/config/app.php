@@ -20,6 +20,9 @@ return [
         Illuminate\Database\MigrationServiceProvider::class,
         Illuminate\Foundation\Providers\ComposerServiceProvider::class,
         Illuminate\Redis\RedisServiceProvider::class,
+        // binlog-outbox/laravel's; Composer's package discovery adds it in an
+        // installed application, Debian's autoloader does not.
+        BinlogOutbox\Laravel\OutboxServiceProvider::class,
         App\Providers\OutboxServiceProvider::class,
     ],
 

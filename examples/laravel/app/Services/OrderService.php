@@ -3,7 +3,6 @@
 namespace App\Services;
 
 use App\Models\Order;
-use App\Models\OutboxEvent;
 use Illuminate\Support\Facades\DB;
 
 /**
@@ -27,11 +26,12 @@ class OrderService
                 'status' => 'placed',
             ]);
 
-            OutboxEvent::record('order', $order->id, 'order.placed', [
+            // Order uses RecordsOutboxEvents: Outbox::record('order', $order->id, ...).
+            $order->recordOutboxEvent('order.placed', [
                 'order_id' => $order->id,
                 'customer' => $order->customer,
                 'total_cents' => $order->total_cents,
-            ], array_filter(['trace_id' => $traceId]));
+            ], headers: array_filter(['trace_id' => $traceId]));
 
             // Checked with the new order written: the exception rolls back the
             // order and its event together, and the relay never sees either.
@@ -52,7 +52,7 @@ class OrderService
             $order = Order::whereKey($order->id)->lockForUpdate()->firstOrFail();
             $order->update(['status' => 'paid']);
 
-            OutboxEvent::record('order', $order->id, 'order.paid', ['order_id' => $order->id]);
+            $order->recordOutboxEvent('order.paid', ['order_id' => $order->id]);
         });
     }
 }

@@ -2,9 +2,9 @@
 
 namespace App\Console\Commands;
 
-use App\Models\OutboxEvent;
 use App\Services\CreditLimitExceeded;
 use App\Services\OrderService;
+use BinlogOutbox\Laravel\OutboxEvent;
 use Illuminate\Console\Command;
 
 /**
