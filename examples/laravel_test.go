@@ -3,6 +3,7 @@ package examples_test
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -267,5 +268,78 @@ func checkPSR4(t *testing.T, dir string, psr4 map[string]string) {
 		if classes == 0 {
 			t.Errorf("no class under %s (PSR-4 %s)", root, prefix)
 		}
+	}
+}
+
+// TestLaravelPackage_Record runs integrations/laravel/tests/record.php in
+// examples/laravel on Debian's Laravel 8: Outbox::record outside a
+// transaction is refused; inside one its row commits or rolls back with the
+// transaction, nested transactions (savepoints) included; the Eloquent trait
+// records with the model as the aggregate. The outbox table then holds
+// exactly the committed events, with their schema version and headers.
+func TestLaravelPackage_Record(t *testing.T) {
+	php := requirePHP(t)
+	if _, err := os.Stat(debianLaravel); err != nil {
+		t.Fatalf("Laravel is not installed (%v); install it with: apt-get install -y php-laravel-framework (scripts/test.sh installs it)", err)
+	}
+	e := exampletest.NewBareEnv(t)
+	art := newArtisan(t, php, e)
+	art.run("migrate", "--force")
+
+	var got struct {
+		Committed  []string `json:"committed"`
+		RolledBack []string `json:"rolled_back"`
+		Refused    bool     `json:"refused"`
+	}
+	out := art.php.run(repo(t, "integrations", "laravel", "tests", "record.php"), repo(t, "examples", "laravel"))
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("record.php printed %q: %v", out, err)
+	}
+	if !got.Refused {
+		t.Error("Outbox::record outside a transaction was not refused")
+	}
+	if len(got.Committed) != 4 || len(got.RolledBack) != 4 {
+		t.Fatalf("record.php committed %d events and rolled back %d, want 4 and 4: %s", len(got.Committed), len(got.RolledBack), out)
+	}
+
+	type row struct {
+		aggregateType, aggregateID, eventType string
+		schemaVersion                         sql.NullInt64
+		headers                               sql.NullString
+	}
+	rows, err := e.DB.Query("SELECT message_id, aggregate_type, aggregate_id, event_type, schema_version, headers FROM outbox ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	stored := map[string]row{}
+	var order []string
+	for rows.Next() {
+		var id string
+		var r row
+		if err := rows.Scan(&id, &r.aggregateType, &r.aggregateID, &r.eventType, &r.schemaVersion, &r.headers); err != nil {
+			t.Fatal(err)
+		}
+		if !ulidRE.MatchString(id) {
+			t.Errorf("message_id %q is not a ULID", id)
+		}
+		stored[id] = r
+		order = append(order, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(order, got.Committed) {
+		t.Errorf("the outbox table holds %v, want the committed events %v and none of the rolled-back %v", order, got.Committed, got.RolledBack)
+	}
+	first := stored[got.Committed[0]]
+	if first.eventType != "order.placed" || first.aggregateID != "2" || first.schemaVersion.Int64 != 3 || !strings.Contains(first.headers.String, `"trace-2"`) {
+		t.Errorf("the first committed event is %+v, want order.placed of order 2 with schema version 3 and trace_id trace-2", first)
+	}
+	if r := stored[got.Committed[1]]; r.schemaVersion.Valid || r.headers.Valid {
+		t.Errorf("an event recorded without schema version and headers has %+v, want both NULL", r)
+	}
+	if last := stored[got.Committed[3]]; last.aggregateType != "order" || last.eventType != "order.placed" {
+		t.Errorf("the trait's event is %+v, want order.placed of aggregate type order", last)
 	}
 }
