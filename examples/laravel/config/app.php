@@ -17,8 +17,10 @@ return [
     'providers' => [
         Illuminate\Database\DatabaseServiceProvider::class,
         Illuminate\Filesystem\FilesystemServiceProvider::class,
-        Illuminate\Database\MigrationServiceProvider::class,
-        Illuminate\Foundation\Providers\ComposerServiceProvider::class,
+        // migrate, queue:work, queue:retry and the other commands.
+        Illuminate\Foundation\Providers\ConsoleSupportServiceProvider::class,
+        Illuminate\Cache\CacheServiceProvider::class,
+        Illuminate\Queue\QueueServiceProvider::class,
         Illuminate\Redis\RedisServiceProvider::class,
         // binlog-outbox/laravel's; Composer's package discovery adds it in an
         // installed application, Debian's autoloader does not.

@@ -1,0 +1,42 @@
+<?php
+
+use App\Jobs\BillOrder;
+
+// `php artisan queue:work outbox --queue=outbox:order`: the package's
+// "outbox" driver reads the relay's streams through a consumer group.
+return [
+    'default' => env('QUEUE_CONNECTION', 'outbox'),
+
+    'connections' => [
+        'outbox' => [
+            'driver' => 'outbox',
+            // config/database.php's redis connection without a key prefix.
+            'connection' => env('OUTBOX_REDIS_CONNECTION', 'outbox'),
+            'queue' => env('OUTBOX_STREAM', 'outbox:order'),
+            'group' => env('OUTBOX_QUEUE_GROUP', 'billing-queue'),
+            // Unique in the group and stable across restarts.
+            'consumer' => env('OUTBOX_CONSUMER', gethostname() . '-' . getmypid()),
+            // Seconds an attempt may take before the entry is claimed again:
+            // longer than the slowest job, and more than --timeout.
+            'retry_after' => (int) env('OUTBOX_RETRY_AFTER', 90),
+            'block_for' => 1,
+            'dead_letter_stream' => env('OUTBOX_DEAD_LETTER_STREAM', 'outbox:dead-letter'),
+            // The inbox on the connection the jobs write with (null: the default).
+            'db_connection' => env('OUTBOX_DB_CONNECTION'),
+            'inbox_table' => 'processed_messages',
+            // event_type => a class with handle(OutboxMessage $event, int $attempt);
+            // event types without one are acknowledged unprocessed.
+            'jobs' => [
+                'order.placed' => BillOrder::class,
+                'order.paid' => BillOrder::class,
+            ],
+        ],
+    ],
+
+    // queue:failed, queue:retry.
+    'failed' => [
+        'driver' => 'database-uuids',
+        'database' => env('DB_CONNECTION', 'mysql'),
+        'table' => 'failed_jobs',
+    ],
+];

@@ -1,0 +1,169 @@
+<?php
+
+declare(strict_types=1);
+
+namespace BinlogOutbox\Laravel\Queue;
+
+use Illuminate\Contracts\Queue\Queue as QueueContract;
+use Illuminate\Database\ConnectionInterface;
+use Illuminate\Queue\Queue;
+use LogicException;
+use Redis;
+use RedisException;
+
+/**
+ * OutboxQueue is a Laravel queue on the relay's Redis streams: pop reads an
+ * entry through the consumer group (XAUTOCLAIM of entries pending longer
+ * than retry_after first, so a failed or abandoned attempt comes back, then
+ * XREADGROUP), and the job acknowledges it (XACK) once its handler's
+ * transaction committed. The streams carry outbox events only: pushRaw
+ * appends a failed job's entry again for queue:retry, push refuses.
+ */
+class OutboxQueue extends Queue implements QueueContract
+{
+    /** @var array<string, true> streams whose group exists */
+    private array $groups = [];
+
+    public function __construct(private Redis $redis, private ConnectionInterface $db, private QueueOptions $options)
+    {
+    }
+
+    public function size($queue = null)
+    {
+        return (int) $this->redis->xLen($this->getQueue($queue));
+    }
+
+    public function push($job, $data = '', $queue = null)
+    {
+        throw new LogicException('the outbox queue carries outbox events: record them with Outbox::record in the transaction of the change');
+    }
+
+    /** pushRaw appends the entry of a job's payload (queue:retry of a failed job) to its stream. */
+    public function pushRaw($payload, $queue = null, array $options = [])
+    {
+        $decoded = json_decode($payload, true, 512, JSON_THROW_ON_ERROR);
+        $entry = $decoded['data']['entry'] ?? throw new LogicException('not an outbox job payload: no data.entry');
+        return $this->redis->xAdd($this->getQueue($queue ?? $decoded['data']['stream'] ?? null), '*', $entry);
+    }
+
+    public function later($delay, $job, $data = '', $queue = null)
+    {
+        return $this->push($job, $data, $queue);
+    }
+
+    public function pop($queue = null)
+    {
+        $stream = $this->getQueue($queue);
+        $this->ensureGroup($stream);
+        // Entries without a job class are acknowledged unprocessed, so that a
+        // new event type does not block the group; then read on.
+        for ($i = 0; $i < 100; $i++) {
+            $read = $this->claimIdle($stream) ?? $this->readNew($stream);
+            if ($read === null) {
+                return null;
+            }
+            [$id, $fields, $deliveries] = $read;
+            $class = $this->options->jobs[$fields['event_type'] ?? ''] ?? null;
+            if ($class === null) {
+                $this->ack($stream, $id);
+                continue;
+            }
+            return new OutboxJob($this->container, $this, $stream, $id, $fields, $deliveries, $class, $this->connectionName);
+        }
+        return null;
+    }
+
+    public function getQueue(?string $queue): string
+    {
+        return $queue ?: $this->options->stream;
+    }
+
+    public function options(): QueueOptions
+    {
+        return $this->options;
+    }
+
+    public function database(): ConnectionInterface
+    {
+        return $this->db;
+    }
+
+    public function ack(string $stream, string $id): void
+    {
+        $this->redis->xAck($stream, $this->options->group, [$id]);
+    }
+
+    /**
+     * releaseAfter makes the entry claimable in $delay seconds: its idle time
+     * is set so that retry_after passes then (JUSTID leaves its delivery
+     * count alone).
+     */
+    public function releaseAfter(string $stream, string $id, int $delay): void
+    {
+        $idle = max(0, ($this->options->retryAfter - $delay) * 1000);
+        $this->redis->rawCommand('XCLAIM', $stream, $this->options->group, $this->options->consumer, '0', $id, 'IDLE', (string) $idle, 'JUSTID');
+    }
+
+    /** deadLetter copies a job's entry that failed for good to the dead-letter stream. */
+    public function deadLetter(string $stream, string $id, array $fields, int $deliveries, string $reason): void
+    {
+        $this->redis->xAdd($this->options->deadLetterStream, '*', $fields + [
+            'reason' => $reason,
+            'source_stream' => $stream,
+            'source_entry_id' => $id,
+            'consumer_group' => $this->options->group,
+            'deliveries' => (string) $deliveries,
+        ]);
+    }
+
+    private function ensureGroup(string $stream): void
+    {
+        if (isset($this->groups[$stream])) {
+            return;
+        }
+        try {
+            $this->redis->rawCommand('XGROUP', 'CREATE', $stream, $this->options->group, '0', 'MKSTREAM');
+        } catch (RedisException $e) {
+            if (!str_contains($e->getMessage(), 'BUSYGROUP')) {
+                throw $e;
+            }
+        }
+        $this->groups[$stream] = true;
+    }
+
+    /** @return array{string, array<string, string>, int}|null */
+    private function claimIdle(string $stream): ?array
+    {
+        $o = $this->options;
+        $reply = $this->redis->rawCommand('XAUTOCLAIM', $stream, $o->group, $o->consumer, (string) ($o->retryAfter * 1000), '0-0', 'COUNT', '1');
+        foreach ($reply[1] ?? [] as $entry) {
+            if (!is_array($entry) || !is_array($entry[1] ?? null)) {
+                continue; // trimmed away while pending (Redis 6.2)
+            }
+            $pending = $this->redis->rawCommand('XPENDING', $stream, $o->group, $entry[0], $entry[0], '1');
+            return [$entry[0], self::pairs($entry[1]), (int) ($pending[0][3] ?? 1)];
+        }
+        return null;
+    }
+
+    /** @return array{string, array<string, string>, int}|null */
+    private function readNew(string $stream): ?array
+    {
+        $o = $this->options;
+        $reply = $this->redis->xReadGroup($o->group, $o->consumer, [$stream => '>'], 1, $o->blockFor * 1000);
+        foreach ($reply[$stream] ?? [] as $id => $fields) {
+            return [(string) $id, $fields, 1];
+        }
+        return null;
+    }
+
+    /** @return array<string, string> */
+    private static function pairs(array $flat): array
+    {
+        $fields = [];
+        for ($i = 0; $i + 1 < count($flat); $i += 2) {
+            $fields[$flat[$i]] = $flat[$i + 1];
+        }
+        return $fields;
+    }
+}
