@@ -149,13 +149,21 @@ func (m Mapping) Validate() error {
 			return outbox.WithHint(fmt.Errorf("%w: column %s maps to %q, which is not a valid column name", outbox.ErrConfig, l, p),
 				"use the plain column name, without quotes or backticks, at most 64 characters")
 		}
-		if other, dup := seen[strings.ToLower(p)]; dup {
+		if other, dup := seen[strings.ToLower(p)]; dup && !(routing(other) && routing(l)) {
 			return outbox.WithHint(fmt.Errorf("%w: logical columns %s and %s both map to column %q", outbox.ErrConfig, other, l, p),
 				"map each logical column to its own column with --column")
 		}
 		seen[strings.ToLower(p)] = l
 	}
 	return nil
+}
+
+// routing reports whether a logical column is one of the text columns that
+// name an event's aggregate and type. A table may have one column for
+// several of them (messenger_messages' queue_name): they are read, never
+// written, so sharing one is no ambiguity.
+func routing(logical string) bool {
+	return logical == ColAggregateType || logical == ColAggregateID || logical == ColEventType
 }
 
 // Flags returns the --column flags that turn DefaultMapping into m, omitting
