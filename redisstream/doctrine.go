@@ -17,13 +17,8 @@ import (
 // the headers carry the message's type.
 const FormatDoctrine = "symfony-doctrine"
 
-// FieldAvailableAt is the entry field that carries messenger_messages'
-// available_at column (the preset's --extra-column): the time from which the
-// Doctrine transport would deliver the message.
-const FieldAvailableAt = "available_at"
-
-// doctrineTimeLayout is how the readers render a DATETIME column as text.
-const doctrineTimeLayout = "2006-01-02 15:04:05.999999"
+// now is the clock a row's available_at (its occurred_at) is held against.
+var now = time.Now
 
 // prepareDoctrine encodes the Redis transport's envelope {"body": ...,
 // "headers": {...}} of a messenger_messages row, or marks e Invalid. The
@@ -31,11 +26,14 @@ const doctrineTimeLayout = "2006-01-02 15:04:05.999999"
 // and the event type the message's class (the headers' type), which the
 // entry fields and the stream template then show.
 //
-// A delayed message (available_at after created_at, as Doctrine's send
-// writes a DelayStamp) goes to the dead-letter stream with the reason:
-// appended to the stream it would be handled at once, before its time, and
-// the Redis transport's delayed set (<stream>__queue) is not written in the
-// append's atomic step.
+// A message still delayed when the relay reads it (available_at, which the
+// preset maps to occurred_at, in the future: Doctrine's send of a DelayStamp)
+// goes to the dead-letter stream with the reason: appended to the stream it
+// would be handled at once, before its time, and the Redis transport's
+// delayed set (<stream>__queue) is not written in the append's atomic step.
+// A delayed row read once it is due (a catch-up) is relayed as any other.
+// The relay's clock against the application's: a skew between them moves
+// the line by as much.
 func prepareDoctrine(e *outbox.Event) {
 	if e.Invalid != "" || e.Envelope != nil {
 		return
@@ -45,27 +43,21 @@ func prepareDoctrine(e *outbox.Event) {
 		e.Invalid = "body is not valid UTF-8, which the JSON of the Redis transport's message needs"
 		return
 	}
+	// PHP's json_encode writes no headers (PhpSerializer's) as [], which the
+	// Redis transport writes and decodes alike.
 	var headers map[string]any
-	if err := json.Unmarshal(e.Headers, &headers); err != nil || headers == nil {
-		e.Invalid = "headers is not a JSON object, which Messenger's Doctrine transport writes and its Redis transport needs"
-		return
+	if h := strings.TrimSpace(string(e.Headers)); h != "[]" {
+		if err := json.Unmarshal(e.Headers, &headers); err != nil || headers == nil {
+			e.Invalid = "headers is not a JSON object, which Messenger's Doctrine transport writes and its Redis transport needs"
+			return
+		}
 	}
 	if t, ok := headers[messengerHeaderType].(string); ok && t != "" {
 		e.EventType = t
 	}
-	for _, f := range e.Fields {
-		if f.Name != FieldAvailableAt {
-			continue
-		}
-		at, err := time.Parse(doctrineTimeLayout, strings.TrimSpace(f.Value))
-		if err != nil {
-			e.Invalid = "available_at " + strconv.Quote(f.Value) + " is not a DATETIME"
-			return
-		}
-		if at.After(e.OccurredAt) {
-			e.Invalid = "message is delayed until " + f.Value + " UTC (DelayStamp): relayed now it would be handled before its time, and the relay does not write the Redis transport's delayed set; dispatch delayed messages to the Redis transport directly"
-			return
-		}
+	if e.OccurredAt.After(now()) {
+		e.Invalid = "message is delayed until " + e.OccurredAt.UTC().Format(OccurredAtLayout) + " (available_at, a DelayStamp): relayed now it would be handled before its time, and the relay does not write the Redis transport's delayed set; send delayed messages to the Redis transport directly"
+		return
 	}
 	b := make([]byte, 0, len(e.Payload)+len(e.Payload)/8+len(e.Headers)+32)
 	b = append(b, `{"body":`...)

@@ -25,12 +25,15 @@ const SymfonyDoctrineTable = "messenger_messages"
 
 // symfonyDoctrineColumns map messenger_messages' columns: queue_name is the
 // aggregate (the stream of outbox:{aggregate_type}, the ordering key) and
-// stands in for event_type until the headers name the class; message_id is
-// made from the id (redisstream.FormatDoctrine), delivered_at is left to the
-// Doctrine transport's own worker, which must not run on the table.
+// stands in for event_type until the headers name the class; occurred_at is
+// available_at, the time from which the message may be handled, which
+// redisstream.FormatDoctrine holds delayed messages to; message_id is made
+// from the id; created_at and delivered_at are not read (the Doctrine
+// transport's own worker, which sets delivered_at, must not run on the
+// table).
 var symfonyDoctrineColumns = []string{
 	"aggregate_type=queue_name", "aggregate_id=queue_name", "event_type=queue_name",
-	"payload=body", "occurred_at=created_at", "message_id=-", "schema_version=-", "sent_at=-",
+	"payload=body", "occurred_at=available_at", "message_id=-", "schema_version=-", "sent_at=-",
 }
 
 func sourceFlag() Flag {
@@ -52,11 +55,6 @@ func applySource(vs values) error {
 		v := vs[nameColumn]
 		v.Values = append(slices.Clone(symfonyDoctrineColumns), v.Values...)
 		vs[nameColumn] = v
-		e := vs[nameExtraColumn]
-		if !slices.Contains(e.Values, redisstream.FieldAvailableAt) {
-			e.Values = append([]string{redisstream.FieldAvailableAt}, e.Values...)
-		}
-		vs[nameExtraColumn] = e
 		return nil
 	default:
 		return outbox.WithHint(fmt.Errorf("%w: --source %q is not a known source", outbox.ErrConfig, src),
