@@ -40,6 +40,12 @@ const messengerMessagesDDL = `CREATE TABLE messenger_messages (
 // the delayed one not handled before its time (it is a dead letter, with
 // the reason).
 func TestSymfonyDoctrineSource(t *testing.T) {
+	for _, mode := range []string{"binlog", "poll"} {
+		t.Run(mode, func(t *testing.T) { testSymfonyDoctrineSource(t, mode) })
+	}
+}
+
+func testSymfonyDoctrineSource(t *testing.T, mode string) {
 	php := requirePHP(t)
 	requireSymfony(t, php)
 	for _, file := range []string{"Doctrine/DBAL/autoload.php", "Symfony/Component/Messenger/Bridge/Doctrine/autoload.php"} {
@@ -54,16 +60,18 @@ func TestSymfonyDoctrineSource(t *testing.T) {
 	}
 	relay := relaytest.StartProcess(t, exampletest.Build(t, "./cmd/binlog-outbox"),
 		"--mysql-dsn", e.DSN, "--redis-url", e.RedisURL, "--log-format", "json", "--source", "symfony-doctrine",
-		"--server-id", strconv.Itoa(6000+int(time.Now().UnixNano()%1000000)), "run", "--mode", "binlog")
+		"--server-id", strconv.Itoa(6000+int(time.Now().UnixNano()%1000000)), "run", "--mode", mode, "--poll-interval", "100ms")
 	rdb := e.Redis.Client(t, e.RedisURL)
-	relaytest.WaitFor(t, 30*time.Second, "the relay's start position", func() bool {
-		select {
-		case <-relay.Done():
-			t.Fatalf("relay exited:\n%s", relay.Out.String())
-		default:
-		}
-		return rdb.Exists(ctx, redisstream.KeysFor(e.Database, "messenger_messages", "").Position).Val() == 1
-	})
+	if mode == "binlog" {
+		relaytest.WaitFor(t, 30*time.Second, "the relay's start position", func() bool {
+			select {
+			case <-relay.Done():
+				t.Fatalf("relay exited:\n%s", relay.Out.String())
+			default:
+			}
+			return rdb.Exists(ctx, redisstream.KeysFor(e.Database, "messenger_messages", "").Position).Val() == 1
+		})
+	}
 
 	phpEnv := append(exampletest.PHPEnv(t, e), "EXAMPLE_DB_HOST="+e.MariaDB.Host(), fmt.Sprintf("EXAMPLE_DB_PORT=%d", e.MariaDB.Port()),
 		"EXAMPLE_DB_NAME="+e.Database)
@@ -109,5 +117,11 @@ func TestSymfonyDoctrineSource(t *testing.T) {
 	}
 	if q := rdb.Exists(ctx, "outbox:default__queue").Val(); q != 0 {
 		t.Errorf("the delayed set outbox:default__queue exists; the relay does not write it")
+	}
+	if mode == "poll" {
+		var unmarked int
+		if err := e.DB.QueryRow("SELECT COUNT(*) FROM messenger_messages WHERE delivered_at IS NULL").Scan(&unmarked); err != nil || unmarked != 0 {
+			t.Errorf("%d rows without delivered_at (%v), want every relayed row marked", unmarked, err)
+		}
 	}
 }

@@ -28,12 +28,12 @@ const SymfonyDoctrineTable = "messenger_messages"
 // stands in for event_type until the headers name the class; occurred_at is
 // available_at, the time from which the message may be handled, which
 // redisstream.FormatDoctrine holds delayed messages to; message_id is made
-// from the id; created_at and delivered_at are not read (the Doctrine
-// transport's own worker, which sets delivered_at, must not run on the
-// table).
+// from the id; created_at is not read. delivered_at is sent_at, which poll
+// mode's --on-sent mark sets (the Doctrine transport's own worker, which sets
+// it too, must not run on the table).
 var symfonyDoctrineColumns = []string{
 	"aggregate_type=queue_name", "aggregate_id=queue_name", "event_type=queue_name",
-	"payload=body", "occurred_at=available_at", "message_id=-", "schema_version=-", "sent_at=-",
+	"payload=body", "occurred_at=available_at", "message_id=-", "schema_version=-", "sent_at=delivered_at",
 }
 
 func sourceFlag() Flag {
