@@ -3,6 +3,7 @@ package examples_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -117,6 +118,19 @@ func testSymfonyDoctrineSource(t *testing.T, mode string) {
 	}
 	if q := rdb.Exists(ctx, "outbox:default__queue").Val(); q != 0 {
 		t.Errorf("the delayed set outbox:default__queue exists; the relay does not write it")
+	}
+	if mode == "binlog" {
+		// cleanup removes the relayed rows; the delayed one is younger
+		// than --older-than by its available_at, and stays.
+		out, err := exec.Command(exampletest.Build(t, "./cmd/binlog-outbox"), "--mysql-dsn", e.DSN, "--redis-url", e.RedisURL,
+			"--source", "symfony-doctrine", "cleanup", "--older-than", "5s").CombinedOutput()
+		if err != nil {
+			t.Errorf("cleanup: %v\n%s", err, out)
+		}
+		var left int
+		if err := e.DB.QueryRow("SELECT COUNT(*) FROM messenger_messages").Scan(&left); err != nil || left != 1 {
+			t.Errorf("%d rows left after cleanup (%v), want the delayed one:\n%s", left, err, out)
+		}
 	}
 	if mode == "poll" {
 		var unmarked int

@@ -126,7 +126,8 @@ func DeclaredColumns(flags []string) []string {
 // Validate checks that every required logical column is mapped, that every
 // physical name is a usable identifier, and that no two logical columns share
 // a physical column (MySQL column names are case-insensitive, so neither may
-// "Payload" and "payload"). Mappings built by hand rather than by ParseMapping
+// "Payload" and "payload"), except aggregate_type, aggregate_id and
+// event_type, which may (see routing). Mappings built by hand rather than by ParseMapping
 // go through it before they reach DDL or the relay.
 func (m Mapping) Validate() error {
 	for l := range m {

@@ -15,7 +15,7 @@ use Symfony\Component\Messenger\Transport\Serialization\PhpSerializer;
 $opt = getopt('', ['dsn:', 'dbindex:', 'expect:', 'seconds:']);
 $transport = new RedisTransport(Connection::fromDsn($opt['dsn'], [
     'dbindex' => (int) ($opt['dbindex'] ?? 0),
-    'delete_after_ack' => true,
+    'delete_after_ack' => false,
 ]), new PhpSerializer());
 
 $expect = (int) ($opt['expect'] ?? 1);
