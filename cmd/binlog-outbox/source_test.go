@@ -39,6 +39,10 @@ func TestCheck_SymfonyDoctrineSource(t *testing.T) {
 		t.Errorf("check --source symfony-doctrine --format flat: exit %d, want %d", code, exitUsage)
 	}
 
+	if _, errOut, code := run(t, "--source", "symfony-doctrine", "schema", "print"); code != exitUsage || !strings.Contains(errOut, "messenger:setup-transports") {
+		t.Errorf("schema print --source symfony-doctrine: exit %d, want %d with the hint\n%s", code, exitUsage, errOut)
+	}
+
 	if _, err := db.Exec("ALTER TABLE messenger_messages DROP COLUMN queue_name"); err != nil {
 		t.Fatal(err)
 	}
