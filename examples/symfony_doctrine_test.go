@@ -39,7 +39,7 @@ const messengerMessagesDDL = `CREATE TABLE messenger_messages (
 // symfony-doctrine, and Messenger's Redis transport consumes the stream of
 // the queue: every committed message handled once, no rolled-back one, and
 // the delayed one not handled before its time (it is a dead letter, with
-// the reason).
+// the reason, until dead-letters replay relays it once it is due).
 func TestSymfonyDoctrineSource(t *testing.T) {
 	for _, mode := range []string{"binlog", "poll"} {
 		t.Run(mode, func(t *testing.T) { testSymfonyDoctrineSource(t, mode) })
@@ -77,7 +77,7 @@ func testSymfonyDoctrineSource(t *testing.T, mode string) {
 	phpEnv := append(exampletest.PHPEnv(t, e), "EXAMPLE_DB_HOST="+e.MariaDB.Host(), fmt.Sprintf("EXAMPLE_DB_PORT=%d", e.MariaDB.Port()),
 		"EXAMPLE_DB_NAME="+e.Database)
 	out := exampletest.RunPHP(t, php, phpEnv, filepath.Join("examples", "symfony", "doctrine", "producer.php"),
-		"--messages", "12", "--rollback-every", "3", "--delay-ms", "600000")
+		"--messages", "12", "--rollback-every", "3", "--delay-ms", "4000")
 	var committed, rolledBack, delayed []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		kind, id, _ := strings.Cut(line, " ")
@@ -119,17 +119,32 @@ func testSymfonyDoctrineSource(t *testing.T, mode string) {
 	if q := rdb.Exists(ctx, "outbox:default__queue").Val(); q != 0 {
 		t.Errorf("the delayed set outbox:default__queue exists; the relay does not write it")
 	}
+	// Once it is due, dead-letters replay relays the delayed message, and
+	// the Redis transport hands it to the consumer.
+	var due time.Time
+	if err := e.DB.QueryRow("SELECT available_at FROM messenger_messages WHERE id = (SELECT MAX(id) FROM messenger_messages)").Scan(&due); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(due.Add(time.Second)))
+	bin := exampletest.Build(t, "./cmd/binlog-outbox")
+	global := []string{"--mysql-dsn", e.DSN, "--redis-url", e.RedisURL, "--source", "symfony-doctrine"}
+	if out, err := exec.Command(bin, append(global, "dead-letters", "replay", "--all")...).CombinedOutput(); err != nil {
+		t.Fatalf("dead-letters replay: %v\n%s", err, out)
+	}
+	consumed = exampletest.RunPHP(t, php, phpEnv, filepath.Join("examples", "symfony", "doctrine", "consumer.php"),
+		"--dsn", fmt.Sprintf("redis://%s:%s/outbox:default/app/c1", host, port), "--dbindex", db, "--expect", "1", "--seconds", "10")
+	if got := strings.TrimSpace(consumed); got != "handled "+delayed[0] {
+		t.Errorf("after the replay the consumer printed %q, want the delayed message once", got)
+	}
 	if mode == "binlog" {
-		// cleanup removes the relayed rows; the delayed one is younger
-		// than --older-than by its available_at, and stays.
-		out, err := exec.Command(exampletest.Build(t, "./cmd/binlog-outbox"), "--mysql-dsn", e.DSN, "--redis-url", e.RedisURL,
-			"--source", "symfony-doctrine", "cleanup", "--older-than", "5s").CombinedOutput()
+		// cleanup removes the relayed rows.
+		out, err := exec.Command(bin, append(global, "cleanup", "--older-than", "1s")...).CombinedOutput()
 		if err != nil {
 			t.Errorf("cleanup: %v\n%s", err, out)
 		}
 		var left int
-		if err := e.DB.QueryRow("SELECT COUNT(*) FROM messenger_messages").Scan(&left); err != nil || left != 1 {
-			t.Errorf("%d rows left after cleanup (%v), want the delayed one:\n%s", left, err, out)
+		if err := e.DB.QueryRow("SELECT COUNT(*) FROM messenger_messages").Scan(&left); err != nil || left != 0 {
+			t.Errorf("%d rows left after cleanup (%v), want none:\n%s", left, err, out)
 		}
 	}
 	if mode == "poll" {
