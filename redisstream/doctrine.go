@@ -17,9 +17,6 @@ import (
 // the headers carry the message's type.
 const FormatDoctrine = "symfony-doctrine"
 
-// now is the clock a row's available_at (its occurred_at) is held against.
-var now = time.Now
-
 // prepareDoctrine encodes the Redis transport's envelope {"body": ...,
 // "headers": {...}} of a messenger_messages row, or marks e Invalid. The
 // message id becomes "<table>:<id>", stable across restarts and both modes,
@@ -55,7 +52,7 @@ func prepareDoctrine(e *outbox.Event) {
 	if t, ok := headers[messengerHeaderType].(string); ok && t != "" {
 		e.EventType = t
 	}
-	if e.OccurredAt.After(now()) {
+	if e.OccurredAt.After(time.Now()) {
 		e.Invalid = "message is delayed until " + e.OccurredAt.UTC().Format(OccurredAtLayout) + " (available_at, a DelayStamp): relayed now it would be handled before its time, and the relay does not write the Redis transport's delayed set; send delayed messages to the Redis transport directly"
 		return
 	}

@@ -41,9 +41,9 @@ func sourceFlag() Flag {
 		Usage: "what the table is: outbox (the relay's layout, --column to map it) or symfony-doctrine (Symfony Messenger's Doctrine transport table, messenger_messages by default, relayed to Messenger's Redis transport, one stream per queue_name; docs/symfony.md)"}
 }
 
-// applySource puts the preset of --source under the table, column and extra
-// column settings the user gave, which win: a --table names another table,
-// a --column maps a renamed column.
+// applySource puts the preset of --source under the table and column
+// settings the user gave, which win: a --table names another table_name, a
+// --column maps a column otherwise.
 func applySource(vs values) error {
 	switch src := vs.str(NameSource); src {
 	case SourceOutbox, "":
