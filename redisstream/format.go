@@ -154,6 +154,12 @@ func (f *Format) Validate() error {
 		}
 		return nil
 	case FormatMessenger:
+	case FormatDoctrine:
+		if len(f.Classes) > 0 || f.Stamp != "" || (f.Unmapped != "" && f.Unmapped != UnmappedDeadLetter) {
+			return outbox.WithHint(fmt.Errorf("%w: --messenger-* options are set with --source %s", outbox.ErrConfig, f.Name),
+				"drop them: the rows' headers name each message's class already")
+		}
+		return nil
 	default:
 		return outbox.WithHint(fmt.Errorf("%w: --format %q is not an entry format", outbox.ErrConfig, f.Name),
 			"use --format %s (one field per column) or --format %s", FormatFlat, FormatMessenger)
@@ -199,6 +205,9 @@ func (f *Format) fallback() string {
 // String describes the format as `check` reports it and the start log shows
 // it: the mapping sorted by event type, what becomes of the rest.
 func (f *Format) String() string {
+	if f.Name == FormatDoctrine {
+		return FormatDoctrine + ": messenger_messages rows as the Redis transport's messages (body and headers as Doctrine's serializer wrote them)"
+	}
 	if f.Name != FormatMessenger {
 		return FormatFlat + ": one field per column"
 	}
@@ -239,6 +248,10 @@ func (f *Format) String() string {
 // stays pending for ever. It is idempotent, and does nothing to an event
 // that is already invalid.
 func (f *Format) prepare(e *outbox.Event, withAggregateType bool) {
+	if f.Name == FormatDoctrine {
+		prepareDoctrine(e)
+		return
+	}
 	if f.Name != FormatMessenger || e.Invalid != "" || e.Envelope != nil {
 		return
 	}

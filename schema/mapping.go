@@ -126,7 +126,8 @@ func DeclaredColumns(flags []string) []string {
 // Validate checks that every required logical column is mapped, that every
 // physical name is a usable identifier, and that no two logical columns share
 // a physical column (MySQL column names are case-insensitive, so neither may
-// "Payload" and "payload"). Mappings built by hand rather than by ParseMapping
+// "Payload" and "payload"), except aggregate_type, aggregate_id and
+// event_type, which may (see routing). Mappings built by hand rather than by ParseMapping
 // go through it before they reach DDL or the relay.
 func (m Mapping) Validate() error {
 	for l := range m {
@@ -149,13 +150,21 @@ func (m Mapping) Validate() error {
 			return outbox.WithHint(fmt.Errorf("%w: column %s maps to %q, which is not a valid column name", outbox.ErrConfig, l, p),
 				"use the plain column name, without quotes or backticks, at most 64 characters")
 		}
-		if other, dup := seen[strings.ToLower(p)]; dup {
+		if other, dup := seen[strings.ToLower(p)]; dup && !(routing(other) && routing(l)) {
 			return outbox.WithHint(fmt.Errorf("%w: logical columns %s and %s both map to column %q", outbox.ErrConfig, other, l, p),
 				"map each logical column to its own column with --column")
 		}
 		seen[strings.ToLower(p)] = l
 	}
 	return nil
+}
+
+// routing reports whether a logical column is one of the text columns that
+// name an event's aggregate and type. A table may have one column for
+// several of them (messenger_messages' queue_name): they are read, never
+// written, so sharing one is no ambiguity.
+func routing(logical string) bool {
+	return logical == ColAggregateType || logical == ColAggregateID || logical == ColEventType
 }
 
 // Flags returns the --column flags that turn DefaultMapping into m, omitting

@@ -34,6 +34,9 @@ func TestParseMapping(t *testing.T) {
 		{name: "invalid utf8", flags: []string{"payload=a\xffb"}, wantErr: "is not a valid column name"},
 		{name: "duplicate", flags: []string{"payload=data", "headers=DATA"}, wantErr: `both map to column "DATA"`},
 		{name: "duplicate with default", flags: []string{"payload=event_type"}, wantErr: "event_type and payload both map"},
+		{name: "routing columns shared", flags: []string{"aggregate_type=queue_name", "aggregate_id=queue_name", "event_type=Queue_Name"},
+			want: map[string]string{ColAggregateType: "queue_name", ColAggregateID: "queue_name", ColEventType: "Queue_Name"}},
+		{name: "routing and payload", flags: []string{"aggregate_id=q", "payload=q"}, wantErr: "aggregate_id and payload both map"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -102,7 +102,7 @@ const (
 // Flags lists the global settings in the order --help shows them. Every
 // command takes them, before or after its name.
 func Flags() []Flag {
-	return append(append(coreFlags(), laravelFlag(), clusterFlag()), append(tlsFlags("mysql"), tlsFlags("redis")...)...)
+	return append(append(coreFlags(), sourceFlag(), laravelFlag(), clusterFlag()), append(tlsFlags("mysql"), tlsFlags("redis")...)...)
 }
 
 // Env returns the environment variable of the setting name, "" for an

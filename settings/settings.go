@@ -117,6 +117,9 @@ func Resolve(in Input) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	if err := applySource(vs); err != nil {
+		return Config{}, err
+	}
 	w := in.LogWriter
 	if w == nil {
 		w = io.Discard

@@ -96,7 +96,7 @@ func runBackfill(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--live-stream: %w", err)
 	}
-	format, err := entryFormat(c)
+	format, err := entryFormat(c, cfg)
 	if err != nil {
 		return err
 	}

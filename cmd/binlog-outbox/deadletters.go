@@ -65,7 +65,7 @@ func deadLettersCommand() *cli.Command {
 func deadLettersOptions(c *cli.Context, cfg config) (admin.DeadLettersOptions, func(), error) {
 	format := redisstream.Format{}
 	if c.Command.Name == "replay" {
-		f, err := entryFormat(c)
+		f, err := entryFormat(c, cfg)
 		if err != nil {
 			return admin.DeadLettersOptions{}, nil, err
 		}

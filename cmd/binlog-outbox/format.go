@@ -1,9 +1,13 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/urfave/cli/v2"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 // formatFlags are the flags of the entry format, shared by run and check.
@@ -40,10 +44,19 @@ func formatFlags() []cli.Flag {
 }
 
 // entryFormat reads the format flags; commands without them get the flat
-// format.
-func entryFormat(c *cli.Context) (redisstream.Format, error) {
+// format. A --source that needs a format of its own (symfony-doctrine) sets
+// it, and refuses another --format.
+func entryFormat(c *cli.Context, cfg config) (redisstream.Format, error) {
+	name := c.String("format")
+	if src := cfg.SourceFormat(); src != "" {
+		if c.IsSet("format") && name != src {
+			return redisstream.Format{}, outbox.WithHint(fmt.Errorf("%w: --format %s does not go with --source %s", outbox.ErrConfig, name, cfg.Values[settings.NameSource].First()),
+				"drop --format: the source's rows are relayed in format %s", src)
+		}
+		name = src
+	}
 	f := redisstream.Format{
-		Name:     c.String("format"),
+		Name:     name,
 		Unmapped: c.String("messenger-unmapped"),
 		Stamp:    c.String("messenger-stamp"),
 	}

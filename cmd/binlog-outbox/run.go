@@ -167,7 +167,7 @@ func runRelay(c *cli.Context) error {
 // optionsFrom is what the flags of run (which check has too) give: the
 // relay's options over cfg.
 func optionsFrom(c *cli.Context, cfg config) (relay.Options, error) {
-	format, err := entryFormat(c)
+	format, err := entryFormat(c, cfg)
 	if err != nil {
 		return relay.Options{}, err
 	}

@@ -8,7 +8,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/urfave/cli/v2"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 func schemaCommand() *cli.Command {
@@ -42,6 +44,9 @@ func schemaPrint(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := ownTable(cfg); err != nil {
+		return err
+	}
 	out := schema.CreateTableSQL(cfg.Table, cfg.Mapping) + ";\n"
 	if format == "laravel" {
 		out = schema.LaravelMigration(cfg.Table, cfg.Mapping)
@@ -55,6 +60,9 @@ func schemaApply(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := ownTable(cfg); err != nil {
+		return err
+	}
 	connector, err := mysql.NewConnector(cfg.MySQL)
 	if err != nil {
 		return fmt.Errorf("schema apply: %w", err)
@@ -66,4 +74,15 @@ func schemaApply(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "table %s.%s is ready\n", cfg.Database, cfg.Table)
 	return err
+}
+
+// ownTable refuses schema print and apply for a --source whose table another
+// program creates: Messenger's Doctrine transport creates messenger_messages
+// itself, in its own layout.
+func ownTable(cfg config) error {
+	if cfg.SourceFormat() == "" {
+		return nil
+	}
+	return usageError{outbox.WithHint(fmt.Errorf("%w: --source %s relays a table the framework creates, not one of the relay's layout", outbox.ErrConfig, cfg.Values[settings.NameSource].First()),
+		"create it as the framework does (Messenger: auto_setup, or bin/console messenger:setup-transports), then run binlog-outbox check")}
 }
