@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync/atomic"
 	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
 // DefaultTenants is the tenant count of the tenants workload.
@@ -105,6 +107,9 @@ func (r *run) catchUpBinlogOf(ctx context.Context, name, table string, b backlog
 func (r *run) pollIdle(ctx context.Context, n int) error {
 	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
 	defer r.cleanup(ctx, kp)
+	// The tables' mode keys say poll: the catch-up's binlog relay would
+	// refuse a switch not prepared.
+	defer r.cleanup(ctx, redisstream.KeysFor(benchDatabase+"_t*", "*", "").Mode)
 	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(tenantPattern, "poll", kp, 0), nil)
 	if err != nil {
 		return err
