@@ -87,12 +87,14 @@ func (s *pollSet) probe(ctx context.Context, db *sql.DB) ([]*tablePoller, error)
 // So idle tables cost a few statements per probe in all, not a round each:
 // an unsent row waits at most one interval and the time of a probe for its
 // poller's round. When the probe fails (a table dropped or its SELECT
-// revoked before the next listing retires it) every poller is woken, which
-// polls as if there were no probe until it succeeds again.
+// revoked before the next listing retires it) every poller is woken once
+// per poll interval, as each polled on its own before the probe, until it
+// succeeds again.
 func (s *pollSet) probeLoop(ctx context.Context, interval time.Duration) {
 	policy := retry.New(s.log, retry.Config{Message: "probing the outbox tables for unsent rows failed; every table runs its rounds meanwhile", MaxWait: interval})
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var wokeAll time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -105,7 +107,12 @@ func (s *pollSet) probeLoop(ctx context.Context, interval time.Duration) {
 		}
 		if err != nil {
 			_, _ = policy.Failed(err) // logged; every poller is woken instead
-			found = s.probePlan().all()
+			found = nil
+			// At most once per poll interval (two probes), as the
+			// pollers polled on their own before the probe.
+			if time.Since(wokeAll) >= 2*interval-interval/4 {
+				found, wokeAll = s.probePlan().all(), time.Now()
+			}
 		} else {
 			policy.Progressed()
 		}
