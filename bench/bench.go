@@ -56,11 +56,12 @@ const (
 	WorkLiveRate = "live-rate" // live, Config.LiveRate tx/s, beside the minimal relay
 	WorkLiveFlat = "live-flat" // live, Config.Conns producers flat out, beside the minimal relay
 	WorkLivePoll = "live-poll" // live in poll mode, producers flat out
+	WorkTenants  = "tenants"   // Config.Tenants tenant tables: poll idle statements/s, binlog catch-up against one table
 )
 
 // Workloads returns every workload name, in the order a run takes them.
 func Workloads() []string {
-	return []string{WorkSingle, WorkStreams, WorkTx, WorkLarge, WorkHuge, WorkOneTx, WorkApp, WorkPoll, WorkLiveRate, WorkLiveFlat, WorkLivePoll}
+	return []string{WorkSingle, WorkStreams, WorkTx, WorkLarge, WorkHuge, WorkOneTx, WorkApp, WorkPoll, WorkLiveRate, WorkLiveFlat, WorkLivePoll, WorkTenants}
 }
 
 // Config configures a benchmark run.
@@ -99,6 +100,9 @@ type Config struct {
 	// LiveRate is the transactions per second of the paced live workload
 	// (default 200).
 	LiveRate float64
+	// Tenants is the tenant databases of the tenants workload (default
+	// 1,000).
+	Tenants int
 	// SkipBigTx leaves out the single Rows-row transaction.
 	SkipBigTx bool
 	// Workloads, when not empty, selects the workloads to run by name
@@ -140,6 +144,9 @@ func (c *Config) setDefaults() {
 	if c.LiveDuration == 0 {
 		c.LiveDuration = DefaultLiveDuration
 	}
+	if c.Tenants == 0 {
+		c.Tenants = DefaultTenants
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -174,6 +181,8 @@ type Report struct {
 	Ceilings []Figure `json:"ceilings"`
 	// Results are the relay's workloads.
 	Results []Result `json:"results"`
+	// Idle are what idle relays cost the server (the tenants workload).
+	Idle []IdleFigure `json:"idle,omitempty"`
 }
 
 // Figure is a named rate.
@@ -519,7 +528,15 @@ func (r *run) all(ctx context.Context) error {
 			return fmt.Errorf("poll catch-up: %w", err)
 		}
 	}
-	return r.liveAll(ctx)
+	if err := r.liveAll(ctx); err != nil {
+		return err
+	}
+	if r.selected(WorkTenants) {
+		if err := r.tenants(ctx); err != nil {
+			return fmt.Errorf("tenants: %w", err)
+		}
+	}
+	return nil
 }
 
 // loadAll loads the backlogs in need with relaxed durability.

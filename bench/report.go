@@ -36,6 +36,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	writeIdle(w, rep.Idle)
 	fmt.Fprintln(w, "\nx ceiling: events/s over the ceiling's; in the live binlog rows, the relay's p99 over the minimal relay's (lower is better)")
 	if rep.Duration != "" {
 		fmt.Fprintf(w, "\nrun took %s\n", rep.Duration)

@@ -198,3 +198,14 @@ func TestMarker_Statements(t *testing.T) {
 		}
 	}
 }
+
+// The probe of a relay of many tables: one row, the tag, when the table has
+// an unsent row; a table without sent_at holds unsent rows only.
+func TestProbe(t *testing.T) {
+	if got, want := Probe(mapped(t), 12), "SELECT 12 FROM `shop`.`events` WHERE `relayed_at` IS NULL LIMIT 1"; got != want {
+		t.Errorf("Probe(mapped) = %q, want %q", got, want)
+	}
+	if got, want := Probe(bare(t), 0), "SELECT 0 FROM `outbox` LIMIT 1"; got != want {
+		t.Errorf("Probe(bare) = %q, want %q", got, want)
+	}
+}

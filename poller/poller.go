@@ -40,6 +40,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/retry"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
+	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -137,6 +138,17 @@ type Config struct {
 	PayloadJSON bool
 	// MaxBackoff caps the wait between retries after an error (default 30s).
 	MaxBackoff time.Duration
+	// Wake, when not nil, replaces the idle polling: once a round finds
+	// nothing to lock and the back-off after the last busy round has
+	// reached PollInterval (at once when the table has been idle since
+	// the start or since the last wake), Run waits for a value on Wake
+	// instead of polling again. The caller sends one, without blocking,
+	// on a channel of capacity 1, whenever a probe (ProbeQuery) finds an
+	// unsent row: a relay of many tables probes them all in one statement,
+	// so that idle tables cost what one does. A probe that ran after the
+	// round and found the row wakes the poller; a value sent during a
+	// round only costs one more round.
+	Wake <-chan struct{}
 	// ShutdownGrace is how long Run lets the round in flight finish after
 	// its context is cancelled (default 5s). A round cut between its append
 	// and its COMMIT rolls back, and its rows are appended again at the
@@ -361,6 +373,9 @@ func (p *Poller) Run(ctx context.Context) error {
 		return nil
 	}
 	idle := time.Duration(0)
+	// parked: the last wait was for Wake (or Run just started), so a round
+	// that finds nothing parks again at once.
+	parked := true
 	for {
 		if ctx.Err() != nil {
 			return stopped(nil)
@@ -379,6 +394,13 @@ func (p *Poller) Run(ctx context.Context) error {
 			if wait, final = policy.Failed(err); final != nil {
 				return final
 			}
+			parked = false
+		case r.locked == 0 && p.cfg.Wake != nil && (parked || idle >= p.cfg.PollInterval):
+			parked = true
+			if !p.waitWake(ctx) {
+				return stopped(nil)
+			}
+			continue
 		case (r.full || r.capped) && r.relayed > 0:
 			// A full batch, or one cut at MaxBatchBytes: more is waiting.
 			idle = 0
@@ -392,10 +414,30 @@ func (p *Poller) Run(ctx context.Context) error {
 			idle = min(max(2*idle, firstIdleWait), p.cfg.PollInterval)
 			wait = idle
 		}
+		if r.locked > 0 {
+			parked = false
+		}
 		if wait > 0 && !retry.Sleep(ctx, wait) {
 			return stopped(nil)
 		}
 	}
+}
+
+// waitWake waits for a value on Wake; it reports whether ctx is still
+// live.
+func (p *Poller) waitWake(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-p.cfg.Wake:
+		return true
+	}
+}
+
+// ProbeQuery is outboxsql.Probe of the poller's table: a statement that
+// returns tag when the table holds an unsent row (see Config.Wake).
+func (p *Poller) ProbeQuery(tag int) string {
+	return outboxsql.Probe(outboxTable(p.cfg, p.cfg.TableInfo), tag)
 }
 
 // Step runs one round and returns how many rows it relayed (appended, or

@@ -61,7 +61,7 @@ func runPollSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Re
 		store: func(n schema.Name) mode.Store {
 			return redisstream.NewModeStore(client, redisstream.KeysFor(n.Database, n.Table, "").Mode)
 		},
-		build: func(n schema.Name, res schema.Resolution) (*poller.Poller, error) {
+		build: func(n schema.Name, res schema.Resolution, wake <-chan struct{}) (*poller.Poller, error) {
 			tcfg := cfg
 			tcfg.Mapping = res.Mapping
 			// A sink per table: a sink's buffers serve one append at a
@@ -70,8 +70,9 @@ func runPollSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Re
 			if err != nil {
 				return nil, err
 			}
-			return poller.New(db, appends.Publisher(sink), pollerConfig(o, tcfg, rep.Server, n.Database, n.Table, res.Table),
-				cfg.Logger.With(keyPollTable, n.String()))
+			pcfg := pollerConfig(o, tcfg, rep.Server, n.Database, n.Table, res.Table)
+			pcfg.Wake = wake
+			return poller.New(db, appends.Publisher(sink), pcfg, cfg.Logger.With(keyPollTable, n.String()))
 		},
 	}
 	probeDB, err := openProbeDB(cfg)
@@ -90,7 +91,7 @@ func runPollSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Re
 		return err
 	}
 	defer stop()
-	return set.run(ctx, rep.Tables, interval)
+	return set.run(ctx, rep.Tables, interval, probeInterval(o.PollInterval))
 }
 
 // keyPollTable is the log attribute that names the table a poller of
@@ -111,7 +112,9 @@ type pollSet struct {
 	shape schema.Mapping
 	log   *slog.Logger
 	store func(schema.Name) mode.Store
-	build func(schema.Name, schema.Resolution) (*poller.Poller, error)
+	// build makes the poller of a table, parked when idle until a value
+	// on wake (see probeLoop).
+	build func(schema.Name, schema.Resolution, <-chan struct{}) (*poller.Poller, error)
 	// failed receives the first error a poller stops with.
 	failed chan error
 	wg     sync.WaitGroup
@@ -123,6 +126,12 @@ type pollSet struct {
 
 	mu      sync.Mutex
 	running map[schema.Name]*tablePoller
+	// gen counts the changes to running, so that plan, the probe's
+	// statements, is rendered again only after one; nextTag is the tag of
+	// the next poller started.
+	gen     uint64
+	plan    *probeSet
+	nextTag int
 	// retired sums the counters of the pollers stopped (tables dropped),
 	// so that the metrics' counters never go back.
 	retired poller.Stats
@@ -130,7 +139,10 @@ type pollSet struct {
 
 // tablePoller is one table's poller and how to stop it.
 type tablePoller struct {
-	p      *poller.Poller
+	p *poller.Poller
+	// tag names the poller in the probe's rows; wake unparks it.
+	tag    int
+	wake   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -140,11 +152,17 @@ type tablePoller struct {
 // in flight (--shutdown-grace) and returns nil. A poller that stops with an
 // error (one retrying cannot fix) stops them all, and run returns it; so
 // does a table found since the start that cannot be polled (run says why).
-func (s *pollSet) run(ctx context.Context, initial []preflight.TableMatch, interval time.Duration) error {
+func (s *pollSet) run(ctx context.Context, initial []preflight.TableMatch, interval, probeEvery time.Duration) error {
 	pollCtx, stopAll := context.WithCancel(ctx)
+	probing := make(chan struct{})
 	defer func() {
 		stopAll()
+		<-probing
 		s.wg.Wait()
+	}()
+	go func() {
+		defer close(probing)
+		s.probeLoop(pollCtx, probeEvery)
 	}()
 	for _, t := range initial {
 		if err := s.start(pollCtx, t.Name, t.Resolution); err != nil {
@@ -179,14 +197,18 @@ func (s *pollSet) run(ctx context.Context, initial []preflight.TableMatch, inter
 
 // start runs a poller of table n, resolved as res.
 func (s *pollSet) start(ctx context.Context, n schema.Name, res schema.Resolution) error {
-	p, err := s.build(n, res)
+	wake := make(chan struct{}, 1)
+	p, err := s.build(n, res, wake)
 	if err != nil {
 		return fmt.Errorf("poller of %s: %w", n, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	tp := &tablePoller{p: p, cancel: cancel, done: make(chan struct{})}
+	tp := &tablePoller{p: p, wake: wake, cancel: cancel, done: make(chan struct{})}
 	s.mu.Lock()
+	tp.tag = s.nextTag
+	s.nextTag++
 	s.running[n] = tp
+	s.gen++
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
@@ -319,6 +341,7 @@ func (s *pollSet) retire(n schema.Name) {
 	st := tp.p.Stats()
 	s.mu.Lock()
 	delete(s.running, n)
+	s.gen++
 	addStats(&s.retired, st)
 	s.mu.Unlock()
 	s.log.Warn("outbox table no longer listed: stopped polling it; the other tables are polled on", "table", n.String(),
@@ -356,17 +379,16 @@ func addStats(sum *poller.Stats, st poller.Stats) {
 }
 
 // backlog sums what the tables have yet to relay: the unsent rows of all,
-// and the oldest of their oldest unsent rows.
+// and the oldest of their oldest unsent rows. The probe picks the tables
+// that hold any first, so that idle tables cost no count each.
 func (s *pollSet) backlog(ctx context.Context, db *sql.DB) (poller.Backlog, error) {
-	s.mu.Lock()
-	ps := make([]*poller.Poller, 0, len(s.running))
-	for _, tp := range s.running {
-		ps = append(ps, tp.p)
-	}
-	s.mu.Unlock()
 	var sum poller.Backlog
-	for _, p := range ps {
-		b, err := p.Backlog(ctx, db)
+	found, err := s.probe(ctx, db)
+	if err != nil {
+		return sum, err
+	}
+	for _, tp := range found {
+		b, err := tp.p.Backlog(ctx, db)
 		if err != nil {
 			return sum, err
 		}

@@ -48,7 +48,7 @@ func benchReport(t *testing.T, extra ...string) bench.Report {
 	var out, errOut bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &errOut
 	args := append([]string{"binlog-outbox-bench", "--log-level", "warn", "--rows", "400", "--tx-rows", "10",
-		"--naive-rows", "50", "--app-rows", "100", "--live-duration", "1s", "--relay-binary", binary(t), "--json"}, extra...)
+		"--naive-rows", "50", "--app-rows", "100", "--live-duration", "1s", "--tenants", "20", "--relay-binary", binary(t), "--json"}, extra...)
 	if err := app.RunContext(context.Background(), args); err != nil {
 		t.Fatalf("bench: %v\n%s", err, errOut.String())
 	}
@@ -84,7 +84,8 @@ func TestBench_Smoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"x ceiling", "go-mysql read+decode single", "go-mysql read+decode app", "naive polling relay",
-		"catch-up one 400-row tx", "catch-up app-shaped tx", "live, 200 tx/s", "live, 8 durable producers", "minimal relay p99"} {
+		"catch-up one 400-row tx", "catch-up app-shaped tx", "live, 200 tx/s", "live, 8 durable producers", "minimal relay p99",
+		"over 20 tenants", "poll mode, 20 idle tenant tables"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

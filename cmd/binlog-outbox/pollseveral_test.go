@@ -253,3 +253,77 @@ func TestRun_PollSeveralTablesComeAndGo(t *testing.T) {
 		t.Error("no scrape of /metrics succeeded")
 	}
 }
+
+// questions reads the server's count of statements received
+// (SHOW GLOBAL STATUS Questions).
+func questions(t *testing.T, srv *testsvc.MariaDB) int64 {
+	t.Helper()
+	db := srv.Open(t, "")
+	var name string
+	var n int64
+	if err := db.QueryRow("SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
+		t.Fatalf("read Questions: %v", err)
+	}
+	return n
+}
+
+// A hundred idle tenant tables cost the server what their rows ask for, not
+// a round per table and poll interval (which was 1,500 statements/s): one
+// probe statement finds the tables with unsent rows, and only their pollers
+// run rounds. A row in any table is still relayed within about one
+// --poll-interval, and every tenant's events arrive once.
+func TestRun_PollIdleTenantsCostFollowsTheRows(t *testing.T) {
+	const tenantCount = 100
+	srv := testsvc.SharedMariaDB(t)
+	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
+	ctx := context.Background()
+	prefix := relaytest.TenantPrefix(t)
+	tenants := relaytest.NewTenants(t, srv, prefix, tenantCount)
+	p := startRelay(t, env, append(pollTenantArgs(prefix), "--poll-interval", "200ms")...)
+	waitLog(t, p, "polling several outbox tables")
+	// Every poller's first round, then parked.
+	time.Sleep(2 * time.Second)
+
+	const window = 3 * time.Second
+	before := questions(t, srv)
+	time.Sleep(window)
+	rate := float64(questions(t, srv)-before) / window.Seconds()
+	t.Logf("%d idle tables: %.0f statements/s", tenantCount, rate)
+	if rate > 100 {
+		t.Errorf("%d idle tables cost %.0f statements/s, want at most 100", tenantCount, rate)
+	}
+
+	// A row in one table: relayed within about one poll interval (the
+	// probe runs twice per interval; the bound leaves room for a loaded
+	// machine).
+	for _, tn := range []*relaytest.Tenant{tenants[tenantCount/2], tenants[tenantCount-1], tenants[0]} {
+		start := time.Now()
+		relaytest.Produce(ctx, t, tn.DB, "outbox", relaytest.ProduceOptions{Producers: 1, Transactions: 1, RollbackRatio: -1}, tn.Rec)
+		relaytest.WaitFor(t, 10*time.Second, tn.Database+"'s row in its stream", func() bool {
+			return relaytest.CountEntries(ctx, env.RDB, "outbox:"+tn.Database+":") >= tn.Committed()
+		})
+		took := time.Since(start)
+		t.Logf("a row in %s relayed in %s", tn.Database, took)
+		if took > time.Second {
+			t.Errorf("a row in %s took %s to be relayed, want about --poll-interval (200ms)", tn.Database, took)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for _, tn := range tenants[:20] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			relaytest.Produce(ctx, t, tn.DB, "outbox", relaytest.ProduceOptions{Producers: 1, Transactions: 10}, tn.Rec)
+		}()
+	}
+	wg.Wait()
+	waitTenantsDelivered(t, env, tenants, 60*time.Second)
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("relay exit code after SIGTERM = %d, want 0\n%s", code, relaytest.TailLines(p.Out.String(), 20))
+	}
+	for _, tn := range tenants {
+		relaytest.Check(ctx, t, env.RDB, tn.Rec, relaytest.CheckOptions{ExactlyOnce: true, Prefix: "outbox:" + tn.Database + ":"})
+	}
+}

@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
+)
+
+// DefaultTenants is the tenant count of the tenants workload.
+const DefaultTenants = 1000
+
+// tenantDatabase is the database of tenant i (from 1) of the tenants
+// workload; tenantPattern follows them all.
+func tenantDatabase(i int) string { return fmt.Sprintf("%s_t%04d", benchDatabase, i) }
+
+const tenantPattern = benchDatabase + "_t*.outbox"
+
+// idleWindow is how long the tenants workload counts the statements of an
+// idle poll relay.
+const idleWindow = 10 * time.Second
+
+// tenants runs the tenants workload: Config.Tenants databases with an outbox
+// table each behind one --table pattern. It measures the statements per
+// second a poll relay of them costs the server while they are idle (SHOW
+// GLOBAL STATUS Questions), and the binlog catch-up of Config.Rows
+// single-row transactions spread over the tenants beside the same rows in
+// one table, with their ratio.
+func (r *run) tenants(ctx context.Context) (err error) {
+	n := r.cfg.Tenants
+	defer func() {
+		for i := 1; i <= n; i++ {
+			_, _ = r.db.ExecContext(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+tenantDatabase(i)+" /* binlog-outbox */")
+		}
+	}()
+	const one = "tenants_one"
+	if err := createTable(ctx, r.db, one); err != nil {
+		return fmt.Errorf("create table %s: %w", one, err)
+	}
+	for i := 1; i <= n; i++ {
+		for _, q := range []string{
+			"DROP DATABASE IF EXISTS " + tenantDatabase(i),
+			"CREATE DATABASE " + tenantDatabase(i),
+			"CREATE TABLE " + tenantDatabase(i) + ".outbox LIKE " + benchDatabase + "." + one,
+		} {
+			if _, err := r.db.ExecContext(ctx, q+" /* binlog-outbox */"); err != nil {
+				return fmt.Errorf("create tenant %d: %w", i, err)
+			}
+		}
+	}
+	if err := r.pollIdle(ctx, n); err != nil {
+		return fmt.Errorf("poll idle over %d tenants: %w", n, err)
+	}
+
+	restore, err := durability(ctx, r.db, false)
+	if err != nil {
+		return err
+	}
+	oneFrom, err := binlogEnd(ctx, r.db)
+	if err != nil {
+		restore()
+		return err
+	}
+	if _, err := loadBacklog(ctx, r.db, one, r.cfg.Rows, 1, r.cfg.Conns, DefaultPayloadBytes, "tone"); err != nil {
+		restore()
+		return err
+	}
+	spreadFrom, err := binlogEnd(ctx, r.db)
+	if err != nil {
+		restore()
+		return err
+	}
+	err = loadSpread(ctx, r.db, n, r.cfg.Rows, r.cfg.Conns, "tspread")
+	restore()
+	if err != nil {
+		return err
+	}
+	oneName := fmt.Sprintf("catch-up 1-row tx, %d rows in 1 table", r.cfg.Rows)
+	if err := r.catchUpBinlogOf(ctx, oneName, one, backlog{table: one, from: oneFrom, rows: int64(r.cfg.Rows)}, ""); err != nil {
+		return fmt.Errorf("%s: %w", oneName, err)
+	}
+	// The one table is the figure the tenants' rate is divided by: a
+	// ceiling of this workload, not a workload of its own.
+	last := len(r.rep.Results) - 1
+	r.figure(oneName, r.rep.Results[last].EventsPerSec)
+	r.rep.Results = r.rep.Results[:last]
+	spreadName := fmt.Sprintf("catch-up 1-row tx, the same rows over %d tenants", n)
+	if err := r.catchUpBinlogOf(ctx, spreadName, tenantPattern, backlog{table: tenantPattern, from: spreadFrom, rows: int64(r.cfg.Rows)}, oneName); err != nil {
+		return fmt.Errorf("%s: %w", spreadName, err)
+	}
+	return nil
+}
+
+// catchUpBinlogOf is catchUpBinlog of --table table.
+func (r *run) catchUpBinlogOf(ctx context.Context, name, table string, b backlog, ceiling string) error {
+	b.table = table
+	return r.catchUpBinlog(ctx, name, b, 0, ceiling)
+}
+
+// pollIdle starts a poll relay of the n idle tenant tables, lets every
+// poller run its first rounds, and records the statements per second the
+// server receives over idleWindow.
+func (r *run) pollIdle(ctx context.Context, n int) error {
+	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
+	defer r.cleanup(ctx, kp)
+	// The tables' mode keys say poll: the catch-up's binlog relay would
+	// refuse a switch not prepared.
+	defer r.cleanup(ctx, redisstream.KeysFor(benchDatabase+"_t*", "*", "").Mode)
+	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(tenantPattern, "poll", kp, 0), nil)
+	if err != nil {
+		return err
+	}
+	defer ch.stop()
+	// The checks of n tables at start, then every poller's first rounds.
+	time.Sleep(5*time.Second + time.Duration(n)*5*time.Millisecond)
+	if ch.done() {
+		return ch.failure("exited at start")
+	}
+	before, err := questions(ctx, r.db)
+	if err != nil {
+		return err
+	}
+	cpu0, err := procCPU(ch.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	time.Sleep(idleWindow)
+	after, err := questions(ctx, r.db)
+	if err != nil {
+		return err
+	}
+	cpu1, err := procCPU(ch.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	secs := time.Since(began).Seconds()
+	rate := float64(after-before) / secs
+	r.rep.Idle = append(r.rep.Idle, IdleFigure{Name: fmt.Sprintf("poll mode, %d idle tenant tables", n), StatementsPerSec: rate,
+		RelayCPUPercent: 100 * (cpu1 - cpu0) / secs})
+	r.log.Info("idle", "tenants", n, "statements_per_sec", int(rate))
+	return nil
+}
+
+// questions reads the server's count of statements received.
+func questions(ctx context.Context, db *sql.DB) (int64, error) {
+	var name string
+	var v int64
+	if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &v); err != nil {
+		return 0, fmt.Errorf("read Questions: %w", err)
+	}
+	return v, nil
+}
+
+// loadSpread inserts rows single-row transactions, row i into tenant i mod
+// n, from conns connections.
+func loadSpread(ctx context.Context, db *sql.DB, n, rows, conns int, prefix string) error {
+	pay := payload(DefaultPayloadBytes)
+	var next atomic.Int64
+	return parallel(ctx, db, conns, func(ctx context.Context, conn *sql.Conn) error {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= rows {
+				return nil
+			}
+			ins := fmt.Sprintf(insertCols, tenantDatabase(i%n+1)+".outbox")
+			q := ins + "(?, 'order', ?, 'order.created', ?)"
+			if _, err := conn.ExecContext(ctx, q, messageID(prefix, i), fmt.Sprintf("agg-%d", i%1000), pay); err != nil {
+				return fmt.Errorf("load tenant %d: %w", i%n+1, err)
+			}
+		}
+	})
+}
+
+// IdleFigure is what an idle relay costs the server.
+type IdleFigure struct {
+	Name             string  `json:"name"`
+	StatementsPerSec float64 `json:"statements_per_sec"`
+	RelayCPUPercent  float64 `json:"relay_cpu_percent"`
+}
+
+// writeIdle prints the idle figures.
+func writeIdle(w io.Writer, idle []IdleFigure) {
+	if len(idle) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%-44s %14s %12s\n", "idle (SHOW GLOBAL STATUS Questions)", "statements/s", "relay CPU %")
+	for _, f := range idle {
+		fmt.Fprintf(w, "%-44s %14.0f %12.1f\n", f.Name, f.StatementsPerSec, f.RelayCPUPercent)
+	}
+}
