@@ -113,7 +113,10 @@ func Repair(ctx context.Context, o RepairOptions) (RepairReport, error) {
 	if err := o.provable(ctx, v, &r, st); err != nil {
 		return r, err
 	}
-	pos := snapshotPosition(srv, end, st.Position)
+	pos, err := snapshotPosition(ctx, conn, srv, end, st.Position)
+	if err != nil {
+		return r, err
+	}
 	if err := o.apply(ctx, conn, missing, st.Position, pos.Encode(), &r); err != nil {
 		return r, err
 	}
@@ -224,17 +227,30 @@ func (o RepairOptions) provable(ctx context.Context, v *verifier, r *RepairRepor
 }
 
 // snapshotPosition is the position at end, in the stored position's kind:
-// by GTID when it resumes by GTID and the server gave the set.
-func snapshotPosition(srv mysqlserver.Server, end position.End, stored []byte) position.Binlog {
-	p := position.Binlog{Flavor: position.FlavorMySQL, ServerID: end.ServerID, ServerUUID: end.ServerUUID,
+// by GTID when it resumes by GTID. It must be the snapshot's exact place in
+// the binlog, not a later one, or run would skip the transactions in
+// between: MariaDB reports it (binlog_snapshot_file and _position, which
+// SnapshotEnd read; BINLOG_GTID_POS turns it into a GTID position), MySQL
+// does not, and repair --apply refuses there.
+func snapshotPosition(ctx context.Context, conn *sql.Conn, srv mysqlserver.Server, end position.End, stored []byte) (position.Binlog, error) {
+	if !srv.MariaDB() {
+		return position.Binlog{}, refuse("the server does not report the binlog position of a consistent snapshot (MariaDB's binlog_snapshot_file), so repair cannot prove where run must resume",
+			"on MySQL, republish with poll mode or position set as docs/incidents.md describes")
+	}
+	p := position.Binlog{Flavor: position.FlavorMariaDB, ServerID: end.ServerID, ServerUUID: end.ServerUUID,
 		File: end.File, Pos: end.Pos, Writer: "repair", UpdatedAt: time.Now().UTC()}
-	if srv.MariaDB() {
-		p.Flavor = position.FlavorMariaDB
+	if old, err := position.Decode(stored); err == nil && old.GTIDMode() {
+		// gtid_binlog_pos (end.GTIDSet) was read after the snapshot began
+		// and may hold later transactions: the GTID position of the
+		// snapshot's offset is exact.
+		var gtid sql.NullString
+		if err := conn.QueryRowContext(ctx, "SELECT /* binlog-outbox */ BINLOG_GTID_POS(?, ?)", end.File, end.Pos).Scan(&gtid); err != nil {
+			return position.Binlog{}, fmt.Errorf("repair: BINLOG_GTID_POS(%s, %d): %w", end.File, end.Pos, err)
+		}
+		p.GTIDSet = gtid.String
+		p.EmptyGTIDSet = gtid.Valid && gtid.String == ""
 	}
-	if old, err := position.Decode(stored); err == nil && old.GTIDMode() && !end.GTIDSet.IsZero() {
-		p.GTIDSet = end.GTIDSet.String()
-	}
-	return p
+	return p, nil
 }
 
 // apply reads the missing rows in the snapshot and appends them a batch at

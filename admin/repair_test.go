@@ -139,3 +139,31 @@ func TestRepair_PurgedBinlogUnderLoad(t *testing.T) {
 		t.Errorf("repair dry run at the end: %+v, %v; want nothing missing", r, err)
 	}
 }
+
+// TestRepair_RefusesForeignEntries: entries whose rows the table lacks (the
+// failover case) are reported, and apply refuses and writes nothing.
+func TestRepair_RefusesForeignEntries(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	stop := startRelay(t, env, mode.Binlog)
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 5}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stop()
+	relaytest.InsertEvent(t, env.DB, rec, "missing", 1)
+	xadd(t, env.RDB, "outbox:order", []string{redisstream.FieldOutboxID, "9999999", redisstream.FieldMessageID, "lost-on-failover"})
+	entries := len(relaytest.ReadAll(ctx, t, env.RDB, "outbox:"))
+	pos := env.RDB.Get(ctx, keys(env).Position).Val()
+
+	r, err := Repair(ctx, repairOptions(t, env, false))
+	if err != nil || r.Missing != 1 || r.Foreign != 1 || r.Foreigns[0].MessageID != "lost-on-failover" {
+		t.Fatalf("repair dry run: %+v, %v; want 1 missing and the foreign entry reported", r, err)
+	}
+	if _, err := Repair(ctx, repairOptions(t, env, true)); !errors.Is(err, ErrRepairRefused) {
+		t.Fatalf("repair --apply with a foreign entry: %v, want a refusal", err)
+	}
+	if n := len(relaytest.ReadAll(ctx, t, env.RDB, "outbox:")); n != entries || env.RDB.Get(ctx, keys(env).Position).Val() != pos {
+		t.Fatal("the refused repair wrote")
+	}
+}

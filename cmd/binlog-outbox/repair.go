@@ -45,7 +45,8 @@ func repairCommand() *cli.Command {
 			"the binlog end as of the snapshot: run with the usual command line then goes on, every row committed\n" +
 			"before, during or after the repair once. It refuses, writing nothing, while a relay holds the lease or\n" +
 			"moves the position, when entries name rows the table lacks, and when a stream was trimmed below the\n" +
-			"table's rows. Not on Redis Cluster. See docs/incidents.md.",
+			"table's rows. --apply needs MariaDB (the exact binlog position of a snapshot) and is not on Redis Cluster.\n" +
+			"See docs/incidents.md.",
 		Flags:  flags,
 		Action: runRepair,
 	}
