@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -164,6 +165,32 @@ func TestRepair_RefusesForeignEntries(t *testing.T) {
 		t.Fatalf("repair --apply with a foreign entry: %v, want a refusal", err)
 	}
 	if n := len(relaytest.ReadAll(ctx, t, env.RDB, "outbox:")); n != entries || env.RDB.Get(ctx, keys(env).Position).Val() != pos {
+		t.Fatal("the refused repair wrote")
+	}
+}
+
+// TestRepair_RefusesTrimmedStreams: a stream trimmed below the table's rows
+// makes its trimmed rows look missing; apply refuses and writes nothing.
+func TestRepair_RefusesTrimmedStreams(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	stop := startRelay(t, env, mode.Binlog)
+	for i := 0; i < 5; i++ {
+		relaytest.InsertEvent(t, env.DB, rec, "a", i)
+	}
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stop()
+	if err := env.RDB.XTrimMaxLen(ctx, "outbox:order", 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pos := env.RDB.Get(ctx, keys(env).Position).Val()
+	_, err := Repair(ctx, repairOptions(t, env, true))
+	if !errors.Is(err, ErrRepairRefused) || !strings.Contains(err.Error(), "was trimmed") {
+		t.Fatalf("repair --apply over a trimmed stream: %v, want a refusal", err)
+	}
+	if n := env.RDB.XLen(ctx, "outbox:order").Val(); n != 2 || env.RDB.Get(ctx, keys(env).Position).Val() != pos {
 		t.Fatal("the refused repair wrote")
 	}
 }
