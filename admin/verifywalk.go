@@ -149,6 +149,8 @@ type verifier struct {
 	minID   uint64
 	hasRows bool
 	q       *outboxsql.Verify
+	// onMissing, when set, gets every missing row (repair appends them).
+	onMissing func(id uint64, messageID string)
 }
 
 // verifyRow is one row of a chunk with the entries naming it.
@@ -258,6 +260,9 @@ func (v *verifier) compare(ctx context.Context, idx *entryIndex, rows []verifyRo
 			r.NotYetRelayed++
 		default:
 			r.Missing++
+			if v.onMissing != nil {
+				v.onMissing(row.id, row.messageID)
+			}
 			if len(r.Examples.Missing) < verifyExamples {
 				r.Examples.Missing = append(r.Examples.Missing, VerifyExample{OutboxID: row.id, MessageID: row.messageID})
 			}

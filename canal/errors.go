@@ -69,8 +69,10 @@ func (r *Reader) clashError(err error) error {
 }
 
 const recoveryHint = "the binlog the stored position points into is gone (purged, or a different server). Events committed in the gap were not relayed. " +
-	"Choose: `binlog-outbox position set --start-from earliest` to re-read all the binlog the server still has (consumers deduplicate by message_id), " +
-	"or `binlog-outbox position set --start-from now` to accept the gap, then republish the missing rows with `binlog-outbox run --mode poll` on rows WHERE sent_at IS NULL; " +
+	"Run `binlog-outbox repair` (a dry run: the committed rows no stream holds), then, with the relay stopped, `binlog-outbox repair --apply`: it appends them once " +
+	"and stores the position run goes on from, while producers keep writing (docs/incidents.md). " +
+	"Otherwise `binlog-outbox position set --start-from earliest` re-reads all the binlog the server still has (consumers deduplicate by message_id), " +
+	"and `--start-from now` accepts the gap; " +
 	"and keep binlogs longer (binlog_expire_logs_seconds) than the relay may be down"
 
 // gtidRecoveryHint is the way on when a server refuses the stored GTID set.
@@ -82,7 +84,8 @@ const gtidRecoveryHint = "the server does not have every transaction of the stor
 	"or the binlog holding them was purged. Choose: `binlog-outbox position set --start-from <gtid set>` with the GTID position the promoted server had when it was promoted " +
 	"(its @@gtid_binlog_pos, MySQL: @@gtid_executed, at that moment) to relay everything written since, " +
 	"or `binlog-outbox position set --start-from earliest` to re-read all the binlog the server has (consumers deduplicate by message_id); see docs/scaling.md. " +
-	"If the binlog was purged, `binlog-outbox position set --start-from now` accepts the gap (then republish the missing rows with `binlog-outbox run --mode poll` on rows WHERE sent_at IS NULL), " +
+	"If the binlog was purged, `binlog-outbox repair --apply` (the relay stopped) appends the committed rows no stream holds and stores a position to go on from; " +
+	"it refuses while the streams hold entries whose rows the server lacks (docs/incidents.md), and `position set --start-from now` accepts the gap; " +
 	"and keep binlogs longer (binlog_expire_logs_seconds) than the relay may be down"
 
 // errServerChanged means the binlog connection reached another server than

@@ -40,6 +40,7 @@ func NewApp() *cli.App {
 			positionCommand(),
 			markAppendedCommand(),
 			verifyCommand(),
+			repairCommand(),
 			statusCommand(),
 			cleanupCommand(),
 			deadLettersCommand(),
