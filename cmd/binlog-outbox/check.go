@@ -44,10 +44,7 @@ func runCheck(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	rep := preflight.Run(ctx, relay.PreflightConfig(ctx, o, &o.Format, relay.PollOnSent(o, requested)))
-	if r, ok := modeSwitchResult(ctx, cfg, rep, requested); ok {
-		rep.Results = append(rep.Results, r)
-	}
+	rep := relay.Check(ctx, o, requested)
 	printReport(c.App.Writer, rep)
 
 	if requested == mode.Auto {

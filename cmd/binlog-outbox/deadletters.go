@@ -13,7 +13,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/relay"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 func deadLettersCommand() *cli.Command {
@@ -72,11 +71,10 @@ func deadLettersOptions(c *cli.Context, cfg config) (admin.DeadLettersOptions, f
 		format = f
 	}
 	client := cfg.RedisClient()
-	sink, err := redisstream.New(client, redisstream.Config{
-		Stream: relay.StreamTemplate(cfg, givenStream(c)), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
-		NoAggregateType: !cfg.Mapping.Has(schema.ColAggregateType), NoHeaders: !cfg.Mapping.Has(schema.ColHeaders),
-		Groups: ensureGroups(c), Format: format, Cluster: cfg.RedisCluster != nil,
-	})
+	sink, err := redisstream.New(client, relay.EntrySinkConfig(relay.Options{
+		Config: cfg, Stream: givenStream(c), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
+		EnsureGroups: ensureGroups(c), Format: format,
+	}))
 	if err != nil {
 		client.Close()
 		return admin.DeadLettersOptions{}, nil, err
