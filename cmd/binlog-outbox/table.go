@@ -69,3 +69,50 @@ func openStreams(c *cli.Context, cfg config) (admin.Streams, redis.UniversalClie
 func outboxTable(cfg config, res schema.Resolution) outboxsql.Table {
 	return outboxsql.Table{Database: cfg.Database, Name: cfg.Table, Mapping: cfg.Mapping, Info: res.Table}
 }
+
+// tableCommand is what an admin command opens before its work: the
+// configuration of its one table, a pool to MySQL that sees the table as
+// run does (openTable), and the Redis client, with the streams of run's
+// stream template when the command reads them.
+type tableCommand struct {
+	cfg     config
+	db      *sql.DB
+	table   outboxsql.Table
+	streams admin.Streams
+	redis   redis.UniversalClient
+}
+
+// openTableCommand is the prologue of status, verify, mark-appended and
+// cleanup: usable refuses a table the mapping cannot read
+// (openUsableTable), streams parses run's stream template (openStreams).
+// The caller calls close.
+func openTableCommand(ctx context.Context, c *cli.Context, command string, usable, streams bool) (*tableCommand, error) {
+	cfg, err := loadOneTableConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	open := openTable
+	if usable {
+		open = openUsableTable
+	}
+	db, res, err := open(ctx, &cfg, command)
+	if err != nil {
+		return nil, err
+	}
+	t := &tableCommand{cfg: cfg, db: db, table: outboxTable(cfg, res)}
+	if !streams {
+		t.redis = cfg.RedisClient()
+		return t, nil
+	}
+	if t.streams, t.redis, err = openStreams(c, cfg); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// close closes the Redis client and the pool.
+func (t *tableCommand) close() {
+	t.redis.Close()
+	t.db.Close()
+}
