@@ -94,13 +94,7 @@ func modeSwitchResult(ctx context.Context, cfg Config, rep preflight.Report, req
 			names = append(names, t.Name)
 		}
 	} else {
-		db, err := sql.Open("mysql", cfg.DSN())
-		if err != nil {
-			return preflight.Result{}, false
-		}
-		err = ResolveTable(ctx, &cfg, db)
-		db.Close()
-		if err != nil {
+		if err := ResolveTableName(ctx, &cfg); err != nil {
 			return preflight.Result{}, false
 		}
 		names = []schema.Name{{Database: cfg.Database, Table: cfg.Table}}

@@ -95,6 +95,18 @@ type Config struct {
 	Resolved bool
 }
 
+// ResolveTableName is ResolveTable over a connection of its own, for the
+// callers that need only the names (check's mode switch line, the
+// position commands).
+func ResolveTableName(ctx context.Context, cfg *Config) error {
+	db, err := sql.Open("mysql", cfg.DSN())
+	if err != nil {
+		return fmt.Errorf("open mysql: %w", err)
+	}
+	defer db.Close()
+	return ResolveTable(ctx, cfg, db)
+}
+
 // ResolveTable replaces the configured database and table with the names
 // the server stores them under: the binlog carries those, and the Redis keys
 // embed them, so that `--table Outbox` and `--table outbox` on a server that

@@ -30,15 +30,7 @@ func checkCommand() *cli.Command {
 }
 
 func runCheck(c *cli.Context) error {
-	requested, err := mode.Parse(c.String("mode"))
-	if err != nil {
-		return usageError{err}
-	}
-	cfg, err := loadConfig(c)
-	if err != nil {
-		return err
-	}
-	o, err := optionsFrom(c, cfg)
+	o, requested, err := loadOptions(c)
 	if err != nil {
 		return err
 	}

@@ -155,13 +155,7 @@ func positionSink(c *cli.Context) (config, admin.PositionOptions, error) {
 	if c.String("position-key") == "" {
 		// The default key embeds the table's name as the server stores
 		// it, as run builds it.
-		db, err := sql.Open("mysql", cfg.DSN())
-		if err != nil {
-			return config{}, admin.PositionOptions{}, fmt.Errorf("open mysql: %w", err)
-		}
-		err = relay.ResolveTable(c.Context, &cfg, db)
-		db.Close()
-		if err != nil {
+		if err := relay.ResolveTableName(c.Context, &cfg); err != nil {
 			return config{}, admin.PositionOptions{}, err
 		}
 	}
