@@ -82,12 +82,18 @@ func deadLettersOptions(c *cli.Context, cfg config) (admin.DeadLettersOptions, f
 	return admin.DeadLettersOptions{Redis: client, Sink: sink, Database: cfg.Database, Table: cfg.Table}, func() { client.Close() }, nil
 }
 
-func runDeadLettersList(c *cli.Context) error {
+// openDeadLetters is the prologue of list and purge, which read the
+// dead-letter stream only.
+func openDeadLetters(c *cli.Context) (admin.DeadLettersOptions, func(), error) {
 	cfg, err := loadTableConfig(c)
 	if err != nil {
-		return err
+		return admin.DeadLettersOptions{}, nil, err
 	}
-	o, done, err := deadLettersOptions(c, cfg)
+	return deadLettersOptions(c, cfg)
+}
+
+func runDeadLettersList(c *cli.Context) error {
+	o, done, err := openDeadLetters(c)
 	if err != nil {
 		return err
 	}
@@ -192,11 +198,7 @@ func runDeadLettersPurge(c *cli.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
-	cfg, err := loadTableConfig(c)
-	if err != nil {
-		return err
-	}
-	o, done, err := deadLettersOptions(c, cfg)
+	o, done, err := openDeadLetters(c)
 	if err != nil {
 		return err
 	}
