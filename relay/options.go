@@ -95,6 +95,37 @@ type Config struct {
 	Resolved bool
 }
 
+// OpenTable connects to MySQL and sees the outbox table as `run` does: by
+// the server's name for it (ResolveTable) and with the mapping resolved
+// against its columns (schema.Resolve), which replaces cfg.Mapping. With
+// usable it refuses a table the mapping cannot read, with the problems and
+// their fixes. The admin commands use it, so that they read the rows and
+// the streams `run` writes; command names the caller in errors. The caller
+// closes the pool.
+func OpenTable(ctx context.Context, cfg *Config, command string, usable bool) (*sql.DB, schema.Resolution, error) {
+	db, err := sql.Open("mysql", cfg.DSN())
+	if err != nil {
+		return nil, schema.Resolution{}, fmt.Errorf("open mysql: %w", err)
+	}
+	if err := ResolveTable(ctx, cfg, db); err != nil {
+		db.Close()
+		return nil, schema.Resolution{}, err
+	}
+	res, err := schema.Resolve(ctx, db, cfg.Database, cfg.Table, cfg.Mapping, cfg.Declared, cfg.Extra)
+	if err != nil {
+		db.Close()
+		return nil, schema.Resolution{}, fmt.Errorf("%s: inspect the outbox table: %w", command, err)
+	}
+	cfg.Mapping = res.Mapping
+	if usable {
+		if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
+			db.Close()
+			return nil, res, err
+		}
+	}
+	return db, res, nil
+}
+
 // ResolveTableName is ResolveTable over a connection of its own, for the
 // callers that need only the names (check's mode switch line, the
 // position commands).

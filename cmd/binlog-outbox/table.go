@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"github.com/binlog-outbox/binlog-outbox/relay"
 
 	"github.com/redis/go-redis/v9"
@@ -15,43 +14,18 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
-// openTable connects to MySQL and sees the outbox table as `run` does: by
-// the server's name for it (resolveTable) and with the mapping resolved
-// against its columns (schema.Resolve), which replaces cfg.Mapping. The
-// commands that read the table beside the relay (mark-appended, verify,
-// status) use it, so that they read the rows and the streams `run` writes.
-// The caller closes the pool.
+// openTable is relay.OpenTable for the commands that read the table beside
+// the relay (status): they read the rows and the streams `run` writes. The
+// caller closes the pool.
 func openTable(ctx context.Context, cfg *config, command string) (*sql.DB, schema.Resolution, error) {
-	db, err := sql.Open("mysql", cfg.DSN())
-	if err != nil {
-		return nil, schema.Resolution{}, fmt.Errorf("open mysql: %w", err)
-	}
-	if err := relay.ResolveTable(ctx, cfg, db); err != nil {
-		db.Close()
-		return nil, schema.Resolution{}, err
-	}
-	res, err := schema.Resolve(ctx, db, cfg.Database, cfg.Table, cfg.Mapping, cfg.Declared, cfg.Extra)
-	if err != nil {
-		db.Close()
-		return nil, schema.Resolution{}, fmt.Errorf("%s: inspect the outbox table: %w", command, err)
-	}
-	cfg.Mapping = res.Mapping
-	return db, res, nil
+	return relay.OpenTable(ctx, cfg, command, false)
 }
 
-// openUsableTable is openTable for the commands that read the rows as the
-// relay does (mark-appended, verify, cleanup): it refuses a table the
-// mapping cannot read, with the problems and their fixes.
+// openUsableTable is relay.OpenTable for the commands that read the rows as
+// the relay does (mark-appended, verify, cleanup, replay, backfill): it
+// refuses a table the mapping cannot read.
 func openUsableTable(ctx context.Context, cfg *config, command string) (*sql.DB, schema.Resolution, error) {
-	db, res, err := openTable(ctx, cfg, command)
-	if err != nil {
-		return nil, res, err
-	}
-	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
-		db.Close()
-		return nil, res, err
-	}
-	return db, res, nil
+	return relay.OpenTable(ctx, cfg, command, true)
 }
 
 // openStreams parses the stream template `run` would use for the resolved
