@@ -126,6 +126,28 @@ func OpenTable(ctx context.Context, cfg *Config, command string, usable bool) (*
 	return db, res, nil
 }
 
+// PositionSink opens the Redis client and the sink that hold the position
+// under key (--position-key; "" for the default, which embeds the table's
+// name as the server stores it, as run builds it, so cfg's names are
+// resolved first). The caller closes the client.
+func PositionSink(ctx context.Context, cfg *Config, key string) (*redisstream.Sink, redis.UniversalClient, error) {
+	if err := RequirePositionKey(*cfg, key); err != nil {
+		return nil, nil, err
+	}
+	if key == "" {
+		if err := ResolveTableName(ctx, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+	client := cfg.RedisClient()
+	sink, err := redisstream.New(client, redisstream.Config{PositionKey: PositionKey(*cfg, key), Cluster: cfg.RedisCluster != nil})
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return sink, client, nil
+}
+
 // ResolveTableName is ResolveTable over a connection of its own, for the
 // callers that need only the names (check's mode switch line, the
 // position commands).
