@@ -377,26 +377,10 @@ func (d *rowDecoder) reset() { d.payload, d.headers = nil, nil }
 
 func (d *rowDecoder) event() outbox.Event {
 	var b eventrow.Builder
-	b.ID(d.id)
-	if d.hasMessageID {
-		b.MessageID(d.messageID.String, d.messageID.Valid)
-	} else {
-		b.MessageIDFromID()
-	}
-	if d.hasAggregateType {
-		b.AggregateType(d.aggType.String, d.aggType.Valid)
-	}
-	b.AggregateID(d.aggID.String, d.aggID.Valid)
-	b.EventType(d.evType.String, d.evType.Valid)
-	b.Payload(d.payload, d.payload != nil)
-	b.Headers(d.headers)
-	for i, f := range d.fields {
-		var v any
-		if d.values[i].Valid {
-			v = d.values[i].String
-		}
-		b.Field(f.Field, v)
-	}
+	eventrow.Layout{MessageID: d.hasMessageID, AggregateType: d.hasAggregateType, Fields: d.fields}.Fill(&b, &eventrow.Scanned{
+		ID: d.id, MessageID: d.messageID, AggregateType: d.aggType, AggregateID: d.aggID, EventType: d.evType,
+		Payload: d.payload, HasPayload: d.payload != nil, Headers: d.headers, Fields: d.values,
+	})
 	if d.payload != nil && d.payloadJSON && !json.Valid(d.payload) {
 		b.Problem("payload is not valid JSON")
 	}

@@ -250,26 +250,10 @@ func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (
 func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullString, payload []byte, payloadLen int64,
 	headers []byte, occurred any, fields []sql.NullString, now time.Time) (e outbox.Event, oversize bool) {
 	var b eventrow.Builder
-	b.ID(id)
-	if p.q.hasMessageID {
-		b.MessageID(messageID.String, messageID.Valid)
-	} else {
-		b.MessageIDFromID()
-	}
-	if p.q.hasAggregateType {
-		b.AggregateType(aggType.String, aggType.Valid)
-	}
-	b.AggregateID(aggID.String, aggID.Valid)
-	b.EventType(evType.String, evType.Valid)
-	b.Payload(payload, payloadLen >= 0)
-	b.Headers(headers)
-	for i, f := range p.q.fields {
-		var v any
-		if fields[i].Valid {
-			v = fields[i].String
-		}
-		b.Field(f.Field, v)
-	}
+	eventrow.Layout{MessageID: p.q.hasMessageID, AggregateType: p.q.hasAggregateType, Fields: p.q.fields}.Fill(&b, &eventrow.Scanned{
+		ID: id, MessageID: messageID, AggregateType: aggType, AggregateID: aggID, EventType: evType,
+		Payload: payload, HasPayload: payloadLen >= 0, Headers: headers, Fields: fields,
+	})
 	switch {
 	case payloadLen < 0:
 	case payloadLen > int64(p.cfg.MaxPayloadBytes):

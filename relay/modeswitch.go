@@ -8,7 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/mode"
+	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -62,4 +64,58 @@ func CheckModeSwitch(ctx context.Context, client redis.UniversalClient, tables [
 		}
 	}
 	return nil
+}
+
+// NameModeSwitch is check's line of the mode the tables ran in.
+const NameModeSwitch = "mode switch"
+
+// Check is the report of `check --mode requested`: the preflight of o, and
+// a line for the mode switch run would refuse (CheckModeSwitch), so that
+// check refuses first what run refuses at start.
+func Check(ctx context.Context, o Options, requested string) preflight.Report {
+	rep := preflight.Run(ctx, PreflightConfig(ctx, o, &o.Format, PollOnSent(o, requested)))
+	if r, ok := modeSwitchResult(ctx, o.Config, rep, requested); ok {
+		rep.Results = append(rep.Results, r)
+	}
+	return rep
+}
+
+// modeSwitchResult is check's line for run's refusal of a mode switch not
+// prepared (mode.Switch), with --mode binlog or poll; ok false when there
+// is nothing to say (auto mode, Redis or the table not reachable: their own
+// lines say so).
+func modeSwitchResult(ctx context.Context, cfg Config, rep preflight.Report, requested string) (preflight.Result, bool) {
+	if requested == mode.Auto || redisFailed(rep) {
+		return preflight.Result{}, false
+	}
+	var names []schema.Name
+	if cfg.Several {
+		for _, t := range rep.Tables {
+			names = append(names, t.Name)
+		}
+	} else {
+		if err := ResolveTableName(ctx, &cfg); err != nil {
+			return preflight.Result{}, false
+		}
+		names = []schema.Name{{Database: cfg.Database, Table: cfg.Table}}
+	}
+	client := cfg.RedisClient()
+	defer client.Close()
+	res := preflight.Result{Name: NameModeSwitch, Status: preflight.Pass, Modes: []preflight.Mode{preflight.Mode(requested)},
+		Detail: "no table ran in the other mode, or its switch to " + requested + " mode was prepared"}
+	if err := CheckModeSwitch(ctx, client, names, requested); err != nil {
+		res.Status, res.Detail, res.Fix = preflight.Fail, err.Error(), outbox.HintOf(err)
+	}
+	return res, true
+}
+
+// redisFailed says the report's Redis line failed: the mode key cannot be
+// read, and that line says why.
+func redisFailed(rep preflight.Report) bool {
+	for _, r := range rep.Results {
+		if (r.Name == preflight.NameRedis || r.Name == preflight.NameRedisSentinel) && r.Status == preflight.Fail {
+			return true
+		}
+	}
+	return false
 }

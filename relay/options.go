@@ -95,6 +95,71 @@ type Config struct {
 	Resolved bool
 }
 
+// OpenTable connects to MySQL and sees the outbox table as `run` does: by
+// the server's name for it (ResolveTable) and with the mapping resolved
+// against its columns (schema.Resolve), which replaces cfg.Mapping. With
+// usable it refuses a table the mapping cannot read, with the problems and
+// their fixes. The admin commands use it, so that they read the rows and
+// the streams `run` writes; command names the caller in errors. The caller
+// closes the pool.
+func OpenTable(ctx context.Context, cfg *Config, command string, usable bool) (*sql.DB, schema.Resolution, error) {
+	db, err := sql.Open("mysql", cfg.DSN())
+	if err != nil {
+		return nil, schema.Resolution{}, fmt.Errorf("open mysql: %w", err)
+	}
+	if err := ResolveTable(ctx, cfg, db); err != nil {
+		db.Close()
+		return nil, schema.Resolution{}, err
+	}
+	res, err := schema.Resolve(ctx, db, cfg.Database, cfg.Table, cfg.Mapping, cfg.Declared, cfg.Extra)
+	if err != nil {
+		db.Close()
+		return nil, schema.Resolution{}, fmt.Errorf("%s: inspect the outbox table: %w", command, err)
+	}
+	cfg.Mapping = res.Mapping
+	if usable {
+		if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
+			db.Close()
+			return nil, res, err
+		}
+	}
+	return db, res, nil
+}
+
+// PositionSink opens the Redis client and the sink that hold the position
+// under key (--position-key; "" for the default, which embeds the table's
+// name as the server stores it, as run builds it, so cfg's names are
+// resolved first). The caller closes the client.
+func PositionSink(ctx context.Context, cfg *Config, key string) (*redisstream.Sink, redis.UniversalClient, error) {
+	if err := RequirePositionKey(*cfg, key); err != nil {
+		return nil, nil, err
+	}
+	if key == "" {
+		if err := ResolveTableName(ctx, cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+	client := cfg.RedisClient()
+	sink, err := redisstream.New(client, redisstream.Config{PositionKey: PositionKey(*cfg, key), Cluster: cfg.RedisCluster != nil})
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return sink, client, nil
+}
+
+// ResolveTableName is ResolveTable over a connection of its own, for the
+// callers that need only the names (check's mode switch line, the
+// position commands).
+func ResolveTableName(ctx context.Context, cfg *Config) error {
+	db, err := sql.Open("mysql", cfg.DSN())
+	if err != nil {
+		return fmt.Errorf("open mysql: %w", err)
+	}
+	defer db.Close()
+	return ResolveTable(ctx, cfg, db)
+}
+
 // ResolveTable replaces the configured database and table with the names
 // the server stores them under: the binlog carries those, and the Redis keys
 // embed them, so that `--table Outbox` and `--table outbox` on a server that

@@ -171,27 +171,45 @@ func PreflightConfig(ctx context.Context, o Options, format *redisstream.Format,
 // startFlags is what run does at start with its flags (check has them
 // too): the sink, the lease, trimming, --start-from.
 func startFlags(o Options, cfg Config, format redisstream.Format) *preflight.Start {
+	sc := entryConfig(o, cfg, format)
+	sc.PositionKey = PositionKey(cfg, o.PositionKey)
+	// The same keys as poll mode's, so that a switch between the modes
+	// skips what the other one appended.
+	sc.Dedupe = redisstream.Dedupe{
+		Window:    o.DedupeWindow,
+		KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
+		BySource:  cfg.Several,
+	}
 	return &preflight.Start{
-		Sink: redisstream.Config{
-			Stream:           o.Stream,
-			Partitions:       o.Partitions,
-			DeadLetterStream: o.DeadLetterStream,
-			PositionKey:      PositionKey(cfg, o.PositionKey),
-			// The same keys as poll mode's, so that a switch between the
-			// modes skips what the other one appended.
-			Dedupe: redisstream.Dedupe{
-				Window:    o.DedupeWindow,
-				KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
-				BySource:  cfg.Several,
-			},
-			Groups:  o.EnsureGroups,
-			Format:  format,
-			Cluster: cfg.RedisCluster != nil,
-		},
+		Sink:  sc,
 		Lease: o.Lease, LeaseTTL: o.LeaseTTL, LeaseRenew: o.LeaseRenew,
 		Trim: o.Trim, MaxLen: o.MaxLen, TrimInterval: o.TrimInterval,
 		StartFrom: o.StartFrom, Mode: o.Mode,
 	}
+}
+
+// entryConfig is the part of the sink's configuration that decides which
+// stream an entry goes to and how it is encoded: the stream and format
+// options, which run, dead-letters replay and backfill share.
+func entryConfig(o Options, cfg Config, format redisstream.Format) redisstream.Config {
+	return redisstream.Config{
+		Stream:           o.Stream,
+		Partitions:       o.Partitions,
+		DeadLetterStream: o.DeadLetterStream,
+		Groups:           o.EnsureGroups,
+		Format:           format,
+		Cluster:          cfg.RedisCluster != nil,
+	}
+}
+
+// EntrySinkConfig is the sink configuration of o's stream and format
+// options (Stream, Partitions, DeadLetterStream, EnsureGroups, Format)
+// resolved against the table's mapping, as run builds it but without
+// run's position key and dedupe: the commands that append entries
+// outside run (dead-letters, backfill) build their sink from it, so that
+// an option of the entries reaches them as it reaches run.
+func EntrySinkConfig(o Options) redisstream.Config {
+	return preflight.Start{Sink: entryConfig(o, o.Config, o.Format)}.SinkConfig(o.Config.Mapping)
 }
 
 // logWarnings logs the preflight's warnings that concern the mode, once.

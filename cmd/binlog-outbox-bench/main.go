@@ -6,11 +6,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,14 +17,8 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/bench"
+	"github.com/binlog-outbox/binlog-outbox/internal/exitcode"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
-)
-
-// Exit codes, as the relay's: 2 for a usage error.
-const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
 )
 
 // relayName is the relay's executable, looked for beside this one and then
@@ -35,36 +27,13 @@ const relayName = "binlog-outbox"
 
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// The first signal stops the run and its relay child and servers
-		// cleanly; a second one exits at once.
-		sig := <-signals
-		fmt.Fprintf(os.Stderr, "received %s, stopping (signal again to exit at once)\n", sig)
-		cancel()
-		<-signals
-		os.Exit(exitFailure)
-	}()
+	// The first signal stops the run and its relay child and servers
+	// cleanly; a second one exits at once.
+	exitcode.CancelOnSignal(cancel, os.Interrupt, syscall.SIGTERM)
 	app := NewApp()
 	err := app.RunContext(ctx, os.Args)
 	cancel()
-	os.Exit(reportError(app, err))
-}
-
-// reportError prints err and its hint and returns the exit code.
-func reportError(app *cli.App, err error) int {
-	if err == nil {
-		return exitOK
-	}
-	fmt.Fprintln(app.ErrWriter, "error:", err)
-	if hint := outbox.HintOf(err); hint != "" {
-		fmt.Fprintln(app.ErrWriter, "hint:", hint)
-	}
-	if errors.Is(err, outbox.ErrConfig) {
-		return exitUsage
-	}
-	return exitFailure
+	os.Exit(exitcode.Report(app.ErrWriter, err, nil))
 }
 
 // NewApp builds the command line; tests drive it in-process.

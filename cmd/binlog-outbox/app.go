@@ -14,15 +14,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/exitcode"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
-// Exit codes.
+// Exit codes (package exitcode), which the tests compare with.
 const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
+	exitOK      = exitcode.OK
+	exitFailure = exitcode.Failure
+	exitUsage   = exitcode.Usage
 )
 
 // NewApp builds the command-line application. Tests drive it in-process, with
@@ -111,18 +111,10 @@ func setUsageErrorHandler(cmds []*cli.Command) {
 // the exit code: 0 for nil, 2 for usage and configuration errors, 1 for
 // everything else.
 func reportError(w io.Writer, err error) int {
-	if err == nil {
-		return exitOK
-	}
-	fmt.Fprintln(w, "error:", err)
-	if hint := outbox.HintOf(err); hint != "" {
-		fmt.Fprintln(w, "hint:", hint)
-	}
-	var ue usageError
-	if errors.As(err, &ue) || errors.Is(err, outbox.ErrConfig) {
-		return exitUsage
-	}
-	return exitFailure
+	return exitcode.Report(w, err, func(err error) bool {
+		var ue usageError
+		return errors.As(err, &ue)
+	})
 }
 
 // globalFlag is the flag of a global setting. urfave/cli does not read its

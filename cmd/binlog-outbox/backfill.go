@@ -11,6 +11,7 @@ import (
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -102,10 +103,11 @@ func runBackfill(c *cli.Context) error {
 	}
 	client := cfg.RedisClient()
 	defer client.Close()
-	sink, err := redisstream.New(client, redisstream.Config{
-		Stream: c.String("stream"), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
-		NoAggregateType: !hasAggType, NoHeaders: !cfg.Mapping.Has(schema.ColHeaders), Format: format,
-	})
+	// Not on a cluster (refused above), so the sink's Cluster is false as
+	// before.
+	sink, err := redisstream.New(client, relay.EntrySinkConfig(relay.Options{
+		Config: cfg, Stream: c.String("stream"), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"), Format: format,
+	}))
 	if err != nil {
 		return err
 	}

@@ -30,24 +30,13 @@ func checkCommand() *cli.Command {
 }
 
 func runCheck(c *cli.Context) error {
-	requested, err := mode.Parse(c.String("mode"))
-	if err != nil {
-		return usageError{err}
-	}
-	cfg, err := loadConfig(c)
-	if err != nil {
-		return err
-	}
-	o, err := optionsFrom(c, cfg)
+	o, requested, err := loadOptions(c)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	rep := preflight.Run(ctx, relay.PreflightConfig(ctx, o, &o.Format, relay.PollOnSent(o, requested)))
-	if r, ok := modeSwitchResult(ctx, cfg, rep, requested); ok {
-		rep.Results = append(rep.Results, r)
-	}
+	rep := relay.Check(ctx, o, requested)
 	printReport(c.App.Writer, rep)
 
 	if requested == mode.Auto {

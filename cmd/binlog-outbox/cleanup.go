@@ -86,19 +86,14 @@ func runCleanup(c *cli.Context) error {
 	if pause < 0 || wait < 0 {
 		return usageError{errors.New("--pause and --wait must not be negative")}
 	}
-	cfg, err := loadOneTableConfig(c)
+	t, err := openTableCommand(ctx, c, "cleanup", true, false)
 	if err != nil {
 		return err
 	}
-	db, res, err := openUsableTable(ctx, &cfg, "cleanup")
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	client := cfg.RedisClient()
-	defer client.Close()
+	defer t.close()
+	cfg := t.cfg
 	r, err := admin.Cleanup(ctx, admin.CleanupOptions{
-		DB: db, Table: outboxTable(cfg, res), Redis: client,
+		DB: t.db, Table: t.table, Redis: t.redis,
 		Keys:      redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")),
 		OlderThan: age, Batch: batch, Pause: pause, Wait: wait, DryRun: c.Bool("dry-run"), Logger: cfg.Logger,
 	})

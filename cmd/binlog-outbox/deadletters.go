@@ -13,7 +13,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/relay"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 func deadLettersCommand() *cli.Command {
@@ -72,11 +71,10 @@ func deadLettersOptions(c *cli.Context, cfg config) (admin.DeadLettersOptions, f
 		format = f
 	}
 	client := cfg.RedisClient()
-	sink, err := redisstream.New(client, redisstream.Config{
-		Stream: relay.StreamTemplate(cfg, givenStream(c)), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
-		NoAggregateType: !cfg.Mapping.Has(schema.ColAggregateType), NoHeaders: !cfg.Mapping.Has(schema.ColHeaders),
-		Groups: ensureGroups(c), Format: format, Cluster: cfg.RedisCluster != nil,
-	})
+	sink, err := redisstream.New(client, relay.EntrySinkConfig(relay.Options{
+		Config: cfg, Stream: givenStream(c), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
+		EnsureGroups: ensureGroups(c), Format: format,
+	}))
 	if err != nil {
 		client.Close()
 		return admin.DeadLettersOptions{}, nil, err
@@ -84,12 +82,18 @@ func deadLettersOptions(c *cli.Context, cfg config) (admin.DeadLettersOptions, f
 	return admin.DeadLettersOptions{Redis: client, Sink: sink, Database: cfg.Database, Table: cfg.Table}, func() { client.Close() }, nil
 }
 
-func runDeadLettersList(c *cli.Context) error {
+// openDeadLetters is the prologue of list and purge, which read the
+// dead-letter stream only.
+func openDeadLetters(c *cli.Context) (admin.DeadLettersOptions, func(), error) {
 	cfg, err := loadTableConfig(c)
 	if err != nil {
-		return err
+		return admin.DeadLettersOptions{}, nil, err
 	}
-	o, done, err := deadLettersOptions(c, cfg)
+	return deadLettersOptions(c, cfg)
+}
+
+func runDeadLettersList(c *cli.Context) error {
+	o, done, err := openDeadLetters(c)
 	if err != nil {
 		return err
 	}
@@ -194,11 +198,7 @@ func runDeadLettersPurge(c *cli.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
-	cfg, err := loadTableConfig(c)
-	if err != nil {
-		return err
-	}
-	o, done, err := deadLettersOptions(c, cfg)
+	o, done, err := openDeadLetters(c)
 	if err != nil {
 		return err
 	}

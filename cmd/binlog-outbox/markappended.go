@@ -33,27 +33,19 @@ func markAppendedCommand() *cli.Command {
 }
 
 func markAppended(c *cli.Context) error {
-	cfg, err := loadOneTableConfig(c)
-	if err != nil {
-		return err
-	}
 	onSent, err := onSentOf(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Context
-	db, res, err := openUsableTable(ctx, &cfg, "mark-appended")
+	t, err := openTableCommand(ctx, c, "mark-appended", true, true)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	streams, client, err := openStreams(c, cfg)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
+	defer t.close()
+	cfg := t.cfg
 	r, err := admin.MarkAppended(ctx, admin.MarkOptions{
-		DB: db, Table: outboxTable(cfg, res), Redis: client, Streams: streams,
+		DB: t.db, Table: t.table, Redis: t.redis, Streams: t.streams,
 		DeleteRows: onSent == poller.OnSentDelete, AllowTrimmed: c.Bool("allow-trimmed"),
 	})
 	for _, w := range r.Warnings {
@@ -67,5 +59,5 @@ func markAppended(c *cli.Context) error {
 		r.AlreadySent, r.Foreign, cfg.Database, cfg.Table); err != nil {
 		return err
 	}
-	return relay.PrepareSwitch(ctx, c.App.Writer, client, db, cfg, mode.Poll)
+	return relay.PrepareSwitch(ctx, c.App.Writer, t.redis, t.db, cfg, mode.Poll)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
 func positionCommand() *cli.Command {
@@ -149,26 +148,8 @@ func positionSink(c *cli.Context) (config, admin.PositionOptions, error) {
 	if err != nil {
 		return config{}, admin.PositionOptions{}, err
 	}
-	if err := relay.RequirePositionKey(cfg, c.String("position-key")); err != nil {
-		return config{}, admin.PositionOptions{}, err
-	}
-	if c.String("position-key") == "" {
-		// The default key embeds the table's name as the server stores
-		// it, as run builds it.
-		db, err := sql.Open("mysql", cfg.DSN())
-		if err != nil {
-			return config{}, admin.PositionOptions{}, fmt.Errorf("open mysql: %w", err)
-		}
-		err = relay.ResolveTable(c.Context, &cfg, db)
-		db.Close()
-		if err != nil {
-			return config{}, admin.PositionOptions{}, err
-		}
-	}
-	client := cfg.RedisClient()
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: relay.PositionKey(cfg, c.String("position-key")), Cluster: cfg.RedisCluster != nil})
+	sink, client, err := relay.PositionSink(c.Context, &cfg, c.String("position-key"))
 	if err != nil {
-		client.Close()
 		return config{}, admin.PositionOptions{}, err
 	}
 	return cfg, admin.PositionOptions{Redis: client, Sink: sink, Cluster: cfg.RedisCluster != nil}, nil

@@ -150,18 +150,26 @@ func runCommand() *cli.Command {
 }
 
 func runRelay(c *cli.Context) error {
-	if _, err := mode.Parse(c.String("mode")); err != nil {
-		return usageError{err}
-	}
-	cfg, err := loadConfig(c)
-	if err != nil {
-		return err
-	}
-	o, err := optionsFrom(c, cfg)
+	o, _, err := loadOptions(c)
 	if err != nil {
 		return err
 	}
 	return relay.Run(c.Context, o)
+}
+
+// loadOptions is the prologue of run and check: --mode, the resolved
+// configuration and the relay's options of the flags.
+func loadOptions(c *cli.Context) (relay.Options, string, error) {
+	requested, err := mode.Parse(c.String("mode"))
+	if err != nil {
+		return relay.Options{}, "", usageError{err}
+	}
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return relay.Options{}, "", err
+	}
+	o, err := optionsFrom(c, cfg)
+	return o, requested, err
 }
 
 // optionsFrom is what the flags of run (which check has too) give: the

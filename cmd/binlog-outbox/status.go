@@ -35,23 +35,15 @@ func statusCommand() *cli.Command {
 
 func runStatus(c *cli.Context) error {
 	ctx := c.Context
-	cfg, err := loadOneTableConfig(c)
+	t, err := openTableCommand(ctx, c, "status", false, true)
 	if err != nil {
 		return err
 	}
-	db, _, err := openTable(ctx, &cfg, "status")
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	streams, client, err := openStreams(c, cfg)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
+	defer t.close()
+	cfg := t.cfg
 	r, err := admin.Status(ctx, admin.StatusOptions{
-		DB: db, Database: cfg.Database, Table: cfg.Table, Redis: client, Cluster: cfg.RedisCluster != nil,
-		Keys: redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")), Streams: streams,
+		DB: t.db, Database: cfg.Database, Table: cfg.Table, Redis: t.redis, Cluster: cfg.RedisCluster != nil,
+		Keys: redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")), Streams: t.streams,
 		Dumper: relay.DumperFor(cfg, ""), GroupIdleThreshold: c.Duration("group-idle-threshold"),
 	})
 	if err != nil {

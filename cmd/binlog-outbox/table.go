@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"github.com/binlog-outbox/binlog-outbox/relay"
 
 	"github.com/redis/go-redis/v9"
@@ -15,43 +14,18 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
-// openTable connects to MySQL and sees the outbox table as `run` does: by
-// the server's name for it (resolveTable) and with the mapping resolved
-// against its columns (schema.Resolve), which replaces cfg.Mapping. The
-// commands that read the table beside the relay (mark-appended, verify,
-// status) use it, so that they read the rows and the streams `run` writes.
-// The caller closes the pool.
+// openTable is relay.OpenTable for the commands that read the table beside
+// the relay (status): they read the rows and the streams `run` writes. The
+// caller closes the pool.
 func openTable(ctx context.Context, cfg *config, command string) (*sql.DB, schema.Resolution, error) {
-	db, err := sql.Open("mysql", cfg.DSN())
-	if err != nil {
-		return nil, schema.Resolution{}, fmt.Errorf("open mysql: %w", err)
-	}
-	if err := relay.ResolveTable(ctx, cfg, db); err != nil {
-		db.Close()
-		return nil, schema.Resolution{}, err
-	}
-	res, err := schema.Resolve(ctx, db, cfg.Database, cfg.Table, cfg.Mapping, cfg.Declared, cfg.Extra)
-	if err != nil {
-		db.Close()
-		return nil, schema.Resolution{}, fmt.Errorf("%s: inspect the outbox table: %w", command, err)
-	}
-	cfg.Mapping = res.Mapping
-	return db, res, nil
+	return relay.OpenTable(ctx, cfg, command, false)
 }
 
-// openUsableTable is openTable for the commands that read the rows as the
-// relay does (mark-appended, verify, cleanup): it refuses a table the
-// mapping cannot read, with the problems and their fixes.
+// openUsableTable is relay.OpenTable for the commands that read the rows as
+// the relay does (mark-appended, verify, cleanup, replay, backfill): it
+// refuses a table the mapping cannot read.
 func openUsableTable(ctx context.Context, cfg *config, command string) (*sql.DB, schema.Resolution, error) {
-	db, res, err := openTable(ctx, cfg, command)
-	if err != nil {
-		return nil, res, err
-	}
-	if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
-		db.Close()
-		return nil, res, err
-	}
-	return db, res, nil
+	return relay.OpenTable(ctx, cfg, command, true)
 }
 
 // openStreams parses the stream template `run` would use for the resolved
@@ -68,4 +42,51 @@ func openStreams(c *cli.Context, cfg config) (admin.Streams, redis.UniversalClie
 // outboxTable is the resolved table as package outboxsql names it.
 func outboxTable(cfg config, res schema.Resolution) outboxsql.Table {
 	return outboxsql.Table{Database: cfg.Database, Name: cfg.Table, Mapping: cfg.Mapping, Info: res.Table}
+}
+
+// tableCommand is what an admin command opens before its work: the
+// configuration of its one table, a pool to MySQL that sees the table as
+// run does (openTable), and the Redis client, with the streams of run's
+// stream template when the command reads them.
+type tableCommand struct {
+	cfg     config
+	db      *sql.DB
+	table   outboxsql.Table
+	streams admin.Streams
+	redis   redis.UniversalClient
+}
+
+// openTableCommand is the prologue of status, verify, mark-appended and
+// cleanup: usable refuses a table the mapping cannot read
+// (openUsableTable), streams parses run's stream template (openStreams).
+// The caller calls close.
+func openTableCommand(ctx context.Context, c *cli.Context, command string, usable, streams bool) (*tableCommand, error) {
+	cfg, err := loadOneTableConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	open := openTable
+	if usable {
+		open = openUsableTable
+	}
+	db, res, err := open(ctx, &cfg, command)
+	if err != nil {
+		return nil, err
+	}
+	t := &tableCommand{cfg: cfg, db: db, table: outboxTable(cfg, res)}
+	if !streams {
+		t.redis = cfg.RedisClient()
+		return t, nil
+	}
+	if t.streams, t.redis, err = openStreams(c, cfg); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// close closes the Redis client and the pool.
+func (t *tableCommand) close() {
+	t.redis.Close()
+	t.db.Close()
 }

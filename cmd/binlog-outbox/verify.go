@@ -88,22 +88,14 @@ func runVerify(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := loadOneTableConfig(c)
+	t, err := openTableCommand(ctx, c, "verify", true, true)
 	if err != nil {
 		return err
 	}
-	db, res, err := openUsableTable(ctx, &cfg, "verify")
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	streams, client, err := openStreams(c, cfg)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
+	defer t.close()
+	cfg := t.cfg
 	r, err := admin.Verify(ctx, admin.VerifyOptions{
-		DB: db, Table: outboxTable(cfg, res), Redis: client, Streams: streams,
+		DB: t.db, Table: t.table, Redis: t.redis, Streams: t.streams,
 		Keys:  redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")),
 		Range: rng, Chunk: chunk, Page: page, Wait: c.Duration("wait"),
 		DeleteRows: onSent == poller.OnSentDelete || !cfg.Mapping.Has(schema.ColSentAt),
