@@ -12,7 +12,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/relay"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 func repairCommand() *cli.Command {
@@ -65,11 +64,11 @@ func runRepair(c *cli.Context) error {
 	if chunk < 1 || page < 1 {
 		return usageError{errors.New("--chunk-rows and --page-entries must be positive")}
 	}
-	format, err := entryFormat(c)
+	cfg, err := loadOneTableConfig(c)
 	if err != nil {
 		return err
 	}
-	cfg, err := loadOneTableConfig(c)
+	format, err := entryFormat(c, cfg)
 	if err != nil {
 		return err
 	}
@@ -88,11 +87,12 @@ func runRepair(c *cli.Context) error {
 	}
 	defer client.Close()
 	keys := redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key"))
-	sink, err := redisstream.New(client, redisstream.Config{
-		Stream: relay.StreamTemplate(cfg, givenStream(c)), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
-		NoAggregateType: !cfg.Mapping.Has(schema.ColAggregateType), NoHeaders: !cfg.Mapping.Has(schema.ColHeaders),
-		Format: format, PositionKey: keys.Position,
+	sc := relay.EntrySinkConfig(relay.Options{
+		Config: cfg, Stream: givenStream(c), Partitions: c.Int("partitions"),
+		DeadLetterStream: c.String("dead-letter-stream"), Format: format,
 	})
+	sc.PositionKey = keys.Position
+	sink, err := redisstream.New(client, sc)
 	if err != nil {
 		return err
 	}
