@@ -262,7 +262,11 @@ func TestCleanup_RedisCluster(t *testing.T) {
 		_, errOut, code := run(t, append(global, "cleanup", "--older-than", "7d", "--wait", "60s")...)
 		done <- result{errOut, code}
 	}()
-	time.Sleep(time.Second)
+	// The failover must come after cleanup has read the masters it waits
+	// against: on a loaded machine the command took over a second to get
+	// there, saw the new masters only and deleted the rows. It waits up to
+	// 60s for the stopped relay, so 5s leaves a wide margin on both sides.
+	time.Sleep(5 * time.Second)
 	m, err := rc.MasterOf(ctx, redisstream.Slot("outbox:order:0"))
 	if err != nil {
 		t.Fatal(err)

@@ -101,6 +101,8 @@ func globalCases(t *testing.T) []globalCase {
 			effect: func(c config) string { return c.Mapping["payload"] }, fromFlag: "flag_body", fromEnv: "env_body"},
 		{name: "extra-column", flag: "tenant", env: "trace",
 			effect: func(c config) string { return c.Extra[0].Column }, fromFlag: "tenant", fromEnv: "trace"},
+		// The preset names its table; the default source leaves "outbox".
+		{name: "source", flag: "symfony-doctrine", env: "outbox", effect: func(c config) string { return c.Table }, fromFlag: "messenger_messages", fromEnv: "outbox"},
 		{name: "log-format", flag: "json", env: "text"},
 		{name: "log-level", flag: "debug", env: "warn"},
 		{name: "server-id", flag: "11", env: "22", effect: func(c config) string { return fmt.Sprint(c.ServerID) }, fromFlag: "11", fromEnv: "22"},
