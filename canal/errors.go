@@ -83,7 +83,7 @@ const gtidRecoveryHint = "the server does not have every transaction of the stor
 	"that it never shipped to the server promoted in its place (the relay may have appended their events: the streams hold events whose rows the new primary does not have), " +
 	"or the binlog holding them was purged. Choose: `binlog-outbox position set --start-from <gtid set>` with the GTID position the promoted server had when it was promoted " +
 	"(its @@gtid_binlog_pos, MySQL: @@gtid_executed, at that moment) to relay everything written since, " +
-	"or `binlog-outbox position set --start-from earliest` to re-read all the binlog the server has (consumers deduplicate by message_id); see docs/scaling.md. " +
+	"or `binlog-outbox position set --start-from earliest` to re-read all the binlog the server has (consumers deduplicate by message_id); see docs/database-failover.md. " +
 	"If the binlog was purged, `binlog-outbox repair --apply` (the relay stopped) appends the committed rows no stream holds and stores a position to go on from; " +
 	"it refuses while the streams hold entries whose rows the server lacks (docs/incidents.md), and `position set --start-from now` accepts the gap; " +
 	"and keep binlogs longer (binlog_expire_logs_seconds) than the relay may be down"

@@ -50,7 +50,7 @@ type gtidInfo struct {
 // gtidFix is the fix where the server has no GTIDs and positions are file
 // positions.
 const gtidFix = "enable GTIDs (MySQL: enforce_gtid_consistency=ON, then gtid_mode OFF_PERMISSIVE, ON_PERMISSIVE, ON, one step at a time): " +
-	"the relay then stores GTID positions, which survive a failover (a stored file position stays one until `binlog-outbox position set`); docs/scaling.md"
+	"the relay then stores GTID positions, which survive a failover (a stored file position stays one until `binlog-outbox position set`); docs/database-failover.md"
 
 // checkFailover says whether the position the relay resumes from survives a
 // failover to another server, and whether this server can resume it: a GTID
@@ -103,7 +103,7 @@ func checkFailover(srv mysqlserver.Server, gtid gtidInfo, stored []byte, storedE
 		return warn(NameFailover, fmt.Sprintf("the stored GTID set %s names transactions this server (%s, which holds %s) does not have: the relay will refuse it; "+
 			"after a failover, these are transactions the old primary committed and never shipped, whose events the relay may have appended",
 			logging.Truncate(b.GTIDSet, 200), here, logging.Truncate(gtid.state, 200)),
-			"`binlog-outbox position set --start-from <gtid set>` with the promoted server's GTID position when it was promoted, or --start-from earliest; docs/scaling.md", binlogOnly)
+			"`binlog-outbox position set --start-from <gtid set>` with the promoted server's GTID position when it was promoted, or --start-from earliest; docs/database-failover.md", binlogOnly)
 	}
 	return pass(NameFailover, "the stored position is a GTID set ("+logging.Truncate(b.GTIDSet, 200)+") this server has: it survives a failover to any server "+
 		"of the topology that has these transactions (replicas with log_slave_updates, MariaDB gtid_strict_mode)", binlogOnly)
@@ -114,7 +114,7 @@ func checkFailover(srv mysqlserver.Server, gtid gtidInfo, stored []byte, storedE
 // can tell its GTID set, else a file position that does not survive a
 // failover.
 func checkFilePosition(srv mysqlserver.Server, gtid gtidInfo, b position.Binlog, here string) Result {
-	const gtidWay = "resume by GTID set (`binlog-outbox position set --start-from <gtid set>`, or --start-from <gtid set> on a first start; docs/scaling.md)"
+	const gtidWay = "resume by GTID set (`binlog-outbox position set --start-from <gtid set>`, or --start-from <gtid set> on a first start; docs/database-failover.md)"
 	if b.ServerID != srv.ServerID || (b.ServerUUID != "" && srv.ServerUUID != "" && b.ServerUUID != srv.ServerUUID) {
 		return warn(NameFailover, fmt.Sprintf("the stored file position %s:%d belongs to server_id %d %s, this is %s: file positions are server-local and the relay will refuse it",
 			b.File, b.Pos, b.ServerID, b.ServerUUID, here),

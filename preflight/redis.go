@@ -121,7 +121,7 @@ func checkSentinelFailover(replicas, good string) Result {
 		detail += fmt.Sprintf(" (min-replicas-to-write is set: %s good replica(s) now)", good)
 	}
 	return warn(NameRedisFailover, detail,
-		"run in binlog mode; for poll mode, narrow the loss with min-replicas-to-write 1 and min-replicas-max-lag 10 on the master and replica (see docs/scaling.md, Redis Sentinel)", pollOnly)
+		"run in binlog mode; for poll mode, narrow the loss with min-replicas-to-write 1 and min-replicas-max-lag 10 on the master and replica (see docs/redis-sentinel.md)", pollOnly)
 }
 
 // checkEviction reads maxmemory_policy from INFO rather than CONFIG GET,

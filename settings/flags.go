@@ -142,7 +142,7 @@ func coreFlags() []Flag {
 		{Name: nameSentinelPWFile, Env: "BINLOG_OUTBOX_REDIS_SENTINEL_PASSWORD_FILE",
 			Usage: "read the sentinels' password (requirepass or the --redis-sentinel-user's, in sentinel.conf) from this file; the URL's password is the master's"},
 		{Name: nameTable, Env: "BINLOG_OUTBOX_TABLE", Kind: List, Default: []string{DefaultTable},
-			Usage: "the outbox table: `table` (in the DSN's database) or database.table; repeatable, and a pattern with * (tenant_*.outbox) follows every table it matches, those created later too: in binlog mode with one position, in poll mode with a poller per table (docs/scaling.md); comma-separated in the environment variable"},
+			Usage: "the outbox table: `table` (in the DSN's database) or database.table; repeatable, and a pattern with * (tenant_*.outbox) follows every table it matches, those created later too: in binlog mode with one position, in poll mode with a poller per table (docs/many-tables.md); comma-separated in the environment variable"},
 		{Name: nameColumn, Env: "BINLOG_OUTBOX_COLUMNS", Kind: List,
 			Usage: "map a logical column to the table's column, `logical=physical` (logical=- if the table has none), for every table or, as table:logical=physical with a --table value, for its tables; repeatable, comma-separated in the environment variable"},
 		{Name: nameExtraColumn, Env: "BINLOG_OUTBOX_EXTRA_COLUMNS", Kind: List,
@@ -167,7 +167,7 @@ func laravelFlag() Flag {
 
 func clusterFlag() Flag {
 	return Flag{Name: nameRedisCluster, Env: "BINLOG_OUTBOX_REDIS_CLUSTER", Kind: Bool, Default: []string{"false"},
-		Usage: "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot, and --lease a fence per hash slot (docs/scaling.md)"}
+		Usage: "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot, and --lease a fence per hash slot (docs/redis-cluster.md)"}
 }
 
 // tlsFlags are the TLS flags of server, "mysql" or "redis".
