@@ -15,7 +15,7 @@ import (
 )
 
 func repairCommand() *cli.Command {
-	flags := append(append(streamFlags(), positionKeyFlag(),
+	flags := append(append(append(streamFlags(), positionKeyFlag(),
 		&cli.BoolFlag{
 			Name:  "apply",
 			Usage: "append the missing rows and store the position run resumes from (without it repair writes nothing)",
@@ -23,17 +23,7 @@ func repairCommand() *cli.Command {
 		&cli.BoolFlag{
 			Name:  "json",
 			Usage: "print the result as JSON",
-		},
-		&cli.IntFlag{
-			Name:  "chunk-rows",
-			Usage: "rows read per SELECT, and entries read per index query",
-			Value: admin.DefaultVerifyChunk,
-		},
-		&cli.IntFlag{
-			Name:  "page-entries",
-			Usage: "stream entries read per XRANGE (each carries its payload)",
-			Value: admin.DefaultVerifyPage,
-		}), formatFlags()...)
+		}), walkFlags()...), formatFlags()...)
 	return &cli.Command{
 		Name:  "repair",
 		Usage: "find the committed rows no stream holds (a purged binlog, a failover gap) and, with --apply, append them once",
@@ -60,9 +50,9 @@ func (e errRepairMissing) Error() string {
 }
 
 func runRepair(c *cli.Context) error {
-	chunk, page := c.Int("chunk-rows"), c.Int("page-entries")
-	if chunk < 1 || page < 1 {
-		return usageError{errors.New("--chunk-rows and --page-entries must be positive")}
+	chunk, page, err := walkSizes(c)
+	if err != nil {
+		return err
 	}
 	cfg, err := loadOneTableConfig(c)
 	if err != nil {

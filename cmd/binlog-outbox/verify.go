@@ -35,17 +35,8 @@ func verifyCommand() *cli.Command {
 			Name:  "wait",
 			Usage: "binlog mode: how long to wait for the relay's stored position to pass the snapshot verify reads; rows after it are reported as not yet relayed",
 			Value: admin.DefaultVerifyWait,
-		},
-		&cli.IntFlag{
-			Name:  "chunk-rows",
-			Usage: "rows read per SELECT, and entries read per index query",
-			Value: admin.DefaultVerifyChunk,
-		},
-		&cli.IntFlag{
-			Name:  "page-entries",
-			Usage: "stream entries read per XRANGE (each carries its payload)",
-			Value: admin.DefaultVerifyPage,
 		})
+	flags = append(flags, walkFlags()...)
 	return &cli.Command{
 		Name:  "verify",
 		Usage: "compare the outbox rows in the table with the stream entries: missing, duplicated and foreign entries",
@@ -80,9 +71,9 @@ func runVerify(c *cli.Context) error {
 	} else if c.IsSet("since") {
 		return usageError{fmt.Errorf("--since %s: want a positive duration, e.g. 24h", d)}
 	}
-	chunk, page := c.Int("chunk-rows"), c.Int("page-entries")
-	if chunk < 1 || page < 1 {
-		return usageError{errors.New("--chunk-rows and --page-entries must be positive")}
+	chunk, page, err := walkSizes(c)
+	if err != nil {
+		return err
 	}
 	onSent, err := onSentOf(c)
 	if err != nil {
@@ -158,4 +149,30 @@ func printVerify(w io.Writer, r *admin.VerifyReport, asJSON bool) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// walkFlags are the sizes of verify's walk over rows and entries, which
+// repair walks too.
+func walkFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{
+			Name:  "chunk-rows",
+			Usage: "rows read per SELECT, and entries read per index query",
+			Value: admin.DefaultVerifyChunk,
+		},
+		&cli.IntFlag{
+			Name:  "page-entries",
+			Usage: "stream entries read per XRANGE (each carries its payload)",
+			Value: admin.DefaultVerifyPage,
+		},
+	}
+}
+
+// walkSizes reads walkFlags, refusing sizes below one.
+func walkSizes(c *cli.Context) (chunk, page int, err error) {
+	chunk, page = c.Int("chunk-rows"), c.Int("page-entries")
+	if chunk < 1 || page < 1 {
+		return 0, 0, usageError{errors.New("--chunk-rows and --page-entries must be positive")}
+	}
+	return chunk, page, nil
 }
