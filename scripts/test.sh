@@ -2,7 +2,8 @@
 # Runs the whole test suite on a Debian/Ubuntu machine, installing what is
 # missing first: MariaDB and Redis servers (the tests start private instances
 # of them, never the system services), PHP with Laravel and Debian's Symfony
-# components for the PHP examples and Laravel's .env parser, and the tools that check the files in deploy/
+# components for the PHP examples and Laravel's .env parser, composer (to
+# validate the Laravel package), and the tools that check the files in deploy/
 # (promtool, systemd-analyze).
 #
 #   scripts/test.sh            # everything: gofmt, go vet, go test -race ./...
@@ -34,9 +35,14 @@ fi
 # Debian's autoloader when there is no vendor/).
 [ -f /usr/share/php/Illuminate/Foundation/Application.php ] || need+=(php-laravel-framework)
 # The Symfony Messenger worker of examples/symfony runs on Debian's Symfony.
-for pkg in messenger redis-messenger serializer property-access event-dispatcher; do
+# examples/symfony_doctrine_test.go adds Messenger's Doctrine transport, on
+# Debian's DBAL.
+for pkg in messenger redis-messenger serializer property-access event-dispatcher doctrine-messenger; do
 	dpkg -s "php-symfony-$pkg" >/dev/null 2>&1 || need+=("php-symfony-$pkg")
 done
+dpkg -s php-doctrine-dbal >/dev/null 2>&1 || need+=(php-doctrine-dbal)
+# composer validates integrations/laravel/composer.json (no Packagist needed).
+have composer || need+=(composer)
 if [ ${#need[@]} -gt 0 ]; then
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"
