@@ -92,8 +92,18 @@ type multiAppend struct {
 
 // takes reports whether the batch events goes through MULTI/EXEC rather
 // than the append script: from Config.MultiMin entries on, or from
-// multiMinBytes of payloads.
+// multiMinBytes of payloads, unless it holds a delayed symfony-doctrine
+// message.
 func (s *multiAppend) takes(events []outbox.Event) bool {
+	if s.cfg.Format.Name == FormatDoctrine {
+		// The script alone adds delayed messages to their sets.
+		for i := range events {
+			s.prepare(&events[i])
+			if _, ok := s.delayed(&events[i]); ok {
+				return false
+			}
+		}
+	}
 	if len(events) >= s.cfg.MultiMin {
 		return true
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -46,7 +47,9 @@ type scriptAppend struct {
 // = none), ARGV[3] new position, ARGV[4] dedupe window in milliseconds,
 // ARGV[5] number of streams S, ARGV[6] number of groups G, ARGV[7] the lease
 // as this relay holds it (with the lease only), then the G group names,
-// then S flags ("1": make sure the stream has every group), then the
+// then S flags ("1": make sure the stream has every group; "z": the key
+// is a delayed set, whose runs hold a score and a member per entry, added
+// with ZADD NX, see prepareDoctrine), then the
 // entries in runs: consecutive entries of one stream with the same field
 // names share a header (stream index into KEYS, the first entry's dedupe key
 // index into KEYS (0: none; the run's others follow it), number of fields F,
@@ -74,7 +77,11 @@ if base == 2 then
 end
 for s = 1, ns do
   local key = KEYS[base + s]
-  denied = deny('TYPE', '', key) or deny('XADD', '', key, '*', 'f', 'v')
+  if ARGV[flags + s] == 'z' then
+    denied = deny('TYPE', '', key) or deny('ZADD', '', key, 'NX', '0', 'm')
+  else
+    denied = deny('TYPE', '', key) or deny('XADD', '', key, '*', 'f', 'v')
+  end
   if not denied and ARGV[flags + s] == '1' then
     denied = deny('XINFO', 'GROUPS', key) or deny('XGROUP', 'CREATE', key, 'g', '0', 'MKSTREAM')
   end
@@ -101,7 +108,11 @@ end
 local types = {}
 for s = 1, ns do
   local t = redis.call('TYPE', KEYS[base + s])['ok']
-  if t ~= 'stream' and t ~= 'none' then
+  if ARGV[flags + s] == 'z' then
+    if t ~= 'zset' and t ~= 'none' then
+      return redis.error_reply('WRONGTYPE key ' .. KEYS[base + s] .. ' holds a ' .. t .. ', not the sorted set of delayed messages')
+    end
+  elseif t ~= 'stream' and t ~= 'none' then
     return redis.error_reply('WRONGTYPE key ' .. KEYS[base + s] .. ' holds a ' .. t .. ', not a stream')
   end
   types[s] = t
@@ -131,6 +142,7 @@ local n = #ARGV
 local fv = {}
 while i <= n do
   local key = KEYS[tonumber(ARGV[i])]
+  local z = ARGV[flags + tonumber(ARGV[i]) - base] == 'z'
   local d = tonumber(ARGV[i + 1])
   local f = tonumber(ARGV[i + 2])
   local m = tonumber(ARGV[i + 3])
@@ -144,7 +156,11 @@ while i <= n do
       for j = 1, f do
         fv[2 * j] = ARGV[i + j - 1]
       end
-      redis.call('XADD', key, '*', unpack(fv, 1, 2 * f))
+      if z then
+        redis.call('ZADD', key, 'NX', fv[2], fv[4])
+      else
+        redis.call('XADD', key, '*', unpack(fv, 1, 2 * f))
+      end
       added = added + 1
     end
     i = i + f
@@ -228,9 +244,11 @@ func (s *scriptAppend) build(events []outbox.Event, positionKey string, prev, ne
 	for _, g := range s.cfg.Groups {
 		s.args = append(s.args, g)
 	}
-	for _, key := range s.keys[first:] {
+	for j, key := range s.keys[first:] {
 		flag := "0"
-		if s.checkGroups(s.base, key) {
+		if s.sets[first+j+1] {
+			flag = "z"
+		} else if s.checkGroups(s.base, key) {
 			flag = "1"
 		}
 		s.args = append(s.args, flag)
@@ -255,7 +273,11 @@ func (s *scriptAppend) addRuns(events []outbox.Event, window int64) {
 			s.keys = append(s.keys, key)
 			dedupe = len(s.keys)
 		}
-		s.pairs = s.appendFields(s.pairs[:0], e)
+		if due, ok := s.delayed(e); ok {
+			s.pairs = append(s.pairs[:0], fieldScore, strconv.FormatInt(due, 10), fieldMember, e.Envelope)
+		} else {
+			s.pairs = s.appendFields(s.pairs[:0], e)
+		}
 		if run < 0 || stream != s.streamOf[i-1] || !sameNames(s.pairs, s.runNames) {
 			if run >= 0 {
 				s.args[run+3] = runLen
@@ -277,6 +299,13 @@ func (s *scriptAppend) addRuns(events []outbox.Event, window int64) {
 		s.args[run+3] = runLen
 	}
 }
+
+// The names of a delayed set's run in appendScript's arguments: a delayed
+// message's score and member take the place of an entry's fields.
+const (
+	fieldScore  = "score"
+	fieldMember = "member"
+)
 
 // sameNames reports whether the field names of pairs (name, value, ...) are
 // names.

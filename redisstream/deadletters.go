@@ -106,13 +106,21 @@ func (s *Sink) Replay(ctx context.Context, e *outbox.Event, ids []string) (Repla
 		groups = nil // the dead-letter stream gets none, as in the append script
 	}
 	args := []any{len(ids), len(groups)}
+	due, delayed := s.delayed(e)
+	if delayed {
+		args[1], groups = "z", nil
+	}
 	for _, id := range ids {
 		args = append(args, id)
 	}
 	for _, g := range groups {
 		args = append(args, g)
 	}
-	args = s.appendFields(args, e)
+	if delayed {
+		args = append(args, due, e.Envelope)
+	} else {
+		args = s.appendFields(args, e)
+	}
 	res, err := replayScript.Run(ctx, s.client, []string{dead, target}, args...).Slice()
 	if err != nil {
 		return ReplayGone, "", fmt.Errorf("replay of row %d to %s: %w", e.OutboxID, target, classify(err))
@@ -135,19 +143,34 @@ func (s *Sink) Replay(ctx context.Context, e *outbox.Event, ids []string) (Repla
 // (Sink.Replay). Every check that can fail runs before the first write.
 // ARGV[1] the number N of dead-letter entry IDs, ARGV[2] the number G of
 // consumer groups the target stream must have, then the N IDs, the G
-// group names, and the entry's field/value pairs. It returns {0, ""} when
-// none of the entries is there (nothing written), else {1, new entry ID}.
+// group names, and the entry's field/value pairs. ARGV[2] "z" makes KEYS[2]
+// a delayed set (DelayedSetSuffix) instead: the IDs are followed by the
+// member's score and the member, which it adds (ZADD NX). It returns {0, ""}
+// when none of the entries is there (nothing written), else {1, new entry
+// ID} ({1, ""} for a delayed set).
 var replayScript = redis.NewScript(aclCheckLua + `
 local n = tonumber(ARGV[1])
-local ng = tonumber(ARGV[2])
-local denied = deny('XRANGE', '', KEYS[1], '-', '+') or deny('XDEL', '', KEYS[1], '0-1') or
-  deny('TYPE', '', KEYS[2]) or deny('XADD', '', KEYS[2], '*', 'f', 'v')
+local z = ARGV[2] == 'z'
+local ng = 0
+if not z then ng = tonumber(ARGV[2]) end
+local denied = deny('XRANGE', '', KEYS[1], '-', '+') or deny('XDEL', '', KEYS[1], '0-1') or deny('TYPE', '', KEYS[2])
+if not denied then
+  if z then
+    denied = deny('ZADD', '', KEYS[2], 'NX', '0', 'm')
+  else
+    denied = deny('XADD', '', KEYS[2], '*', 'f', 'v')
+  end
+end
 if not denied and ng > 0 then
   denied = deny('XINFO', 'GROUPS', KEYS[2]) or deny('XGROUP', 'CREATE', KEYS[2], 'g', '0', 'MKSTREAM')
 end
 if denied then return denied end
 local t = redis.call('TYPE', KEYS[2])['ok']
-if t ~= 'stream' and t ~= 'none' then
+if z then
+  if t ~= 'zset' and t ~= 'none' then
+    return redis.error_reply('WRONGTYPE key ' .. KEYS[2] .. ' holds a ' .. t .. ', not the sorted set of delayed messages')
+  end
+elseif t ~= 'stream' and t ~= 'none' then
   return redis.error_reply('WRONGTYPE key ' .. KEYS[2] .. ' holds a ' .. t .. ', not a stream')
 end
 local present = {}
@@ -173,7 +196,12 @@ if ng > 0 then
     end
   end
 end
-local id = redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3 + n + ng))
+local id = ''
+if z then
+  redis.call('ZADD', KEYS[2], 'NX', ARGV[3 + n], ARGV[4 + n])
+else
+  id = redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3 + n + ng))
+end
 redis.call('XDEL', KEYS[1], unpack(present))
 return {1, id}
 `)

@@ -1,6 +1,7 @@
 package redisstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -17,6 +18,12 @@ import (
 // the headers carry the message's type.
 const FormatDoctrine = "symfony-doctrine"
 
+// DelayedSetSuffix makes the key of the Redis transport's sorted set of
+// delayed messages from its stream's (Connection::$queue,
+// "<stream>__queue"), where Messenger's consumer moves a message to the
+// stream once its score, the due time in milliseconds, has passed.
+const DelayedSetSuffix = "__queue"
+
 // prepareDoctrine encodes the Redis transport's envelope {"body": ...,
 // "headers": {...}} of a messenger_messages row, or marks e Invalid. The
 // message id becomes "<table>:<id>", stable across restarts and both modes,
@@ -24,13 +31,18 @@ const FormatDoctrine = "symfony-doctrine"
 // entry fields and the stream template then show.
 //
 // A message still delayed when the relay reads it (available_at, which the
-// preset maps to occurred_at, in the future: Doctrine's send of a DelayStamp)
-// goes to the dead-letter stream with the reason: appended to the stream it
-// would be handled at once, before its time, and the Redis transport's
-// delayed set (<stream>__queue) is not written in the append's atomic step.
-// A delayed row read once it is due (a catch-up) is relayed as any other.
-// The relay's clock against the application's: a skew between them moves
-// the line by as much.
+// preset maps to occurred_at, in the future: Doctrine's send of a
+// DelayStamp) gets instead the member of the Redis transport's delayed set,
+// as Connection::add() writes one: {"body", "headers", "uniqid"}, whose
+// uniqid keeps members of equal messages apart and is here the message id,
+// so that a row's member is always the same. The append puts it in
+// <stream>__queue with available_at as its score (doctrineDue), and
+// Messenger's consumer (Connection::get()) moves it to the stream when due
+// by its own clock. The relay's clock only tells whether the row still
+// waits: a row read once due (a catch-up) goes to the stream, as the
+// consumer would move it there at once. The decision is taken here, once,
+// and kept in the envelope: a batch built again must put each event where
+// its first build did.
 func prepareDoctrine(e *outbox.Event) {
 	if e.Invalid != "" || e.Envelope != nil {
 		return
@@ -52,14 +64,38 @@ func prepareDoctrine(e *outbox.Event) {
 	if t, ok := headers[messengerHeaderType].(string); ok && t != "" {
 		e.EventType = t
 	}
-	if e.OccurredAt.After(time.Now()) {
-		e.Invalid = "message is delayed until " + e.OccurredAt.UTC().Format(OccurredAtLayout) + " (available_at, a DelayStamp): relayed now it would be handled before its time, and the relay does not write the Redis transport's delayed set; send delayed messages to the Redis transport directly"
-		return
-	}
-	b := make([]byte, 0, len(e.Payload)+len(e.Payload)/8+len(e.Headers)+32)
+	delayed := e.OccurredAt.After(time.Now())
+	b := make([]byte, 0, len(e.Payload)+len(e.Payload)/8+len(e.Headers)+len(e.MessageID)+48)
 	b = append(b, `{"body":`...)
 	b = appendJSONString(b, e.Payload)
 	b = append(b, `,"headers":`...)
 	b = append(b, strings.TrimSpace(string(e.Headers))...)
+	if delayed {
+		b = append(b, `,"uniqid":`...)
+		b = appendJSONString(b, []byte(e.MessageID))
+	}
 	e.Envelope = append(b, '}')
+}
+
+// doctrineDue reports whether e, a prepared messenger_messages row, goes
+// to its stream's delayed set (prepareDoctrine) and when it is due:
+// available_at in Unix milliseconds, the score Connection::add() gives a
+// delayed message.
+func doctrineDue(e *outbox.Event) (due int64, delayed bool) {
+	// The member ends with the uniqid, the message id: ,"uniqid":"<id>"}.
+	n := len(e.Envelope) - len(e.MessageID) - len(`,"uniqid":""}`)
+	if n < 0 || !bytes.HasPrefix(e.Envelope[n:], []byte(`,"uniqid":"`)) ||
+		!bytes.HasSuffix(e.Envelope, []byte(`"}`)) || string(e.Envelope[n+len(`,"uniqid":"`):len(e.Envelope)-2]) != e.MessageID {
+		return 0, false
+	}
+	return e.OccurredAt.UnixMilli(), true
+}
+
+// delayed reports whether e goes to its stream's delayed set
+// (DelayedSetSuffix) rather than to the stream, and the score there.
+func (s *base) delayed(e *outbox.Event) (due int64, ok bool) {
+	if s.cfg.Format.Name != FormatDoctrine || e.Invalid != "" {
+		return 0, false
+	}
+	return doctrineDue(e)
 }

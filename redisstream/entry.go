@@ -51,21 +51,23 @@ func (s *base) prepare(e *outbox.Event) {
 	s.cfg.Format.prepare(e, !s.cfg.NoAggregateType)
 }
 
-// streamKey returns the stream e goes to: its template's, or the
+// streamKey returns the key e goes to: its template's stream, the
+// stream's delayed set (a delayed symfony-doctrine message), or the
 // dead-letter stream.
 func (s *base) streamKey(e *outbox.Event) string {
-	if e.Invalid != "" {
-		return s.cfg.DeadLetterStream
-	}
-	return s.template.Render(e)
+	return string(s.appendStreamKey(nil, e))
 }
 
 // appendStreamKey appends streamKey(e) to b, without allocating it.
 func (s *base) appendStreamKey(b []byte, e *outbox.Event) []byte {
-	if e.Invalid == "" {
-		return s.template.AppendTo(b, e)
+	if e.Invalid != "" {
+		return append(b, s.cfg.DeadLetterStream...)
 	}
-	return append(b, s.cfg.DeadLetterStream...)
+	b = s.template.AppendTo(b, e)
+	if _, ok := s.delayed(e); ok {
+		b = append(b, DelayedSetSuffix...)
+	}
+	return b
 }
 
 // appendFields appends an entry's field/value pairs in a fixed order. In

@@ -206,7 +206,7 @@ func (f *Format) fallback() string {
 // it: the mapping sorted by event type, what becomes of the rest.
 func (f *Format) String() string {
 	if f.Name == FormatDoctrine {
-		return FormatDoctrine + ": messenger_messages rows as the Redis transport's messages (body and headers as Doctrine's serializer wrote them)"
+		return FormatDoctrine + ": messenger_messages rows as the Redis transport's messages (body and headers as Doctrine's serializer wrote them); delayed ones (DelayStamp) to <stream>" + DelayedSetSuffix + " until available_at"
 	}
 	if f.Name != FormatMessenger {
 		return FormatFlat + ": one field per column"

@@ -317,6 +317,9 @@ type batchKeys struct {
 	named int
 	// batchNew lists the streams whose groups the batch in flight checks.
 	batchNew []string
+	// sets holds the indexes into keys of the delayed sets
+	// (DelayedSetSuffix) among the streams: they get a ZADD, not an XADD.
+	sets map[int]bool
 }
 
 // streams prepares each event (one the format cannot carry becomes a dead
@@ -325,8 +328,10 @@ type batchKeys struct {
 func (k *batchKeys) streams(s *base, events []outbox.Event) int {
 	if k.keyIdx == nil {
 		k.keyIdx = map[string]int{}
+		k.sets = map[int]bool{}
 	}
 	clear(k.keyIdx)
+	clear(k.sets)
 	first := len(k.keys)
 	k.streamOf = k.streamOf[:0]
 	for i := range events {
@@ -340,6 +345,9 @@ func (k *batchKeys) streams(s *base, events []outbox.Event) int {
 			k.keyIdx[key] = idx
 		}
 		k.streamOf = append(k.streamOf, idx)
+		if _, ok := s.delayed(&events[i]); ok {
+			k.sets[idx] = true
+		}
 	}
 	k.named = len(k.keys)
 	k.batchNew = k.batchNew[:0]

@@ -1,49 +1,47 @@
 <?php
-// Dispatches messages through Symfony Messenger's Doctrine transport inside
-// the application's transaction ($connection->transactional()), as a Symfony
-// app with `messenger.transport.doctrine` does; the relay's
-// --source symfony-doctrine carries the committed rows to the Redis transport.
-// Prints "committed <id>", "rolledback <id>" and "delayed <id>" lines.
+// Dispatches messages on a Messenger bus whose routing sends them to the
+// Doctrine transport, inside the application's transaction
+// ($connection->transactional()), as a Symfony application with a
+// `doctrine://default` transport does; every --rollback-every-th
+// transaction throws and rolls back with its message. The relay's
+// --source symfony-doctrine carries the committed rows to the Redis
+// transport. Prints "committed <id>", "rolledback <id>" and
+// "delayed <id>" (the last message, with a DelayStamp of --delay-ms).
 //
-//   php producer.php --messages 10 --rollback-every 3 --delay-ms 60000
+//   php producer.php --messages 10 --rollback-every 3 --delay-ms 2000
 declare(strict_types=1);
 
-require 'Doctrine/DBAL/autoload.php';
-require 'Symfony/Component/Messenger/Bridge/Doctrine/autoload.php';
+require __DIR__ . '/bootstrap.php';
 
-use Doctrine\DBAL\DriverManager;
 use Symfony\Component\Messenger\Bridge\Doctrine\Transport\Connection;
 use Symfony\Component\Messenger\Bridge\Doctrine\Transport\DoctrineTransport;
-use Symfony\Component\Messenger\Envelope;
+use Symfony\Component\Messenger\MessageBus;
+use Symfony\Component\Messenger\Middleware\SendMessageMiddleware;
 use Symfony\Component\Messenger\Stamp\DelayStamp;
+use Symfony\Component\Messenger\Transport\Sender\SendersLocator;
 use Symfony\Component\Messenger\Transport\Serialization\PhpSerializer;
 
 $opt = getopt('', ['messages:', 'rollback-every:', 'delay-ms:', 'queue:']);
-$env = fn (string $k, string $d = ''): string => getenv($k) === false ? $d : (string) getenv($k);
 
-$dbal = DriverManager::getConnection([
-    'driver' => 'pdo_mysql',
-    'host' => $env('EXAMPLE_DB_HOST', '127.0.0.1'),
-    'port' => (int) $env('EXAMPLE_DB_PORT', '3306'),
-    'dbname' => $env('EXAMPLE_DB_NAME', 'app'),
-    'user' => $env('EXAMPLE_DB_USER', 'root'),
-    'password' => $env('EXAMPLE_DB_PASSWORD'),
-]);
-$transport = new DoctrineTransport(new Connection([
+$dbal = dbal();
+$doctrine = new DoctrineTransport(new Connection([
     'table_name' => 'messenger_messages',
     'queue_name' => $opt['queue'] ?? 'default',
     'redeliver_timeout' => 3600,
     'auto_setup' => false,
 ], $dbal), new PhpSerializer());
+// framework.messenger.routing: Ping: doctrine
+$bus = new MessageBus([
+    new SendMessageMiddleware(new SendersLocator([Ping::class => ['doctrine']], new Locator(['doctrine' => $doctrine]))),
+]);
 
 $n = (int) ($opt['messages'] ?? 10);
 $every = (int) ($opt['rollback-every'] ?? 0);
 for ($i = 1; $i <= $n; $i++) {
-    $msg = new stdClass();
-    $msg->id = sprintf('m-%d-%d', getmypid(), $i);
+    $msg = new Ping(sprintf('m-%d-%d', getmypid(), $i));
     try {
-        $dbal->transactional(function () use ($transport, $msg, $i, $every): void {
-            $transport->send(new Envelope($msg));
+        $dbal->transactional(function () use ($bus, $msg, $i, $every): void {
+            $bus->dispatch($msg);
             if ($every > 0 && $i % $every === 0) {
                 throw new RuntimeException('roll back');
             }
@@ -54,8 +52,7 @@ for ($i = 1; $i <= $n; $i++) {
     }
 }
 if (isset($opt['delay-ms'])) {
-    $msg = new stdClass();
-    $msg->id = sprintf('d-%d', getmypid());
-    $dbal->transactional(fn () => $transport->send(new Envelope($msg, [new DelayStamp((int) $opt['delay-ms'])])));
+    $msg = new Ping(sprintf('d-%d', getmypid()));
+    $dbal->transactional(fn () => $bus->dispatch($msg, [new DelayStamp((int) $opt['delay-ms'])]));
     echo "delayed {$msg->id}\n";
 }
