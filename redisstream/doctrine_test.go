@@ -180,3 +180,37 @@ func TestSink_DoctrineDelayedSetOnCluster(t *testing.T) {
 		t.Errorf("delayed set %v, want the delayed message due in an hour", z)
 	}
 }
+
+// A dead letter of a row still delayed when replayed (a delayed message an
+// older relay dead-lettered) goes to the delayed set, once, however often
+// it is replayed.
+func TestSink_ReplayDoctrineDelayed(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	s, c := newSink(t, r.NewDB(t), Config{Format: Format{Name: FormatDoctrine}, Groups: []string{"app"}})
+	ctx := context.Background()
+	bad := doctrineRow(7, `"x"`, time.Now().Add(time.Hour))
+	if err := s.Append(ctx, []outbox.Event{bad}, nil, []byte("p")); err != nil {
+		t.Fatal(err)
+	}
+	dl := c.XRange(ctx, DefaultDeadLetterStream, "-", "+").Val()
+	if len(dl) != 1 {
+		t.Fatalf("dead letters %v, want 1", dl)
+	}
+	due := time.Now().Add(time.Hour).Truncate(time.Second)
+	for range 2 {
+		e := doctrineRow(7, `[]`, due)
+		if _, _, err := s.Replay(ctx, &e, []string{dl[0].ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	z := c.ZRangeWithScores(ctx, "outbox:default__queue", 0, -1).Val()
+	if len(z) != 1 || int64(z[0].Score) != due.UnixMilli() || !strings.Contains(fmt.Sprint(z[0].Member), `"uniqid":"messenger_messages:7"`) {
+		t.Errorf("delayed set %v, want the replayed message once, due at %d", z, due.UnixMilli())
+	}
+	if n := c.XLen(ctx, DefaultDeadLetterStream).Val(); n != 0 {
+		t.Errorf("%d dead letters left, want none", n)
+	}
+	if n := c.Exists(ctx, "outbox:default").Val(); n != 0 {
+		t.Error("the replay created the stream; the delayed message must wait in the set")
+	}
+}
