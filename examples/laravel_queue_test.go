@@ -21,9 +21,10 @@ import (
 // relay is killed with SIGKILL once. Every fourth order's first attempt
 // fails and succeeds on the retry; an order on hold fails its 3 tries and
 // lands in failed_jobs and the dead-letter stream, and after its release
-// `queue:retry all` bills it. In the end every committed event is billed
-// exactly once, no rolled-back one, nothing is pending, and both workers stop
-// cleanly on SIGTERM.
+// `queue:retry all` bills it. The stream holds each committed event once
+// across the relay's SIGKILL and restart, as Outbox::record wrote it. In
+// the end every committed event is billed exactly once, no rolled-back one,
+// nothing is pending, and both workers stop cleanly on SIGTERM.
 func TestLaravelQueue(t *testing.T) {
 	php := requirePHP(t)
 	if _, err := os.Stat(debianLaravel); err != nil {
@@ -76,6 +77,11 @@ func TestLaravelQueue(t *testing.T) {
 		})
 	}
 	waitBilled("the workers to bill every committed event but the order on hold", len(produced.Committed)-1, 1)
+	// Before queue:retry appends the failed one again.
+	if n := rdb.XLen(ctx, "outbox:order").Val(); n != int64(len(produced.Committed)) {
+		t.Errorf("outbox:order has %d entries after the relay's SIGKILL and restart, want the %d committed events once each", n, len(produced.Committed))
+	}
+	checkLaravelEvent(t, rdb.XRangeN(ctx, "outbox:order", "-", "+", 1).Val()[0].Values)
 	if n := count(t, e.DB, "SELECT COUNT(*) FROM failed_jobs"); n != 1 {
 		t.Errorf("%d failed jobs, want the order on hold's one", n)
 	}

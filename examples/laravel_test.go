@@ -2,7 +2,6 @@ package examples_test
 
 import (
 	"cmp"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"os"
@@ -12,84 +11,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/examples/internal/exampletest"
-	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 )
 
 // debianLaravel is where php-laravel-framework puts the framework; the
 // example's bootstrap/autoload.php falls back to it without vendor/.
 const debianLaravel = "/usr/share/php/Illuminate/Foundation/Application.php"
-
-// TestLaravelExample runs examples/laravel on Debian's Laravel 8 against the
-// suite's MariaDB, Redis and relay: `artisan migrate` creates the tables, two
-// `outbox:consume` workers run while `orders:place` places orders through
-// OrderService (some rolled back), the relay is killed with SIGKILL between
-// two batches and restarted, and in the end every committed event is handled
-// exactly once, no rolled-back one, and both workers stop cleanly on SIGTERM.
-func TestLaravelExample(t *testing.T) {
-	php := requirePHP(t)
-	if _, err := os.Stat(debianLaravel); err != nil {
-		t.Fatalf("Laravel is not installed (%v); install it with: apt-get install -y php-laravel-framework (scripts/test.sh installs it)", err)
-	}
-	ctx := context.Background()
-	e := exampletest.NewBareEnv(t)
-	rdb := e.Redis.Client(t, e.RedisURL)
-	art := newArtisan(t, php, e)
-
-	art.run("migrate", "--force")
-	relay := exampletest.StartRelay(t, e)
-
-	var workers []*relaytest.Process
-	for _, name := range []string{"worker-1", "worker-2"} {
-		workers = append(workers, relaytest.StartCommand(t, art.command("outbox:consume", "--consumer="+name, "--block-ms=500")))
-	}
-
-	out := art.run("orders:place", "--orders=12", "--rollback-every=3")
-	first := exampletest.ParseProducerOutput(t, out)
-	relaytest.WaitFor(t, 30*time.Second, "the relay to append the first orders' events", func() bool {
-		return rdb.XLen(ctx, "outbox:order").Val() >= int64(len(first.Committed))
-	})
-	relay.Signal(t, syscall.SIGKILL)
-	relay.Wait(t, 30*time.Second)
-	// Committed while no relay runs: the restarted one resumes from its position.
-	out += art.run("orders:place", "--orders=12", "--rollback-every=3")
-	exampletest.StartRelay(t, e)
-	produced := exampletest.ParseProducerOutput(t, out)
-
-	relaytest.WaitFor(t, 60*time.Second, "the workers to handle every committed event", func() bool {
-		for _, w := range workers {
-			if w.Exited() {
-				t.Fatalf("a worker exited:\n%s", w.Out.String())
-			}
-		}
-		return len(exampletest.ProcessedIDs(t, e.DB, "billing")) >= len(produced.Committed)
-	})
-	processed := 0
-	for i, w := range workers {
-		w.Signal(t, syscall.SIGTERM)
-		if code := w.Wait(t, 30*time.Second); code != 0 {
-			t.Errorf("worker-%d exited with %d after SIGTERM, want 0:\n%s", i+1, code, w.Out.String())
-		}
-		st := parseStats(t, w.Out.String())
-		t.Logf("worker-%d: %v", i+1, st)
-		processed += st["processed"]
-	}
-	exampletest.CheckExactlyOnce(t, exampletest.ProcessedIDs(t, e.DB, "billing"), produced)
-	if processed != len(produced.Committed) {
-		t.Errorf("the workers processed %d events between them, want the %d committed", processed, len(produced.Committed))
-	}
-	if n := rdb.XLen(ctx, "outbox:order").Val(); n != int64(len(produced.Committed)) {
-		t.Errorf("outbox:order has %d entries after the relay's SIGKILL and restart, want the %d committed events once each", n, len(produced.Committed))
-	}
-	if p := rdb.XPending(ctx, "outbox:order", "billing").Val(); p.Count != 0 {
-		t.Errorf("%d entries pending in group billing after the workers stopped, want 0", p.Count)
-	}
-	checkLaravelEvent(t, rdb.XRangeN(ctx, "outbox:order", "-", "+", 1).Val()[0].Values)
-}
 
 // checkLaravelEvent checks what the package's Outbox::record wrote, as the relay relayed it:
 // the JSON casts, the microseconds of occurred_at, a ULID message id.
@@ -184,13 +114,14 @@ func TestComposerJSON(t *testing.T) {
 			paths = append(paths, filepath.Clean(filepath.Join("examples/laravel", r.URL)))
 		}
 	}
-	if !slices.Equal(paths, []string{"integrations/laravel", "examples/php/lib"}) {
-		t.Errorf("examples/laravel's path repositories %v, want integrations/laravel and examples/php/lib", paths)
+	if !slices.Equal(paths, []string{"integrations/laravel"}) {
+		t.Errorf("examples/laravel's path repositories %v, want integrations/laravel: the package's queue driver consumes, not a copy of examples/php/lib", paths)
 	}
-	for _, name := range []string{lib.Name, pkg.Name} {
-		if _, ok := app.Require[name]; !ok || name == "" {
-			t.Errorf("examples/laravel does not require the package %q of its path repository", name)
-		}
+	if _, ok := app.Require[pkg.Name]; !ok || pkg.Name == "" {
+		t.Errorf("examples/laravel does not require the package %q of its path repository", pkg.Name)
+	}
+	if _, ok := app.Require[lib.Name]; ok {
+		t.Errorf("examples/laravel requires %s; the package's queue driver is its consumer", lib.Name)
 	}
 	for _, dep := range []string{"illuminate/support", "illuminate/database", "illuminate/queue"} {
 		if got := pkg.Require[dep]; got != "^8.0|^9.0|^10.0|^11.0|^12.0" {

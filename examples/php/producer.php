@@ -17,6 +17,8 @@
 declare(strict_types=1);
 
 require __DIR__ . '/common.php';
+// The ULIDs of the Laravel package, which makes them without Laravel too.
+require __DIR__ . '/../../integrations/laravel/src/Ulid.php';
 
 $o = options($argv, [
     'dsn' => env('EXAMPLE_PDO_DSN', 'mysql:host=127.0.0.1;port=3306;dbname=app'),
@@ -47,7 +49,7 @@ for ($i = 1; $i <= (int) $o['orders']; $i++) {
         $orderId = (int) $pdo->lastInsertId();
         $lines = [];
         foreach ($status === 'paid' ? ['order.placed', 'order.paid'] : ['order.placed'] as $eventType) {
-            $messageId = BinlogOutbox\Ulid::generate();
+            $messageId = BinlogOutbox\Laravel\Ulid::generate();
             $payload = json_encode(['order_id' => $orderId, 'customer' => $customer, 'total_cents' => $total, 'status' => $status], JSON_THROW_ON_ERROR);
             $insertEvent->execute([$messageId, (string) $orderId, $eventType, $payload, '{"producer":"producer.php"}']);
             $lines[] = "order_id=$orderId event_type=$eventType message_id=$messageId";

@@ -5,7 +5,7 @@
 // vendor/, it runs on Debian's Laravel 8 (apt-get install
 // php-laravel-framework), as the test suite does: Debian's autoloader for the
 // framework, the package binlog-outbox/laravel from ../../integrations/laravel,
-// the shared consumer from ../php/lib, and the app's own classes.
+// and the app's own classes.
 
 if (is_file(__DIR__ . '/../vendor/autoload.php')) {
     require __DIR__ . '/../vendor/autoload.php';
@@ -20,7 +20,6 @@ if (!is_file($debian)) {
 }
 require $debian;
 require __DIR__ . '/../../../integrations/laravel/autoload.php';
-require __DIR__ . '/../../php/lib/autoload.php';
 
 spl_autoload_register(static function (string $class): void {
     // composer.json's PSR-4 entry.

@@ -12,8 +12,7 @@ return [
 
     // What a console application with a database and Redis needs; a full
     // application keeps its own list (Laravel 10+:
-    // ServiceProvider::defaultProviders()->merge([...])) and adds
-    // App\Providers\OutboxServiceProvider.
+    // ServiceProvider::defaultProviders()->merge([...])).
     'providers' => [
         Illuminate\Database\DatabaseServiceProvider::class,
         Illuminate\Filesystem\FilesystemServiceProvider::class,
@@ -25,7 +24,6 @@ return [
         // binlog-outbox/laravel's; Composer's package discovery adds it in an
         // installed application, Debian's autoloader does not.
         BinlogOutbox\Laravel\OutboxServiceProvider::class,
-        App\Providers\OutboxServiceProvider::class,
     ],
 
     'aliases' => [],

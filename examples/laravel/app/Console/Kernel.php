@@ -11,7 +11,6 @@ use Illuminate\Foundation\Console\Kernel as ConsoleKernel;
 class Kernel extends ConsoleKernel
 {
     protected $commands = [
-        Commands\ConsumeOutbox::class,
         Commands\PlaceOrders::class,
     ];
 }
