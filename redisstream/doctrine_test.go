@@ -154,13 +154,17 @@ func TestSink_DoctrineDelayedSet(t *testing.T) {
 	})
 }
 
-// On Redis Cluster the delayed set is a key of its own slot, which the
-// batch's script of that slot writes with the slot's position, as it does
-// a stream.
+// On Redis Cluster the delayed set is a key of its own slot, here not its
+// stream's, which the batch's script of that slot writes with the slot's
+// position, as it does a stream.
 func TestSink_DoctrineDelayedSetOnCluster(t *testing.T) {
 	c := testsvc.SharedRedisCluster(t).Client(t)
 	ctx := context.Background()
+	// A stream whose delayed set lies in another slot.
 	prefix := fmt.Sprintf("t%d", time.Now().UnixNano())
+	for i := 0; Slot(prefix+":default") == Slot(prefix+":default"+DelayedSetSuffix); i++ {
+		prefix = fmt.Sprintf("t%d-%d", time.Now().UnixNano(), i)
+	}
 	s, err := New(c, Config{Stream: prefix + ":{aggregate_type}", PositionKey: "binlog-outbox:position:" + prefix, Cluster: true, Format: Format{Name: FormatDoctrine}})
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +182,9 @@ func TestSink_DoctrineDelayedSetOnCluster(t *testing.T) {
 	}
 	if z := c.ZRangeWithScores(ctx, prefix+":default__queue", 0, -1).Val(); len(z) != 1 || int64(z[0].Score) != due.UnixMilli() {
 		t.Errorf("delayed set %v, want the delayed message due in an hour", z)
+	}
+	if p := c.Get(ctx, SlotPositionKey("binlog-outbox:position:"+prefix, Slot(prefix+":default"+DelayedSetSuffix))).Val(); p != string(clusterPos(200, 2)) {
+		t.Errorf("the delayed set's slot holds position %q, want the batch's", p)
 	}
 }
 
