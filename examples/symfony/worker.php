@@ -48,8 +48,7 @@ use App\Message\OrderPaid;
 use App\Message\OrderPlaced;
 use App\MessageHandler\OrderHandler;
 use App\Messenger\InboxMiddleware;
-use Psr\Container\ContainerInterface;
-use Psr\Container\NotFoundExceptionInterface;
+use App\Messenger\Locator;
 use Psr\Log\AbstractLogger;
 use Symfony\Component\EventDispatcher\EventDispatcher;
 use Symfony\Component\Messenger\Bridge\Redis\Transport\RedisTransportFactory;
@@ -86,31 +85,6 @@ $o = options($argv, [
     'fail-first-every' => '0',
     'time-limit' => '300',
 ]);
-
-/** A PSR-11 container of fixed services: the locators Messenger's listeners take. */
-final class Locator implements ContainerInterface
-{
-    private array $services;
-
-    public function __construct(array $services)
-    {
-        $this->services = $services;
-    }
-
-    public function get(string $id)
-    {
-        if (!isset($this->services[$id])) {
-            throw new class("no service $id") extends RuntimeException implements NotFoundExceptionInterface {
-            };
-        }
-        return $this->services[$id];
-    }
-
-    public function has(string $id): bool
-    {
-        return isset($this->services[$id]);
-    }
-}
 
 /** Logs Messenger's retries and failures to stderr. */
 final class StderrLogger extends AbstractLogger

@@ -13,6 +13,7 @@ declare(strict_types=1);
 
 require __DIR__ . '/bootstrap.php';
 
+use App\Messenger\Locator;
 use Symfony\Component\Messenger\Bridge\Doctrine\Transport\Connection;
 use Symfony\Component\Messenger\Bridge\Doctrine\Transport\DoctrineTransport;
 use Symfony\Component\Messenger\MessageBus;
