@@ -33,6 +33,47 @@ class OutboxQueue extends Queue implements QueueContract
         return (int) $this->redis->xLen($this->getQueue($queue));
     }
 
+    /**
+     * pendingSize is the number of entries the group has not been given yet
+     * (Laravel 12's queue contract asks for it, as for the next three). It
+     * counts the entries after the group's last delivered ID, at most
+     * 10,000 (a monitor needs the order of magnitude; an exact count of a
+     * long stream would cost Redis a scan each time).
+     */
+    public function pendingSize($queue = null)
+    {
+        return count($this->undelivered($this->getQueue($queue), 10000));
+    }
+
+    /** delayedSize is 0: an outbox queue has no delayed jobs (later refuses). */
+    public function delayedSize($queue = null)
+    {
+        return 0;
+    }
+
+    /** reservedSize is the number of entries delivered to the group and not yet acknowledged. */
+    public function reservedSize($queue = null)
+    {
+        $stream = $this->getQueue($queue);
+        $this->ensureGroup($stream);
+        $summary = $this->redis->rawCommand('XPENDING', $stream, $this->options->group);
+        return (int) ($summary[0] ?? 0);
+    }
+
+    /**
+     * creationTimeOfOldestPendingJob is the Unix time of the oldest entry
+     * the group has not been given (its ID's milliseconds: when the relay
+     * appended it), null when there is none.
+     */
+    public function creationTimeOfOldestPendingJob($queue = null)
+    {
+        $first = $this->undelivered($this->getQueue($queue), 1);
+        if ($first === []) {
+            return null;
+        }
+        return intdiv((int) explode('-', (string) $first[0])[0], 1000);
+    }
+
     public function push($job, $data = '', $queue = null)
     {
         throw new LogicException('the outbox queue carries outbox events: record them with Outbox::record in the transaction of the change');
@@ -114,6 +155,21 @@ class OutboxQueue extends Queue implements QueueContract
             'consumer_group' => $this->options->group,
             'deliveries' => (string) $deliveries,
         ]);
+    }
+
+    /** @return list<string> the IDs of up to $count entries after the group's last delivered one */
+    private function undelivered(string $stream, int $count): array
+    {
+        $this->ensureGroup($stream);
+        $last = '0-0';
+        foreach ($this->redis->rawCommand('XINFO', 'GROUPS', $stream) ?: [] as $group) {
+            $info = self::pairs($group);
+            if (($info['name'] ?? null) === $this->options->group) {
+                $last = (string) $info['last-delivered-id'];
+            }
+        }
+        $entries = $this->redis->rawCommand('XRANGE', $stream, '(' . $last, '+', 'COUNT', (string) $count) ?: [];
+        return array_map(static fn (array $entry): string => (string) $entry[0], $entries);
     }
 
     private function ensureGroup(string $stream): void
