@@ -101,7 +101,7 @@ func testSymfonyDoctrineSource(t *testing.T, mode string) {
 		t.Fatalf("producer output:\n%s", out)
 	}
 	if err := worker.wait(90 * time.Second); err != nil {
-		t.Fatalf("worker: %v\n%s", err, worker.output())
+		t.Fatalf("worker: %v\n%s\nrelay:\n%s", err, worker.output(), relay.Out.String())
 	}
 
 	handled := map[string][]int64{}
