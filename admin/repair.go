@@ -160,20 +160,13 @@ func (o RepairOptions) checkLease(ctx context.Context, r *RepairReport) error {
 // it will not append from where it stands.
 func (o RepairOptions) compare(ctx context.Context, conn *sql.Conn, st relayState, r *RepairReport, onMissing func(uint64, string)) (*verifier, error) {
 	vr := &VerifyReport{CaughtUp: true}
-	v := &verifier{db: o.DB, chunk: o.Chunk, res: vr, poll: st.Mode == mode.Poll, q: outboxsql.NewVerify(o.Table), onMissing: onMissing}
-	streams, err := o.Streams.list(ctx, o.Redis)
-	if err != nil {
-		return nil, err
-	}
+	v := newVerifier(o.DB, o.Table, o.Chunk, st.Mode == mode.Poll, vr)
+	v.onMissing = onMissing
 	idx := newEntryIndex(o.Redis, o.Keys, o.Page)
 	defer idx.drop()
-	for _, key := range streams {
-		n, err := idx.add(ctx, key, VerifyRange{})
-		if err != nil {
-			return nil, err
-		}
-		vr.Streams++
-		vr.Entries += n
+	var err error
+	if vr.Streams, vr.Entries, err = idx.addAll(ctx, o.Streams, VerifyRange{}); err != nil {
+		return nil, err
 	}
 	if err := v.walk(ctx, conn, idx); err != nil {
 		return nil, err

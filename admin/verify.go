@@ -60,7 +60,8 @@ func Verify(ctx context.Context, o VerifyOptions) (VerifyReport, error) {
 		return VerifyReport{}, err
 	}
 	r := &VerifyReport{Mode: st.Mode, Table: o.Table.Database + "." + o.Table.Name, Range: o.Range.String(), CaughtUp: true}
-	v := &verifier{db: o.DB, rng: o.Range, chunk: o.Chunk, res: r, poll: st.Mode == mode.Poll, deleteMode: o.DeleteRows, q: outboxsql.NewVerify(o.Table)}
+	v := newVerifier(o.DB, o.Table, o.Chunk, st.Mode == mode.Poll, r)
+	v.rng, v.deleteMode = o.Range, o.DeleteRows
 
 	// The snapshot first: every row it shows committed before it, so before
 	// the binlog end read next, and (poll mode) before the stream scan.
@@ -82,19 +83,10 @@ func Verify(ctx context.Context, o VerifyOptions) (VerifyReport, error) {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("the stored position did not pass the snapshot within --wait %s: rows without an entry are counted as not yet relayed, not missing (see `binlog-outbox status`)", o.Wait))
 		}
 	}
-	streams, err := o.Streams.list(ctx, o.Redis)
-	if err != nil {
-		return *r, err
-	}
 	idx := newEntryIndex(o.Redis, o.Keys, o.Page)
 	defer idx.drop()
-	for _, key := range streams {
-		n, err := idx.add(ctx, key, o.Range)
-		if err != nil {
-			return *r, err
-		}
-		r.Streams++
-		r.Entries += n
+	if r.Streams, r.Entries, err = idx.addAll(ctx, o.Streams, o.Range); err != nil {
+		return *r, err
 	}
 	if err := v.walk(ctx, conn, idx); err != nil {
 		return *r, err

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // indexTTL bounds how long the index of a verify run that died outlives it.
@@ -61,9 +63,19 @@ func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int,
 		members := make([]redis.Z, 0, len(msgs))
 		for _, msg := range msgs {
 			id, ok := parseOutboxID(msg.Values[redisstream.FieldOutboxID])
+			mid, _ := msg.Values[redisstream.FieldMessageID].(string)
 			if !ok {
-				// Not an entry of this relay: nothing to compare.
-				continue
+				// A delayed symfony-doctrine message that Messenger moved
+				// from its delayed set keeps only the headers naming its row.
+				message, _ := msg.Values[redisstream.FieldMessage].(string)
+				var err error
+				if id, mid, ok, err = redisstream.DoctrineRow(message); err != nil {
+					own = fmt.Errorf("verify: entry %s of %s: %w", msg.ID, key, err)
+					return own
+				} else if !ok {
+					// Not an entry of this relay: nothing to compare.
+					continue
+				}
 			}
 			occurred, _ := msg.Values[redisstream.FieldOccurredAt].(string)
 			if !rng.entryInRange(id, occurred) {
@@ -73,7 +85,6 @@ func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int,
 				own = errIDTooLarge
 				return own
 			}
-			mid, _ := msg.Values[redisstream.FieldMessageID].(string)
 			members = append(members, redis.Z{Score: float64(id), Member: mid + "\x00" + key + "\x00" + msg.ID})
 		}
 		if len(members) == 0 {
@@ -93,6 +104,79 @@ func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int,
 		return n, fmt.Errorf("verify: %w", err)
 	}
 	return n, err
+}
+
+// addAll indexes the delayed sets and then the streams of streams (with
+// the dead-letter stream), and returns how many streams and entries it
+// indexed. The sets come first: Messenger's consumer moves due members from
+// a set to its stream, never back.
+func (x *entryIndex) addAll(ctx context.Context, streams Streams, rng VerifyRange) (nStreams, nEntries int, err error) {
+	sets, err := redisstream.ScanDelayedSets(ctx, x.client, streams.Glob)
+	if err != nil {
+		return 0, 0, fmt.Errorf("verify: %w", err)
+	}
+	for _, key := range sets {
+		n, err := x.addDelayed(ctx, key, rng)
+		if err != nil {
+			return nStreams, nEntries, err
+		}
+		nEntries += n
+	}
+	keys, err := streams.list(ctx, x.client)
+	if err != nil {
+		return nStreams, nEntries, err
+	}
+	for _, key := range keys {
+		n, err := x.add(ctx, key, rng)
+		if err != nil {
+			return nStreams, nEntries, err
+		}
+		nStreams++
+		nEntries += n
+	}
+	return nStreams, nEntries, nil
+}
+
+// addDelayed indexes the members of a delayed set (a symfony-doctrine
+// stream's messages not yet due, redisstream.DelayedSetSuffix) in the
+// range, named key/"delayed", and returns how many it indexed. ZSCAN
+// returns every member that stays in the set throughout, while Messenger's
+// consumer pops due ones to the stream; verify reads the sets before the
+// streams, so a member moved meanwhile is found in its stream.
+func (x *entryIndex) addDelayed(ctx context.Context, key string, rng VerifyRange) (int, error) {
+	n := 0
+	iter := x.client.ZScan(ctx, key, 0, "", x.page).Iterator()
+	var members []redis.Z
+	for iter.Next(ctx) {
+		member := iter.Val()
+		if !iter.Next(ctx) { // the score
+			break
+		}
+		id, mid, ok, err := redisstream.DoctrineRow(member)
+		if err != nil {
+			return n, fmt.Errorf("verify: a member of the delayed set %s: %w", key, err)
+		}
+		if !ok || !rng.entryInRange(id, "") {
+			continue
+		}
+		if id > maxExactScore {
+			return n, errIDTooLarge
+		}
+		members = append(members, redis.Z{Score: float64(id), Member: mid + "\x00" + key + "\x00delayed"})
+	}
+	if err := iter.Err(); err != nil {
+		return n, fmt.Errorf("verify: read the delayed set %s (ZSCAN): %w", key, redisstream.Classify(err))
+	}
+	for chunk := range slices.Chunk(members, max(int(x.page), 1)) {
+		pipe := x.client.Pipeline()
+		pipe.ZAdd(ctx, x.key, chunk...)
+		pipe.Expire(ctx, x.key, indexTTL)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return n, fmt.Errorf("verify: index the members of %s in %s (ZADD, EXPIRE): %w", key, x.key, redisstream.Classify(err))
+		}
+		n += len(chunk)
+	}
+	return n, nil
 }
 
 // indexed is one entry of the index.
@@ -149,8 +233,18 @@ type verifier struct {
 	minID   uint64
 	hasRows bool
 	q       *outboxsql.Verify
+	// idOnly matches rows and entries by outbox id alone: a table without
+	// a message_id column has no message id of its own to compare, only
+	// what the format made of the id (the row's id as text, or
+	// "messenger_messages:<id>" of symfony-doctrine).
+	idOnly bool
 	// onMissing, when set, gets every missing row (repair appends them).
 	onMissing func(id uint64, messageID string)
+}
+
+// newVerifier is the verifier of table's rows that puts what it finds in res.
+func newVerifier(db *sql.DB, table outboxsql.Table, chunk int, poll bool, res *VerifyReport) *verifier {
+	return &verifier{db: db, chunk: chunk, res: res, poll: poll, q: outboxsql.NewVerify(table), idOnly: !table.Mapping.Has(schema.ColMessageID)}
 }
 
 // verifyRow is one row of a chunk with the entries naming it.
@@ -226,7 +320,7 @@ func (v *verifier) compare(ctx context.Context, idx *entryIndex, rows []verifyRo
 	}
 	var cand []indexed
 	err := idx.between(ctx, lo, hi, func(e indexed) error {
-		if i, ok := byID[e.id]; ok && rows[i].messageID == e.messageID {
+		if i, ok := byID[e.id]; ok && (v.idOnly || rows[i].messageID == e.messageID) {
 			rows[i].entries = append(rows[i].entries, e.name)
 			return nil
 		}
@@ -303,7 +397,7 @@ func (v *verifier) recheck(ctx context.Context, cand []indexed) error {
 	for _, e := range cand {
 		mid, exists := now[e.id]
 		switch {
-		case exists && mid == e.messageID:
+		case exists && (v.idOnly || mid == e.messageID):
 			r.Later++
 		case !exists && (v.poll && v.deleteMode || v.hasRows && e.id < v.minID):
 			// Poll mode --on-sent delete deletes what it relayed, and a

@@ -40,8 +40,9 @@ import (
 //   - status and --group-metrics: GET, XINFO STREAM, XINFO GROUPS,
 //     XPENDING, XINFO CONSUMERS, XRANGE, and EVALSHA (EVAL) of the script
 //     that counts the entries a group has not been delivered yet;
-//   - verify: XRANGE, and its temporary index binlog-outbox:verify:*: ZADD,
-//     EXPIRE, ZRANGEBYSCORE, DEL;
+//   - verify: XRANGE, ZSCAN of the symfony-doctrine streams' delayed sets,
+//     and its temporary index binlog-outbox:verify:*: ZADD, EXPIRE,
+//     ZRANGEBYSCORE, DEL;
 //   - mark-appended: XINFO STREAM, XRANGE.
 //
 // A relay with another --stream or --dead-letter-stream replaces the
@@ -49,7 +50,7 @@ import (
 const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@all " +
 	"+ping +select +info +evalsha +eval +watch +unwatch +multi +exec +discard +get +set +del +exists +incr +hset +hsetnx +hgetall +type +scan " +
 	"+xadd +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xinfo|consumers +xgroup|create " +
-	"+zadd +zrangebyscore +expire +pexpire +pttl"
+	"+zadd +zscan +zrangebyscore +expire +pexpire +pttl"
 
 // ClusterACLRules are what the relay's user needs on every node of a Redis
 // Cluster (--redis-cluster) beside ACLRules: go-redis's cluster client reads

@@ -169,15 +169,27 @@ func DeleteSlotPositions(ctx context.Context, client redis.UniversalClient, posi
 // slot has a master, every such master was scanned, and the slot map was the
 // same before and after.
 func ScanStreams(ctx context.Context, client redis.UniversalClient, glob string) ([]string, error) {
+	return scanKeys(ctx, client, glob, "stream", "streams")
+}
+
+// ScanDelayedSets lists, as ScanStreams does, the sorted sets of delayed
+// symfony-doctrine messages (DelayedSetSuffix) of the streams glob matches.
+func ScanDelayedSets(ctx context.Context, client redis.UniversalClient, glob string) ([]string, error) {
+	return scanKeys(ctx, client, glob+DelayedSetSuffix, "zset", "delayed sets")
+}
+
+// scanKeys lists the keys of type typ (what names them in errors) whose
+// names match glob, on every master of a cluster (ScanStreams).
+func scanKeys(ctx context.Context, client redis.UniversalClient, glob, typ, what string) ([]string, error) {
 	cc, ok := client.(*redis.ClusterClient)
 	if !ok {
 		var keys []string
-		iter := client.ScanType(ctx, 0, glob, 1000, "stream").Iterator()
+		iter := client.ScanType(ctx, 0, glob, 1000, typ).Iterator()
 		for iter.Next(ctx) {
 			keys = append(keys, iter.Val())
 		}
 		if err := iter.Err(); err != nil {
-			return nil, fmt.Errorf("SCAN for streams %s: %w", glob, classify(err))
+			return nil, fmt.Errorf("SCAN for %s %s: %w", what, glob, classify(err))
 		}
 		return dedupSorted(keys), nil
 	}
@@ -192,17 +204,17 @@ func ScanStreams(ctx context.Context, client redis.UniversalClient, glob string)
 	)
 	err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		var mine []string
-		iter := m.ScanType(ctx, 0, glob, 1000, "stream").Iterator()
+		iter := m.ScanType(ctx, 0, glob, 1000, typ).Iterator()
 		for iter.Next(ctx) {
 			mine = append(mine, iter.Val())
 		}
 		if err := iter.Err(); err != nil {
 			var rerr redis.Error
 			if !errors.As(err, &rerr) {
-				return outbox.WithHint(fmt.Errorf("SCAN for streams %s on master %s: %w", glob, m.Options().Addr, err),
+				return outbox.WithHint(fmt.Errorf("SCAN for %s %s on master %s: %w", what, glob, m.Options().Addr, err),
 					"the master is unreachable: wait until the cluster replaced it (its replica takes over after cluster-node-timeout; redis-cli --cluster check <node>), then run the command again")
 			}
-			return fmt.Errorf("SCAN for streams %s on master %s: %w", glob, m.Options().Addr, classify(err))
+			return fmt.Errorf("SCAN for %s %s on master %s: %w", what, glob, m.Options().Addr, classify(err))
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -218,13 +230,13 @@ func ScanStreams(ctx context.Context, client redis.UniversalClient, glob string)
 		return nil, err
 	}
 	if before != after {
-		return nil, outbox.WithHint(fmt.Errorf("list the streams %s: the cluster's slot map changed while its masters were scanned (a failover or a resharding), so a stream may have been missed", glob),
+		return nil, outbox.WithHint(fmt.Errorf("list the %s %s: the cluster's slot map changed while its masters were scanned (a failover or a resharding), so a key may have been missed", what, glob),
 			"run the command again once the cluster is stable (redis-cli --cluster check <node>)")
 	}
 	for _, addr := range strings.Split(before, ",") {
 		addr, _, _ = strings.Cut(addr, "=")
 		if !scannedAs(addr, scanned) {
-			return nil, outbox.WithHint(fmt.Errorf("list the streams %s: master %s owns slots but was not scanned: the client's view of the cluster is behind it", glob, addr),
+			return nil, outbox.WithHint(fmt.Errorf("list the %s %s: master %s owns slots but was not scanned: the client's view of the cluster is behind it", what, glob, addr),
 				"run the command again in a few seconds (the client reads the slot map every second)")
 		}
 	}

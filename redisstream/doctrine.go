@@ -3,6 +3,7 @@ package redisstream
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -69,12 +70,86 @@ func prepareDoctrine(e *outbox.Event) {
 	b = append(b, `{"body":`...)
 	b = appendJSONString(b, e.Payload)
 	b = append(b, `,"headers":`...)
-	b = append(b, strings.TrimSpace(string(e.Headers))...)
+	if delayed {
+		b = appendMarkedHeaders(b, e)
+	} else {
+		b = append(b, strings.TrimSpace(string(e.Headers))...)
+	}
 	if delayed {
 		b = append(b, `,"uniqid":`...)
 		b = appendJSONString(b, []byte(e.MessageID))
 	}
 	e.Envelope = append(b, '}')
+}
+
+// The headers a delayed message's envelope gets besides its own, naming its
+// row. Messenger's consumer moves the member from the delayed set to the
+// stream as {body, headers}, dropping the relay's fields (outbox_id,
+// message_id): without these headers verify could not tell the moved entry's
+// row, would call it missing, and repair would append it a second time.
+// Messenger's serializers decode the type and the stamp headers
+// (X-Message-Stamp-*) only and pass the rest by.
+const (
+	HeaderOutboxID  = "X-Binlog-Outbox-Id"
+	HeaderMessageID = "X-Binlog-Outbox-Message-Id"
+)
+
+// appendMarkedHeaders appends e's headers object with HeaderOutboxID and
+// HeaderMessageID first (prepareDoctrine checked that it is an object, or
+// PHP's [] for none).
+func appendMarkedHeaders(b []byte, e *outbox.Event) []byte {
+	b = append(b, `{"`+HeaderOutboxID+`":"`...)
+	b = strconv.AppendUint(b, e.OutboxID, 10)
+	b = append(b, `","`+HeaderMessageID+`":`...)
+	b = appendJSONString(b, []byte(e.MessageID))
+	h := strings.TrimSpace(string(e.Headers))
+	if h == "[]" || strings.TrimSpace(strings.TrimPrefix(h, "{")) == "}" {
+		return append(b, '}')
+	}
+	b = append(b, ',')
+	return append(b, h[1:]...)
+}
+
+// DoctrineRow returns the row a Redis transport message names by the
+// headers of a delayed message (HeaderOutboxID, HeaderMessageID): message is
+// an entry's message field, or a delayed set's member. ok is false for a
+// message without them; an error says that message names a row in a way
+// DoctrineRow cannot read (another serializer than PHP's), which a caller
+// must not take for no row at all.
+func DoctrineRow(message string) (outboxID uint64, messageID string, ok bool, err error) {
+	if !strings.Contains(message, HeaderOutboxID) {
+		return 0, "", false, nil
+	}
+	var m struct {
+		Headers map[string]any `json:"headers"`
+	}
+	if json.Unmarshal([]byte(unserializePHPString(message)), &m) != nil {
+		return 0, "", false, fmt.Errorf("a message carries %s but is not the JSON of the Redis transport, nor that JSON as PHP serialize() writes a string (Messenger's default serializer option): a serializer binlog-outbox cannot read (igbinary?)", HeaderOutboxID)
+	}
+	id, _ := m.Headers[HeaderOutboxID].(string)
+	messageID, _ = m.Headers[HeaderMessageID].(string)
+	outboxID, perr := strconv.ParseUint(id, 10, 64)
+	if perr != nil || messageID == "" {
+		return 0, "", false, fmt.Errorf("a message's headers %s %q and %s %q do not name a row", HeaderOutboxID, id, HeaderMessageID, messageID)
+	}
+	return outboxID, messageID, true, nil
+}
+
+// unserializePHPString returns the string PHP's serialize() wrote as
+// s:<length>:"<string>"; (phpredis with Redis::SERIALIZER_PHP, which
+// Messenger's Redis connection sets unless told otherwise, so that the
+// entries it moves from a delayed set to the stream hold their message that
+// way), or v unchanged when it is not one.
+func unserializePHPString(v string) string {
+	n, rest, ok := strings.Cut(strings.TrimPrefix(v, "s:"), `:"`)
+	if !ok || !strings.HasPrefix(v, "s:") || !strings.HasSuffix(rest, `";`) {
+		return v
+	}
+	body := rest[:len(rest)-2]
+	if strconv.Itoa(len(body)) != n {
+		return v
+	}
+	return body
 }
 
 // doctrineDue reports whether e, a prepared messenger_messages row, goes

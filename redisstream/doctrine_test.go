@@ -56,7 +56,7 @@ func TestPrepareDoctrine(t *testing.T) {
 	f.prepare(&e, true)
 	due, delayed := doctrineDue(&e)
 	if e.Invalid != "" || !delayed || due != available.UnixMilli() ||
-		!strings.HasSuffix(string(e.Envelope), `"headers":[],"uniqid":"messenger_messages:8"}`) {
+		!strings.HasSuffix(string(e.Envelope), `"headers":{"`+HeaderOutboxID+`":"8","`+HeaderMessageID+`":"messenger_messages:8"},"uniqid":"messenger_messages:8"}`) {
 		t.Errorf("delayed: invalid %q, delayed %v due %d, envelope %s", e.Invalid, delayed, due, e.Envelope)
 	}
 	// Decided once: prepared again, it stays the member.
@@ -106,11 +106,12 @@ func TestSink_DoctrineDelayedSet(t *testing.T) {
 				t.Errorf("row %d: score %v (%v), want %d", id, score, err, due.UnixMilli())
 			}
 			var m struct {
-				Body    string `json:"body"`
-				Headers []any  `json:"headers"`
-				Uniqid  string `json:"uniqid"`
+				Body    string            `json:"body"`
+				Headers map[string]string `json:"headers"`
+				Uniqid  string            `json:"uniqid"`
 			}
-			if err := json.Unmarshal(e.Envelope, &m); err != nil || m.Uniqid != fmt.Sprintf("messenger_messages:%d", id) || m.Body != string(e.Payload) {
+			if err := json.Unmarshal(e.Envelope, &m); err != nil || m.Uniqid != fmt.Sprintf("messenger_messages:%d", id) || m.Body != string(e.Payload) ||
+				m.Headers[HeaderOutboxID] != fmt.Sprint(id) {
 				t.Errorf("row %d: member %s (%v)", id, e.Envelope, err)
 			}
 		}
@@ -219,5 +220,52 @@ func TestSink_ReplayDoctrineDelayed(t *testing.T) {
 	}
 	if n := c.Exists(ctx, "outbox:default").Val(); n != 0 {
 		t.Error("the replay created the stream; the delayed message must wait in the set")
+	}
+}
+
+// TestDoctrineRow reads the row a delayed message's headers name, as the
+// relay writes the member and as Messenger moves it to the stream (its
+// message JSON, PHP-serialized by phpredis's default serializer), and
+// refuses what names a row unreadably rather than taking it for none.
+func TestDoctrineRow(t *testing.T) {
+	e := outbox.Event{Table: "messenger_messages", OutboxID: 42, Payload: []byte(`O:4:"Ping":0:{}`),
+		Headers: []byte(`{"type":"App\\Ping"}`), OccurredAt: time.Now().Add(time.Hour)}
+	prepareDoctrine(&e)
+	member := string(e.Envelope)
+	var moved struct {
+		Body    string            `json:"body"`
+		Headers map[string]string `json:"headers"`
+	}
+	if err := json.Unmarshal(e.Envelope, &moved); err != nil {
+		t.Fatalf("member %s: %v", member, err)
+	}
+	if moved.Headers["type"] != `App\Ping` {
+		t.Errorf("member %s lost the message's own headers", member)
+	}
+	reAdded, _ := json.Marshal(moved)
+	cases := []struct {
+		name, message string
+		id            uint64
+		ok, err       bool
+	}{
+		{"the relay's member", member, 42, true, false},
+		{"moved, as JSON", string(reAdded), 42, true, false},
+		{"moved, PHP-serialized", fmt.Sprintf(`s:%d:"%s";`, len(reAdded), reAdded), 42, true, false},
+		{"a message without the headers", `{"body":"x","headers":{"type":"App\\Ping"}}`, 0, false, false},
+		{"PHP-serialized, length off", fmt.Sprintf(`s:%d:"%s";`, len(reAdded)+1, reAdded), 0, false, true},
+		{"another serializer", "\x00\x00\x00\x02" + HeaderOutboxID + "\x0642", 0, false, true},
+		{"headers that name no row", `{"body":"x","headers":{"` + HeaderOutboxID + `":"x","` + HeaderMessageID + `":""}}`, 0, false, true},
+	}
+	for _, c := range cases {
+		id, mid, ok, err := DoctrineRow(c.message)
+		if ok != c.ok || (err != nil) != c.err || id != c.id || ok && mid != "messenger_messages:42" {
+			t.Errorf("%s: DoctrineRow = %d, %q, %v, %v; want %d, ok %v, error %v", c.name, id, mid, ok, err, c.id, c.ok, c.err)
+		}
+	}
+	// No headers at all (PHP's []) still gets a valid object.
+	e = outbox.Event{Table: "messenger_messages", OutboxID: 7, Payload: []byte("b"), Headers: []byte("[]"), OccurredAt: time.Now().Add(time.Hour)}
+	prepareDoctrine(&e)
+	if id, _, ok, err := DoctrineRow(string(e.Envelope)); !ok || err != nil || id != 7 {
+		t.Errorf("member %s: DoctrineRow = %d, %v, %v; want 7", e.Envelope, id, ok, err)
 	}
 }
