@@ -64,17 +64,14 @@ func runPoll(ctx context.Context, o Options, cfg Config, srv mysqlserver.Server,
 	if err != nil {
 		return err
 	}
-	probeDB, err := openProbeDB(cfg)
-	if err != nil {
-		return err
-	}
-	defer probeDB.Close()
-	stop, err := startMonitor(ctx, o, cfg, mode.Poll, probeDB, client, lag.MonitorConfig{
-		Poll: func(ctx context.Context) (poller.Backlog, error) { return p.Backlog(ctx, probeDB) },
-		Relay: func() lag.Relay {
-			s := p.Stats()
-			return lag.Relay{Events: s.Events, LastProgress: s.LastRelay, Retrying: s.Retrying}
-		},
+	stop, err := startMonitor(ctx, o, cfg, mode.Poll, client, func(probeDB *sql.DB) lag.MonitorConfig {
+		return lag.MonitorConfig{
+			Poll: func(ctx context.Context) (poller.Backlog, error) { return p.Backlog(ctx, probeDB) },
+			Relay: func() lag.Relay {
+				s := p.Stats()
+				return lag.Relay{Events: s.Events, LastProgress: s.LastRelay, Retrying: s.Retrying}
+			},
+		}
 	}, metrics.PollCollector(p.Stats), appends)
 	if err != nil {
 		return err

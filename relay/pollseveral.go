@@ -75,17 +75,14 @@ func runPollSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Re
 			return poller.New(db, appends.Publisher(sink), pcfg, cfg.Logger.With(keyPollTable, n.String()))
 		},
 	}
-	probeDB, err := openProbeDB(cfg)
-	if err != nil {
-		return err
-	}
-	defer probeDB.Close()
-	stop, err := startMonitor(ctx, o, cfg, mode.Poll, probeDB, client, lag.MonitorConfig{
-		Poll: func(ctx context.Context) (poller.Backlog, error) { return set.backlog(ctx, probeDB) },
-		Relay: func() lag.Relay {
-			s := set.stats()
-			return lag.Relay{Events: s.Events, LastProgress: s.LastRelay, Retrying: s.Retrying}
-		},
+	stop, err := startMonitor(ctx, o, cfg, mode.Poll, client, func(probeDB *sql.DB) lag.MonitorConfig {
+		return lag.MonitorConfig{
+			Poll: func(ctx context.Context) (poller.Backlog, error) { return set.backlog(ctx, probeDB) },
+			Relay: func() lag.Relay {
+				s := set.stats()
+				return lag.Relay{Events: s.Events, LastProgress: s.LastRelay, Retrying: s.Retrying}
+			},
+		}
 	}, metrics.PollCollector(set.stats), appends)
 	if err != nil {
 		return err

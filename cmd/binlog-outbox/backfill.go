@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -132,15 +131,5 @@ func runBackfill(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		return printJSON(c.App.Writer, r)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "backfill %s: %d entries appended this run, done up to id %d (progress %s)", r.Stream, r.Appended, r.LastID, r.ProgressKey)
-	if len(r.Skipped) > 0 {
-		fmt.Fprintf(&b, "; %d rows left out, which run would dead-letter (ids %v)", len(r.Skipped), r.Skipped[:min(10, len(r.Skipped))])
-	}
-	b.WriteString("\n")
-	_, err = fmt.Fprint(c.App.Writer, b.String())
-	return err
+	return printResult(c.App.Writer, &r, asJSON)
 }

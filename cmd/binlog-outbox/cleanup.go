@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -100,31 +98,7 @@ func runCleanup(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return printCleanup(c.App.Writer, &r, c.Bool("json"))
-}
-
-func printCleanup(w io.Writer, r *admin.CleanupReport, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s mode), rows whose occurred_at is before %s: ", r.Table, r.Mode, r.Cutoff.Format(time.RFC3339))
-	switch {
-	case r.Note != "":
-		b.WriteString(r.Note)
-	case r.DryRun:
-		fmt.Fprintf(&b, "%d would be deleted (dry run)", r.Candidates)
-	default:
-		fmt.Fprintf(&b, "deleted %d in %d batches, %.1fs (%.0f rows/s)", r.Deleted, r.Batches, r.Seconds, r.RowsPerSecond)
-	}
-	if r.KeptUnsent > 0 {
-		fmt.Fprintf(&b, "; %d as old are not sent yet and stay", r.KeptUnsent)
-	}
-	b.WriteString("\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	return printResult(c.App.Writer, &r, c.Bool("json"))
 }
 
 // maxAgeDays is the oldest --older-than, a century: older rows are no

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
-	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -94,7 +91,7 @@ func runVerify(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := printVerify(c.App.Writer, &r, c.Bool("json")); err != nil {
+	if err := printResult(c.App.Writer, &r, c.Bool("json")); err != nil {
 		return err
 	}
 	if !r.Clean() {
@@ -110,45 +107,6 @@ func onSentOf(c *cli.Context) (string, error) {
 		return "", usageError{fmt.Errorf("--on-sent %q: want mark or delete", c.String("on-sent"))}
 	}
 	return onSent, nil
-}
-
-func printVerify(w io.Writer, r *admin.VerifyReport, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s mode), %s: %d rows, %d entries in %d streams\n", r.Table, r.Mode, r.Range, r.Rows, r.Entries, r.Streams)
-	fmt.Fprintf(&b, "  matched:         %d\n", r.Matched)
-	if r.Mode == mode.Poll {
-		fmt.Fprintf(&b, "  pending:         %d (unsent rows)\n", r.Pending)
-	} else {
-		fmt.Fprintf(&b, "  not yet relayed: %d\n", r.NotYetRelayed)
-	}
-	fmt.Fprintf(&b, "  missing:         %d\n", r.Missing)
-	for _, e := range r.Examples.Missing {
-		fmt.Fprintf(&b, "    row id=%d message_id=%s has no entry\n", e.OutboxID, e.MessageID)
-	}
-	fmt.Fprintf(&b, "  duplicated:      %d\n", r.Duplicated)
-	for _, e := range r.Examples.Duplicated {
-		fmt.Fprintf(&b, "    row id=%d message_id=%s has %d entries: %s\n", e.OutboxID, e.MessageID, len(e.Entries), strings.Join(e.Entries, ", "))
-	}
-	fmt.Fprintf(&b, "  foreign:         %d\n", r.Foreign)
-	for _, e := range r.Examples.Foreign {
-		fmt.Fprintf(&b, "    entry %s (outbox_id=%d message_id=%s) names no row\n", strings.Join(e.Entries, ", "), e.OutboxID, e.MessageID)
-	}
-	if r.Later+r.Deleted > 0 {
-		fmt.Fprintf(&b, "  not compared:    %d entries of rows committed after the snapshot, %d of rows deleted since\n", r.Later, r.Deleted)
-	}
-	for _, w := range r.Warnings {
-		fmt.Fprintf(&b, "warning: %s\n", w)
-	}
-	if r.Clean() {
-		b.WriteString("clean\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // walkFlags are the sizes of verify's walk over rows and entries, which
