@@ -30,6 +30,12 @@ import (
 // thread per tenant.
 const pollPoolSize = 8
 
+// DefaultPollListInterval is how often a relay of several tables in poll
+// mode lists the tables again (--poll-list-interval): a tenant signing up
+// waits at most this long for its first event, and each listing costs one
+// information_schema query per --table value.
+const DefaultPollListInterval = 5 * time.Second
+
 // runPollSeveral relays several tables (more than one --table, or a
 // pattern) in poll mode: one poller per table, each with its own rounds and
 // its own sink on the shared Redis client, and a listing every

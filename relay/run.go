@@ -220,6 +220,11 @@ func EntrySinkConfig(o Options) redisstream.Config {
 	return preflight.Start{Sink: entryConfig(o, o.Config, o.Format)}.SinkConfig(o.Config.Mapping)
 }
 
+// EntrySink is the sink of EntrySinkConfig(o) over client.
+func EntrySink(client redis.UniversalClient, o Options) (*redisstream.Sink, error) {
+	return redisstream.New(client, EntrySinkConfig(o))
+}
+
 // logWarnings logs the preflight's warnings that concern the mode, once.
 func logWarnings(log *slog.Logger, rep preflight.Report, relayMode string) {
 	for _, w := range rep.Warned(preflight.Mode(relayMode)) {

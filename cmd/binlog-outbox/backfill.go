@@ -80,21 +80,13 @@ func runBackfill(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if cfg.RedisCluster != nil {
-		// One script writes the progress and the entries: on a cluster
-		// they would have to share a hash slot, which a template over
-		// aggregates cannot promise.
-		return usageError{outbox.WithHint(errors.New("backfill does not run on Redis Cluster: its progress and its entries are written in one script, which a cluster runs in one hash slot only"),
-			"run it against a standalone Redis or Sentinel, or rebuild the consumer from the live streams")}
+	live := ""
+	if c.IsSet("live-stream") {
+		live = c.String("live-stream")
 	}
-	hasAggType := cfg.Mapping.Has(schema.ColAggregateType)
-	live := c.String("live-stream")
-	if !c.IsSet("live-stream") && !hasAggType {
-		live = redisstream.DefaultStreamNoAggregateType
-	}
-	liveT, err := redisstream.ParseTemplate(live, c.Int("partitions"), hasAggType)
+	liveT, err := admin.BackfillLive(cfg.RedisCluster != nil, relay.StreamTemplate(cfg, live), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
-		return fmt.Errorf("--live-stream: %w", err)
+		return err
 	}
 	format, err := entryFormat(c, cfg)
 	if err != nil {
@@ -102,11 +94,9 @@ func runBackfill(c *cli.Context) error {
 	}
 	client := cfg.RedisClient()
 	defer client.Close()
-	// Not on a cluster (refused above), so the sink's Cluster is false as
-	// before.
-	sink, err := redisstream.New(client, relay.EntrySinkConfig(relay.Options{
+	sink, err := relay.EntrySink(client, relay.Options{
 		Config: cfg, Stream: c.String("stream"), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"), Format: format,
-	}))
+	})
 	if err != nil {
 		return err
 	}

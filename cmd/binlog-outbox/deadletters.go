@@ -67,10 +67,10 @@ func deadLettersOptions(c *cli.Context, cfg config) (admin.DeadLettersOptions, f
 		format = f
 	}
 	client := cfg.RedisClient()
-	sink, err := redisstream.New(client, relay.EntrySinkConfig(relay.Options{
+	sink, err := relay.EntrySink(client, relay.Options{
 		Config: cfg, Stream: givenStream(c), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
 		EnsureGroups: ensureGroups(c), Format: format,
-	}))
+	})
 	if err != nil {
 		client.Close()
 		return admin.DeadLettersOptions{}, nil, err

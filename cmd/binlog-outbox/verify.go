@@ -11,7 +11,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 func verifyCommand() *cli.Command {
@@ -59,14 +58,9 @@ func (e errVerifyFound) Error() string {
 
 func runVerify(c *cli.Context) error {
 	ctx := c.Context
-	rng := admin.VerifyRange{FromID: c.Uint64("from-id")}
-	if c.IsSet("since") && c.IsSet("from-id") {
-		return usageError{errors.New("give --since or --from-id, not both")}
-	}
-	if d := c.Duration("since"); d > 0 {
-		rng.Since = time.Now().Add(-d).UTC()
-	} else if c.IsSet("since") {
-		return usageError{fmt.Errorf("--since %s: want a positive duration, e.g. 24h", d)}
+	rng, err := admin.NewVerifyRange(time.Now(), c.Duration("since"), c.IsSet("since"), c.Uint64("from-id"), c.IsSet("from-id"))
+	if err != nil {
+		return err
 	}
 	chunk, page, err := walkSizes(c)
 	if err != nil {
@@ -86,7 +80,7 @@ func runVerify(c *cli.Context) error {
 		DB: t.db, Table: t.table, Redis: t.redis, Streams: t.streams,
 		Keys:  redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")),
 		Range: rng, Chunk: chunk, Page: page, Wait: c.Duration("wait"),
-		DeleteRows: onSent == poller.OnSentDelete || !cfg.Mapping.Has(schema.ColSentAt),
+		DeleteRows: onSent == poller.OnSentDelete,
 	})
 	if err != nil {
 		return err
