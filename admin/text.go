@@ -181,6 +181,15 @@ func (r *VerifyReport) Text() string {
 	return b.String()
 }
 
+// Err is verify's verdict: nil when the report is Clean, else what it
+// found, with which the command exits 1.
+func (r *VerifyReport) Err() error {
+	if r.Clean() {
+		return nil
+	}
+	return fmt.Errorf("verify: %d missing, %d duplicated, %d foreign", r.Missing, r.Duplicated, r.Foreign)
+}
+
 // Text is the report as `cleanup` prints it.
 func (r *CleanupReport) Text() string {
 	var b strings.Builder
@@ -242,6 +251,15 @@ func (r *ReplayReport) Text() string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// Err is replay's verdict: nil when every row it took was delivered (or
+// gone), else how many stay dead letters, with which the command exits 1.
+func (r *ReplayReport) Err() error {
+	if r.Stay == 0 {
+		return nil
+	}
+	return fmt.Errorf("dead-letters replay: %d rows stay in the dead-letter stream", r.Stay)
 }
 
 // Text is the report as `backfill` prints it at its end.

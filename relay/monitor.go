@@ -45,13 +45,13 @@ func startMonitor(ctx context.Context, o Options, cfg Config, relayMode string, 
 	if err != nil {
 		return nil, err
 	}
-	stop, err = startProbe(ctx, o, cfg, relayMode, db, client, probe(db), cs...)
+	stopProbe, err := startProbe(ctx, o, cfg, relayMode, db, client, probe(db), cs...)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	return func() {
-		stop()
+		stopProbe()
 		db.Close()
 	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/relay"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -199,11 +200,23 @@ func commandName(c *cli.Context) string {
 	return strings.TrimPrefix(c.Command.HelpName, c.App.Name+" ")
 }
 
+// commandPath is the command's name after its parents', e.g. "position
+// show" (urfave/cli v2's FullName gives the last name only).
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, l := range c.Lineage() {
+		if l.Command != nil && l.Command.Name != "" && l.Command.Name != c.App.Name {
+			names = append([]string{l.Command.Name}, names...)
+		}
+	}
+	return strings.Join(slices.Compact(names), " ")
+}
+
 // resolveConfig resolves the global settings of the command of c.
 func resolveConfig(c *cli.Context, oneTable, noMySQL bool) (config, error) {
 	return relay.Resolve(settings.Input{
 		CommandLine: commandLine(c), LookupEnv: os.LookupEnv, LogWriter: c.App.ErrWriter,
-		Command: commandName(c), OneTable: oneTable, NoMySQL: noMySQL, ClusterOK: clusterCommands[commandPath(c)],
+		Command: commandName(c), OneTable: oneTable, NoMySQL: noMySQL, ClusterOK: settings.KnowsCluster(commandPath(c)),
 	}, c.String("position-key"), versionString())
 }
 

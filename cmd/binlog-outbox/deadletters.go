@@ -101,14 +101,6 @@ func runDeadLettersList(c *cli.Context) error {
 	return printResult(c.App.Writer, &r, c.Bool("json"))
 }
 
-// errDeadLettersStay is replay's result when some rows it took stay dead
-// letters: the command exits 1.
-type errDeadLettersStay struct{ stay int }
-
-func (e errDeadLettersStay) Error() string {
-	return fmt.Sprintf("dead-letters replay: %d rows stay in the dead-letter stream", e.stay)
-}
-
 func runDeadLettersReplay(c *cli.Context) error {
 	ids, all := c.StringSlice("id"), c.Bool("all")
 	if (len(ids) == 0) == !all {
@@ -137,10 +129,7 @@ func runDeadLettersReplay(c *cli.Context) error {
 	if err := printResult(c.App.Writer, &r, c.Bool("json")); err != nil {
 		return err
 	}
-	if r.Stay > 0 {
-		return errDeadLettersStay{r.Stay}
-	}
-	return nil
+	return r.Err()
 }
 
 func runDeadLettersPurge(c *cli.Context) error {

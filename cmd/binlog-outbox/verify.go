@@ -48,14 +48,6 @@ func verifyCommand() *cli.Command {
 	}
 }
 
-// errVerifyFound is verify's result when it found missing, duplicated or
-// foreign entries: the command exits 1.
-type errVerifyFound struct{ missing, duplicated, foreign int }
-
-func (e errVerifyFound) Error() string {
-	return fmt.Sprintf("verify: %d missing, %d duplicated, %d foreign", e.missing, e.duplicated, e.foreign)
-}
-
 func runVerify(c *cli.Context) error {
 	ctx := c.Context
 	rng, err := admin.NewVerifyRange(time.Now(), c.Duration("since"), c.IsSet("since"), c.Uint64("from-id"), c.IsSet("from-id"))
@@ -88,10 +80,7 @@ func runVerify(c *cli.Context) error {
 	if err := printResult(c.App.Writer, &r, c.Bool("json")); err != nil {
 		return err
 	}
-	if !r.Clean() {
-		return errVerifyFound{r.Missing, r.Duplicated, r.Foreign}
-	}
-	return nil
+	return r.Err()
 }
 
 // onSentOf reads --on-sent: mark or delete.
