@@ -14,7 +14,6 @@ import (
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/retry"
-	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/poller"
@@ -81,15 +80,7 @@ func runPollSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Re
 			return poller.New(db, appends.Publisher(sink), pcfg, cfg.Logger.With(keyPollTable, n.String()))
 		},
 	}
-	stop, err := startMonitor(ctx, o, cfg, mode.Poll, client, func(probeDB *sql.DB) lag.MonitorConfig {
-		return lag.MonitorConfig{
-			Poll: func(ctx context.Context) (poller.Backlog, error) { return set.backlog(ctx, probeDB) },
-			Relay: func() lag.Relay {
-				s := set.stats()
-				return lag.Relay{Events: s.Events, LastProgress: s.LastRelay, Retrying: s.Retrying}
-			},
-		}
-	}, metrics.PollCollector(set.stats), appends)
+	stop, err := startPollMonitor(ctx, o, cfg, client, set.backlog, set.stats, appends)
 	if err != nil {
 		return err
 	}
