@@ -87,10 +87,10 @@ func (s *SlotsStatus) text(b *strings.Builder) {
 	}
 	b.WriteString("\n")
 	if len(s.Ahead) > 0 {
-		fmt.Fprintf(b, "  ahead:   slots %s are past the position key (a relay stopped between the scripts of a batch; they skip what they hold at the next start)\n", JoinInts(s.Ahead))
+		fmt.Fprintf(b, "  ahead:   slots %s are past the position key (a relay stopped between the scripts of a batch; they skip what they hold at the next start)\n", joinInts(s.Ahead))
 	}
 	if len(s.Foreign) > 0 {
-		fmt.Fprintf(b, "  foreign: slots %s hold no position of this relay\n", JoinInts(s.Foreign))
+		fmt.Fprintf(b, "  foreign: slots %s hold no position of this relay\n", joinInts(s.Foreign))
 	}
 }
 
@@ -123,7 +123,7 @@ func durationOf(s float64) time.Duration { return time.Duration(s * float64(time
 
 // secs is a number of seconds as a short duration: to the second, or to
 // the millisecond below one.
-func secs(s float64) string { return ShortDuration(durationOf(s)) }
+func secs(s float64) string { return shortDuration(durationOf(s)) }
 
 // warningsText is the warnings of a report, a line each.
 func warningsText(b *strings.Builder, warnings []string) {
