@@ -68,6 +68,26 @@ type BackfillReport struct {
 	Paced time.Duration `json:"paced_ns"`
 }
 
+// ErrBackfillCluster refuses a backfill on Redis Cluster: one script
+// writes the progress and the entries, so on a cluster they would have to
+// share a hash slot, which a template over aggregates cannot promise.
+var ErrBackfillCluster = outbox.NewConfigError("backfill does not run on Redis Cluster: its progress and its entries are written in one script, which a cluster runs in one hash slot only")
+
+// BackfillLive is the template of the relay's streams, live (run's
+// --stream as the relay resolves it for the table), which a backfill must
+// not write (CheckBackfillTarget). It refuses Redis Cluster first
+// (ErrBackfillCluster).
+func BackfillLive(cluster bool, live string, partitions int, hasAggType bool) (*redisstream.Template, error) {
+	if cluster {
+		return nil, outbox.WithHint(ErrBackfillCluster, "run it against a standalone Redis or Sentinel, or rebuild the consumer from the live streams")
+	}
+	t, err := redisstream.ParseTemplate(live, partitions, hasAggType)
+	if err != nil {
+		return nil, fmt.Errorf("--live-stream: %w", err)
+	}
+	return t, nil
+}
+
 // CheckBackfillTarget refuses a backfill template that can render a name
 // the live template, the dead-letter stream or the relay's own keys can
 // be: a backfill writes only streams no relay writes.

@@ -22,6 +22,10 @@ import (
 const (
 	// MaxCleanupBatch bounds CleanupOptions.Batch.
 	MaxCleanupBatch = 10000
+	// DefaultCleanupBatch and DefaultCleanupWait are cleanup's --batch and
+	// --wait.
+	DefaultCleanupBatch = 500
+	DefaultCleanupWait  = time.Minute
 	// cleanupRoundBatches is how many batches binlog mode reads in one
 	// snapshot before it waits for the relay: the ids of a round are held
 	// in memory (8 bytes each), and the snapshot is closed while they are
@@ -56,6 +60,18 @@ type CleanupOptions struct {
 	// DryRun counts the rows that would be deleted, deleting none.
 	DryRun bool
 	Logger *slog.Logger
+}
+
+// CheckSizes refuses a Batch outside 1 to MaxCleanupBatch and a negative
+// Pause or Wait: the command checks them before it connects.
+func (o CleanupOptions) CheckSizes() error {
+	if o.Batch < 1 || o.Batch > MaxCleanupBatch {
+		return outbox.NewConfigError(fmt.Sprintf("--batch %d: want 1 to %d rows", o.Batch, MaxCleanupBatch))
+	}
+	if o.Pause < 0 || o.Wait < 0 {
+		return outbox.NewConfigError("--pause and --wait must not be negative")
+	}
+	return nil
 }
 
 // Cleanup deletes the old rows the relay has relayed, by primary key, a

@@ -331,8 +331,8 @@ func readStream(ctx context.Context, client redis.UniversalClient, key string, i
 	return s, nil
 }
 
-// ShortDuration writes d to the second, or to the millisecond below one.
-func ShortDuration(d time.Duration) string {
+// shortDuration writes d to the second, or to the millisecond below one.
+func shortDuration(d time.Duration) string {
 	if d < time.Second {
 		return d.Round(time.Millisecond).String()
 	}
@@ -360,7 +360,7 @@ func deadGroups(s StreamStatus, idle time.Duration) []string {
 			readers = fmt.Sprintf("none of its %d consumers read for over %s", g.Consumers, idle)
 		}
 		out = append(out, fmt.Sprintf("group %s of %s holds back --trim acked from %s (%s old) and %s: the stream keeps every entry from there while it stays; "+
-			"if nobody consumes it any more, XGROUP DESTROY %s %s", g.Name, s.Key, g.TrimHeldID, ShortDuration(time.Duration(g.TrimHeldAgeSeconds*float64(time.Second))), readers, s.Key, g.Name))
+			"if nobody consumes it any more, XGROUP DESTROY %s %s", g.Name, s.Key, g.TrimHeldID, shortDuration(time.Duration(g.TrimHeldAgeSeconds*float64(time.Second))), readers, s.Key, g.Name))
 	}
 	return out
 }
@@ -387,13 +387,13 @@ func slotsStatus(cp redisstream.ClusterPositions, warnings []string) (*SlotsStat
 		warnings = append(warnings, fmt.Sprintf("%d hash slots hold positions but %s holds none: run refuses to start; `binlog-outbox position reset` deletes them (events appended since the old start may be appended again), `position set` stores a new position", sum.Count, cp.Key))
 	}
 	if len(sum.Foreign) > 0 {
-		warnings = append(warnings, fmt.Sprintf("hash slots %s hold no position of this relay (%s): a relay is fenced at its first append there; `binlog-outbox position set` or `reset` deletes them", JoinInts(sum.Foreign), redisstream.SlotPositionKey(cp.Key, sum.Foreign[0])))
+		warnings = append(warnings, fmt.Sprintf("hash slots %s hold no position of this relay (%s): a relay is fenced at its first append there; `binlog-outbox position set` or `reset` deletes them", joinInts(sum.Foreign), redisstream.SlotPositionKey(cp.Key, sum.Foreign[0])))
 	}
 	return out, warnings
 }
 
-// JoinInts writes ns as "1, 2, 3", with at most 20 of them.
-func JoinInts(ns []int) string {
+// joinInts writes ns as "1, 2, 3", with at most 20 of them.
+func joinInts(ns []int) string {
 	parts := make([]string, 0, min(len(ns), 21))
 	for i, n := range ns {
 		if i == 20 {

@@ -16,6 +16,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // Defaults of VerifyOptions.
@@ -43,8 +44,8 @@ type VerifyOptions struct {
 	// index query; Page how many entries one XRANGE reads. Both positive.
 	Chunk, Page int
 	// DeleteRows says poll mode deletes the rows it relays (--on-sent
-	// delete, or a table without sent_at): the entries of rows gone are
-	// not foreign then.
+	// delete; a table without sent_at is taken as such too): the entries
+	// of rows gone are not foreign then.
 	DeleteRows bool
 	// Wait bounds, in binlog mode, the wait for the stored position to pass
 	// the snapshot; rows after it are reported as not yet relayed.
@@ -61,7 +62,7 @@ func Verify(ctx context.Context, o VerifyOptions) (VerifyReport, error) {
 	}
 	r := &VerifyReport{Mode: st.Mode, Table: o.Table.Database + "." + o.Table.Name, Range: o.Range.String(), CaughtUp: true}
 	v := newVerifier(o.DB, o.Table, o.Chunk, st.Mode == mode.Poll, r)
-	v.rng, v.deleteMode = o.Range, o.DeleteRows
+	v.rng, v.deleteMode = o.Range, o.DeleteRows || !o.Table.Mapping.Has(schema.ColSentAt)
 
 	// The snapshot first: every row it shows committed before it, so before
 	// the binlog end read next, and (poll mode) before the stream scan.
@@ -100,6 +101,22 @@ type VerifyRange struct {
 	FromID uint64
 	// Since, when not zero, limits both to occurred_at >= Since.
 	Since time.Time
+}
+
+// NewVerifyRange is the range of verify's --since (how far back from now;
+// sinceGiven says it was given) or --from-id (0 for all rows), refusing both
+// at once and a --since that is not positive.
+func NewVerifyRange(now time.Time, since time.Duration, sinceGiven bool, fromID uint64, fromIDGiven bool) (VerifyRange, error) {
+	rng := VerifyRange{FromID: fromID}
+	switch {
+	case sinceGiven && fromIDGiven:
+		return rng, outbox.NewConfigError("give --since or --from-id, not both")
+	case since > 0:
+		rng.Since = now.Add(-since).UTC()
+	case sinceGiven:
+		return rng, outbox.NewConfigError(fmt.Sprintf("--since %s: want a positive duration, e.g. 24h", since))
+	}
+	return rng, nil
 }
 
 // entryInRange reports whether an entry with outbox id id and the

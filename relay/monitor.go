@@ -35,11 +35,29 @@ func openProbeDB(cfg Config) (*sql.DB, error) {
 	return db, nil
 }
 
-// startMonitor runs the lag monitor of mcfg (its Relay and Binlog or Poll
-// set by the caller) and, with --metrics-addr, serves the metrics of cs, the
-// lag, the consumer groups (--group-metrics) and /readyz. stop ends them
-// and waits.
-func startMonitor(ctx context.Context, o Options, cfg Config, relayMode string, db *sql.DB, client redis.UniversalClient, mcfg lag.MonitorConfig, cs ...prometheus.Collector) (stop func(), err error) {
+// startMonitor opens the lag probe's pool (openProbeDB), runs the lag
+// monitor that probe gives (its Relay and Binlog or Poll set by the
+// caller, over that pool) and, with --metrics-addr, serves the metrics of
+// cs, the lag, the consumer groups (--group-metrics) and /readyz. stop ends
+// them, waits and closes the pool.
+func startMonitor(ctx context.Context, o Options, cfg Config, relayMode string, client redis.UniversalClient, probe func(db *sql.DB) lag.MonitorConfig, cs ...prometheus.Collector) (stop func(), err error) {
+	db, err := openProbeDB(cfg)
+	if err != nil {
+		return nil, err
+	}
+	stopProbe, err := startProbe(ctx, o, cfg, relayMode, db, client, probe(db), cs...)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return func() {
+		stopProbe()
+		db.Close()
+	}, nil
+}
+
+// startProbe is startMonitor over the probe's pool db.
+func startProbe(ctx context.Context, o Options, cfg Config, relayMode string, db *sql.DB, client redis.UniversalClient, mcfg lag.MonitorConfig, cs ...prometheus.Collector) (stop func(), err error) {
 	mcfg.Interval = o.ProbeInterval
 	mcfg.MaxStall = o.ReadyMaxStall
 	mcfg.PingMySQL = db.PingContext

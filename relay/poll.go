@@ -51,6 +51,20 @@ func pollerConfig(o Options, cfg Config, srv mysqlserver.Server, database, table
 	}
 }
 
+// startPollMonitor is startMonitor of poll mode: the backlog of the rows
+// not sent yet, read on the probe's pool, and the pollers' stats.
+func startPollMonitor(ctx context.Context, o Options, cfg Config, client redis.UniversalClient, backlog func(context.Context, *sql.DB) (poller.Backlog, error), stats func() poller.Stats, appends *metrics.Appends) (stop func(), err error) {
+	return startMonitor(ctx, o, cfg, mode.Poll, client, func(probeDB *sql.DB) lag.MonitorConfig {
+		return lag.MonitorConfig{
+			Poll: func(ctx context.Context) (poller.Backlog, error) { return backlog(ctx, probeDB) },
+			Relay: func() lag.Relay {
+				s := stats()
+				return lag.Relay{Events: s.Events, LastProgress: s.LastRelay, Retrying: s.Retrying}
+			},
+		}
+	}, metrics.PollCollector(stats), appends)
+}
+
 func runPoll(ctx context.Context, o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, table *schema.Table) error {
 	// The same sink as binlog mode's (streams, dead letters, dedupe keys,
 	// groups): entries a consumer cannot tell apart, and a switch between
@@ -64,18 +78,7 @@ func runPoll(ctx context.Context, o Options, cfg Config, srv mysqlserver.Server,
 	if err != nil {
 		return err
 	}
-	probeDB, err := openProbeDB(cfg)
-	if err != nil {
-		return err
-	}
-	defer probeDB.Close()
-	stop, err := startMonitor(ctx, o, cfg, mode.Poll, probeDB, client, lag.MonitorConfig{
-		Poll: func(ctx context.Context) (poller.Backlog, error) { return p.Backlog(ctx, probeDB) },
-		Relay: func() lag.Relay {
-			s := p.Stats()
-			return lag.Relay{Events: s.Events, LastProgress: s.LastRelay, Retrying: s.Retrying}
-		},
-	}, metrics.PollCollector(p.Stats), appends)
+	stop, err := startPollMonitor(ctx, o, cfg, client, p.Backlog, p.Stats, appends)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/retry"
-	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/poller"
@@ -29,6 +28,12 @@ import (
 // delays idle rounds, while a connection per table would cost the server a
 // thread per tenant.
 const pollPoolSize = 8
+
+// DefaultPollListInterval is how often a relay of several tables in poll
+// mode lists the tables again (--poll-list-interval): a tenant signing up
+// waits at most this long for its first event, and each listing costs one
+// information_schema query per --table value.
+const DefaultPollListInterval = 5 * time.Second
 
 // runPollSeveral relays several tables (more than one --table, or a
 // pattern) in poll mode: one poller per table, each with its own rounds and
@@ -75,18 +80,7 @@ func runPollSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Re
 			return poller.New(db, appends.Publisher(sink), pcfg, cfg.Logger.With(keyPollTable, n.String()))
 		},
 	}
-	probeDB, err := openProbeDB(cfg)
-	if err != nil {
-		return err
-	}
-	defer probeDB.Close()
-	stop, err := startMonitor(ctx, o, cfg, mode.Poll, probeDB, client, lag.MonitorConfig{
-		Poll: func(ctx context.Context) (poller.Backlog, error) { return set.backlog(ctx, probeDB) },
-		Relay: func() lag.Relay {
-			s := set.stats()
-			return lag.Relay{Events: s.Events, LastProgress: s.LastRelay, Retrying: s.Retrying}
-		},
-	}, metrics.PollCollector(set.stats), appends)
+	stop, err := startPollMonitor(ctx, o, cfg, client, set.backlog, set.stats, appends)
 	if err != nil {
 		return err
 	}

@@ -119,21 +119,29 @@ func runOne(ctx context.Context, o Options, cfg Config, rep preflight.Report, re
 			"columns", cfg.Mapping.String(), "stream", StreamTemplate(cfg, o.Stream),
 			"note", "an optional column added later is used after a restart; binlog mode stops when it first sees one")
 	}
-	if d := schema.DescribeFields(res.Fields); d != "" {
+	return relayIn(ctx, o, cfg, client, relayMode, res.Fields, format,
+		func() error { return runPoll(ctx, o, cfg, rep.Server, db, client, res.Table) },
+		func() error { return runBinlog(ctx, o, cfg, rep.Server, db, client, res.Absent, nil) })
+}
+
+// relayIn logs the fields entries carry beside the built-in ones and the
+// format, then relays in relayMode: poll with its trimmer running, or
+// binlog, which starts its trimmer with its lease (runBinlog).
+func relayIn(ctx context.Context, o Options, cfg Config, client redis.UniversalClient, relayMode string, fields []schema.ExtraColumn, format redisstream.Format, poll, binlog func() error) error {
+	log := cfg.Logger
+	if d := schema.DescribeFields(fields); d != "" {
 		log.Info("entries carry columns beside the built-in fields", "fields", d)
 	}
 	logFormat(log, format)
-
-	if relayMode == mode.Poll {
-		// Binlog mode starts its trimmer with its lease (runBinlog).
-		stopTrim, err := startTrimmer(ctx, o, cfg, client, nil)
-		if err != nil {
-			return err
-		}
-		defer stopTrim()
-		return runPoll(ctx, o, cfg, rep.Server, db, client, res.Table)
+	if relayMode != mode.Poll {
+		return binlog()
 	}
-	return runBinlog(ctx, o, cfg, rep.Server, db, client, res.Absent, nil)
+	stopTrim, err := startTrimmer(ctx, o, cfg, client, nil)
+	if err != nil {
+		return err
+	}
+	defer stopTrim()
+	return poll()
 }
 
 // setMemoryLimit sets the relay's soft memory limit and GOGC, unless the
@@ -212,6 +220,11 @@ func EntrySinkConfig(o Options) redisstream.Config {
 	return preflight.Start{Sink: entryConfig(o, o.Config, o.Format)}.SinkConfig(o.Config.Mapping)
 }
 
+// EntrySink is the sink of EntrySinkConfig(o) over client.
+func EntrySink(client redis.UniversalClient, o Options) (*redisstream.Sink, error) {
+	return redisstream.New(client, EntrySinkConfig(o))
+}
+
 // logWarnings logs the preflight's warnings that concern the mode, once.
 func logWarnings(log *slog.Logger, rep preflight.Report, relayMode string) {
 	for _, w := range rep.Warned(preflight.Mode(relayMode)) {
@@ -257,17 +270,14 @@ func runBinlog(ctx context.Context, o Options, cfg Config, srv mysqlserver.Serve
 	if err != nil {
 		return err
 	}
-	probeDB, err := openProbeDB(cfg)
-	if err != nil {
-		return err
-	}
-	defer probeDB.Close()
-	stop, err := startMonitor(ctx, o, cfg, mode.Binlog, probeDB, client, lag.MonitorConfig{
-		Binlog: &lag.Binlog{DB: probeDB, Server: srv, Dumper: DumperFor(cfg, srv.Flavor)},
-		Relay: func() lag.Relay {
-			s := reader.Stats()
-			return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos, Standby: s.Standby}
-		},
+	stop, err := startMonitor(ctx, o, cfg, mode.Binlog, client, func(probeDB *sql.DB) lag.MonitorConfig {
+		return lag.MonitorConfig{
+			Binlog: &lag.Binlog{DB: probeDB, Server: srv, Dumper: DumperFor(cfg, srv.Flavor)},
+			Relay: func() lag.Relay {
+				s := reader.Stats()
+				return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos, Standby: s.Standby}
+			},
+		}
 	}, metrics.BinlogCollector(reader.Stats), appends)
 	if err != nil {
 		return err

@@ -58,21 +58,9 @@ func runSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Report
 		log.Info("relaying several outbox tables with one position", "table_values", cfg.TableString(), "tables", len(rep.Tables),
 			"first", strings.Join(names, ","), "position_key", PositionKey(cfg, o.PositionKey), "stream", StreamTemplate(cfg, o.Stream))
 	}
-	if d := schema.DescribeFields(schema.FieldColumns(cfg.Mapping, cfg.Extra)); d != "" {
-		log.Info("entries carry columns beside the built-in fields", "fields", d)
-	}
-	logFormat(log, format)
-
-	if relayMode == mode.Poll {
-		// Binlog mode starts its trimmer with its lease (runBinlog).
-		stopTrim, err := startTrimmer(ctx, o, cfg, client, nil)
-		if err != nil {
-			return err
-		}
-		defer stopTrim()
-		return runPollSeveral(ctx, o, cfg, rep, requested, db, client)
-	}
-	return runBinlog(ctx, o, cfg, rep.Server, db, client, nil, rep.Tables)
+	return relayIn(ctx, o, cfg, client, relayMode, schema.FieldColumns(cfg.Mapping, cfg.Extra), format,
+		func() error { return runPollSeveral(ctx, o, cfg, rep, requested, db, client) },
+		func() error { return runBinlog(ctx, o, cfg, rep.Server, db, client, nil, rep.Tables) })
 }
 
 // canalSources are the reader's sources: each --table value with its

@@ -140,3 +140,19 @@ func withheld(rawURL string, err error) string {
 	}
 	return err.Error()
 }
+
+// clusterCommands are the commands that know Redis Cluster (by their path,
+// e.g. "position show"): the others read keys (SCAN, the position) as one
+// standalone Redis holds them. cleanup reads the position key, a lower
+// bound of every slot's, and waits for the replicas (admin's cluster
+// guard).
+var clusterCommands = map[string]bool{
+	"run": true, "check": true, "cleanup": true,
+	"status": true, "verify": true, "mark-appended": true,
+	"position show": true, "position set": true, "position reset": true,
+	"dead-letters list": true, "dead-letters replay": true, "dead-letters purge": true,
+}
+
+// KnowsCluster says the command of that path ("position show") knows Redis
+// Cluster: Input.ClusterOK for it.
+func KnowsCluster(command string) bool { return clusterCommands[command] }

@@ -70,3 +70,55 @@ func (c Config) SourceFormat() string {
 	}
 	return ""
 }
+
+// FormatFlags are the entry format flags as given: --format and the
+// symfony-messenger ones.
+type FormatFlags struct {
+	// Name is --format; NameGiven says it was given, not defaulted.
+	Name      string
+	NameGiven bool
+	// Classes are the --messenger-class values, ClassFile
+	// --messenger-class-file ("" for none).
+	Classes   []string
+	ClassFile string
+	// Unmapped and Stamp are --messenger-unmapped and --messenger-stamp.
+	Unmapped, Stamp string
+}
+
+// EntryFormat is the entry format of f, validated. A source that needs a
+// format of its own (SourceFormat) sets it, and refuses another --format.
+func (c Config) EntryFormat(f FormatFlags) (redisstream.Format, error) {
+	name := f.Name
+	if src := c.SourceFormat(); src != "" {
+		if f.NameGiven && name != src {
+			return redisstream.Format{}, outbox.WithHint(fmt.Errorf("%w: --format %s does not go with --source %s", outbox.ErrConfig, name, c.Values[NameSource].First()),
+				"drop --format: the source's rows are relayed in format %s", src)
+		}
+		name = src
+	}
+	format := redisstream.Format{Name: name, Unmapped: f.Unmapped, Stamp: f.Stamp}
+	classes := map[string]string{}
+	if err := redisstream.ParseClasses(f.Classes, classes, "--messenger-class"); err != nil {
+		return format, err
+	}
+	if f.ClassFile != "" {
+		if err := redisstream.ReadClassesFile(f.ClassFile, classes); err != nil {
+			return format, err
+		}
+	}
+	if len(classes) > 0 {
+		format.Classes = classes
+	}
+	return format, format.Validate()
+}
+
+// OwnTable refuses to print or create the table of a source whose table
+// another program creates: Messenger's Doctrine transport creates
+// messenger_messages itself, in its own layout.
+func (c Config) OwnTable() error {
+	if c.SourceFormat() == "" {
+		return nil
+	}
+	return outbox.WithHint(fmt.Errorf("%w: --source %s relays a table the framework creates, not one of the relay's layout", outbox.ErrConfig, c.Values[NameSource].First()),
+		"create it as the framework does (Messenger: auto_setup, or bin/console messenger:setup-transports), then run binlog-outbox check")
+}

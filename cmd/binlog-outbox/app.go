@@ -1,17 +1,16 @@
 package main
 
 import (
-	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/binlog-outbox/binlog-outbox/relay"
 	"io"
-	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/exitcode"
@@ -201,29 +200,24 @@ func commandName(c *cli.Context) string {
 	return strings.TrimPrefix(c.Command.HelpName, c.App.Name+" ")
 }
 
+// commandPath is the command's name after its parents', e.g. "position
+// show" (urfave/cli v2's FullName gives the last name only).
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, l := range c.Lineage() {
+		if l.Command != nil && l.Command.Name != "" && l.Command.Name != c.App.Name {
+			names = append([]string{l.Command.Name}, names...)
+		}
+	}
+	return strings.Join(slices.Compact(names), " ")
+}
+
 // resolveConfig resolves the global settings of the command of c.
 func resolveConfig(c *cli.Context, oneTable, noMySQL bool) (config, error) {
-	name := commandPath(c)
-	s, err := settings.Resolve(settings.Input{
+	return relay.Resolve(settings.Input{
 		CommandLine: commandLine(c), LookupEnv: os.LookupEnv, LogWriter: c.App.ErrWriter,
-		Command: commandName(c), OneTable: oneTable, NoMySQL: noMySQL, ClusterOK: clusterCommands[name],
-	})
-	if err != nil {
-		return config{}, err
-	}
-	// go-redis logs dial failures to stderr on its own; route them to debug,
-	// since the relay reports the errors it gets anyway.
-	redis.SetLogger(redisLogger{s.Logger})
-	cfg := config{Config: s}
-	if cfg.ServerID == 0 {
-		host, err := os.Hostname()
-		if err != nil {
-			return config{}, fmt.Errorf("--server-id: read the host name for the default: %w", err)
-		}
-		cfg.ServerID = settings.DefaultServerIDFor(host, relay.PositionKey(cfg, c.String("position-key")))
-	}
-	s.Logger.Debug("starting", "version", versionString(), "config", cfg.Config)
-	return cfg, nil
+		Command: commandName(c), OneTable: oneTable, NoMySQL: noMySQL, ClusterOK: settings.KnowsCluster(commandPath(c)),
+	}, c.String("position-key"), versionString())
 }
 
 // loadConfig reads the global flags of a command that connects to MySQL.
@@ -236,10 +230,21 @@ func loadOneTableConfig(c *cli.Context) (config, error) { return resolveConfig(c
 // table and its mapping (schema print): it works without a DSN.
 func loadTableConfig(c *cli.Context) (config, error) { return resolveConfig(c, true, true) }
 
-// redisLogger adapts go-redis's internal logging to slog at debug level.
-type redisLogger struct{ log *slog.Logger }
+// report is a report of package admin, which prints as text or as JSON.
+type report interface{ Text() string }
 
-// Printf implements go-redis's internal.Logging.
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+// printResult prints r as its text or, asJSON, as indented JSON.
+func printResult(w io.Writer, r report, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, r)
+	}
+	_, err := io.WriteString(w, r.Text())
+	return err
+}
+
+// printJSON prints v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -81,21 +80,13 @@ func runBackfill(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if cfg.RedisCluster != nil {
-		// One script writes the progress and the entries: on a cluster
-		// they would have to share a hash slot, which a template over
-		// aggregates cannot promise.
-		return usageError{outbox.WithHint(errors.New("backfill does not run on Redis Cluster: its progress and its entries are written in one script, which a cluster runs in one hash slot only"),
-			"run it against a standalone Redis or Sentinel, or rebuild the consumer from the live streams")}
+	live := ""
+	if c.IsSet("live-stream") {
+		live = c.String("live-stream")
 	}
-	hasAggType := cfg.Mapping.Has(schema.ColAggregateType)
-	live := c.String("live-stream")
-	if !c.IsSet("live-stream") && !hasAggType {
-		live = redisstream.DefaultStreamNoAggregateType
-	}
-	liveT, err := redisstream.ParseTemplate(live, c.Int("partitions"), hasAggType)
+	liveT, err := admin.BackfillLive(cfg.RedisCluster != nil, relay.StreamTemplate(cfg, live), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
-		return fmt.Errorf("--live-stream: %w", err)
+		return err
 	}
 	format, err := entryFormat(c, cfg)
 	if err != nil {
@@ -103,11 +94,9 @@ func runBackfill(c *cli.Context) error {
 	}
 	client := cfg.RedisClient()
 	defer client.Close()
-	// Not on a cluster (refused above), so the sink's Cluster is false as
-	// before.
-	sink, err := redisstream.New(client, relay.EntrySinkConfig(relay.Options{
+	sink, err := relay.EntrySink(client, relay.Options{
 		Config: cfg, Stream: c.String("stream"), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"), Format: format,
-	}))
+	})
 	if err != nil {
 		return err
 	}
@@ -132,15 +121,5 @@ func runBackfill(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		return printJSON(c.App.Writer, r)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "backfill %s: %d entries appended this run, done up to id %d (progress %s)", r.Stream, r.Appended, r.LastID, r.ProgressKey)
-	if len(r.Skipped) > 0 {
-		fmt.Fprintf(&b, "; %d rows left out, which run would dead-letter (ids %v)", len(r.Skipped), r.Skipped[:min(10, len(r.Skipped))])
-	}
-	b.WriteString("\n")
-	_, err = fmt.Fprint(c.App.Writer, b.String())
-	return err
+	return printResult(c.App.Writer, &r, asJSON)
 }

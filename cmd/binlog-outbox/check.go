@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"github.com/binlog-outbox/binlog-outbox/relay"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 )
 
@@ -38,23 +36,8 @@ func runCheck(c *cli.Context) error {
 	defer cancel()
 	rep := relay.Check(ctx, o, requested)
 	printReport(c.App.Writer, rep)
-
-	if requested == mode.Auto {
-		usable := rep.Usable()
-		if len(usable) == 0 {
-			return fmt.Errorf("%w: neither binlog nor poll mode can run", preflight.ErrRequirements)
-		}
-		return nil
-	}
-	if failed := rep.Failed(preflight.Mode(requested)); len(failed) > 0 {
-		names := make([]string, len(failed))
-		for i, f := range failed {
-			names[i] = f.Name
-		}
-		// The fixes are printed above; the error only sums up.
-		return fmt.Errorf("%w for %s mode: %s", preflight.ErrRequirements, requested, strings.Join(names, ", "))
-	}
-	return nil
+	// The fixes are printed above; the error only sums up.
+	return relay.CheckVerdict(rep, requested)
 }
 
 // printReport prints one line per requirement, the fix of each problem

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,12 +12,6 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
-)
-
-// Defaults of the cleanup flags.
-const (
-	defaultCleanupBatch = 500
-	defaultCleanupWait  = time.Minute
 )
 
 func cleanupCommand() *cli.Command {
@@ -46,7 +38,7 @@ func cleanupCommand() *cli.Command {
 				Name:    "batch",
 				EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_BATCH"},
 				Usage:   "rows per DELETE; each DELETE is its own transaction, so this bounds how long row locks are held",
-				Value:   defaultCleanupBatch,
+				Value:   admin.DefaultCleanupBatch,
 			},
 			&cli.DurationFlag{
 				Name:    "pause",
@@ -57,7 +49,7 @@ func cleanupCommand() *cli.Command {
 				Name:    "wait",
 				EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_WAIT"},
 				Usage:   "binlog mode: how long to wait for the relay's stored position to pass the rows chosen before giving up (with --redis-cluster, and for the replicas to acknowledge the appends)",
-				Value:   defaultCleanupWait,
+				Value:   admin.DefaultCleanupWait,
 			},
 			&cli.BoolFlag{
 				Name:    "dry-run",
@@ -79,52 +71,22 @@ func runCleanup(c *cli.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
-	batch, pause, wait := c.Int("batch"), c.Duration("pause"), c.Duration("wait")
-	if batch < 1 || batch > admin.MaxCleanupBatch {
-		return usageError{fmt.Errorf("--batch %d: want 1 to %d rows", batch, admin.MaxCleanupBatch)}
-	}
-	if pause < 0 || wait < 0 {
-		return usageError{errors.New("--pause and --wait must not be negative")}
+	o := admin.CleanupOptions{OlderThan: age, Batch: c.Int("batch"), Pause: c.Duration("pause"), Wait: c.Duration("wait"), DryRun: c.Bool("dry-run")}
+	if err := o.CheckSizes(); err != nil {
+		return err
 	}
 	t, err := openTableCommand(ctx, c, "cleanup", true, false)
 	if err != nil {
 		return err
 	}
 	defer t.close()
-	cfg := t.cfg
-	r, err := admin.Cleanup(ctx, admin.CleanupOptions{
-		DB: t.db, Table: t.table, Redis: t.redis,
-		Keys:      redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")),
-		OlderThan: age, Batch: batch, Pause: pause, Wait: wait, DryRun: c.Bool("dry-run"), Logger: cfg.Logger,
-	})
+	o.DB, o.Table, o.Redis, o.Logger = t.db, t.table, t.redis, t.cfg.Logger
+	o.Keys = redisstream.KeysFor(t.cfg.Database, t.cfg.Table, c.String("position-key"))
+	r, err := admin.Cleanup(ctx, o)
 	if err != nil {
 		return err
 	}
-	return printCleanup(c.App.Writer, &r, c.Bool("json"))
-}
-
-func printCleanup(w io.Writer, r *admin.CleanupReport, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s mode), rows whose occurred_at is before %s: ", r.Table, r.Mode, r.Cutoff.Format(time.RFC3339))
-	switch {
-	case r.Note != "":
-		b.WriteString(r.Note)
-	case r.DryRun:
-		fmt.Fprintf(&b, "%d would be deleted (dry run)", r.Candidates)
-	default:
-		fmt.Fprintf(&b, "deleted %d in %d batches, %.1fs (%.0f rows/s)", r.Deleted, r.Batches, r.Seconds, r.RowsPerSecond)
-	}
-	if r.KeptUnsent > 0 {
-		fmt.Fprintf(&b, "; %d as old are not sent yet and stay", r.KeptUnsent)
-	}
-	b.WriteString("\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	return printResult(c.App.Writer, &r, c.Bool("json"))
 }
 
 // maxAgeDays is the oldest --older-than, a century: older rows are no

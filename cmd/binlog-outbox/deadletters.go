@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -71,10 +67,10 @@ func deadLettersOptions(c *cli.Context, cfg config) (admin.DeadLettersOptions, f
 		format = f
 	}
 	client := cfg.RedisClient()
-	sink, err := redisstream.New(client, relay.EntrySinkConfig(relay.Options{
+	sink, err := relay.EntrySink(client, relay.Options{
 		Config: cfg, Stream: givenStream(c), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
 		EnsureGroups: ensureGroups(c), Format: format,
-	}))
+	})
 	if err != nil {
 		client.Close()
 		return admin.DeadLettersOptions{}, nil, err
@@ -102,33 +98,7 @@ func runDeadLettersList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		return printJSON(c.App.Writer, r)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d dead letters\n", r.Stream, len(r.Entries))
-	for _, e := range r.Entries {
-		id := "none"
-		if e.OutboxID != nil {
-			id = fmt.Sprint(*e.OutboxID)
-		}
-		stream := e.Stream
-		if e.StreamFromTemplate {
-			stream += " (by the current --stream)"
-		}
-		fmt.Fprintf(&b, "%s  outbox_id %s  message_id %s  for %s  age %s\n  reason: %s\n", e.ID, id, e.MessageID, stream,
-			(time.Duration(e.AgeSeconds * float64(time.Second))).Round(time.Second), e.Reason)
-	}
-	_, err = io.WriteString(c.App.Writer, b.String())
-	return err
-}
-
-// errDeadLettersStay is replay's result when some rows it took stay dead
-// letters: the command exits 1.
-type errDeadLettersStay struct{ stay int }
-
-func (e errDeadLettersStay) Error() string {
-	return fmt.Sprintf("dead-letters replay: %d rows stay in the dead-letter stream", e.stay)
+	return printResult(c.App.Writer, &r, c.Bool("json"))
 }
 
 func runDeadLettersReplay(c *cli.Context) error {
@@ -156,41 +126,10 @@ func runDeadLettersReplay(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := printReplay(c.App.Writer, &r, c.Bool("json")); err != nil {
+	if err := printResult(c.App.Writer, &r, c.Bool("json")); err != nil {
 		return err
 	}
-	if r.Stay > 0 {
-		return errDeadLettersStay{r.Stay}
-	}
-	return nil
-}
-
-func printReplay(w io.Writer, r *admin.ReplayReport, asJSON bool) error {
-	if asJSON {
-		return printJSON(w, r)
-	}
-	var b strings.Builder
-	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "outbox_id %d message_id %s: ", row.OutboxID, row.MessageID)
-		switch row.Outcome {
-		case admin.ReplayDelivered:
-			fmt.Fprintf(&b, "delivered to %s as %s\n", row.Stream, row.EntryID)
-		case admin.ReplayGone:
-			b.WriteString("already gone from the dead-letter stream (replayed or purged meanwhile), nothing appended\n")
-		default:
-			fmt.Fprintf(&b, "stays: %s\n", row.Reason)
-		}
-	}
-	for _, id := range r.Unmatched {
-		fmt.Fprintf(&b, "--id %s: no dead letter has it (replayed or purged already?)\n", id)
-	}
-	fmt.Fprintf(&b, "%d delivered, %d stay, %d gone", r.Delivered, r.Stay, r.Gone)
-	if r.Delivered > 0 {
-		b.WriteString("; replayed events land after the events relayed meanwhile, later ones of their aggregates too (consumers deduplicate by message_id, order by outbox_id)")
-	}
-	b.WriteString("\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	return r.Err()
 }
 
 func runDeadLettersPurge(c *cli.Context) error {
@@ -212,11 +151,4 @@ func runDeadLettersPurge(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "%s: deleted %d dead letters older than %s\n", o.Sink.DeadLetterStream(), n, age)
 	return err
-}
-
-// printJSON prints v as indented JSON.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

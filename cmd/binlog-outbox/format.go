@@ -1,11 +1,8 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/urfave/cli/v2"
 
-	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
@@ -43,34 +40,12 @@ func formatFlags() []cli.Flag {
 	}
 }
 
-// entryFormat reads the format flags; commands without them get the flat
-// format. A --source that needs a format of its own (symfony-doctrine) sets
-// it, and refuses another --format.
+// entryFormat reads the format flags (settings.Config.EntryFormat);
+// commands without them get the flat format.
 func entryFormat(c *cli.Context, cfg config) (redisstream.Format, error) {
-	name := c.String("format")
-	if src := cfg.SourceFormat(); src != "" {
-		if c.IsSet("format") && name != src {
-			return redisstream.Format{}, outbox.WithHint(fmt.Errorf("%w: --format %s does not go with --source %s", outbox.ErrConfig, name, cfg.Values[settings.NameSource].First()),
-				"drop --format: the source's rows are relayed in format %s", src)
-		}
-		name = src
-	}
-	f := redisstream.Format{
-		Name:     name,
-		Unmapped: c.String("messenger-unmapped"),
-		Stamp:    c.String("messenger-stamp"),
-	}
-	classes := map[string]string{}
-	if err := redisstream.ParseClasses(c.StringSlice("messenger-class"), classes, "--messenger-class"); err != nil {
-		return f, err
-	}
-	if path := c.String("messenger-class-file"); path != "" {
-		if err := redisstream.ReadClassesFile(path, classes); err != nil {
-			return f, err
-		}
-	}
-	if len(classes) > 0 {
-		f.Classes = classes
-	}
-	return f, f.Validate()
+	return cfg.EntryFormat(settings.FormatFlags{
+		Name: c.String("format"), NameGiven: c.IsSet("format"),
+		Classes: c.StringSlice("messenger-class"), ClassFile: c.String("messenger-class-file"),
+		Unmapped: c.String("messenger-unmapped"), Stamp: c.String("messenger-stamp"),
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/poller"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 )
 
 // pollFlags are the flags of poll mode.
@@ -45,7 +46,12 @@ func pollFlags() []cli.Flag {
 			EnvVars: []string{"BINLOG_OUTBOX_SHUTDOWN_GRACE"},
 			Value:   poller.DefaultShutdownGrace,
 		},
-		pollListFlag(),
+		&cli.DurationFlag{
+			Name:    "poll-list-interval",
+			Usage:   "poll mode with several tables or a pattern: how often the tables are listed again, to poll those created since (from their first row) and stop polling those dropped",
+			EnvVars: []string{"BINLOG_OUTBOX_POLL_LIST_INTERVAL"},
+			Value:   relay.DefaultPollListInterval,
+		},
 	}
 }
 

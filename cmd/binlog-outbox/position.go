@@ -1,21 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"github.com/binlog-outbox/binlog-outbox/relay"
-	"io"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/mode"
-	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
@@ -54,7 +48,7 @@ func positionCommand() *cli.Command {
 }
 
 func positionShow(c *cli.Context) error {
-	cfg, opts, err := positionSink(c)
+	_, opts, err := positionSink(c)
 	if err != nil {
 		return err
 	}
@@ -63,22 +57,7 @@ func positionShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var b strings.Builder
-	if r.Raw == nil {
-		fmt.Fprintf(&b, "no position stored at %s: the next run starts at --start-from\n", r.Key)
-	} else {
-		var pretty bytes.Buffer
-		_ = json.Indent(&pretty, r.Raw, "", "  ")
-		fmt.Fprintf(&b, "%s: %s (written %s ago)\n%s\n", r.Key, r.Position, time.Since(r.Position.UpdatedAt).Round(time.Second), pretty.String())
-	}
-	if cfg.RedisCluster != nil {
-		slotsText(&b, r.Slots)
-	}
-	for _, w := range r.Warnings {
-		fmt.Fprintf(&b, "warning: %s\n", w)
-	}
-	_, err = io.WriteString(c.App.Writer, b.String())
-	return err
+	return printResult(c.App.Writer, &r, false)
 }
 
 func positionSet(c *cli.Context) error {
@@ -91,21 +70,13 @@ func positionSet(c *cli.Context) error {
 		return err
 	}
 	defer opts.Redis.Close()
-	db, err := sql.Open("mysql", cfg.DSN())
-	if err != nil {
-		return fmt.Errorf("open mysql: %w", err)
-	}
-	defer db.Close()
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
-	srv, err := mysqlserver.Detect(ctx, db)
-	if err != nil {
-		return fmt.Errorf("connect to mysql: %w", err)
-	}
-	reader, err := relay.NewReader(cfg, c.String("position-key"), srv, db, opts.Sink, start)
+	reader, db, err := relay.PositionReader(ctx, cfg, c.String("position-key"), opts.Sink, start)
 	if err != nil {
 		return err
 	}
+	defer db.Close()
 	r, err := admin.PositionSet(ctx, admin.PositionSetOptions{PositionOptions: opts, Reader: reader, Start: start})
 	if r.Raw == nil {
 		return err

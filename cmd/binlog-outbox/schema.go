@@ -8,9 +8,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/urfave/cli/v2"
 
-	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/schema"
-	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 func schemaCommand() *cli.Command {
@@ -44,7 +42,7 @@ func schemaPrint(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := ownTable(cfg); err != nil {
+	if err := cfg.OwnTable(); err != nil {
 		return err
 	}
 	out := schema.CreateTableSQL(cfg.Table, cfg.Mapping) + ";\n"
@@ -60,7 +58,7 @@ func schemaApply(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := ownTable(cfg); err != nil {
+	if err := cfg.OwnTable(); err != nil {
 		return err
 	}
 	connector, err := mysql.NewConnector(cfg.MySQL)
@@ -74,15 +72,4 @@ func schemaApply(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "table %s.%s is ready\n", cfg.Database, cfg.Table)
 	return err
-}
-
-// ownTable refuses schema print and apply for a --source whose table another
-// program creates: Messenger's Doctrine transport creates messenger_messages
-// itself, in its own layout.
-func ownTable(cfg config) error {
-	if cfg.SourceFormat() == "" {
-		return nil
-	}
-	return usageError{outbox.WithHint(fmt.Errorf("%w: --source %s relays a table the framework creates, not one of the relay's layout", outbox.ErrConfig, cfg.Values[settings.NameSource].First()),
-		"create it as the framework does (Messenger: auto_setup, or bin/console messenger:setup-transports), then run binlog-outbox check")}
 }

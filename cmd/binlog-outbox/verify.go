@@ -1,20 +1,16 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
-	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 func verifyCommand() *cli.Command {
@@ -52,24 +48,11 @@ func verifyCommand() *cli.Command {
 	}
 }
 
-// errVerifyFound is verify's result when it found missing, duplicated or
-// foreign entries: the command exits 1.
-type errVerifyFound struct{ missing, duplicated, foreign int }
-
-func (e errVerifyFound) Error() string {
-	return fmt.Sprintf("verify: %d missing, %d duplicated, %d foreign", e.missing, e.duplicated, e.foreign)
-}
-
 func runVerify(c *cli.Context) error {
 	ctx := c.Context
-	rng := admin.VerifyRange{FromID: c.Uint64("from-id")}
-	if c.IsSet("since") && c.IsSet("from-id") {
-		return usageError{errors.New("give --since or --from-id, not both")}
-	}
-	if d := c.Duration("since"); d > 0 {
-		rng.Since = time.Now().Add(-d).UTC()
-	} else if c.IsSet("since") {
-		return usageError{fmt.Errorf("--since %s: want a positive duration, e.g. 24h", d)}
+	rng, err := admin.NewVerifyRange(time.Now(), c.Duration("since"), c.IsSet("since"), c.Uint64("from-id"), c.IsSet("from-id"))
+	if err != nil {
+		return err
 	}
 	chunk, page, err := walkSizes(c)
 	if err != nil {
@@ -89,18 +72,15 @@ func runVerify(c *cli.Context) error {
 		DB: t.db, Table: t.table, Redis: t.redis, Streams: t.streams,
 		Keys:  redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key")),
 		Range: rng, Chunk: chunk, Page: page, Wait: c.Duration("wait"),
-		DeleteRows: onSent == poller.OnSentDelete || !cfg.Mapping.Has(schema.ColSentAt),
+		DeleteRows: onSent == poller.OnSentDelete,
 	})
 	if err != nil {
 		return err
 	}
-	if err := printVerify(c.App.Writer, &r, c.Bool("json")); err != nil {
+	if err := printResult(c.App.Writer, &r, c.Bool("json")); err != nil {
 		return err
 	}
-	if !r.Clean() {
-		return errVerifyFound{r.Missing, r.Duplicated, r.Foreign}
-	}
-	return nil
+	return r.Err()
 }
 
 // onSentOf reads --on-sent: mark or delete.
@@ -110,45 +90,6 @@ func onSentOf(c *cli.Context) (string, error) {
 		return "", usageError{fmt.Errorf("--on-sent %q: want mark or delete", c.String("on-sent"))}
 	}
 	return onSent, nil
-}
-
-func printVerify(w io.Writer, r *admin.VerifyReport, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s mode), %s: %d rows, %d entries in %d streams\n", r.Table, r.Mode, r.Range, r.Rows, r.Entries, r.Streams)
-	fmt.Fprintf(&b, "  matched:         %d\n", r.Matched)
-	if r.Mode == mode.Poll {
-		fmt.Fprintf(&b, "  pending:         %d (unsent rows)\n", r.Pending)
-	} else {
-		fmt.Fprintf(&b, "  not yet relayed: %d\n", r.NotYetRelayed)
-	}
-	fmt.Fprintf(&b, "  missing:         %d\n", r.Missing)
-	for _, e := range r.Examples.Missing {
-		fmt.Fprintf(&b, "    row id=%d message_id=%s has no entry\n", e.OutboxID, e.MessageID)
-	}
-	fmt.Fprintf(&b, "  duplicated:      %d\n", r.Duplicated)
-	for _, e := range r.Examples.Duplicated {
-		fmt.Fprintf(&b, "    row id=%d message_id=%s has %d entries: %s\n", e.OutboxID, e.MessageID, len(e.Entries), strings.Join(e.Entries, ", "))
-	}
-	fmt.Fprintf(&b, "  foreign:         %d\n", r.Foreign)
-	for _, e := range r.Examples.Foreign {
-		fmt.Fprintf(&b, "    entry %s (outbox_id=%d message_id=%s) names no row\n", strings.Join(e.Entries, ", "), e.OutboxID, e.MessageID)
-	}
-	if r.Later+r.Deleted > 0 {
-		fmt.Fprintf(&b, "  not compared:    %d entries of rows committed after the snapshot, %d of rows deleted since\n", r.Later, r.Deleted)
-	}
-	for _, w := range r.Warnings {
-		fmt.Fprintf(&b, "warning: %s\n", w)
-	}
-	if r.Clean() {
-		b.WriteString("clean\n")
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // walkFlags are the sizes of verify's walk over rows and entries, which
