@@ -43,8 +43,10 @@ func TestRepair_ExitCodes(t *testing.T) {
 	if n := env.RDB.XLen(ctx, "outbox:order").Val(); n != 2 {
 		t.Fatalf("the dry run wrote: %d entries, want 2", n)
 	}
-	if _, errOut, code := run(t, append(global, "repair", "--chunk-rows", "0")...); code != 2 {
-		t.Fatalf("repair --chunk-rows 0: exit %d, want 2\n%s", code, errOut)
+	for _, args := range [][]string{{"--chunk-rows", "0"}, {"--apply", "--snapshot", "later"}, {"--apply", "--accept-foreign", "-1"}, {"--on-sent", "keep"}} {
+		if _, errOut, code := run(t, append(append(global, "repair"), args...)...); code != 2 {
+			t.Fatalf("repair %s: exit %d, want 2\n%s", strings.Join(args, " "), code, errOut)
+		}
 	}
 	out, errOut, code = run(t, append(global, "repair", "--apply")...)
 	if code != 0 || !strings.Contains(out, "appended 1 entries; stored the position") {
