@@ -261,6 +261,17 @@ func lostRows(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, n int) 
 	relaytest.InsertOldEvents(t, env.DB, rec, "lost", n)
 }
 
+// goesOnOnce commits more rows while the relay that stop ends runs, waits
+// for them, stops it and wants every committed row once.
+func goesOnOnce(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stop()
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
 // TestRepair_RelayStartedMidRun: a relay (with its lease, as run starts)
 // started while --apply is between batches stands by: repair holds the
 // lease, ends, and the relay goes on from the position repair stored, every
@@ -298,10 +309,7 @@ func TestRepair_RelayStartedMidRun(t *testing.T) {
 	if err != nil || !r.Applied || r.Appended != lost || batches != 2 {
 		t.Fatalf("repair --apply with a relay started after the first batch: %+v, %v (%d batches); want %d appended", r, err, batches, lost)
 	}
-	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	stopRelay()
-	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+	goesOnOnce(t, env, rec, stopRelay)
 }
 
 // TestRepair_PositionSetMidRun: position set while --apply is between
@@ -341,11 +349,7 @@ func TestRepair_PositionSetMidRun(t *testing.T) {
 	if r, err := Repair(ctx, repairOptions(t, env, true)); err != nil || r.Appended != lost-repairBatch {
 		t.Fatalf("repair --apply again: %+v, %v; want the %d rows left appended", r, err, lost-repairBatch)
 	}
-	stop := startRelay(t, env, mode.Binlog)
-	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	stop()
-	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+	goesOnOnce(t, env, rec, startRelay(t, env, mode.Binlog))
 }
 
 // TestRepair_PollModeBesidePoller: in poll mode the rows marked sent whose
