@@ -80,6 +80,8 @@ type RepairOptions struct {
 
 	// afterBatch, when set (by tests), runs after each append but the last.
 	afterBatch func(ctx context.Context) error
+	// lockWait, when set (by tests), replaces repairLockWait.
+	lockWait time.Duration
 }
 
 // RepairReport is what Repair found and did; its JSON is `repair --json`.
@@ -146,7 +148,11 @@ func Repair(ctx context.Context, o RepairOptions) (RepairReport, error) {
 	// shows committed before that end, every row it lacks after it.
 	var end position.End
 	if how == SnapshotLock {
-		end, err = lockedSnapshot(ctx, conn, srv)
+		wait := repairLockWait
+		if o.lockWait > 0 {
+			wait = o.lockWait
+		}
+		end, err = lockedSnapshot(ctx, conn, srv, wait)
 	} else {
 		err = beginSnapshot(ctx, conn)
 	}
@@ -224,8 +230,8 @@ func (o RepairOptions) snapshotMethod(srv mysqlserver.Server) (string, error) {
 // transactions of the binlog up to the end read under it, on MySQL (whose
 // snapshot reports no position) as on MariaDB. The GTID set is the server's
 // (gtid_executed, gtid_binlog_pos) under the lock: exact too.
-func lockedSnapshot(ctx context.Context, conn *sql.Conn, srv mysqlserver.Server) (position.End, error) {
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET /* binlog-outbox */ SESSION lock_wait_timeout = %d", int(repairLockWait.Seconds()))); err != nil {
+func lockedSnapshot(ctx context.Context, conn *sql.Conn, srv mysqlserver.Server, wait time.Duration) (position.End, error) {
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET /* binlog-outbox */ SESSION lock_wait_timeout = %d", max(1, int(wait.Seconds())))); err != nil {
 		return position.End{}, fmt.Errorf("set lock_wait_timeout: %w", err)
 	}
 	defer conn.ExecContext(context.Background(), "SET /* binlog-outbox */ SESSION lock_wait_timeout = DEFAULT") //nolint:errcheck // the connection's own setting
@@ -235,7 +241,12 @@ func lockedSnapshot(ctx context.Context, conn *sql.Conn, srv mysqlserver.Server)
 			return position.End{}, refuse(fmt.Sprintf("FLUSH TABLES WITH READ LOCK is not allowed: %v", err),
 				"grant the RELOAD privilege to repair's user (GRANT RELOAD ON *.* TO ...), or on MariaDB use --snapshot status, which takes no lock; managed servers that forbid the lock (RDS, Cloud SQL) cannot prove a snapshot's binlog position on MySQL")
 		}
-		return position.End{}, fmt.Errorf("FLUSH TABLES WITH READ LOCK (waited up to %s for running statements): %w", repairLockWait, err)
+		if errors.As(err, &me) && me.Number == 1205 {
+			// Writes queued behind the waiting lock go on as it gives up.
+			return position.End{}, refuse(fmt.Sprintf("FLUSH TABLES WITH READ LOCK waited %s for a running write statement and gave up: %v", wait, err),
+				"find the long statement (SHOW PROCESSLIST) and run repair --apply again when it has ended")
+		}
+		return position.End{}, fmt.Errorf("FLUSH TABLES WITH READ LOCK: %w", err)
 	}
 	defer conn.ExecContext(context.Background(), "UNLOCK /* binlog-outbox */ TABLES") //nolint:errcheck // the session's lock; closing it releases it too
 	if err := beginSnapshot(ctx, conn); err != nil {

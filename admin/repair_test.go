@@ -250,6 +250,45 @@ func TestRepair_LockNeedsReload(t *testing.T) {
 	}
 }
 
+// TestRepair_LockGivesUp: a long write statement keeps the lock snapshot
+// from taking its lock; it gives up after its wait with a refusal, writes
+// go on, and nothing is written to Redis.
+func TestRepair_LockGivesUp(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	stop := startRelay(t, env, mode.Binlog)
+	relaytest.InsertEvent(t, env.DB, rec, "a", 0)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stop()
+	relaytest.InsertEvent(t, env.DB, rec, "a", 1)
+	long := make(chan error, 1)
+	go func() {
+		_, err := env.DB.ExecContext(ctx, "UPDATE `"+env.Table+"` SET event_type = event_type WHERE id = 1 AND SLEEP(4) = 0")
+		long <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	o := repairOptions(t, env, true)
+	o.Snapshot, o.lockWait = SnapshotLock, time.Second
+	start := time.Now()
+	_, err := Repair(ctx, o)
+	took := time.Since(start)
+	if !errors.Is(err, ErrRepairRefused) || !strings.Contains(err.Error(), "gave up") || !strings.Contains(outbox.HintOf(err), "SHOW PROCESSLIST") || took > 3*time.Second {
+		t.Fatalf("repair --apply --snapshot lock behind a long write: %v (hint %q) after %s, want a refusal after about 1s", err, outbox.HintOf(err), took)
+	}
+	relaytest.InsertEvent(t, env.DB, rec, "a", 2)
+	if len(long) != 0 {
+		t.Fatal("the long statement ended before the check: the commit above proves nothing")
+	}
+	if n := env.RDB.XLen(ctx, "outbox:order").Val(); n != 1 || env.RDB.Exists(ctx, keys(env).Lease).Val() != 0 {
+		t.Fatalf("the refused repair wrote, or kept the lease: %d entries", n)
+	}
+	if err := <-long; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // lostRows stops a relay of env after it relayed a few rows and commits n
 // more it never reads: repair finds them missing, in several batches.
 func lostRows(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, n int) {
