@@ -196,7 +196,11 @@ func Repair(ctx context.Context, o RepairOptions) (RepairReport, error) {
 	if err != nil {
 		return r, err
 	}
-	if err := o.apply(ctx, conn, sink, missing, st.Position, pos.Encode(), &r); err != nil {
+	apply := o.apply
+	if o.SinkConfig.Cluster {
+		apply = o.applyCluster
+	}
+	if err := apply(ctx, conn, sink, lease, missing, st.Position, pos.Encode(), &r); err != nil {
 		return r, err
 	}
 	r.Applied, r.Position, r.Snapshot = true, pos.String(), how
@@ -296,7 +300,8 @@ func (o RepairOptions) takeLease(ctx context.Context, r *RepairReport, apply boo
 		return nil, nil
 	}
 	host, _ := os.Hostname()
-	lease, err := redisstream.NewLease(o.Redis, redisstream.LeaseConfig{Key: o.Keys.Lease, Holder: fmt.Sprintf("repair %s/%d", host, os.Getpid())})
+	lease, err := redisstream.NewLease(o.Redis, redisstream.LeaseConfig{Key: o.Keys.Lease, Holder: fmt.Sprintf("repair %s/%d", host, os.Getpid()),
+		Cluster: o.SinkConfig.Cluster})
 	if err != nil {
 		return nil, err
 	}
@@ -476,7 +481,7 @@ func snapshotPosition(ctx context.Context, conn *sql.Conn, srv mysqlserver.Serve
 // and position set), and the last stores next. An interrupted or fenced
 // apply leaves the position as it was: the next repair finds only the rows
 // still missing.
-func (o RepairOptions) apply(ctx context.Context, conn *sql.Conn, sink *redisstream.Sink, ids []uint64, prev, next []byte, r *RepairReport) error {
+func (o RepairOptions) apply(ctx context.Context, conn *sql.Conn, sink *redisstream.Sink, _ *redisstream.Lease, ids []uint64, prev, next []byte, r *RepairReport) error {
 	return o.batches(ctx, conn, ids, func(events []outbox.Event, last bool) error {
 		to := prev
 		if last {
@@ -498,6 +503,80 @@ func (o RepairOptions) apply(ctx context.Context, conn *sql.Conn, sink *redisstr
 		return nil
 	})
 }
+
+// applyCluster is apply on Redis Cluster, whose append scripts keep a
+// position per hash slot beside the position key, which the relay reads
+// together (a slot ahead skips what it holds): batches appended with them
+// would have to advance them all. The rows go by Publish instead, which
+// stores no position, each batch after checking that repair still holds the
+// lease (the relays of a cluster stand by behind it) and that the position
+// is still prev (position set); then the position key is compare-and-set
+// to next and the slot positions deleted, as position set does. An
+// interrupted apply leaves the position as it was, and the next repair
+// finds only the rows still missing.
+func (o RepairOptions) applyCluster(ctx context.Context, conn *sql.Conn, sink *redisstream.Sink, lease *redisstream.Lease, ids []uint64, prev, next []byte, r *RepairReport) error {
+	moved := func(what string) error {
+		return refuse(fmt.Sprintf("%s after %d of %d entries were appended", what, r.Appended, len(ids)),
+			"the entries appended stay, each once: stop every relay of this position (and wait for position set), then repair again: it appends only the rows still missing")
+	}
+	check := func() error {
+		if lease != nil && lease.Value() == "" {
+			return moved("the lease was lost")
+		}
+		now, err := o.Redis.Get(ctx, o.Keys.Position).Bytes()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("repair: read the position: %w", redisstream.Classify(err))
+		}
+		if string(now) != string(prev) {
+			return moved("the stored position moved")
+		}
+		return nil
+	}
+	err := o.batches(ctx, conn, ids, func(events []outbox.Event, _ bool) error {
+		if err := check(); err != nil {
+			return err
+		}
+		n, err := sink.Publish(ctx, events)
+		if err != nil {
+			return fmt.Errorf("repair: %d entries appended, then: %w", r.Appended, err)
+		}
+		r.Appended += n
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	ok, err := casPositionScript.Run(ctx, o.Redis, []string{o.Keys.Position}, string(prev), string(next)).Int()
+	if err != nil {
+		return fmt.Errorf("repair: store the position: %w", redisstream.Classify(err))
+	}
+	if ok != 1 {
+		return moved("the stored position moved")
+	}
+	if _, err := redisstream.DeleteSlotPositions(ctx, o.Redis, o.Keys.Position); err != nil {
+		b, _ := position.Decode(next)
+		start := fmt.Sprintf("%s:%d", b.File, b.Pos)
+		if b.GTIDSet != "" {
+			start = b.GTIDSet
+		}
+		return outbox.WithHint(fmt.Errorf("repair: stored the position, but deleting the slot positions failed: %w", err),
+			"run binlog-outbox position set --start-from %s (it deletes them) before starting the relay", start)
+	}
+	return nil
+}
+
+// casPositionScript sets KEYS[1] to ARGV[2] when it holds ARGV[1] ("":
+// nothing), and returns 1; 0 without writing otherwise.
+var casPositionScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur == false then cur = '' end
+if cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+`)
 
 // publish appends the missing rows of poll mode a batch at a time, without
 // a position (poll mode keeps its progress in the table). A poller running

@@ -96,7 +96,7 @@ func withRedisPassword(rawURL, path string, files secretReader) (string, error) 
 func (c *Config) redisCluster(vs values, in Input, files secretReader) error {
 	if !in.ClusterOK {
 		return outbox.WithHint(fmt.Errorf("%w: %s does not support --redis-cluster yet", outbox.ErrConfig, in.Command),
-			"run it against one master with --redis-url redis://host:port and without --redis-cluster; the commands that know a cluster's slots are run, check, status, verify, mark-appended, position and cleanup")
+			"run it against one master with --redis-url redis://host:port and without --redis-cluster; the commands that know a cluster's slots are run, check, status, verify, repair, mark-appended, position, dead-letters and cleanup")
 	}
 	co, err := redis.ParseClusterURL(c.RedisURL)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // bound of every slot's, and waits for the replicas (clusterGuard).
 var clusterCommands = map[string]bool{
 	"run": true, "check": true, "cleanup": true,
-	"status": true, "verify": true, "mark-appended": true,
+	"status": true, "verify": true, "mark-appended": true, "repair": true,
 	"position show": true, "position set": true, "position reset": true,
 	"dead-letters list": true, "dead-letters replay": true, "dead-letters purge": true,
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -47,7 +46,7 @@ func repairCommand() *cli.Command {
 			"line then goes on, every row committed before, during or after the repair once. In poll mode it appends\n" +
 			"the rows marked sent that no stream holds, beside running pollers. It refuses, writing nothing, while a\n" +
 			"relay holds the lease or moves the position, when entries name rows the table lacks, and when a stream\n" +
-			"was trimmed below the table's rows. --apply is not on Redis Cluster. See docs/incidents.md.",
+			"was trimmed below the table's rows. See docs/incidents.md.",
 		Flags:  flags,
 		Action: runRepair,
 	}
@@ -85,9 +84,6 @@ func runRepair(c *cli.Context) error {
 	apply := c.Bool("apply")
 	if c.Int("accept-foreign") < 0 {
 		return usageError{fmt.Errorf("--accept-foreign %d: want the count of foreign entries a dry run reported", c.Int("accept-foreign"))}
-	}
-	if apply && cfg.RedisCluster != nil {
-		return usageError{errors.New("repair --apply does not support Redis Cluster yet: its positions are per slot")}
 	}
 	db, res, err := openUsableTable(c.Context, &cfg, "repair")
 	if err != nil {

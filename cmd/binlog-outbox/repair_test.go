@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
@@ -138,4 +139,50 @@ func TestRepair_FailoverLostTransactions(t *testing.T) {
 		t.Errorf("%d of the lost rows' entries are gone; repair never deletes them", len(skip))
 	}
 	t.Logf("%d rows on the new primary once, %d foreign entries kept", len(rec.Committed), len(lost.Committed))
+}
+
+// TestRepair_RedisCluster: on a Redis Cluster, with streams over many hash
+// slots, repair --apply appends the rows the relay never read while
+// producers write, stores the position and deletes the slot positions; the
+// relay then goes on from there: every row once.
+func TestRepair_RedisCluster(t *testing.T) {
+	t.Parallel()
+	rc := testsvc.StartRedisCluster(t)
+	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), rc)
+	ctx := context.Background()
+	key := posKey(env)
+	rec := relaytest.NewProduced()
+	streamArgs := []string{"--stream", "outbox:{aggregate_type}:{partition}", "--partitions", strconv.Itoa(clusterPartitions)}
+	relayArgs := append([]string{"--mode", "binlog", "--max-batch-events", "50"}, streamArgs...)
+	p := startRelay(t, env, relayArgs...)
+	waitStoredPosition(t, env, key)
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
+	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
+	stopRelay(t, p)
+	const lost = 1200
+	relaytest.InsertOldEvents(t, env.DB, rec, "lost", lost)
+
+	repair := append([]string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--redis-cluster", "repair"}, streamArgs...)
+	out, errOut, code := run(t, append(repair, "--json")...)
+	var r admin.RepairReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 1 || r.Missing != lost {
+		t.Fatalf("repair dry run on the cluster: exit %d, %+v, %v; want %d missing\n%s%s", code, r, err, lost, out, errOut)
+	}
+	wait := produce(t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 100, Pause: 2 * time.Millisecond}, rec)
+	time.Sleep(100 * time.Millisecond)
+	out, errOut, code = run(t, append(repair, "--apply", "--json")...)
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 || !r.Applied || r.Appended < lost || r.Appended != r.Missing {
+		t.Fatalf("repair --apply on the cluster: exit %d, %+v, %v; want at least %d appended\n%s", code, r, err, lost, errOut)
+	}
+	cp, err := redisstream.ReadClusterPositions(ctx, env.Cluster, key)
+	if err != nil || len(cp.Slots) != 0 || cp.Base == nil {
+		t.Fatalf("after repair --apply: %d slot positions, position %q, %v; want the position key alone", len(cp.Slots), cp.Base, err)
+	}
+	wait()
+	p = startRelay(t, env, relayArgs...)
+	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
+	time.Sleep(300 * time.Millisecond) // a duplicate would show up now
+	stopRelay(t, p)
+	n := relaytest.Check(ctx, t, env.Cluster, rec, relaytest.CheckOptions{ExactlyOnce: true, StreamOf: clusterStream})
+	t.Logf("repair --apply on the cluster: %d rows compared, %d appended; %d entries at the end", r.Rows, r.Appended, n)
 }
