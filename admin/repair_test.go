@@ -212,6 +212,17 @@ func TestRepair_RefusesTrimmedStreams(t *testing.T) {
 	}
 }
 
+// oneMissing has a relay append one row and stop; a second row is then
+// committed that no stream holds.
+func oneMissing(t *testing.T, env *relaytest.Env, rec *relaytest.Produced) {
+	t.Helper()
+	stop := startRelay(t, env, mode.Binlog)
+	relaytest.InsertEvent(t, env.DB, rec, "a", 0)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stop()
+	relaytest.InsertEvent(t, env.DB, rec, "a", 1)
+}
+
 // TestRepair_LockNeedsReload: the lock snapshot without the RELOAD
 // privilege is refused with the privilege named, and nothing is written.
 func TestRepair_LockNeedsReload(t *testing.T) {
@@ -219,11 +230,7 @@ func TestRepair_LockNeedsReload(t *testing.T) {
 	env := newEnv(t)
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
-	stop := startRelay(t, env, mode.Binlog)
-	relaytest.InsertEvent(t, env.DB, rec, "a", 0)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	stop()
-	relaytest.InsertEvent(t, env.DB, rec, "a", 1)
+	oneMissing(t, env, rec)
 	user := fmt.Sprintf("noreload%d", time.Now().UnixNano()%1e9)
 	env.MariaDB.Exec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'",
 		"GRANT SELECT ON `"+env.Database+"`.* TO '"+user+"'@'%'", "GRANT BINLOG MONITOR ON *.* TO '"+user+"'@'%'")
@@ -258,11 +265,7 @@ func TestRepair_LockGivesUp(t *testing.T) {
 	env := newEnv(t)
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
-	stop := startRelay(t, env, mode.Binlog)
-	relaytest.InsertEvent(t, env.DB, rec, "a", 0)
-	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
-	stop()
-	relaytest.InsertEvent(t, env.DB, rec, "a", 1)
+	oneMissing(t, env, rec)
 	long := make(chan error, 1)
 	go func() {
 		_, err := env.DB.ExecContext(ctx, "UPDATE `"+env.Table+"` SET event_type = event_type WHERE id = 1 AND SLEEP(4) = 0")
