@@ -15,6 +15,7 @@ import (
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/mode"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
@@ -442,4 +443,70 @@ func TestRepair_PollModeBesidePoller(t *testing.T) {
 	if r, err := Repair(ctx, repairOptions(t, env, false)); err != nil || r.Missing != 0 || r.Duplicated != 0 {
 		t.Errorf("repair dry run at the end: %+v, %v; want nothing missing", r, err)
 	}
+}
+
+// TestRepair_ClusterPositionSetMidRun: on a Redis Cluster, a position
+// stored while --apply is between batches makes the next batch refuse
+// before it appends: the batch appended stays once, the position and the
+// slot positions are left as they are; a second repair appends only the
+// rest and stores the position key alone.
+func TestRepair_ClusterPositionSetMidRun(t *testing.T) {
+	t.Parallel()
+	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), testsvc.StartRedisCluster(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	srv, err := mysqlserver.Detect(ctx, env.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The binlog end as a file position, as position set --start-from now
+	// stores it.
+	positionNow := func() []byte {
+		file, pos, err := srv.BinlogPosition(ctx, env.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return position.Binlog{Flavor: srv.Flavor, ServerID: srv.ServerID, File: file, Pos: pos, UpdatedAt: time.Now().UTC()}.Encode()
+	}
+	key := keys(env).Position
+	slotKey := redisstream.SlotPositionKey(key, 7)
+	if err := redisstream.NewModeStore(env.Cluster, keys(env).Mode).Save(ctx, mode.Binlog); err != nil {
+		t.Fatal(err)
+	}
+	start := positionNow()
+	env.Cluster.Set(ctx, key, start, 0)
+	env.Cluster.Set(ctx, slotKey, start, 0) // a slot of the relay that ran before
+	const lost = 2*repairBatch + 200
+	relaytest.InsertOldEvents(t, env.DB, rec, "lost", lost)
+
+	o := RepairOptions{DB: env.DB, Table: table(t, env), Redis: env.Cluster, Keys: keys(env), Streams: streams(t),
+		SinkConfig: redisstream.Config{PositionKey: key, Cluster: true}, Chunk: DefaultVerifyChunk, Page: DefaultVerifyPage, Apply: true}
+	var set []byte
+	o.afterBatch = func(ctx context.Context) error {
+		if set == nil {
+			relaytest.InsertEvent(t, env.DB, rec, "later", 1)
+			set = positionNow()
+			return env.Cluster.Set(ctx, key, set, 0).Err()
+		}
+		return nil
+	}
+	r, err := Repair(ctx, o)
+	if !errors.Is(err, ErrRepairRefused) || !strings.Contains(err.Error(), "the stored position moved") || r.Applied || r.Appended != repairBatch {
+		t.Fatalf("repair --apply with a position stored after the first batch: %+v, %v; want a refusal after %d entries", r, err, repairBatch)
+	}
+	if n := relaytest.CountEntries(ctx, env.Cluster, "outbox:"); n != repairBatch || env.Cluster.Get(ctx, key).Val() != string(set) || env.Cluster.Exists(ctx, slotKey).Val() != 1 {
+		t.Fatalf("after the refusal: %d entries, want %d, the position set and the slot position kept", n, repairBatch)
+	}
+	o.afterBatch, o.Apply = nil, false
+	if r, err := Repair(ctx, o); err != nil || r.Missing != lost+1-repairBatch || r.Duplicated != 0 {
+		t.Fatalf("repair dry run after the refusal: %+v, %v; want %d missing, none doubled", r, err, lost+1-repairBatch)
+	}
+	o.Apply = true
+	if r, err := Repair(ctx, o); err != nil || r.Appended != lost+1-repairBatch || !r.Applied {
+		t.Fatalf("repair --apply again: %+v, %v; want the %d rows left appended", r, err, lost+1-repairBatch)
+	}
+	if env.Cluster.Exists(ctx, slotKey).Val() != 0 || env.Cluster.Get(ctx, key).Val() == string(set) {
+		t.Fatal("after repair --apply: the slot position is left, or the position was not stored")
+	}
+	relaytest.Check(ctx, t, env.Cluster, rec, relaytest.CheckOptions{ExactlyOnce: true})
 }
