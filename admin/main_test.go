@@ -73,8 +73,8 @@ func table(t testing.TB, env *relaytest.Env) outboxsql.Table {
 var serverIDs atomic.Uint32
 
 // newReader builds a binlog reader of env's table whose sink stores the
-// position under the key `run` uses.
-func newReader(t testing.TB, env *relaytest.Env) (*canal.Reader, *redisstream.Sink) {
+// position under the key `run` uses; with, when given, changes the configs.
+func newReader(t testing.TB, env *relaytest.Env, with ...func(*canal.Config, *redisstream.Config)) (*canal.Reader, *redisstream.Sink) {
 	t.Helper()
 	client, err := redisstream.NewClient(env.RedisURL)
 	if err != nil {
@@ -82,16 +82,12 @@ func newReader(t testing.TB, env *relaytest.Env) (*canal.Reader, *redisstream.Si
 	}
 	t.Cleanup(func() { client.Close() })
 	key := keys(env).Position
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
 	host, port := env.MySQLHostPort(t)
 	srv, err := mysqlserver.Detect(context.Background(), env.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := canal.New(env.RelayDB(t), sink, canal.Config{
+	cfg := canal.Config{
 		Host: host, Port: port, User: env.MariaDB.User(), Password: env.MariaDB.Password(),
 		Flavor: srv.Flavor, Database: env.Database, Table: env.Table, PositionKey: key,
 		Mapping: env.Mapping, Extra: env.Extra,
@@ -99,7 +95,16 @@ func newReader(t testing.TB, env *relaytest.Env) (*canal.Reader, *redisstream.Si
 		ServerID:        5000 + serverIDs.Add(1),
 		HeartbeatPeriod: 200 * time.Millisecond,
 		MaxBackoff:      500 * time.Millisecond,
-	}, testLogger(t))
+	}
+	sc := redisstream.Config{PositionKey: key}
+	for _, f := range with {
+		f(&cfg, &sc)
+	}
+	sink, err := redisstream.New(client, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := canal.New(env.RelayDB(t), sink, cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +113,9 @@ func newReader(t testing.TB, env *relaytest.Env) (*canal.Reader, *redisstream.Si
 
 // startRelay runs a relay of env's table in mode, in-process, as `run`
 // does: it records the mode and, in binlog mode, returns once the start
-// position is stored. stop ends it, failing the test on an error.
-func startRelay(t *testing.T, env *relaytest.Env, m string) (stop func()) {
+// position is stored. stop ends it, failing the test on an error. with
+// changes a binlog reader's configs (newReader).
+func startRelay(t *testing.T, env *relaytest.Env, m string, with ...func(*canal.Config, *redisstream.Config)) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := redisstream.NewModeStore(env.RDB, keys(env).Mode).Save(ctx, m); err != nil {
@@ -117,7 +123,7 @@ func startRelay(t *testing.T, env *relaytest.Env, m string) (stop func()) {
 	}
 	var run func(context.Context) error
 	if m == mode.Binlog {
-		r, _ := newReader(t, env)
+		r, _ := newReader(t, env, with...)
 		run = r.Run
 	} else {
 		sink, err := redisstream.New(env.RDB, redisstream.Config{})

@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
@@ -20,6 +23,26 @@ import (
 
 // repairBatch is how many rows one append of repair carries.
 const repairBatch = 500
+
+// repairLockWait bounds how long the lock of SnapshotLock waits for
+// FLUSH TABLES WITH READ LOCK: while it waits (for a long statement to end)
+// every write of the server waits behind it, so it gives up soon.
+const repairLockWait = 10 * time.Second
+
+// How Repair finds the binlog position of its snapshot (RepairOptions.Snapshot).
+const (
+	// SnapshotAuto is SnapshotStatus on MariaDB, SnapshotLock on MySQL.
+	SnapshotAuto = "auto"
+	// SnapshotStatus reads the position MariaDB reports with a consistent
+	// snapshot (binlog_snapshot_file and _position): no lock, MariaDB only.
+	SnapshotStatus = "status"
+	// SnapshotLock takes the snapshot under FLUSH TABLES WITH READ LOCK and
+	// reads the binlog end before UNLOCK TABLES, as mysqldump
+	// --single-transaction --source-data does: no transaction commits in
+	// between, so that end is the snapshot's. Writes wait for the few
+	// milliseconds the lock is held; it needs the RELOAD privilege.
+	SnapshotLock = "lock"
+)
 
 // ErrRepairRefused is the error of a repair that cannot prove what it
 // would append; it wrote nothing.
@@ -35,14 +58,30 @@ type RepairOptions struct {
 	Redis   redis.UniversalClient
 	Keys    redisstream.Keys
 	Streams Streams
-	// Sink appends as the relay does (run's stream and format flags and
-	// the position key); only Apply uses it.
-	Sink *redisstream.Sink
+	// SinkConfig appends as the relay does (run's stream and format flags
+	// and the position key); only Apply uses it, with a lease of its own.
+	SinkConfig redisstream.Config
 	// Chunk and Page are verify's (VerifyOptions); both positive.
 	Chunk, Page int
+	// DeleteRows says poll mode deletes the rows it relays (verify's
+	// VerifyOptions.DeleteRows).
+	DeleteRows bool
 	// Apply appends the missing rows and stores the position; without it
 	// Repair writes nothing.
 	Apply bool
+	// AcceptForeign is how many foreign entries (naming rows the table
+	// lacks) the operator reviewed: Apply refuses unless there are exactly
+	// that many, and leaves them in the streams.
+	AcceptForeign int
+	// Snapshot is how the binlog position of the snapshot is found in
+	// binlog mode with Apply: SnapshotAuto (""), SnapshotStatus or
+	// SnapshotLock.
+	Snapshot string
+
+	// afterBatch, when set (by tests), runs after each append but the last.
+	afterBatch func(ctx context.Context) error
+	// lockWait, when set (by tests), replaces repairLockWait.
+	lockWait time.Duration
 }
 
 // RepairReport is what Repair found and did; its JSON is `repair --json`.
@@ -58,18 +97,22 @@ type RepairReport struct {
 	Duplicated int             `json:"duplicated"`
 	Foreign    int             `json:"foreign"`
 	Foreigns   []VerifyExample `json:"foreign_examples,omitempty"`
-	// Applied says the missing rows were appended and Position stored.
+	// Applied says the missing rows were appended and (binlog mode)
+	// Position stored; Snapshot says how its place in the binlog was found.
 	Applied  bool     `json:"applied"`
 	Appended int      `json:"appended"`
 	Position string   `json:"position,omitempty"`
+	Snapshot string   `json:"snapshot,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Repair finds, in one consistent snapshot, the committed rows no stream
 // holds; with Apply it appends them once, in id order (so each aggregate's
-// rows in order), and stores as the position the binlog end as of that
-// snapshot: every row the snapshot shows is then in a stream, and every
-// row committed after it lies after the position, where run resumes.
+// rows in order). In binlog mode it holds the position's lease meanwhile and
+// stores as the position the binlog end as of that snapshot: every row the
+// snapshot shows is then in a stream, and every row committed after it lies
+// after the position, where run resumes. In poll mode the missing rows are
+// those marked sent that no stream holds (the unsent ones are the poller's).
 // It refuses (ErrRepairRefused, nothing written) what it cannot prove.
 func Repair(ctx context.Context, o RepairOptions) (RepairReport, error) {
 	st, err := loadRelayState(ctx, o.Redis, o.Keys, "repair")
@@ -77,11 +120,24 @@ func Repair(ctx context.Context, o RepairOptions) (RepairReport, error) {
 		return RepairReport{}, err
 	}
 	r := RepairReport{Mode: st.Mode, Table: o.Table.Database + "." + o.Table.Name}
-	if o.Apply && st.Mode != mode.Binlog {
-		return r, refuse("the table is relayed in poll mode, where run appends every unsent row itself: repair --apply is for binlog mode", "")
+	binlogApply := o.Apply && st.Mode == mode.Binlog
+	srv, err := mysqlserver.Detect(ctx, o.DB)
+	if err != nil {
+		return r, fmt.Errorf("repair: %w", err)
 	}
-	if err := o.checkLease(ctx, &r); err != nil {
+	how := ""
+	if binlogApply {
+		if how, err = o.snapshotMethod(srv); err != nil {
+			return r, err
+		}
+	}
+	lease, err := o.takeLease(ctx, &r, binlogApply)
+	if err != nil {
 		return r, err
+	}
+	if lease != nil {
+		stop := keepLease(ctx, lease)
+		defer stop()
 	}
 	conn, err := o.DB.Conn(ctx)
 	if err != nil {
@@ -90,17 +146,24 @@ func Repair(ctx context.Context, o RepairOptions) (RepairReport, error) {
 	defer conn.Close()
 	// The snapshot first, its binlog end next: every row the snapshot
 	// shows committed before that end, every row it lacks after it.
-	if err := beginSnapshot(ctx, conn); err != nil {
+	var end position.End
+	if how == SnapshotLock {
+		wait := repairLockWait
+		if o.lockWait > 0 {
+			wait = o.lockWait
+		}
+		end, err = lockedSnapshot(ctx, conn, srv, wait)
+	} else {
+		err = beginSnapshot(ctx, conn)
+	}
+	if err != nil {
 		return r, fmt.Errorf("repair: %w", err)
 	}
 	defer endSnapshot(conn)
-	srv, err := mysqlserver.Detect(ctx, o.DB)
-	if err != nil {
-		return r, fmt.Errorf("repair: %w", err)
-	}
-	end, err := srv.SnapshotEnd(ctx, conn)
-	if err != nil {
-		return r, fmt.Errorf("repair: %w", err)
+	if how == SnapshotStatus {
+		if end, err = srv.SnapshotEnd(ctx, conn); err != nil {
+			return r, fmt.Errorf("repair: %w", err)
+		}
 	}
 	var missing []uint64
 	v, err := o.compare(ctx, conn, st, &r, func(id uint64, _ string) { missing = append(missing, id) })
@@ -113,15 +176,188 @@ func Repair(ctx context.Context, o RepairOptions) (RepairReport, error) {
 	if err := o.provable(ctx, v, &r, st); err != nil {
 		return r, err
 	}
-	pos, err := snapshotPosition(ctx, conn, srv, end, st.Position)
+	sc := o.SinkConfig
+	sc.Lease = lease
+	// A missing row is in no stream: a dedupe window that remembers its
+	// message id (a deleted entry's) must not skip it.
+	sc.Dedupe = redisstream.Dedupe{}
+	sink, err := redisstream.New(o.Redis, sc)
 	if err != nil {
 		return r, err
 	}
-	if err := o.apply(ctx, conn, missing, st.Position, pos.Encode(), &r); err != nil {
+	if !binlogApply {
+		if err := o.publish(ctx, conn, sink, missing, &r); err != nil {
+			return r, err
+		}
+		r.Applied = true
+		return r, nil
+	}
+	pos, err := snapshotPosition(ctx, conn, srv, how, end, st.Position)
+	if err != nil {
 		return r, err
 	}
-	r.Applied, r.Position = true, pos.String()
+	apply := o.apply
+	if o.SinkConfig.Cluster {
+		apply = o.applyCluster
+	}
+	if err := apply(ctx, conn, sink, lease, missing, st.Position, pos.Encode(), &r); err != nil {
+		return r, err
+	}
+	r.Applied, r.Position, r.Snapshot = true, pos.String(), how
 	return r, nil
+}
+
+// snapshotMethod resolves o.Snapshot for srv: MariaDB reports a snapshot's
+// binlog position, MySQL does not (only the lock tells it there).
+func (o RepairOptions) snapshotMethod(srv mysqlserver.Server) (string, error) {
+	switch o.Snapshot {
+	case "", SnapshotAuto:
+		if srv.MariaDB() {
+			return SnapshotStatus, nil
+		}
+		return SnapshotLock, nil
+	case SnapshotStatus:
+		if !srv.MariaDB() {
+			return "", outbox.WithHint(fmt.Errorf("%w: repair --snapshot %s: %s does not report the binlog position of a consistent snapshot", outbox.ErrConfig, SnapshotStatus, srv),
+				"use --snapshot lock (or auto) on MySQL")
+		}
+		return SnapshotStatus, nil
+	case SnapshotLock:
+		return SnapshotLock, nil
+	}
+	return "", fmt.Errorf("%w: repair --snapshot %q: want %s, %s or %s", outbox.ErrConfig, o.Snapshot, SnapshotAuto, SnapshotStatus, SnapshotLock)
+}
+
+// lockedSnapshot begins the snapshot of SnapshotLock and returns the binlog
+// end it stands at. FLUSH TABLES WITH READ LOCK waits for the commits under
+// way and holds every other: the snapshot begun under it sees exactly the
+// transactions of the binlog up to the end read under it, on MySQL (whose
+// snapshot reports no position) as on MariaDB. The GTID set is the server's
+// (gtid_executed, gtid_binlog_pos) under the lock: exact too.
+func lockedSnapshot(ctx context.Context, conn *sql.Conn, srv mysqlserver.Server, wait time.Duration) (position.End, error) {
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET /* binlog-outbox */ SESSION lock_wait_timeout = %d", max(1, int(wait.Seconds())))); err != nil {
+		return position.End{}, fmt.Errorf("set lock_wait_timeout: %w", err)
+	}
+	defer conn.ExecContext(context.Background(), "SET /* binlog-outbox */ SESSION lock_wait_timeout = DEFAULT") //nolint:errcheck // the connection's own setting
+	if _, err := conn.ExecContext(ctx, "FLUSH /* binlog-outbox */ TABLES WITH READ LOCK"); err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1045 || me.Number == 1044) {
+			return position.End{}, refuse(fmt.Sprintf("FLUSH TABLES WITH READ LOCK is not allowed: %v", err),
+				"grant the RELOAD privilege to repair's user (GRANT RELOAD ON *.* TO ...), or on MariaDB use --snapshot status, which takes no lock; managed servers that forbid the lock (RDS, Cloud SQL) cannot prove a snapshot's binlog position on MySQL")
+		}
+		if errors.As(err, &me) && me.Number == 1205 {
+			// Writes queued behind the waiting lock go on as it gives up.
+			return position.End{}, refuse(fmt.Sprintf("FLUSH TABLES WITH READ LOCK waited %s for a running write statement and gave up: %v", wait, err),
+				"find the long statement (SHOW PROCESSLIST) and run repair --apply again when it has ended")
+		}
+		return position.End{}, fmt.Errorf("FLUSH TABLES WITH READ LOCK: %w", err)
+	}
+	defer conn.ExecContext(context.Background(), "UNLOCK /* binlog-outbox */ TABLES") //nolint:errcheck // the session's lock; closing it releases it too
+	if err := beginSnapshot(ctx, conn); err != nil {
+		return position.End{}, err
+	}
+	end := position.End{ServerID: srv.ServerID, ServerUUID: srv.ServerUUID}
+	var err error
+	if end.File, end.Pos, err = srv.BinlogPosition(ctx, conn); err != nil {
+		return position.End{}, err
+	}
+	q := "SELECT /* binlog-outbox */ @@GLOBAL.gtid_executed"
+	if srv.MariaDB() {
+		q = "SELECT /* binlog-outbox */ @@GLOBAL.gtid_binlog_pos"
+	}
+	var gtid sql.NullString
+	if err := conn.QueryRowContext(ctx, q).Scan(&gtid); err != nil {
+		return position.End{}, fmt.Errorf("read the GTID set under the lock: %w", err)
+	}
+	if gtid.String != "" {
+		if end.GTIDSet, err = position.ParseGTIDSet(srv.Flavor, gtid.String); err != nil {
+			return position.End{}, fmt.Errorf("the GTID set under the lock: %w", err)
+		}
+	}
+	if _, err := conn.ExecContext(ctx, "UNLOCK /* binlog-outbox */ TABLES"); err != nil {
+		return position.End{}, fmt.Errorf("UNLOCK TABLES: %w", err)
+	}
+	return end, nil
+}
+
+// takeLease takes the position's lease for a binlog apply, so that a relay
+// started meanwhile stands by until repair has stored its position instead
+// of appending the same rows; without apply, a held lease is a warning (the
+// counts then include rows not yet relayed). It returns nil when it takes
+// none.
+func (o RepairOptions) takeLease(ctx context.Context, r *RepairReport, apply bool) (*redisstream.Lease, error) {
+	if o.Keys.Lease == "" {
+		return nil, nil
+	}
+	if !apply {
+		info, _, held, err := redisstream.ReadLease(ctx, o.Redis, o.Keys.Lease)
+		if err != nil {
+			return nil, fmt.Errorf("repair: %w", err)
+		}
+		if held {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("a relay holds the lease %s (%s): rows it has not yet appended count as missing", o.Keys.Lease, info))
+		}
+		return nil, nil
+	}
+	host, _ := os.Hostname()
+	lease, err := redisstream.NewLease(o.Redis, redisstream.LeaseConfig{Key: o.Keys.Lease, Holder: fmt.Sprintf("repair %s/%d", host, os.Getpid()),
+		Cluster: o.SinkConfig.Cluster})
+	if err != nil {
+		return nil, err
+	}
+	held, holder, err := lease.TryAcquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("repair: take the lease %s: %w", o.Keys.Lease, err)
+	}
+	if !held {
+		return nil, refuse(fmt.Sprintf("a relay holds the lease %s (%s): it is running on the position", o.Keys.Lease, holder),
+			"stop every relay of this position (run), then repair --apply, then start run again")
+	}
+	return lease, nil
+}
+
+// keepLease renews lease until stop, which releases it: a relay standing by
+// takes over at once, from the position repair stored.
+func keepLease(ctx context.Context, lease *redisstream.Lease) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(redisstream.DefaultLeaseRenew)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				// A lost lease makes the next append fail (ErrLeaseLost),
+				// which refuses.
+				if held, _ := lease.Renew(ctx); !held {
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		lease.Release(context.Background()) //nolint:errcheck // it expires within its TTL anyway
+	}
+}
+
+// foreignList names the foreign entries of examples for a refusal.
+func foreignList(examples []VerifyExample) string {
+	var b strings.Builder
+	for i, e := range examples {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "outbox_id %d message_id %s in %s", e.OutboxID, e.MessageID, strings.Join(e.Entries, " "))
+	}
+	if len(examples) == verifyExamples {
+		b.WriteString(", ...")
+	}
+	return b.String()
 }
 
 // refuse builds the error of a refusal.
@@ -133,27 +369,6 @@ func refuse(why, hint string) error {
 	return err
 }
 
-// checkLease refuses an apply while a relay holds the position's lease; a
-// dry run only warns, its counts then include rows not yet relayed.
-func (o RepairOptions) checkLease(ctx context.Context, r *RepairReport) error {
-	if o.Keys.Lease == "" {
-		return nil
-	}
-	info, _, held, err := redisstream.ReadLease(ctx, o.Redis, o.Keys.Lease)
-	if err != nil {
-		return fmt.Errorf("repair: %w", err)
-	}
-	if !held {
-		return nil
-	}
-	if o.Apply {
-		return refuse(fmt.Sprintf("a relay holds the lease %s (%s): it is running on the position", o.Keys.Lease, info),
-			"stop every relay of this position (run), then repair --apply, then start run again")
-	}
-	r.Warnings = append(r.Warnings, fmt.Sprintf("a relay holds the lease %s (%s): rows it has not yet appended count as missing", o.Keys.Lease, info))
-	return nil
-}
-
 // compare indexes the streams and walks the snapshot's rows, calling
 // onMissing for each row without an entry. Every row is compared whatever
 // the stored position: the relay is stopped, and a row it did not append
@@ -161,7 +376,7 @@ func (o RepairOptions) checkLease(ctx context.Context, r *RepairReport) error {
 func (o RepairOptions) compare(ctx context.Context, conn *sql.Conn, st relayState, r *RepairReport, onMissing func(uint64, string)) (*verifier, error) {
 	vr := &VerifyReport{CaughtUp: true}
 	v := newVerifier(o.DB, o.Table, o.Chunk, st.Mode == mode.Poll, vr)
-	v.onMissing = onMissing
+	v.deleteMode, v.onMissing = o.DeleteRows, onMissing
 	idx := newEntryIndex(o.Redis, o.Keys, o.Page)
 	defer idx.drop()
 	var err error
@@ -185,9 +400,12 @@ func (o RepairOptions) compare(ctx context.Context, conn *sql.Conn, st relayStat
 // trimmed below the table's rows (a trimmed entry looks like a missing row),
 // and a position that moved while repair compared (a relay without lease).
 func (o RepairOptions) provable(ctx context.Context, v *verifier, r *RepairReport, st relayState) error {
+	if r.Foreign > 0 && r.Foreign != o.AcceptForeign {
+		return refuse(fmt.Sprintf("%d entries name rows the table does not have (%s): the rows they were appended for were lost, maybe by a failover", r.Foreign, foreignList(r.Foreigns)),
+			fmt.Sprintf("the entries are never deleted; decide with the consumers what they mean, then repair --apply --accept-foreign %d leaves them in the streams and repairs the rest (docs/incidents.md, failover gap)", r.Foreign))
+	}
 	if r.Foreign > 0 {
-		return refuse(fmt.Sprintf("%d entries name rows the table does not have (e.g. outbox_id %d): the rows they were appended for were lost, maybe by a failover", r.Foreign, r.Foreigns[0].OutboxID),
-			"the entries are left as they are; see docs/incidents.md (failover gap) before repairing")
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d foreign entries left in the streams as --accept-foreign says", r.Foreign))
 	}
 	if v.hasRows {
 		streams, err := o.Streams.list(ctx, o.Redis)
@@ -222,37 +440,159 @@ func (o RepairOptions) provable(ctx context.Context, v *verifier, r *RepairRepor
 // snapshotPosition is the position at end, in the stored position's kind:
 // by GTID when it resumes by GTID. It must be the snapshot's exact place in
 // the binlog, not a later one, or run would skip the transactions in
-// between: MariaDB reports it (binlog_snapshot_file and _position, which
-// SnapshotEnd read; BINLOG_GTID_POS turns it into a GTID position), MySQL
-// does not, and repair --apply refuses there.
-func snapshotPosition(ctx context.Context, conn *sql.Conn, srv mysqlserver.Server, end position.End, stored []byte) (position.Binlog, error) {
-	if !srv.MariaDB() {
-		return position.Binlog{}, refuse("the server does not report the binlog position of a consistent snapshot (MariaDB's binlog_snapshot_file), so repair cannot prove where run must resume",
-			"on MySQL, republish with poll mode or position set as docs/incidents.md describes")
-	}
-	p := position.Binlog{Flavor: position.FlavorMariaDB, ServerID: end.ServerID, ServerUUID: end.ServerUUID,
+// between: the lock's end is (lockedSnapshot), and so is MariaDB's
+// binlog_snapshot_file and _position (SnapshotStatus), whose GTID position
+// BINLOG_GTID_POS gives.
+func snapshotPosition(ctx context.Context, conn *sql.Conn, srv mysqlserver.Server, how string, end position.End, stored []byte) (position.Binlog, error) {
+	p := position.Binlog{Flavor: srv.Flavor, ServerID: end.ServerID, ServerUUID: end.ServerUUID,
 		File: end.File, Pos: end.Pos, Writer: "repair", UpdatedAt: time.Now().UTC()}
-	if old, err := position.Decode(stored); err == nil && old.GTIDMode() {
-		// gtid_binlog_pos (end.GTIDSet) was read after the snapshot began
-		// and may hold later transactions: the GTID position of the
-		// snapshot's offset is exact.
-		var gtid sql.NullString
-		if err := conn.QueryRowContext(ctx, "SELECT /* binlog-outbox */ BINLOG_GTID_POS(?, ?)", end.File, end.Pos).Scan(&gtid); err != nil {
-			return position.Binlog{}, fmt.Errorf("repair: BINLOG_GTID_POS(%s, %d): %w", end.File, end.Pos, err)
-		}
-		p.GTIDSet = gtid.String
-		p.EmptyGTIDSet = gtid.Valid && gtid.String == ""
+	old, err := position.Decode(stored)
+	if err != nil || !old.GTIDMode() {
+		return p, nil
 	}
+	if how == SnapshotLock {
+		p.GTIDSet = end.GTIDSet.String()
+		p.EmptyGTIDSet = p.GTIDSet == ""
+		return p, nil
+	}
+	// gtid_binlog_pos (end.GTIDSet) was read after the snapshot began and
+	// may hold later transactions: the GTID position of the snapshot's
+	// offset is exact.
+	var gtid sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT /* binlog-outbox */ BINLOG_GTID_POS(?, ?)", end.File, end.Pos).Scan(&gtid); err != nil {
+		return position.Binlog{}, fmt.Errorf("repair: BINLOG_GTID_POS(%s, %d): %w", end.File, end.Pos, err)
+	}
+	p.GTIDSet = gtid.String
+	p.EmptyGTIDSet = gtid.Valid && gtid.String == ""
 	return p, nil
 }
 
 // apply reads the missing rows in the snapshot and appends them a batch at
 // a time, as the relay appends (a row the sink cannot deliver goes to the
-// dead-letter stream with its reason); each batch's script checks the stored position is still prev
-// (fencing a relay started meanwhile), and the last stores next. An
-// interrupted apply leaves the position as it was: the next repair finds
-// only the rows still missing.
-func (o RepairOptions) apply(ctx context.Context, conn *sql.Conn, ids []uint64, prev, next []byte, r *RepairReport) error {
+// dead-letter stream with its reason); each batch's script checks the lease
+// and that the stored position is still prev (fencing a relay without lease
+// and position set), and the last stores next. An interrupted or fenced
+// apply leaves the position as it was: the next repair finds only the rows
+// still missing.
+func (o RepairOptions) apply(ctx context.Context, conn *sql.Conn, sink *redisstream.Sink, _ *redisstream.Lease, ids []uint64, prev, next []byte, r *RepairReport) error {
+	return o.batches(ctx, conn, ids, func(events []outbox.Event, last bool) error {
+		to := prev
+		if last {
+			to = next
+		}
+		if len(events) == 0 && !last {
+			return nil
+		}
+		err := sink.Append(ctx, events, prev, to)
+		var moved *outbox.PositionMismatchError
+		if errors.As(err, &moved) || errors.Is(err, outbox.ErrFenced) || errors.Is(err, outbox.ErrLeaseLost) {
+			return refuse(fmt.Sprintf("the stored position moved or the lease was taken after %d of %d entries were appended: %v", r.Appended, len(ids), err),
+				"the entries appended stay, each once, and the position is another's: stop every relay of this position (and wait for position set), then repair again: it appends only the rows still missing")
+		}
+		if err != nil {
+			return fmt.Errorf("repair: %d entries appended, then: %w", r.Appended, err)
+		}
+		r.Appended += len(events)
+		return nil
+	})
+}
+
+// applyCluster is apply on Redis Cluster, whose append scripts keep a
+// position per hash slot beside the position key, which the relay reads
+// together (a slot ahead skips what it holds): batches appended with them
+// would have to advance them all. The rows go by Publish instead, which
+// stores no position, each batch after checking that repair still holds the
+// lease (the relays of a cluster stand by behind it) and that the position
+// is still prev (position set); then the position key is compare-and-set
+// to next and the slot positions deleted, as position set does. An
+// interrupted apply leaves the position as it was, and the next repair
+// finds only the rows still missing.
+func (o RepairOptions) applyCluster(ctx context.Context, conn *sql.Conn, sink *redisstream.Sink, lease *redisstream.Lease, ids []uint64, prev, next []byte, r *RepairReport) error {
+	moved := func(what string) error {
+		return refuse(fmt.Sprintf("%s after %d of %d entries were appended", what, r.Appended, len(ids)),
+			"the entries appended stay, each once: stop every relay of this position (and wait for position set), then repair again: it appends only the rows still missing")
+	}
+	check := func() error {
+		if lease != nil && lease.Value() == "" {
+			return moved("the lease was lost")
+		}
+		now, err := o.Redis.Get(ctx, o.Keys.Position).Bytes()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("repair: read the position: %w", redisstream.Classify(err))
+		}
+		if string(now) != string(prev) {
+			return moved("the stored position moved")
+		}
+		return nil
+	}
+	err := o.batches(ctx, conn, ids, func(events []outbox.Event, _ bool) error {
+		if err := check(); err != nil {
+			return err
+		}
+		n, err := sink.Publish(ctx, events)
+		if err != nil {
+			return fmt.Errorf("repair: %d entries appended, then: %w", r.Appended, err)
+		}
+		r.Appended += n
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	ok, err := casPositionScript.Run(ctx, o.Redis, []string{o.Keys.Position}, string(prev), string(next)).Int()
+	if err != nil {
+		return fmt.Errorf("repair: store the position: %w", redisstream.Classify(err))
+	}
+	if ok != 1 {
+		return moved("the stored position moved")
+	}
+	if _, err := redisstream.DeleteSlotPositions(ctx, o.Redis, o.Keys.Position); err != nil {
+		b, _ := position.Decode(next)
+		start := fmt.Sprintf("%s:%d", b.File, b.Pos)
+		if b.GTIDSet != "" {
+			start = b.GTIDSet
+		}
+		return outbox.WithHint(fmt.Errorf("repair: stored the position, but deleting the slot positions failed: %w", err),
+			"run binlog-outbox position set --start-from %s (it deletes them) before starting the relay", start)
+	}
+	return nil
+}
+
+// casPositionScript sets KEYS[1] to ARGV[2] when it holds ARGV[1] ("":
+// nothing), and returns 1; 0 without writing otherwise.
+var casPositionScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur == false then cur = '' end
+if cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+`)
+
+// publish appends the missing rows of poll mode a batch at a time, without
+// a position (poll mode keeps its progress in the table). A poller running
+// meanwhile does not double them: it appends only unsent rows, and these
+// are marked sent.
+func (o RepairOptions) publish(ctx context.Context, conn *sql.Conn, sink *redisstream.Sink, ids []uint64, r *RepairReport) error {
+	return o.batches(ctx, conn, ids, func(events []outbox.Event, _ bool) error {
+		if len(events) == 0 {
+			return nil
+		}
+		n, err := sink.Publish(ctx, events)
+		if err != nil {
+			return fmt.Errorf("repair: %d entries appended, then: %w", r.Appended, err)
+		}
+		r.Appended += n
+		return nil
+	})
+}
+
+// batches reads the rows ids in the snapshot, repairBatch at a time, and
+// calls fn with each batch's events (last for the last, which may be
+// empty); afterBatch runs between them.
+func (o RepairOptions) batches(ctx context.Context, conn *sql.Conn, ids []uint64, fn func(events []outbox.Event, last bool) error) error {
 	q := outboxsql.NewReplay(o.Table, schema.FieldColumns(o.Table.Mapping, o.Extra))
 	d := newRowDecoder(o.Table, o.Extra)
 	for start := 0; ; start += repairBatch {
@@ -280,18 +620,16 @@ func (o RepairOptions) apply(ctx context.Context, conn *sql.Conn, ids []uint64, 
 				return fmt.Errorf("repair: read rows: %w", err)
 			}
 		}
-		to := prev
-		if last {
-			to = next
+		if err := fn(events, last); err != nil {
+			return err
 		}
-		if len(events) > 0 || last {
-			if err := o.Sink.Append(ctx, events, prev, to); err != nil {
-				return fmt.Errorf("repair: %d entries appended, then: %w", r.Appended, err)
-			}
-		}
-		r.Appended += len(events)
 		if last {
 			return nil
+		}
+		if o.afterBatch != nil {
+			if err := o.afterBatch(ctx); err != nil {
+				return err
+			}
 		}
 	}
 }

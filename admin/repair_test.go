@@ -2,13 +2,20 @@ package admin
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/mode"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
@@ -19,12 +26,8 @@ import (
 // command does by default.
 func repairOptions(t *testing.T, env *relaytest.Env, apply bool) RepairOptions {
 	t.Helper()
-	sink, err := redisstream.New(env.RDB, redisstream.Config{PositionKey: keys(env).Position})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return RepairOptions{DB: env.DB, Table: table(t, env), Redis: env.RDB, Keys: keys(env), Streams: streams(t),
-		Sink: sink, Chunk: DefaultVerifyChunk, Page: DefaultVerifyPage, Apply: apply}
+		SinkConfig: redisstream.Config{PositionKey: keys(env).Position}, Chunk: DefaultVerifyChunk, Page: DefaultVerifyPage, Apply: apply}
 }
 
 // purgeStoredFile flushes and purges the binlog until the file of the
@@ -72,6 +75,18 @@ func purgeStoredFile(t *testing.T, srv *testsvc.MariaDB, env *relaytest.Env) {
 // writes nothing, apply refuses while a relay holds the lease, then appends
 // them while producers write, and run resumes: every committed row once.
 func TestRepair_PurgedBinlogUnderLoad(t *testing.T) {
+	repairUnderLoad(t, SnapshotAuto)
+}
+
+// TestRepair_LockSnapshotUnderLoad is TestRepair_PurgedBinlogUnderLoad with
+// the snapshot MySQL needs (FLUSH TABLES WITH READ LOCK, the binlog end read
+// under it), which MariaDB takes too.
+func TestRepair_LockSnapshotUnderLoad(t *testing.T) {
+	repairUnderLoad(t, SnapshotLock)
+}
+
+// repairUnderLoad is TestRepair_PurgedBinlogUnderLoad with snapshot.
+func repairUnderLoad(t *testing.T, snapshot string) {
 	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()
@@ -123,12 +138,15 @@ func TestRepair_PurgedBinlogUnderLoad(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
-	r, err = Repair(ctx, repairOptions(t, env, true))
+	o := repairOptions(t, env, true)
+	o.Snapshot = snapshot
+	r, err = Repair(ctx, o)
 	took := time.Since(start)
-	if err != nil || !r.Applied || r.Appended != r.Missing || r.Missing < lost {
-		t.Fatalf("repair --apply: %+v, %v; want at least the %d lost rows appended", r, err, lost)
+	want := map[string]string{SnapshotAuto: SnapshotStatus, SnapshotLock: SnapshotLock}[snapshot]
+	if err != nil || !r.Applied || r.Appended != r.Missing || r.Missing < lost || r.Snapshot != want {
+		t.Fatalf("repair --apply: %+v, %v; want at least the %d lost rows appended, snapshot %s", r, err, lost, want)
 	}
-	t.Logf("repair --apply: %d rows compared, %d missing appended in %s, position %s", r.Rows, r.Appended, took, r.Position)
+	t.Logf("repair --apply (snapshot %s): %d rows compared, %d missing appended in %s, position %s", r.Snapshot, r.Rows, r.Appended, took, r.Position)
 	wg.Wait()
 	stop = startRelay(t, env, mode.Binlog)
 	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
@@ -193,4 +211,302 @@ func TestRepair_RefusesTrimmedStreams(t *testing.T) {
 	if n := env.RDB.XLen(ctx, "outbox:order").Val(); n != 2 || env.RDB.Get(ctx, keys(env).Position).Val() != pos {
 		t.Fatal("the refused repair wrote")
 	}
+}
+
+// oneMissing has a relay append one row and stop; a second row is then
+// committed that no stream holds.
+func oneMissing(t *testing.T, env *relaytest.Env, rec *relaytest.Produced) {
+	t.Helper()
+	stop := startRelay(t, env, mode.Binlog)
+	relaytest.InsertEvent(t, env.DB, rec, "a", 0)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stop()
+	relaytest.InsertEvent(t, env.DB, rec, "a", 1)
+}
+
+// TestRepair_LockNeedsReload: the lock snapshot without the RELOAD
+// privilege is refused with the privilege named, and nothing is written.
+func TestRepair_LockNeedsReload(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	oneMissing(t, env, rec)
+	user := fmt.Sprintf("noreload%d", time.Now().UnixNano()%1e9)
+	env.MariaDB.Exec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'",
+		"GRANT SELECT ON `"+env.Database+"`.* TO '"+user+"'@'%'", "GRANT BINLOG MONITOR ON *.* TO '"+user+"'@'%'")
+	t.Cleanup(func() { env.MariaDB.Exec(t, "DROP USER '"+user+"'@'%'") })
+	db, err := sql.Open("mysql", env.MariaDB.UserDSN(user, "pw", env.Database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	pos := env.RDB.Get(ctx, keys(env).Position).Val()
+	o := repairOptions(t, env, true)
+	o.DB, o.Snapshot = db, SnapshotLock
+	_, err = Repair(ctx, o)
+	if !errors.Is(err, ErrRepairRefused) || !strings.Contains(outbox.HintOf(err), "RELOAD") {
+		t.Fatalf("repair --apply --snapshot lock without RELOAD: %v (hint %q), want a refusal naming RELOAD", err, outbox.HintOf(err))
+	}
+	if n := env.RDB.XLen(ctx, "outbox:order").Val(); n != 1 || env.RDB.Get(ctx, keys(env).Position).Val() != pos || env.RDB.Exists(ctx, keys(env).Lease).Val() != 0 {
+		t.Fatalf("the refused repair wrote, or kept the lease: %d entries", n)
+	}
+	// The lock-free snapshot needs no RELOAD.
+	o.Snapshot = SnapshotStatus
+	if r, err := Repair(ctx, o); err != nil || r.Appended != 1 {
+		t.Fatalf("repair --apply --snapshot status: %+v, %v; want the row appended", r, err)
+	}
+}
+
+// TestRepair_LockGivesUp: a long write statement keeps the lock snapshot
+// from taking its lock; it gives up after its wait with a refusal, writes
+// go on, and nothing is written to Redis.
+func TestRepair_LockGivesUp(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	oneMissing(t, env, rec)
+	long := make(chan error, 1)
+	go func() {
+		_, err := env.DB.ExecContext(ctx, "UPDATE `"+env.Table+"` SET event_type = event_type WHERE id = 1 AND SLEEP(4) = 0")
+		long <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	o := repairOptions(t, env, true)
+	o.Snapshot, o.lockWait = SnapshotLock, time.Second
+	start := time.Now()
+	_, err := Repair(ctx, o)
+	took := time.Since(start)
+	if !errors.Is(err, ErrRepairRefused) || !strings.Contains(err.Error(), "gave up") || !strings.Contains(outbox.HintOf(err), "SHOW PROCESSLIST") || took > 3*time.Second {
+		t.Fatalf("repair --apply --snapshot lock behind a long write: %v (hint %q) after %s, want a refusal after about 1s", err, outbox.HintOf(err), took)
+	}
+	relaytest.InsertEvent(t, env.DB, rec, "a", 2)
+	if len(long) != 0 {
+		t.Fatal("the long statement ended before the check: the commit above proves nothing")
+	}
+	if n := env.RDB.XLen(ctx, "outbox:order").Val(); n != 1 || env.RDB.Exists(ctx, keys(env).Lease).Val() != 0 {
+		t.Fatalf("the refused repair wrote, or kept the lease: %d entries", n)
+	}
+	if err := <-long; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lostRows stops a relay of env after it relayed a few rows and commits n
+// more it never reads: repair finds them missing, in several batches.
+func lostRows(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, n int) {
+	t.Helper()
+	stop := startRelay(t, env, mode.Binlog)
+	relaytest.Produce(context.Background(), t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 10}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stop()
+	relaytest.InsertOldEvents(t, env.DB, rec, "lost", n)
+}
+
+// goesOnOnce commits more rows while the relay that stop ends runs, waits
+// for them, stops it and wants every committed row once.
+func goesOnOnce(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 20}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stop()
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
+
+// TestRepair_RelayStartedMidRun: a relay (with its lease, as run starts)
+// started while --apply is between batches stands by: repair holds the
+// lease, ends, and the relay goes on from the position repair stored, every
+// committed row once.
+func TestRepair_RelayStartedMidRun(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	const lost = 2*repairBatch + 200
+	lostRows(t, env, rec, lost)
+	before := relaytest.CountEntries(ctx, env.RDB, "outbox:")
+
+	o := repairOptions(t, env, true)
+	batches := 0
+	var stopRelay func()
+	o.afterBatch = func(ctx context.Context) error {
+		batches++
+		if batches == 1 {
+			lease, err := redisstream.NewLease(env.RDB, redisstream.LeaseConfig{Key: keys(env).Lease, TTL: 2 * time.Second})
+			if err != nil {
+				return err
+			}
+			stopRelay = startRelay(t, env, mode.Binlog, func(c *canal.Config, sc *redisstream.Config) {
+				c.Lease, c.LeaseRenew, sc.Lease = lease, 50*time.Millisecond, lease
+			})
+			time.Sleep(500 * time.Millisecond) // ten tries to take the lease
+		}
+		if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != before+batches*repairBatch {
+			t.Errorf("after batch %d: %d entries, want %d: the relay started meanwhile appended", batches, n, before+batches*repairBatch)
+		}
+		return nil
+	}
+	r, err := Repair(ctx, o)
+	if err != nil || !r.Applied || r.Appended != lost || batches != 2 {
+		t.Fatalf("repair --apply with a relay started after the first batch: %+v, %v (%d batches); want %d appended", r, err, batches, lost)
+	}
+	goesOnOnce(t, env, rec, stopRelay)
+}
+
+// TestRepair_PositionSetMidRun: position set while --apply is between
+// batches makes the next batch's script refuse: repair stops with its
+// refusal, the batches appended stay once, the position is the one set; a
+// second repair appends only the rest, and run goes on: every row once.
+func TestRepair_PositionSetMidRun(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	const lost = 2*repairBatch + 200
+	lostRows(t, env, rec, lost)
+	before := relaytest.CountEntries(ctx, env.RDB, "outbox:")
+
+	o := repairOptions(t, env, true)
+	var set []byte
+	o.afterBatch = func(ctx context.Context) error {
+		if set != nil {
+			return nil
+		}
+		reader, sink := newReader(t, env)
+		rep, err := PositionSet(ctx, PositionSetOptions{PositionOptions: PositionOptions{Redis: env.RDB, Sink: sink}, Reader: reader, Start: position.Start{Kind: position.StartNow}})
+		set = rep.Raw
+		return err
+	}
+	r, err := Repair(ctx, o)
+	if !errors.Is(err, ErrRepairRefused) || !strings.Contains(err.Error(), "the stored position moved") || r.Applied || r.Appended != repairBatch {
+		t.Fatalf("repair --apply with position set after the first batch: %+v, %v; want a refusal after %d entries", r, err, repairBatch)
+	}
+	if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != before+repairBatch || env.RDB.Get(ctx, keys(env).Position).Val() != string(set) {
+		t.Fatalf("after the refusal: %d entries, want %d, and the position set kept", n, before+repairBatch)
+	}
+	if r, err := Repair(ctx, repairOptions(t, env, false)); err != nil || r.Missing != lost-repairBatch || r.Duplicated != 0 {
+		t.Fatalf("repair dry run after the refusal: %+v, %v; want %d missing, none doubled", r, err, lost-repairBatch)
+	}
+	if r, err := Repair(ctx, repairOptions(t, env, true)); err != nil || r.Appended != lost-repairBatch {
+		t.Fatalf("repair --apply again: %+v, %v; want the %d rows left appended", r, err, lost-repairBatch)
+	}
+	goesOnOnce(t, env, rec, startRelay(t, env, mode.Binlog))
+}
+
+// TestRepair_PollModeBesidePoller: in poll mode the rows marked sent whose
+// entries Redis lost are missing (the unsent ones are the poller's); apply
+// appends them while the poller and producers run: every row once.
+func TestRepair_PollModeBesidePoller(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	stop := startRelay(t, env, mode.Poll)
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 50}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	// Redis loses a stream's last entries, as a promoted Redis replica that
+	// had not received them: the stream as it was before them.
+	entries, err := env.RDB.XRange(ctx, "outbox:order", "-", "+").Result()
+	if err != nil || len(entries) < 20 {
+		t.Fatalf("XRANGE: %d entries, %v", len(entries), err)
+	}
+	const gone = 7
+	if _, err := env.RDB.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, "outbox:order")
+		for _, e := range entries[:len(entries)-gone] {
+			p.XAdd(ctx, &redis.XAddArgs{Stream: "outbox:order", ID: e.ID, Values: e.Values})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Repair(ctx, repairOptions(t, env, false)); err != nil || r.Mode != mode.Poll || r.Missing != gone {
+		t.Fatalf("repair dry run in poll mode: %+v, %v; want %d missing", r, err, gone)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: 100, Pause: time.Millisecond}, rec)
+	}()
+	r, err := Repair(ctx, repairOptions(t, env, true))
+	if err != nil || !r.Applied || r.Appended != gone || r.Position != "" {
+		t.Fatalf("repair --apply in poll mode: %+v, %v; want the %d rows appended, no position", r, err, gone)
+	}
+	wg.Wait()
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stop()
+	// The repaired rows come after their aggregates' later rows.
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true, AnyOrder: true})
+	if r, err := Repair(ctx, repairOptions(t, env, false)); err != nil || r.Missing != 0 || r.Duplicated != 0 {
+		t.Errorf("repair dry run at the end: %+v, %v; want nothing missing", r, err)
+	}
+}
+
+// TestRepair_ClusterPositionSetMidRun: on a Redis Cluster, a position
+// stored while --apply is between batches makes the next batch refuse
+// before it appends: the batch appended stays once, the position and the
+// slot positions are left as they are; a second repair appends only the
+// rest and stores the position key alone.
+func TestRepair_ClusterPositionSetMidRun(t *testing.T) {
+	t.Parallel()
+	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), testsvc.StartRedisCluster(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	srv, err := mysqlserver.Detect(ctx, env.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The binlog end as a file position, as position set --start-from now
+	// stores it.
+	positionNow := func() []byte {
+		file, pos, err := srv.BinlogPosition(ctx, env.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return position.Binlog{Flavor: srv.Flavor, ServerID: srv.ServerID, File: file, Pos: pos, UpdatedAt: time.Now().UTC()}.Encode()
+	}
+	key := keys(env).Position
+	slotKey := redisstream.SlotPositionKey(key, 7)
+	if err := redisstream.NewModeStore(env.Cluster, keys(env).Mode).Save(ctx, mode.Binlog); err != nil {
+		t.Fatal(err)
+	}
+	start := positionNow()
+	env.Cluster.Set(ctx, key, start, 0)
+	env.Cluster.Set(ctx, slotKey, start, 0) // a slot of the relay that ran before
+	const lost = 2*repairBatch + 200
+	relaytest.InsertOldEvents(t, env.DB, rec, "lost", lost)
+
+	o := RepairOptions{DB: env.DB, Table: table(t, env), Redis: env.Cluster, Keys: keys(env), Streams: streams(t),
+		SinkConfig: redisstream.Config{PositionKey: key, Cluster: true}, Chunk: DefaultVerifyChunk, Page: DefaultVerifyPage, Apply: true}
+	var set []byte
+	o.afterBatch = func(ctx context.Context) error {
+		if set == nil {
+			relaytest.InsertEvent(t, env.DB, rec, "later", 1)
+			set = positionNow()
+			return env.Cluster.Set(ctx, key, set, 0).Err()
+		}
+		return nil
+	}
+	r, err := Repair(ctx, o)
+	if !errors.Is(err, ErrRepairRefused) || !strings.Contains(err.Error(), "the stored position moved") || r.Applied || r.Appended != repairBatch {
+		t.Fatalf("repair --apply with a position stored after the first batch: %+v, %v; want a refusal after %d entries", r, err, repairBatch)
+	}
+	if n := relaytest.CountEntries(ctx, env.Cluster, "outbox:"); n != repairBatch || env.Cluster.Get(ctx, key).Val() != string(set) || env.Cluster.Exists(ctx, slotKey).Val() != 1 {
+		t.Fatalf("after the refusal: %d entries, want %d, the position set and the slot position kept", n, repairBatch)
+	}
+	o.afterBatch, o.Apply = nil, false
+	if r, err := Repair(ctx, o); err != nil || r.Missing != lost+1-repairBatch || r.Duplicated != 0 {
+		t.Fatalf("repair dry run after the refusal: %+v, %v; want %d missing, none doubled", r, err, lost+1-repairBatch)
+	}
+	o.Apply = true
+	if r, err := Repair(ctx, o); err != nil || r.Appended != lost+1-repairBatch || !r.Applied {
+		t.Fatalf("repair --apply again: %+v, %v; want the %d rows left appended", r, err, lost+1-repairBatch)
+	}
+	if env.Cluster.Exists(ctx, slotKey).Val() != 0 || env.Cluster.Get(ctx, key).Val() == string(set) {
+		t.Fatal("after repair --apply: the slot position is left, or the position was not stored")
+	}
+	relaytest.Check(ctx, t, env.Cluster, rec, relaytest.CheckOptions{ExactlyOnce: true})
 }

@@ -81,11 +81,13 @@ const recoveryHint = "the binlog the stored position points into is gone (purged
 // the replica promoted in its place never received them.
 const gtidRecoveryHint = "the server does not have every transaction of the stored GTID set in its binlog: after a failover, the old primary committed transactions " +
 	"that it never shipped to the server promoted in its place (the relay may have appended their events: the streams hold events whose rows the new primary does not have), " +
-	"or the binlog holding them was purged. Choose: `binlog-outbox position set --start-from <gtid set>` with the GTID position the promoted server had when it was promoted " +
-	"(its @@gtid_binlog_pos, MySQL: @@gtid_executed, at that moment) to relay everything written since, " +
-	"or `binlog-outbox position set --start-from earliest` to re-read all the binlog the server has (consumers deduplicate by message_id); see docs/database-failover.md. " +
-	"If the binlog was purged, `binlog-outbox repair --apply` (the relay stopped) appends the committed rows no stream holds and stores a position to go on from; " +
-	"it refuses while the streams hold entries whose rows the server lacks (docs/incidents.md), and `position set --start-from now` accepts the gap; " +
+	"or the binlog holding them was purged. With the relay stopped, `binlog-outbox repair` lists those entries (it never deletes them) and the committed rows no stream holds; " +
+	"once the consumers know what the entries mean, `binlog-outbox repair --apply --accept-foreign <n>` appends the rows once and stores a position of this server to go on from, " +
+	"while producers keep writing (docs/incidents.md, failover gap). " +
+	"Otherwise `binlog-outbox position set --start-from <gtid set>` with the GTID position the promoted server had when it was promoted " +
+	"(its @@gtid_binlog_pos, MySQL: @@gtid_executed, at that moment) relays everything written since, " +
+	"`binlog-outbox position set --start-from earliest` re-reads all the binlog the server has (consumers deduplicate by message_id; docs/database-failover.md), " +
+	"and `--start-from now` accepts the gap; " +
 	"and keep binlogs longer (binlog_expire_logs_seconds) than the relay may be down"
 
 // errServerChanged means the binlog connection reached another server than

@@ -84,7 +84,8 @@ func checkFailover(srv mysqlserver.Server, gtid gtidInfo, stored []byte, storedE
 	}
 	if b.Flavor != srv.Flavor {
 		return warn(NameFailover, fmt.Sprintf("the stored position belongs to a %s server, this is %s: the relay will refuse it", b.Flavor, srv.Flavor),
-			"`binlog-outbox position set --start-from earliest` or `--start-from now` (see the relay's error for the trade-off)", binlogOnly)
+			"with the relay stopped, `binlog-outbox repair` lists the committed rows no stream holds and `repair --apply` appends them once and stores a position of this server (docs/incidents.md); "+
+				"or `binlog-outbox position set --start-from earliest` or `--start-from now` (see the relay's error for the trade-off)", binlogOnly)
 	}
 	if !b.GTIDMode() {
 		return checkFilePosition(srv, gtid, b, here)
@@ -103,7 +104,9 @@ func checkFailover(srv mysqlserver.Server, gtid gtidInfo, stored []byte, storedE
 		return warn(NameFailover, fmt.Sprintf("the stored GTID set %s names transactions this server (%s, which holds %s) does not have: the relay will refuse it; "+
 			"after a failover, these are transactions the old primary committed and never shipped, whose events the relay may have appended",
 			logging.Truncate(b.GTIDSet, 200), here, logging.Truncate(gtid.state, 200)),
-			"`binlog-outbox position set --start-from <gtid set>` with the promoted server's GTID position when it was promoted, or --start-from earliest; docs/database-failover.md", binlogOnly)
+			"with the relay stopped, `binlog-outbox repair` lists the entries whose rows this server lacks (never deleted) and the committed rows no stream holds; "+
+				"once the consumers know what the former mean, `repair --apply --accept-foreign <n>` appends the latter and stores a position of this server (docs/incidents.md, failover gap); "+
+				"or `binlog-outbox position set --start-from <gtid set>` with the promoted server's GTID position when it was promoted, or --start-from earliest; docs/database-failover.md", binlogOnly)
 	}
 	return pass(NameFailover, "the stored position is a GTID set ("+logging.Truncate(b.GTIDSet, 200)+") this server has: it survives a failover to any server "+
 		"of the topology that has these transactions (replicas with log_slave_updates, MariaDB gtid_strict_mode)", binlogOnly)
@@ -118,7 +121,8 @@ func checkFilePosition(srv mysqlserver.Server, gtid gtidInfo, b position.Binlog,
 	if b.ServerID != srv.ServerID || (b.ServerUUID != "" && srv.ServerUUID != "" && b.ServerUUID != srv.ServerUUID) {
 		return warn(NameFailover, fmt.Sprintf("the stored file position %s:%d belongs to server_id %d %s, this is %s: file positions are server-local and the relay will refuse it",
 			b.File, b.Pos, b.ServerID, b.ServerUUID, here),
-			"`binlog-outbox position set --start-from earliest` (re-read what the binlog has; consumers deduplicate by message_id) or `--start-from now` (accept a gap); then "+gtidWay, binlogOnly)
+			"with the relay stopped, `binlog-outbox repair` then `repair --apply` (appends the committed rows no stream holds once and stores a position of this server; docs/incidents.md), "+
+				"or `binlog-outbox position set --start-from earliest` (re-read what the binlog has; consumers deduplicate by message_id) or `--start-from now` (accept a gap); then "+gtidWay, binlogOnly)
 	}
 	switch {
 	case srv.MariaDB():

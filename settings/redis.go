@@ -96,7 +96,7 @@ func withRedisPassword(rawURL, path string, files secretReader) (string, error) 
 func (c *Config) redisCluster(vs values, in Input, files secretReader) error {
 	if !in.ClusterOK {
 		return outbox.WithHint(fmt.Errorf("%w: %s does not support --redis-cluster yet", outbox.ErrConfig, in.Command),
-			"run it against one master with --redis-url redis://host:port and without --redis-cluster; the commands that know a cluster's slots are run, check, status, verify, mark-appended, position and cleanup")
+			"run it against one master with --redis-url redis://host:port and without --redis-cluster; the commands that know a cluster's slots are run, check, status, verify, repair, mark-appended, position, dead-letters and cleanup")
 	}
 	co, err := redis.ParseClusterURL(c.RedisURL)
 	if err != nil {
@@ -148,7 +148,7 @@ func withheld(rawURL string, err error) string {
 // guard).
 var clusterCommands = map[string]bool{
 	"run": true, "check": true, "cleanup": true,
-	"status": true, "verify": true, "mark-appended": true,
+	"status": true, "verify": true, "mark-appended": true, "repair": true,
 	"position show": true, "position set": true, "position reset": true,
 	"dead-letters list": true, "dead-letters replay": true, "dead-letters purge": true,
 }

@@ -59,7 +59,7 @@ func TestConfig_OwnTable(t *testing.T) {
 }
 
 func TestKnowsCluster(t *testing.T) {
-	for cmd, want := range map[string]bool{"run": true, "position show": true, "dead-letters purge": true, "backfill": false, "repair": false, "schema apply": false} {
+	for cmd, want := range map[string]bool{"run": true, "position show": true, "dead-letters purge": true, "backfill": false, "repair": true, "schema apply": false} {
 		if got := KnowsCluster(cmd); got != want {
 			t.Errorf("KnowsCluster(%q) = %v, want %v", cmd, got, want)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -10,15 +9,27 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/relay"
+	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 func repairCommand() *cli.Command {
-	flags := append(append(append(streamFlags(), positionKeyFlag(),
+	flags := append(append(append(streamFlags(), positionKeyFlag(), onSentFlag(),
 		&cli.BoolFlag{
 			Name:  "apply",
-			Usage: "append the missing rows and store the position run resumes from (without it repair writes nothing)",
+			Usage: "append the missing rows and, in binlog mode, store the position run resumes from (without it repair writes nothing)",
+		},
+		&cli.IntFlag{
+			Name:  "accept-foreign",
+			Usage: "--apply despite this many foreign entries (naming rows the table lacks, e.g. lost by a failover), which a dry run listed: they stay in the streams; any other count refuses",
+		},
+		&cli.StringFlag{
+			Name: "snapshot",
+			Usage: "binlog mode, --apply: how the snapshot's binlog position is found: auto (status on MariaDB, lock on MySQL), " +
+				"status (MariaDB's binlog_snapshot_file, no lock), lock (FLUSH TABLES WITH READ LOCK for a few milliseconds, needs RELOAD)",
+			Value: admin.SnapshotAuto,
 		},
 		&cli.BoolFlag{
 			Name:  "json",
@@ -29,13 +40,13 @@ func repairCommand() *cli.Command {
 		Usage: "find the committed rows no stream holds (a purged binlog, a failover gap) and, with --apply, append them once",
 		Description: "Reads every row in one consistent snapshot and every entry of the streams the --stream template names\n" +
 			"and of the dead-letter stream, as verify does, and counts the rows no entry holds. Without --apply it\n" +
-			"writes nothing and exits 1 when rows are missing, 0 when none are. With --apply (binlog mode, the relay\n" +
-			"stopped) it appends the missing rows in id order with run's format flags, then stores as the position\n" +
-			"the binlog end as of the snapshot: run with the usual command line then goes on, every row committed\n" +
-			"before, during or after the repair once. It refuses, writing nothing, while a relay holds the lease or\n" +
-			"moves the position, when entries name rows the table lacks, and when a stream was trimmed below the\n" +
-			"table's rows. --apply needs MariaDB (the exact binlog position of a snapshot) and is not on Redis Cluster.\n" +
-			"See docs/incidents.md.",
+			"writes nothing and exits 1 when rows are missing, 0 when none are. With --apply in binlog mode (the relay\n" +
+			"stopped) it holds the position's lease, appends the missing rows in id order with run's format flags,\n" +
+			"then stores as the position the binlog end as of the snapshot (--snapshot): run with the usual command\n" +
+			"line then goes on, every row committed before, during or after the repair once. In poll mode it appends\n" +
+			"the rows marked sent that no stream holds, beside running pollers. It refuses, writing nothing, while a\n" +
+			"relay holds the lease or moves the position, when entries name rows the table lacks, and when a stream\n" +
+			"was trimmed below the table's rows. See docs/incidents.md.",
 		Flags:  flags,
 		Action: runRepair,
 	}
@@ -54,6 +65,14 @@ func runRepair(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	onSent, err := onSentOf(c)
+	if err != nil {
+		return err
+	}
+	snapshot := strings.ToLower(c.String("snapshot"))
+	if snapshot != admin.SnapshotAuto && snapshot != admin.SnapshotStatus && snapshot != admin.SnapshotLock {
+		return usageError{fmt.Errorf("--snapshot %q: want auto, status or lock", c.String("snapshot"))}
+	}
 	cfg, err := loadOneTableConfig(c)
 	if err != nil {
 		return err
@@ -63,8 +82,8 @@ func runRepair(c *cli.Context) error {
 		return err
 	}
 	apply := c.Bool("apply")
-	if apply && cfg.RedisCluster != nil {
-		return usageError{errors.New("repair --apply does not support Redis Cluster yet: its positions are per slot")}
+	if c.Int("accept-foreign") < 0 {
+		return usageError{fmt.Errorf("--accept-foreign %d: want the count of foreign entries a dry run reported", c.Int("accept-foreign"))}
 	}
 	db, res, err := openUsableTable(c.Context, &cfg, "repair")
 	if err != nil {
@@ -82,13 +101,10 @@ func runRepair(c *cli.Context) error {
 		DeadLetterStream: c.String("dead-letter-stream"), Format: format,
 	})
 	sc.PositionKey = keys.Position
-	sink, err := redisstream.New(client, sc)
-	if err != nil {
-		return err
-	}
 	r, err := admin.Repair(c.Context, admin.RepairOptions{
 		DB: db, Table: outboxTable(cfg, res), Extra: cfg.Extra, Redis: client, Keys: keys, Streams: streams,
-		Sink: sink, Chunk: chunk, Page: page, Apply: apply,
+		SinkConfig: sc, Chunk: chunk, Page: page, Apply: apply, Snapshot: snapshot, AcceptForeign: c.Int("accept-foreign"),
+		DeleteRows: onSent == poller.OnSentDelete || !cfg.Mapping.Has(schema.ColSentAt),
 	})
 	if err != nil {
 		return err
@@ -118,13 +134,18 @@ func printRepair(w io.Writer, r *admin.RepairReport, asJSON bool) error {
 		fmt.Fprintf(&b, "  duplicated: %d (see binlog-outbox verify)\n", r.Duplicated)
 	}
 	if r.Foreign > 0 {
-		fmt.Fprintf(&b, "  foreign:    %d entries name rows the table lacks\n", r.Foreign)
+		fmt.Fprintf(&b, "  foreign:    %d entries name rows the table lacks (never deleted; see docs/incidents.md)\n", r.Foreign)
+	}
+	for _, e := range r.Foreigns {
+		fmt.Fprintf(&b, "    entry %s outbox_id=%d message_id=%s\n", strings.Join(e.Entries, " "), e.OutboxID, e.MessageID)
 	}
 	for _, w := range r.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
-	if r.Applied {
-		fmt.Fprintf(&b, "appended %d entries; stored the position %s: start run as usual\n", r.Appended, r.Position)
+	if r.Applied && r.Position == "" {
+		fmt.Fprintf(&b, "appended %d entries\n", r.Appended)
+	} else if r.Applied {
+		fmt.Fprintf(&b, "appended %d entries; stored the position %s (snapshot: %s): start run as usual\n", r.Appended, r.Position, r.Snapshot)
 	} else if r.Missing > 0 {
 		b.WriteString("dry run: nothing written; repair --apply appends them\n")
 	}
