@@ -187,9 +187,15 @@ func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev,
 	}
 	// The position key is a lower bound of every slot's: written last, it
 	// is where the next start reads again from. The intent becomes the
-	// slots of this batch, which the next batch most likely writes again.
-	slices.Sort(wrote)
-	res, err := s.casPosition(ctx, prev, next, fence, formatIntent(wrote), s.slots.record)
+	// slots of this batch, which the next batch most likely writes again;
+	// a batch that wrote none (only the position moves) keeps it, so that
+	// the batch after it does not have to add them again.
+	intent := keepIntent
+	if len(wrote) > 0 {
+		slices.Sort(wrote)
+		intent = formatIntent(wrote)
+	}
+	res, err := s.casPosition(ctx, prev, next, fence, intent, s.slots.record)
 	if err != nil {
 		if !uncertain(err) {
 			return fmt.Errorf("store position %s: %w", s.cfg.PositionKey, s.script.scriptError(err))
@@ -205,9 +211,11 @@ func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev,
 		return err
 	}
 	s.slots.unrecorded = nil
-	clear(s.slots.intent)
-	for _, slot := range wrote {
-		s.slots.intent[slot] = true
+	if len(wrote) > 0 {
+		clear(s.slots.intent)
+		for _, slot := range wrote {
+			s.slots.intent[slot] = true
+		}
 	}
 	return nil
 }

@@ -30,31 +30,44 @@ import (
 // intent I (IntentKey: the slots the holder may write before it next
 // stores P). The rules:
 //
-//  1. A holder writes a slot only when it knows the slot is in I: the
-//     store of P sets I to the slots of the batch it stores, and a batch
-//     that writes a slot beyond I first adds it (intentScript). Both run
-//     only when F is exactly the holder's fence.
+//  1. A holder writes a slot only when it knows the slot is in I. The
+//     store of P sets I to the slots of the batch it stores (or keeps it,
+//     for a batch that wrote none), and a batch that writes a slot beyond
+//     I first adds it (intentScript); both run only when F is exactly the
+//     holder's fence. A holder knows I from these scripts and from what
+//     its takeScript read (rule 2, also at each later session), nothing
+//     else.
 //  2. A take, before anything else, raises F to the new epoch and reads P,
 //     R and I in the same step (takeScript), then raises the fence of every
 //     slot in I and reads its position in the same step (fenceScript), and
 //     reads the positions of the other slots of R.
 //  3. A slot's append script runs when the slot's fence is the appender's;
-//     a lower one, or none, it raises to the appender's in the same step.
+//     a lower one, or none, it raises to the appender's in the same step;
+//     a higher one (or the same epoch with another token) refuses it.
 //
-// Let H take with epoch E, and O be any holder of a lower epoch. Once H
-// raised F (rule 2), no script of O changes P, R or I any more. The slots
-// O can still write are in I as H read it: O knows a slot is in I only
-// from a script of its own on F, and I only grows until the next store of
-// P; a store by a holder after O replaced I, but that holder took after O
-// and so fenced (rule 2) every slot O knew of. H fences every slot in I
-// before it reads its position, so O's writes there are either in what H
-// reads or refused. The slots of R outside I O cannot write, and H reads
-// them after raising F. H resumes from what it read, like any restarted
-// relay; each slot's compare-and-set chains H's appends to what the slot
-// holds, and a slot found past P skips what it holds (canal.Cuts). So no
-// event is appended twice or lost, and a take costs one script in P's slot
-// plus one per slot in I (the slots of one batch, usually), a start one
-// read per slot the relay ever wrote (R), never one per hash slot.
+// Let H take with epoch E, and O be any holder of a lower epoch, whose
+// last view of I (rule 1) is V. Once H raised F, no script of O changes P,
+// R or I any more, so O writes only slots of V from then on. Claim: every
+// slot of V is in I as H read it (I_H), or was fenced by a holder H' that
+// took after O and before H. Between O's last script on F and H's take, I
+// changed only by scripts of later holders: one that only added slots kept
+// V inside I; one that stored P had taken after O and so, by rule 2,
+// fenced every slot of I as it read it, which held V (by this same
+// argument, applied to that holder's take). So O's writes after
+// H's take land only in slots of I_H or in slots fenced above O's epoch,
+// where rule 3 refuses them. H fences every slot of I_H before it reads
+// its position, so O's writes there are in what H reads, or refused. The
+// slots of R outside I_H, O cannot write; H reads them after raising F.
+// Writes of O before H raised F are in what H reads: P, R and I in the take
+// step, the slots after it. H then resumes from what it read, like a
+// restarted relay: each slot's compare-and-set chains H's appends to what
+// the slot holds, and a slot found past P skips what it holds
+// (canal.Cuts), so no event is appended twice or lost.
+//
+// Costs: a take is one script in P's slot plus one per slot in I (the
+// slots of the last batch) and a read per other slot of R; a start without
+// a lease the same reads; a batch one script more only when it writes a
+// slot beyond the previous batch's. Never one per hash slot.
 //
 // O may append between its lease's expiry and H's take (it refuses to by
 // its own clock once its lease may have expired, currentFence): H reads

@@ -254,3 +254,78 @@ func TestSink_ClusterFormerHolderInASlotTheNewHolderDidNotWrite(t *testing.T) {
 		t.Errorf("position = %q, want %s", got, p3)
 	}
 }
+
+// TestSink_ClusterSlotTheIntentLost: a stop left a slot new to the relay
+// past the position, and the master of the position key lost the intent
+// that named it (asynchronous replication). The restarted relay does not
+// know the slot; its script there, for a batch that ends elsewhere, finds
+// the position, and asks for a new session (no mismatch, which would stop
+// the relay) that reads the slot too: the slot skips what it holds, each
+// event once. (A batch that ends where the slot's position is finds its
+// own appends there, as after a lost reply, and goes on.)
+func TestSink_ClusterSlotTheIntentLost(t *testing.T) {
+	c := testsvc.StartRedisCluster(t).Client(t)
+	ctx := context.Background()
+	cfg := Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true}
+	const aggs = 3
+	fresh := Slot("outbox:order:3")
+	for a := range aggs {
+		if Slot("outbox:order:"+strconv.Itoa(a)) == fresh {
+			t.Fatalf("aggregate %d shares slot %d with aggregate 3: pick others", a, fresh)
+		}
+	}
+	p0, p1, p2, p3 := clusterPos(100, 1), clusterPos(200, 2), clusterPos(300, 3), clusterPos(400, 4)
+	s, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendSteps(ctx, t, s, clusterStep{nil, nil, p0}, clusterStep{orderBatch(1, aggs), p0, p1})
+	// Batch 2 reaches the new slot only, then the relay stops; the intent
+	// that named the slot is lost.
+	second := orderBatch(100, aggs+1)
+	for _, g := range s.cluster.groupBySlot(second) {
+		if g.slot != fresh {
+			continue
+		}
+		if err := s.cluster.addIntent(ctx, []int{fresh}, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.cluster.appendSlot(ctx, g, p1, p2, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Del(ctx, IntentKey(cfg.PositionKey))
+
+	r, err := New(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Position(ctx); err != nil || string(got) != string(p1) || len(r.CutPoints()) != 0 {
+		t.Fatalf("Position = %s, %v (cuts %v); want %s and no cut: the slot is unknown", got, err, r.CutPoints(), p1)
+	}
+	// The reader, not knowing of the cut, reads batches 2 and 3 as one.
+	err = r.Append(ctx, append(orderBatch(100, aggs+1), orderBatch(200, aggs+1)...), p1, p3)
+	var mismatch *outbox.PositionMismatchError
+	if err == nil || errors.As(err, &mismatch) || errors.Is(err, outbox.ErrLeaseLost) {
+		t.Fatalf("Append over the unknown slot = %v, want an error that starts a new session", err)
+	}
+	// Cut where the unknown slot stands, and where the merged batch left
+	// the slots it reached first.
+	if got, err := r.Position(ctx); err != nil || string(got) != string(p1) || len(r.CutPoints()) != 2 {
+		t.Fatalf("Position after = %s, %v (cuts %v); want %s and two cuts", got, err, r.CutPoints(), p1)
+	}
+	appendSteps(ctx, t, r, clusterStep{second, p1, p2}, clusterStep{orderBatch(200, aggs+1), p2, p3})
+	for key, n := range countStreams(t, c, aggs+1) {
+		want := int64(3)
+		if key == "outbox:order:3" {
+			want = 2
+		}
+		if n != want {
+			t.Errorf("%s has %d entries, want %d", key, n, want)
+		}
+	}
+	// The record names the slot now: a start reads it.
+	if n := c.HExists(ctx, SlotRecordKey(cfg.PositionKey), strconv.Itoa(fresh)).Val(); !n {
+		t.Errorf("the slot record lacks slot %d after the relay wrote there", fresh)
+	}
+}
