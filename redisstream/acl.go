@@ -27,7 +27,9 @@ import (
 //     DEL; on Redis Cluster the take's script also counts the epochs: INCR;
 //   - on Redis Cluster, the slot record beside the position key
 //     (SlotRecordKey): HSET and HSETNX in the position's script, HGETALL
-//     at the start of each session;
+//     at the start of each session; the intent (IntentKey): GET, SET and
+//     DEL in the scripts of the position key's slot; the slots' fences
+//     (FenceKey): GET and SET in the scripts;
 //   - the MULTI append path of binlog mode (append_multi.go): WATCH, MULTI, EXEC,
 //     and DISCARD or UNWATCH when a check refuses the batch; GET, SET, TYPE,
 //     XINFO GROUPS, XGROUP CREATE and XADD as in the script;

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
@@ -20,6 +22,22 @@ type slotState struct {
 	// read it (Position) or last wrote it: the next script of the slot
 	// expects it. A slot missing here holds none.
 	stored map[int][]byte
+	// known are the slots Position read: the others hold no position, as
+	// far as the slot record and the intent tell (fence.go).
+	known map[int]bool
+	// intent are the slots the intent key (IntentKey) names, as this
+	// process last read or wrote it: a batch writes only these, and adds
+	// the others to it first.
+	intent map[int]bool
+	// unrecorded are pairs of a field and a value for the slot record
+	// (SlotRecordKey) that the next store of the position adds: slots
+	// Position found holding a position the record lacks (a stop between
+	// the scripts of a batch), which the intent stops naming then.
+	unrecorded []string
+	// reread are the slots a script found holding a position the relay
+	// knew nothing of (the master of the position key lost writes): the
+	// next Position reads them too.
+	reread map[int]bool
 	// written is what this process last wrote to each slot, across
 	// sessions: a slot that holds an older value of its own lost writes
 	// (a failover, asynchronous replication) and is read again from there.
@@ -36,9 +54,10 @@ type slotState struct {
 	// (a stop between the scripts of one batch, or a slot's master that
 	// lost writes): they skip the batches their position covers.
 	ahead map[int]aheadSlot
-	// fencedFor is the take of the lease ("<epoch>:<token>") every slot was
-	// fenced for (fence.go), "" before the first.
+	// fencedFor is the take of the lease ("<epoch>:<token>") the slots were
+	// read for (fence.go), "" before the first; epoch is its epoch.
 	fencedFor string
+	epoch     int64
 }
 
 // clusterAppend is the strategy of Redis Cluster (Config.Cluster): one
@@ -104,7 +123,8 @@ func (s *clusterAppend) groupBySlot(events []outbox.Event) []slotGroup {
 // batch, each with the slot's own position key (SlotPositionKey), then the
 // position key itself. A stop between the scripts leaves some slots past
 // the position; Position finds them, and each skips what its position
-// covers once the reader re-reads from there.
+// covers once the reader re-reads from there. A batch that writes slots the
+// intent does not name adds them to it first (fence.go).
 func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev, next []byte) error {
 	at, err := decodePoint(next)
 	if err != nil {
@@ -124,8 +144,10 @@ func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev,
 			return fmt.Errorf("append %d events: %w", len(events), outbox.ErrLeaseLost)
 		}
 	}
-	s.slots.record = s.slots.record[:0]
-	for _, g := range s.groupBySlot(events) {
+	groups := s.groupBySlot(events)
+	todo := groups[:0]
+	var fresh []int
+	for _, g := range groups {
 		if a, ok := s.slots.ahead[g.slot]; ok {
 			o, err := position.Order(at, a.at)
 			if err != nil {
@@ -136,6 +158,22 @@ func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev,
 			}
 			delete(s.slots.ahead, g.slot)
 		}
+		todo = append(todo, g)
+		if !s.slots.intent[g.slot] {
+			fresh = append(fresh, g.slot)
+		}
+	}
+	if len(fresh) > 0 {
+		if err := s.addIntent(ctx, fresh, fence); err != nil {
+			return fmt.Errorf("append %d events: %w", len(events), err)
+		}
+		for _, slot := range fresh {
+			s.slots.intent[slot] = true
+		}
+	}
+	s.slots.record = append(s.slots.record[:0], s.slots.unrecorded...)
+	wrote := make([]int, 0, len(todo))
+	for _, g := range todo {
 		empty := s.slots.stored[g.slot] == nil
 		if err := s.appendSlot(ctx, g, prev, next, fence); err != nil {
 			return err
@@ -145,10 +183,19 @@ func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev,
 		if empty && prev != nil {
 			s.slots.record = append(s.slots.record, "e"+field, string(prev))
 		}
+		wrote = append(wrote, g.slot)
 	}
 	// The position key is a lower bound of every slot's: written last, it
-	// is where the next start reads again from.
-	res, err := s.casPosition(ctx, prev, next, fence, s.slots.record)
+	// is where the next start reads again from. The intent becomes the
+	// slots of this batch, which the next batch most likely writes again;
+	// a batch that wrote none (only the position moves) keeps it, so that
+	// the batch after it does not have to add them again.
+	intent := keepIntent
+	if len(wrote) > 0 {
+		slices.Sort(wrote)
+		intent = formatIntent(wrote)
+	}
+	res, err := s.casPosition(ctx, prev, next, fence, intent, s.slots.record)
 	if err != nil {
 		if !uncertain(err) {
 			return fmt.Errorf("store position %s: %w", s.cfg.PositionKey, s.script.scriptError(err))
@@ -160,24 +207,37 @@ func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev,
 		if !bytes.Equal(stored, next) {
 			return fmt.Errorf("store position %s: %w", s.cfg.PositionKey, classify(err))
 		}
-		return nil
+	} else if err := casReply(res, Slot(s.cfg.PositionKey), next); err != nil {
+		return err
 	}
-	return casReply(res, Slot(s.cfg.PositionKey), next)
+	s.slots.unrecorded = nil
+	if len(wrote) > 0 {
+		clear(s.slots.intent)
+		for _, slot := range wrote {
+			s.slots.intent[slot] = true
+		}
+	}
+	return nil
 }
 
+// keepIntent is the intent argument of casPosition that leaves the intent
+// as it is.
+const keepIntent = "-"
+
 // casPosition compare-and-sets the position key, behind the fence of its
-// slot when fence is set (a lease).
-func (s *clusterAppend) casPosition(ctx context.Context, prev, next []byte, fence string, record []string) ([]any, error) {
-	args := make([]any, 0, 3+len(record))
-	args = append(args, string(prev), string(next), fence)
+// slot when fence is set (a lease), writes record to the slot record and
+// sets the intent to intent (formatIntent) unless it is keepIntent.
+func (s *clusterAppend) casPosition(ctx context.Context, prev, next []byte, fence, intent string, record []string) ([]any, error) {
+	args := make([]any, 0, 4+len(record))
+	args = append(args, string(prev), string(next), fence, intent)
 	for _, r := range record {
 		args = append(args, r)
 	}
-	keys := []string{s.cfg.PositionKey, SlotRecordKey(s.cfg.PositionKey), ""}
+	pos := s.cfg.PositionKey
+	keys := []string{pos, SlotRecordKey(pos), FenceKey(pos, Slot(pos)), IntentKey(pos)}
 	if fence == "" {
-		return casScript.Run(ctx, s.client, keys[:2], args...).Slice()
+		return casScript.Run(ctx, s.client, keys, args...).Slice()
 	}
-	keys[2] = FenceKey(s.cfg.PositionKey, Slot(s.cfg.PositionKey))
 	return fencedCasScript.Run(ctx, s.client, keys, args...).Slice()
 }
 
@@ -212,8 +272,9 @@ func (s *clusterAppend) appendSlot(ctx context.Context, g slotGroup, prev, next 
 	sc.build(g.events, key, expect, next, fence)
 	if fence != "" {
 		// build checks the lease key with the lease; here the script
-		// checks the slot's fence, which it reads the same way.
+		// checks the slot's fence, and raises a lower one (fence.go).
 		sc.keys[1] = FenceKey(s.cfg.PositionKey, g.slot)
+		sc.args[0] = "3"
 	}
 	res, err := appendScript.Run(ctx, s.client, sc.keys, sc.args...).Slice()
 	if err != nil {
@@ -244,7 +305,7 @@ func (s *clusterAppend) appendSlot(ctx context.Context, g slotGroup, prev, next 
 		return fmt.Errorf("append: unexpected script reply %v", res)
 	} else if code, _ := res[0].(int64); code == 2 {
 		cur, _ := res[1].(string)
-		return fmt.Errorf("append %d events to slot %d: %w", len(g.events), g.slot, fenced(g.slot, cur))
+		return fmt.Errorf("append %d events to slot %d: %w", len(g.events), g.slot, s.refusedBy(ctx, g.slot, cur, s.slots.epoch))
 	} else if code != 1 {
 		// The cluster client retries a script whose reply it lost; the
 		// position then shows the first run.
@@ -260,6 +321,7 @@ func (s *clusterAppend) appendSlot(ctx context.Context, g slotGroup, prev, next 
 	}
 	s.slots.stored[g.slot] = next
 	s.slots.written[g.slot] = next
+	s.slots.known[g.slot] = true
 	return nil
 }
 
@@ -269,13 +331,19 @@ func (s *clusterAppend) appendSlot(ctx context.Context, g slotGroup, prev, next 
 // lost those writes (a master failover, asynchronous replication): like a
 // slot that went back to an older position of its own, it is read again,
 // from before that first write (position), instead of stopping the
-// relay as if someone had deleted the position.
+// relay as if someone had deleted the position. A slot that holds a
+// position where neither the slot record nor the intent told of one (the
+// master of the position key lost their last writes) is read at the next
+// start of a session, which the error asks for.
 func (s *clusterAppend) slotMismatch(slot int, stored []byte) error {
 	if len(stored) == 0 {
 		if _, ok := s.slots.emptyBefore[slot]; ok {
 			return fmt.Errorf("%w: hash slot %d holds no position any more, though this relay wrote there: Redis lost its writes", outbox.ErrPositionRolledBack, slot)
 		}
 		stored = nil
+	} else if !s.slots.known[slot] {
+		s.slots.reread[slot] = true
+		return fmt.Errorf("hash slot %d holds a position (%s) that neither %s nor %s names (the master of the position key lost writes): reading the slot and starting the session again", slot, logging.Truncate(string(stored), 60), SlotRecordKey(s.cfg.PositionKey), IntentKey(s.cfg.PositionKey))
 	}
 	return &outbox.PositionMismatchError{Stored: stored}
 }
@@ -291,11 +359,14 @@ func mismatch(cur any) error {
 }
 
 // casScript replaces the position KEYS[1] holding ARGV[1] ("": none) with
-// ARGV[2] and records, in the hash KEYS[2] (SlotRecordKey), what the batch
-// wrote to each slot: from ARGV[4] on, pairs of a field and a value, the
-// field a slot number (its new position, HSET) or "e" and a slot number (the
-// position before the first script of a slot that held none, HSETNX). It
-// returns {1, ""}, or {0, stored} without writing.
+// ARGV[2], records, in the hash KEYS[2] (SlotRecordKey), what the batch
+// wrote to each slot, and sets the intent KEYS[4] (IntentKey) to ARGV[4]
+// ("": none) unless that is "-" (keepIntent). The record's pairs of a field
+// and a value come from ARGV[5] on, the field a slot number (its new
+// position, HSET) or "e" and a slot number (the position before the first
+// script of a slot that held none, HSETNX). KEYS[3] is the fence of the
+// slot, which fencedCasScript checks (ARGV[3]). It returns {1, ""}, or
+// {0, stored} without writing.
 var casScript = redis.NewScript(casLua)
 
 // casLua is casScript's code, which fencedCasScript runs behind a fence.
@@ -304,6 +375,11 @@ local cur = redis.call('GET', KEYS[1])
 if cur == false then cur = '' end
 if cur ~= ARGV[1] then return {0, cur} end
 ` + recordLua + `
+if ARGV[4] == '' then
+  redis.call('DEL', KEYS[4])
+elseif ARGV[4] ~= '-' then
+  redis.call('SET', KEYS[4], ARGV[4])
+end
 redis.call('SET', KEYS[1], ARGV[2])
 return {1, ''}
 `
@@ -311,7 +387,7 @@ return {1, ''}
 // recordLua writes casScript's slot record (see there) before the position:
 // a refusal of the record's commands then writes nothing.
 const recordLua = `
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   if string.sub(ARGV[i], 1, 1) == 'e' then
     redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1])
   else
@@ -320,9 +396,10 @@ for i = 4, #ARGV, 2 do
 end`
 
 // position is Position on Redis Cluster: the position key, after reading
-// every slot's position; when a slot lost writes of this process, the
-// position key is lowered to that slot's position first. The slots past
-// the result skip what they hold (cutPoints).
+// the position of every slot the slot record or the intent names (and every
+// slot this process wrote or was told to read again); when a slot lost
+// writes, the position key is lowered to that slot's position first. The
+// slots past the result skip what they hold (cutPoints).
 func (s *clusterAppend) position(ctx context.Context) ([]byte, error) {
 	st, err := s.readState(ctx)
 	if err != nil {
@@ -348,7 +425,7 @@ func (s *clusterAppend) position(ctx context.Context) ([]byte, error) {
 	if !bytes.Equal(resume, st.base) {
 		// Lower the position key to the slot that lost writes, so that a
 		// restart before they are appended again reads from there too.
-		res, err := s.casPosition(ctx, st.base, resume, st.fence, nil)
+		res, err := s.casPosition(ctx, st.base, resume, st.fence, keepIntent, nil)
 		if err != nil {
 			return nil, fmt.Errorf("lower position %s to a slot that lost writes: %w", s.cfg.PositionKey, classify(err))
 		}
@@ -356,50 +433,102 @@ func (s *clusterAppend) position(ctx context.Context) ([]byte, error) {
 			return nil, err
 		}
 	}
-	s.slots.stored = st.stored
+	s.slots.stored, s.slots.known = st.stored, st.known
+	s.slots.intent = map[int]bool{}
+	for _, slot := range st.intent {
+		s.slots.intent[slot] = true
+	}
+	s.slots.fencedFor, s.slots.epoch = st.fence, st.epoch
 	if s.slots.written == nil {
 		s.slots.written = map[int][]byte{}
 		s.slots.emptyBefore = map[int][]byte{}
 	}
+	// Slots holding a position the record lacks go to the record with the
+	// next store of the position, which stops the intent naming them.
+	s.slots.unrecorded = nil
+	for slot, v := range st.stored {
+		field := strconv.Itoa(slot)
+		if _, ok := st.record[field]; ok {
+			continue
+		}
+		s.slots.unrecorded = append(s.slots.unrecorded, field, string(v))
+		before, ok := s.slots.emptyBefore[slot]
+		if !ok && slices.Contains(st.intent, slot) && !s.slots.reread[slot] {
+			// Added to the intent since the position was last stored: the
+			// batch that wrote it started from the stored position.
+			before, ok = st.base, st.base != nil
+		}
+		if ok {
+			s.slots.unrecorded = append(s.slots.unrecorded, "e"+field, string(before))
+		}
+	}
+	s.slots.reread = map[int]bool{}
 	return resume, nil
 }
 
 // clusterState is what position reads: the position key (base), the slot
-// record, each slot's position, and the take of the lease the slots are
-// fenced for ("" without a lease).
+// record, the intent, the position of each slot read (stored; known: every
+// slot read), and the take of the lease the intent's slots are fenced for
+// ("" without a lease) with its epoch.
 type clusterState struct {
 	base   []byte
 	record map[string]string
+	intent []int
 	stored map[int][]byte
+	known  map[int]bool
 	fence  string
+	epoch  int64
 }
 
-// readState fences the slots for this take of the lease (once per take),
-// then reads the position key, the slot record and the slots' positions.
+// readState reads the position key, the slot record and the intent in one
+// step, with a lease after raising the fence of the position key's slot;
+// then the positions of the slots the intent names, with a lease after
+// raising their fences in the same step, and those of the slots the record
+// names (fence.go says why no other slot needs a look).
 func (s *clusterAppend) readState(ctx context.Context) (clusterState, error) {
 	var st clusterState
 	if s.cfg.Lease != nil {
-		// Before reading anything: once the slots are fenced, no earlier
-		// holder writes there, so what is read (the slots' positions with
-		// their fences, and the position key after them) stays true.
-		var err error
-		if st.stored, err = s.ensureFenced(ctx); err != nil {
-			return st, err
+		if st.fence, st.epoch = s.cfg.Lease.currentFence(); st.fence == "" {
+			return st, fmt.Errorf("read the slot positions: %w", outbox.ErrLeaseLost)
 		}
-		st.fence = s.slots.fencedFor
 	}
-	var err error
-	if st.base, err = s.storedPosition(ctx); err != nil {
+	h, err := s.readHead(ctx, st.fence, st.epoch)
+	if err != nil {
 		return st, err
 	}
-	st.record, err = s.client.HGetAll(ctx, SlotRecordKey(s.cfg.PositionKey)).Result()
-	if err != nil {
-		return st, fmt.Errorf("read the slot record %s: %w", SlotRecordKey(s.cfg.PositionKey), classify(err))
+	st.base, st.record, st.intent = h.base, h.record, h.intent
+	st.known = map[int]bool{}
+	for _, slot := range st.intent {
+		st.known[slot] = true
 	}
-	if st.stored == nil {
-		if st.stored, err = s.readSlotPositions(ctx); err != nil {
+	var plain []int
+	add := func(slot int) {
+		if !st.known[slot] {
+			st.known[slot] = true
+			plain = append(plain, slot)
+		}
+	}
+	for field := range st.record {
+		if slot, err := strconv.Atoi(field); err == nil && slot >= 0 && slot < ClusterSlots {
+			add(slot)
+		}
+	}
+	for slot := range s.slots.written {
+		add(slot)
+	}
+	for slot := range s.slots.reread {
+		add(slot)
+	}
+	if st.fence != "" {
+		if st.stored, err = s.fenceSlots(ctx, st.intent, st.fence, st.epoch); err != nil {
 			return st, err
 		}
+	} else {
+		st.stored = map[int][]byte{}
+		plain = append(plain, st.intent...)
+	}
+	if err := s.readSlots(ctx, plain, st.stored); err != nil {
+		return st, err
 	}
 	if st.base == nil && len(st.stored) > 0 {
 		return st, outbox.WithHint(fmt.Errorf("%w: %d hash slots hold positions under %s:{...}, but %s holds none", outbox.ErrConfig, len(st.stored), s.cfg.PositionKey, s.cfg.PositionKey),
@@ -513,27 +642,40 @@ func (s *clusterAppend) cutPoints() []position.Point {
 // readSlotPositions reads the position key of every slot in one pipeline
 // (the cluster client sends each node its share).
 func (s *base) readSlotPositions(ctx context.Context) (map[int][]byte, error) {
+	all := make([]int, ClusterSlots)
+	for slot := range all {
+		all[slot] = slot
+	}
+	out := map[int][]byte{}
+	return out, s.readSlots(ctx, all, out)
+}
+
+// readSlots reads the position key of each of slots in one pipeline into
+// out, leaving out the slots that hold none.
+func (s *base) readSlots(ctx context.Context, slots []int, out map[int][]byte) error {
+	if len(slots) == 0 {
+		return nil
+	}
 	cmds, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for slot := range ClusterSlots {
+		for _, slot := range slots {
 			p.Get(ctx, SlotPositionKey(s.cfg.PositionKey, slot))
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read the slot positions %s:{...}: %w", s.cfg.PositionKey, classify(err))
+		return fmt.Errorf("read the slot positions %s:{...}: %w", s.cfg.PositionKey, classify(err))
 	}
-	out := map[int][]byte{}
-	for slot, c := range cmds {
+	for i, c := range cmds {
 		v, err := c.(*redis.StringCmd).Bytes()
 		if errors.Is(err, redis.Nil) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read the slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, slot), classify(err))
+			return fmt.Errorf("read the slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, slots[i]), classify(err))
 		}
-		out[slot] = v
+		out[slots[i]] = v
 	}
-	return out, nil
+	return nil
 }
 
 func decodePoint(raw []byte) (position.Point, error) {

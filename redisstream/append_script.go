@@ -42,8 +42,10 @@ type scriptAppend struct {
 // streams flagged for it: a new stream is created with them (MKSTREAM), an
 // existing one gets those it lacks, from id 0.
 //
-// ARGV[1] the number of KEYS before the streams: "0" without the position,
-// "1" with it, "2" with it and the lease; ARGV[2] expected position (""
+// ARGV[1] what comes before the streams in KEYS: "0" nothing, "1" the
+// position, "2" the position and the lease, "3" the position and a hash
+// slot's fence (fence.go: ARGV[7] is then the fence this relay holds, and a
+// fence of a lower epoch, or none, is raised to it); ARGV[2] expected position (""
 // = none), ARGV[3] new position, ARGV[4] dedupe window in milliseconds,
 // ARGV[5] number of streams S, ARGV[6] number of groups G, ARGV[7] the lease
 // as this relay holds it (with the lease only), then the G group names,
@@ -58,11 +60,13 @@ type scriptAppend struct {
 // besides the XADD. KEYS: the position key (with the position only), the
 // lease key (with the lease only), the streams, then the dedupe keys, one
 // per entry in order. It returns {1, "", appended}; without writing
-// anything, {2, lease} when the lease is not the relay's, or {0, stored}
+// anything, {2, lease} when the lease (or fence) is not the relay's, or {0, stored}
 // when the stored position is not the expected one. Every command it will
 // run is checked against the user's ACL before the first write.
 var appendScript = redis.NewScript(aclCheckLua + `
-local base = tonumber(ARGV[1])
+local mode = tonumber(ARGV[1])
+local base = mode
+if mode == 3 then base = 2 end
 local ns = tonumber(ARGV[5])
 local ng = tonumber(ARGV[6])
 local flags = 7 + ng
@@ -71,8 +75,8 @@ if base >= 1 then
   denied = deny('GET', '', KEYS[1]) or deny('SET', '', KEYS[1], ARGV[3])
   if denied then return denied end
 end
-if base == 2 then
-  denied = deny('GET', '', KEYS[2])
+if base >= 2 then
+  denied = deny('GET', '', KEYS[2]) or (mode == 3 and deny('SET', '', KEYS[2], ARGV[7]))
   if denied then return denied end
 end
 for s = 1, ns do
@@ -91,11 +95,21 @@ for d = base + ns + 1, #KEYS do
   denied = deny('SET', '', KEYS[d], '1', 'NX', 'PX', '1')
   if denied then return denied end
 end
-if base == 2 then
+local raise = false
+if mode == 2 then
   local lease = redis.call('GET', KEYS[2])
   if lease ~= ARGV[7] then
     if lease == false then lease = '' end
     return {2, lease}
+  end
+elseif mode == 3 then
+  local fence = redis.call('GET', KEYS[2])
+  if fence ~= ARGV[7] then
+    if fence then
+      local e = tonumber(string.match(fence, '^(%d+):'))
+      if e == nil or e >= tonumber(string.match(ARGV[7], '^(%d+):')) then return {2, fence} end
+    end
+    raise = true
   end
 end
 if base >= 1 then
@@ -116,6 +130,9 @@ for s = 1, ns do
     return redis.error_reply('WRONGTYPE key ' .. KEYS[base + s] .. ' holds a ' .. t .. ', not a stream')
   end
   types[s] = t
+end
+if raise then
+  redis.call('SET', KEYS[2], ARGV[7])
 end
 for s = 1, ns do
   if ARGV[flags + s] == '1' then

@@ -132,7 +132,8 @@ func (p ClusterPositions) Summary() SlotSummary {
 	return sum
 }
 
-// DeleteSlotPositions deletes the slot record (SlotRecordKey), then the
+// DeleteSlotPositions deletes the slot record (SlotRecordKey) and the
+// intent (IntentKey), then the
 // position of every hash slot (16384 DELs in one pipeline, each sent to the
 // slot's master), and returns how many slot positions existed.
 // binlog-outbox position set and reset run it, so that a restarted relay
@@ -144,6 +145,9 @@ func DeleteSlotPositions(ctx context.Context, client redis.UniversalClient, posi
 	// would make the next start read again from where they were.
 	if err := client.Del(ctx, SlotRecordKey(positionKey)).Err(); err != nil {
 		return 0, fmt.Errorf("delete the slot record %s: %w", SlotRecordKey(positionKey), classify(err))
+	}
+	if err := client.Del(ctx, IntentKey(positionKey)).Err(); err != nil {
+		return 0, fmt.Errorf("delete the intent %s: %w", IntentKey(positionKey), classify(err))
 	}
 	cmds, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for slot := range ClusterSlots {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,42 +21,76 @@ import (
 // only, so each slot has a fence instead: FenceKey, holding the epoch and
 // token of the lease's take it lets append ("<epoch>:<token>"). Each take
 // has a higher epoch than every take before it (acquireScript takes the
-// lease and increments the counter EpochKey in one step).
+// lease and increments the counter EpochKey in one step). Fences are
+// raise-only: a script never lowers one, and refuses to run under a fence
+// of a higher epoch (or of the same epoch and another token).
 //
-// The argument, for a holder H of epoch E and any earlier holder O (epoch
-// below E):
+// Beside the position key P, in its slot: its fence F, the slot record R
+// (SlotRecordKey: the slots the relay wrote, with their positions) and the
+// intent I (IntentKey: the slots the holder may write before it next
+// stores P). The rules:
 //
-//  1. H, once it took the lease and before it reads any position, raises
-//     the fence of every one of the 16384 slots to E (fenceScript, which
-//     never lowers a fence: a late fence write of O is refused).
-//  2. Every append script of a slot, and the compare-and-set of the
-//     position key, run only when the slot's fence is exactly the
-//     appender's "<epoch>:<token>"; otherwise they write nothing and the
-//     relay is told its lease is lost (outbox.ErrLeaseLost).
-//  3. So once H fenced a slot, O can never write there again; everything O
-//     wrote before is in the slot when H reads its position, which the
-//     fence script reads right after raising the fence (and the position
-//     key, fenced too, after all of them). H resumes from what is stored,
-//     like any restarted relay, and each slot's compare-and-set chains H's
-//     appends to O's.
+//  1. A holder writes a slot only when it knows the slot is in I. The
+//     store of P sets I to the slots of the batch it stores (or keeps it,
+//     for a batch that wrote none), and a batch that writes a slot beyond
+//     I first adds it (intentScript); both run only when F is exactly the
+//     holder's fence. A holder knows I from these scripts and from what
+//     its takeScript read (rule 2, also at each later session), nothing
+//     else.
+//  2. A take, before anything else, raises F to the new epoch and reads P,
+//     R and I in the same step (takeScript), then raises the fence of every
+//     slot in I and reads its position in the same step (fenceScript), and
+//     reads the positions of the other slots of R.
+//  3. A slot's append script runs when the slot's fence is the appender's;
+//     a lower one, or none, it raises to the appender's in the same step;
+//     a higher one (or the same epoch with another token) refuses it.
 //
-// O may still append between its lease's expiry and H's fence of that slot
-// (not after: and it refuses to by its own clock once its lease may have
-// expired, currentFence); whatever it writes then is read by H in step 3.
+// Let H take with epoch E, and O be any holder of a lower epoch, whose
+// last view of I (rule 1) is V. Once H raised F, no script of O changes P,
+// R or I any more, so O writes only slots of V from then on. Claim: every
+// slot of V is in I as H read it (I_H), or was fenced by a holder H' that
+// took after O and before H. Between O's last script on F and H's take, I
+// changed only by scripts of later holders: one that only added slots kept
+// V inside I; one that stored P had taken after O and so, by rule 2,
+// fenced every slot of I as it read it, which held V (by this same
+// argument, applied to that holder's take). So O's writes after
+// H's take land only in slots of I_H or in slots fenced above O's epoch,
+// where rule 3 refuses them. H fences every slot of I_H before it reads
+// its position, so O's writes there are in what H reads, or refused. The
+// slots of R outside I_H, O cannot write; H reads them after raising F.
+// Writes of O before H raised F are in what H reads: P, R and I in the take
+// step, the slots after it. H then resumes from what it read, like a
+// restarted relay: each slot's compare-and-set chains H's appends to what
+// the slot holds, and a slot found past P skips what it holds
+// (canal.Cuts), so no event is appended twice or lost.
+//
+// Costs: a take is one script in P's slot plus one per slot in I (the
+// slots of the last batch) and a read per other slot of R; a start without
+// a lease the same reads; a batch one script more only when it writes a
+// slot beyond the previous batch's. Never one per hash slot.
+//
+// O may append between its lease's expiry and H's take (it refuses to by
+// its own clock once its lease may have expired, currentFence): H reads
+// whatever it wrote.
 //
 // What Redis can lose: replication is asynchronous, so a master that dies
-// may take the fence H wrote with it. Its replica then holds O's fence (or
-// none), and the writes after the fence are lost with it, in order. H's
-// next script there is refused (the fence is not H's): H gives the lease
-// up and whoever takes it next (a new epoch) fences again and reads the
-// slots afresh. If O still runs, it may append to such a slot before
-// that: its compare-and-set of the slot's position chains onto what the
-// slot holds, and the next holder reads it, so nothing is doubled; what
-// the dead master lost stays lost as without a lease (docs/redis-cluster.md). A
-// counter that went back (its master lost the INCR) hands out an epoch a
-// fence already holds: fenceScript refuses it, the holder raises the counter
-// above it (raiseEpoch), gives the lease up and takes it again, higher.
-// A fence that is missing refuses every append: only a take fences.
+// may take writes with it, the latest first.
+//   - F, with P's later writes (the master of P's slot): H's next script on
+//     F is refused; H gives the lease up and whoever takes it next fences
+//     again. I may then lack slots H wrote: a slot script that finds a
+//     position where the relay knew of none makes the relay read that slot
+//     too and start the session again (reread), so the slot skips what it
+//     holds.
+//   - A slot's fence, with the slot's later writes: its position is older
+//     than what the holder wrote, which the holder notices at its next
+//     script there (a loss, read again from the slot's position, as
+//     without a lease: docs/redis-cluster.md). Should O write there again
+//     first, its compare-and-set chains onto what the slot holds and the
+//     holder's next script there finds that.
+//   - The epoch counter (the lease's master): a take then has an epoch a
+//     fence already holds; that fence refuses it, the relay raises the
+//     counter above the fence's epoch (raiseEpoch), gives the lease up and
+//     takes it again, higher.
 
 // FenceKey returns the key of the fence of one hash slot: the position key,
 // ":fence:" and the slot's hash tag (SlotTag), e.g.
@@ -64,14 +99,20 @@ func FenceKey(positionKey string, slot int) string {
 	return positionKey + ":fence:{" + SlotTag(slot) + "}"
 }
 
-// fenceScript raises the fence KEYS[1] to ARGV[1] ("<epoch>:<token>", epoch
-// ARGV[2]) unless it holds that already, and reads the slot's position
-// KEYS[2]: once fenced, the slot keeps it for this take, so the one step
-// both fences and reads it. It never lowers a fence: one of an equal or
-// higher epoch (a later take) is left alone, and so is a value that is not
-// a fence. It returns {1, "", position ("": none)}, or {0, stored} without
-// writing or reading.
-var fenceScript = redis.NewScript(`
+// IntentKey returns the key, in the position key's own slot, that names the
+// hash slots the relay may write before it next stores the position (comma
+// separated): a start reads those slots besides the ones of the slot record,
+// since a stop may have left them past the position, and a take fences
+// them. binlog-outbox position set and reset delete it.
+func IntentKey(positionKey string) string {
+	return positionKey + ":intent:{" + SlotTag(Slot(positionKey)) + "}"
+}
+
+// raiseLua raises the fence KEYS[1] to ARGV[1] ("<epoch>:<token>", epoch
+// ARGV[2]) unless it holds that already, or returns {0, stored} without
+// writing when it holds a fence of an equal or higher epoch, or a value
+// that is no fence.
+const raiseLua = `
 local cur = redis.call('GET', KEYS[1])
 if cur ~= ARGV[1] then
   if cur then
@@ -80,9 +121,45 @@ if cur ~= ARGV[1] then
   end
   redis.call('SET', KEYS[1], ARGV[1])
 end
+`
+
+// fenceScript raises the fence KEYS[1] of a slot (raiseLua) and reads the
+// slot's position KEYS[2] in the same step, so that no earlier holder's
+// write to the slot can come after the read. It returns {1, "", position
+// ("": none)}, or {0, stored} without writing or reading.
+var fenceScript = redis.NewScript(raiseLua + `
 local pos = redis.call('GET', KEYS[2])
 if pos == false then pos = '' end
 return {1, '', pos}
+`)
+
+// takeScript reads what a session starts from, all in the position key's
+// slot: the position KEYS[2], the slot record KEYS[3] and the intent KEYS[4];
+// with a lease (ARGV[1] not "") it first raises the fence KEYS[1] of the
+// slot (raiseLua), so that no earlier holder changes them after the read.
+// It returns {1, position, record (HGETALL), intent}, or {0, stored} without
+// writing or reading.
+var takeScript = redis.NewScript(`
+if ARGV[1] ~= '' then` + raiseLua + `end
+return {1, redis.call('GET', KEYS[2]) or '', redis.call('HGETALL', KEYS[3]), redis.call('GET', KEYS[4]) or ''}
+`)
+
+// intentScript adds the slots ARGV[2] (comma separated) to the intent
+// KEYS[2], behind the fence KEYS[1] of the position key's slot when ARGV[1]
+// is not "": it returns {2, fence} without writing when the fence is not
+// ARGV[1], else {1, ""}.
+var intentScript = redis.NewScript(`
+if ARGV[1] ~= '' then
+  local fence = redis.call('GET', KEYS[1])
+  if fence ~= ARGV[1] then return {2, fence or ''} end
+end
+local cur = redis.call('GET', KEYS[2])
+if cur and cur ~= '' then
+  redis.call('SET', KEYS[2], cur .. ',' .. ARGV[2])
+else
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+return {1, ''}
 `)
 
 // fencedCasScript is casScript behind the fence KEYS[3] of the position
@@ -116,39 +193,126 @@ func fenced(slot int, cur string) error {
 	return fmt.Errorf("%w: hash slot %d is fenced by the lease's take %s", outbox.ErrLeaseLost, slot, logging.Truncate(cur, 20))
 }
 
-// ensureFenced fences every slot for the take of the lease this process
-// holds, once per take, before the positions are read (position).
-// When it fenced them it returns the slots' positions, read in the same
-// step; nil when they were fenced before.
-func (s *clusterAppend) ensureFenced(ctx context.Context) (map[int][]byte, error) {
-	fence, epoch := s.cfg.Lease.currentFence()
-	if fence == "" {
-		return nil, fmt.Errorf("read the slot positions: %w", outbox.ErrLeaseLost)
+// refusedBy is the error of a take or a script refused in slot by the fence
+// cur, for a take of epoch. A fence of an equal or higher epoch is a later
+// take's, or the epoch counter went back (its master lost the INCRs): the
+// counter is raised past it either way (a no-op after a later take), so
+// that the next take is higher.
+func (s *clusterAppend) refusedBy(ctx context.Context, slot int, cur string, epoch int64) error {
+	top := epochOf(cur)
+	if cur != "" && top < 0 {
+		return outbox.WithHint(fmt.Errorf("%w: %s holds %q, not a fence of binlog-outbox", outbox.ErrConfig, FenceKey(s.cfg.PositionKey, slot), logging.Truncate(cur, 60)),
+			"the relay writes these keys itself; delete it (redis-cli -c DEL %s) and start the relay again", FenceKey(s.cfg.PositionKey, slot))
 	}
-	if s.slots.fencedFor == fence {
-		return nil, nil
+	if top < epoch {
+		return fenced(slot, cur)
 	}
-	stored, err := s.fenceAll(ctx, fence, epoch)
-	if err != nil {
-		return nil, err
+	if err := s.cfg.Lease.raiseEpoch(ctx, top); err != nil {
+		return err
 	}
-	s.slots.fencedFor = fence
-	return stored, nil
+	return fmt.Errorf("%w: hash slot %d is fenced by a take of epoch %d, at least this one's (%d): a later take holds the lease, or the epoch counter went back (it is raised past %d)", outbox.ErrLeaseLost, slot, top, epoch, top)
 }
 
-// fenceAll raises the fence of every slot to fence, in pipelines (the
-// cluster client sends each node its share), and returns the positions the
-// slots hold, as readSlotPositions does. A slot fenced by an equal or
-// higher epoch means the counter went back: it is raised past that epoch,
-// and ErrLeaseLost makes the relay give the lease up and take it again.
-func (s *clusterAppend) fenceAll(ctx context.Context, fence string, epoch int64) (map[int][]byte, error) {
-	stored := map[int][]byte{}
-	pending := make([]int, ClusterSlots)
-	for slot := range pending {
-		pending[slot] = slot
+// head is what takeScript reads in the position key's slot.
+type head struct {
+	base   []byte
+	record map[string]string
+	intent []int
+}
+
+// readHead reads the position, the slot record and the intent in one step,
+// after raising the fence of the position key's slot to fence (epoch) when
+// fence is set.
+func (s *clusterAppend) readHead(ctx context.Context, fence string, epoch int64) (head, error) {
+	var h head
+	pos := s.cfg.PositionKey
+	keys := []string{FenceKey(pos, Slot(pos)), pos, SlotRecordKey(pos), IntentKey(pos)}
+	res, err := takeScript.Run(ctx, s.client, keys, fence, epoch).Slice()
+	if err != nil {
+		return h, fmt.Errorf("read position %s: %w", pos, classify(err))
 	}
-	var refused []int
-	var refusedBy []string
+	if len(res) < 2 {
+		return h, fmt.Errorf("read position %s: unexpected script reply %v", pos, res)
+	}
+	if code, _ := res[0].(int64); code != 1 {
+		cur, _ := res[1].(string)
+		return h, s.refusedBy(ctx, Slot(pos), cur, epoch)
+	}
+	if len(res) < 4 {
+		return h, fmt.Errorf("read position %s: unexpected script reply %v", pos, res)
+	}
+	if v, _ := res[1].(string); v != "" {
+		h.base = []byte(v)
+	}
+	flat, _ := res[2].([]any)
+	h.record = make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		f, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		h.record[f] = v
+	}
+	raw, _ := res[3].(string)
+	if h.intent, err = parseIntent(raw); err != nil {
+		return h, outbox.WithHint(fmt.Errorf("%w: the intent %s holds %q: %v", outbox.ErrConfig, IntentKey(pos), logging.Truncate(raw, 60), err),
+			"the relay writes this key itself; set the position deliberately (binlog-outbox position set), which deletes it")
+	}
+	return h, nil
+}
+
+// parseIntent reads an intent's slots ("" none), each once, in order.
+func parseIntent(raw string) ([]int, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(raw, ",") {
+		slot, err := strconv.Atoi(f)
+		if err != nil || slot < 0 || slot >= ClusterSlots {
+			return nil, fmt.Errorf("%q names no hash slot", f)
+		}
+		out = append(out, slot)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// formatIntent is an intent's value: the slots, comma separated.
+func formatIntent(slots []int) string {
+	var b strings.Builder
+	for i, slot := range slots {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(slot))
+	}
+	return b.String()
+}
+
+// addIntent adds slots to the intent, behind the fence of the position
+// key's slot when fence is set, before a batch writes them (rule 1 above).
+func (s *clusterAppend) addIntent(ctx context.Context, slots []int, fence string) error {
+	pos := s.cfg.PositionKey
+	keys := []string{FenceKey(pos, Slot(pos)), IntentKey(pos)}
+	res, err := intentScript.Run(ctx, s.client, keys, fence, formatIntent(slots)).Slice()
+	if err != nil {
+		return fmt.Errorf("record the %d hash slots the batch writes in %s: %w", len(slots), IntentKey(pos), classify(err))
+	}
+	if len(res) < 2 {
+		return fmt.Errorf("record the hash slots the batch writes: unexpected script reply %v", res)
+	}
+	if code, _ := res[0].(int64); code == 2 {
+		cur, _ := res[1].(string)
+		return fenced(Slot(pos), cur)
+	}
+	return nil
+}
+
+// fenceSlots raises the fence of each slot to fence, in pipelines (the
+// cluster client sends each node its share), and returns the positions the
+// slots hold, read in the same step.
+func (s *clusterAppend) fenceSlots(ctx context.Context, slots []int, fence string, epoch int64) (map[int][]byte, error) {
+	stored := map[int][]byte{}
+	pending := slots
 	// EVALSHA fails with NOSCRIPT on a node that has not cached the script
 	// yet (the relay's ACL has no SCRIPT LOAD): one Run (EVAL) caches it
 	// there, and the next pipeline retries the rest. A round per node at
@@ -169,68 +333,43 @@ func (s *clusterAppend) fenceAll(ctx context.Context, fence string, epoch int64)
 		cached := false
 		for i, c := range cmds {
 			slot := pending[i]
-			cerr := c.Err()
+			res, err := c.(*redis.Cmd).Slice()
 			switch {
-			case cerr == nil:
-				res, _ := c.(*redis.Cmd).Slice()
-				noteFence(slot, res, stored, &refused, &refusedBy)
-			case !redis.HasErrorPrefix(cerr, "NOSCRIPT"):
-				return nil, fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), classify(cerr))
+			case err == nil:
+			case !redis.HasErrorPrefix(err, "NOSCRIPT"):
+				return nil, fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), classify(err))
 			case !cached:
 				// Cache the script on this slot's node (EVAL).
-				res, err := fenceScript.Run(ctx, s.client, s.fenceKeys(slot), fence, epoch).Slice()
-				if err != nil {
+				if res, err = fenceScript.Run(ctx, s.client, s.fenceKeys(slot), fence, epoch).Slice(); err != nil {
 					return nil, fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), classify(err))
 				}
-				noteFence(slot, res, stored, &refused, &refusedBy)
 				cached = true
 			default:
 				again = append(again, slot)
+				continue
 			}
+			if len(res) >= 3 {
+				if code, _ := res[0].(int64); code == 1 {
+					if pos, _ := res[2].(string); pos != "" {
+						stored[slot] = []byte(pos)
+					}
+					continue
+				}
+			}
+			cur := ""
+			if len(res) >= 2 {
+				cur, _ = res[1].(string)
+			}
+			return nil, s.refusedBy(ctx, slot, cur, epoch)
 		}
 		pending = again
 	}
-	if len(refused) == 0 {
-		return stored, nil
-	}
-	top := int64(-1)
-	for _, cur := range refusedBy {
-		if e := epochOf(cur); e > top {
-			top = e
-		}
-	}
-	if top < 0 {
-		return nil, outbox.WithHint(fmt.Errorf("%w: %s holds %q, not a fence of binlog-outbox", outbox.ErrConfig, FenceKey(s.cfg.PositionKey, refused[0]), logging.Truncate(refusedBy[0], 60)),
-			"the relay writes these keys itself; delete it (redis-cli -c DEL %s) and start the relay again", FenceKey(s.cfg.PositionKey, refused[0]))
-	}
-	if err := s.cfg.Lease.raiseEpoch(ctx, top); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("%w: %d hash slots (slot %d first) are fenced by a take of epoch %d, at least this one's (%d): the epoch counter went back; it is raised, and the next take fences them", outbox.ErrLeaseLost, len(refused), refused[0], top, epoch)
+	return stored, nil
 }
 
 // fenceKeys are the keys of fenceScript for slot: its fence and position.
 func (s *clusterAppend) fenceKeys(slot int) []string {
 	return []string{FenceKey(s.cfg.PositionKey, slot), SlotPositionKey(s.cfg.PositionKey, slot)}
-}
-
-// noteFence records a fenceScript reply of slot: its position in stored,
-// or the fence that refused the take.
-func noteFence(slot int, res []any, stored map[int][]byte, refused *[]int, refusedBy *[]string) {
-	if len(res) >= 3 {
-		if code, _ := res[0].(int64); code == 1 {
-			if pos, _ := res[2].(string); pos != "" {
-				stored[slot] = []byte(pos)
-			}
-			return
-		}
-	}
-	cur := ""
-	if len(res) >= 2 {
-		cur, _ = res[1].(string)
-	}
-	*refused = append(*refused, slot)
-	*refusedBy = append(*refusedBy, cur)
 }
 
 // fenceOf reads a slot's fence, for a script whose reply was lost; nil when

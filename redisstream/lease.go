@@ -42,8 +42,9 @@ type LeaseConfig struct {
 	Holder string
 	// Cluster takes a new epoch with each take (Redis Cluster,
 	// --redis-cluster): the lease key lies in one hash slot, so the append
-	// scripts of the other slots check a fence that the holder raises to
-	// its epoch in every slot instead (fence.go). Default off: a
+	// scripts of the other slots check a per-slot fence of the epoch
+	// instead, which a take raises in the slots an earlier holder may still
+	// write and each script in its own slot (fence.go). Default off: a
 	// standalone Redis checks the lease itself.
 	Cluster bool
 }
