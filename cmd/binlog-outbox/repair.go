@@ -17,14 +17,8 @@ import (
 
 func repairCommand() *cli.Command {
 	flags := append(append(append(streamFlags(), positionKeyFlag(), onSentFlag(),
-		&cli.BoolFlag{
-			Name:  "apply",
-			Usage: "append the missing rows and, in binlog mode, store the position run resumes from (without it repair writes nothing)",
-		},
-		&cli.IntFlag{
-			Name:  "accept-foreign",
-			Usage: "--apply despite this many foreign entries (naming rows the table lacks, e.g. lost by a failover), which a dry run listed: they stay in the streams; any other count refuses",
-		},
+		&cli.BoolFlag{Name: "apply", Usage: "append the missing rows and, in binlog mode, store the position run resumes from (without it repair writes nothing)"},
+		&cli.IntFlag{Name: "accept-foreign", Usage: "--apply despite this many foreign entries (naming rows the table lacks, e.g. lost by a failover), which a dry run listed: they stay in the streams; any other count refuses"},
 		&cli.StringFlag{
 			Name: "snapshot",
 			Usage: "binlog mode, --apply: how the snapshot's binlog position is found: auto (status on MariaDB, lock on MySQL), " +

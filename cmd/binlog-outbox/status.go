@@ -10,10 +10,7 @@ import (
 
 func statusCommand() *cli.Command {
 	flags := append(streamFlags(), positionKeyFlag(), groupIdleThresholdFlag(),
-		&cli.BoolFlag{
-			Name:  "json",
-			Usage: "print the status as JSON",
-		})
+		&cli.BoolFlag{Name: "json", Usage: "print the status as JSON"})
 	return &cli.Command{
 		Name:  "status",
 		Usage: "show the mode, the stored position, how far behind the server it is, binlog retention, and the streams with their consumer groups",

@@ -15,23 +15,10 @@ import (
 
 func verifyCommand() *cli.Command {
 	flags := append(streamFlags(), positionKeyFlag(), onSentFlag(),
-		&cli.DurationFlag{
-			Name:  "since",
-			Usage: "verify the rows whose occurred_at is within this duration, e.g. 24h (and the entries whose occurred_at is)",
-		},
-		&cli.Uint64Flag{
-			Name:  "from-id",
-			Usage: "verify the rows with id >= N (and the entries whose outbox_id is)",
-		},
-		&cli.BoolFlag{
-			Name:  "json",
-			Usage: "print the result as JSON",
-		},
-		&cli.DurationFlag{
-			Name:  "wait",
-			Usage: "binlog mode: how long to wait for the relay's stored position to pass the snapshot verify reads; rows after it are reported as not yet relayed",
-			Value: admin.DefaultVerifyWait,
-		})
+		&cli.DurationFlag{Name: "since", Usage: "verify the rows whose occurred_at is within this duration, e.g. 24h (and the entries whose occurred_at is)"},
+		&cli.Uint64Flag{Name: "from-id", Usage: "verify the rows with id >= N (and the entries whose outbox_id is)"},
+		&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+		&cli.DurationFlag{Name: "wait", Usage: "binlog mode: how long to wait for the relay's stored position to pass the snapshot verify reads; rows after it are reported as not yet relayed", Value: admin.DefaultVerifyWait})
 	flags = append(flags, walkFlags()...)
 	return &cli.Command{
 		Name:  "verify",
@@ -96,16 +83,8 @@ func onSentOf(c *cli.Context) (string, error) {
 // repair walks too.
 func walkFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{
-			Name:  "chunk-rows",
-			Usage: "rows read per SELECT, and entries read per index query",
-			Value: admin.DefaultVerifyChunk,
-		},
-		&cli.IntFlag{
-			Name:  "page-entries",
-			Usage: "stream entries read per XRANGE (each carries its payload)",
-			Value: admin.DefaultVerifyPage,
-		},
+		&cli.IntFlag{Name: "chunk-rows", Usage: "rows read per SELECT, and entries read per index query", Value: admin.DefaultVerifyChunk},
+		&cli.IntFlag{Name: "page-entries", Usage: "stream entries read per XRANGE (each carries its payload)", Value: admin.DefaultVerifyPage},
 	}
 }
 
