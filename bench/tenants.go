@@ -87,12 +87,56 @@ func (r *run) tenants(ctx context.Context) (err error) {
 	// ceiling of this workload, not a workload of its own.
 	last := len(r.rep.Results) - 1
 	r.figure(oneName, r.rep.Results[last].EventsPerSec)
+	r.tenantFigure("1 table", r.rep.Results[last], 0)
 	r.rep.Results = r.rep.Results[:last]
 	spreadName := fmt.Sprintf("catch-up 1-row tx, the same rows over %d tenants", n)
 	if err := r.catchUpBinlogOf(ctx, spreadName, tenantPattern, backlog{table: tenantPattern, from: spreadFrom, rows: int64(r.cfg.Rows)}, oneName); err != nil {
 		return fmt.Errorf("%s: %w", spreadName, err)
 	}
+	r.tenantFigure(fmt.Sprintf("%d tenants", n), r.rep.Results[len(r.rep.Results)-1], r.rep.Tenants[0].EventsPerSec)
 	return nil
+}
+
+// TenantFigure is one binlog catch-up of the tenants workload, its CPU
+// taken over the catch-up alone: the start's checks of every table are
+// in ReadySec, not in the CPU per event.
+type TenantFigure struct {
+	Name         string  `json:"name"`
+	EventsPerSec float64 `json:"events_per_sec"`
+	// Ratio is EventsPerSec over the one table's (0 for that one).
+	Ratio float64 `json:"ratio,omitempty"`
+	// ReadySec is from the relay's start to its first entry.
+	ReadySec float64 `json:"ready_s"`
+	// CPUSecPerM is the relay's CPU seconds per million events from its
+	// first entry to its last.
+	CPUSecPerM float64 `json:"cpu_s_per_m_events"`
+	PeakRSSMB  float64 `json:"peak_rss_mb"`
+}
+
+// tenantFigure records res, the catch-up just run (r.lastSpan), divided
+// by base when base is not 0.
+func (r *run) tenantFigure(name string, res Result, base float64) {
+	f := TenantFigure{Name: name, EventsPerSec: res.EventsPerSec, ReadySec: r.lastSpan.ready().Seconds(),
+		CPUSecPerM: r.lastSpan.windowCPU(), PeakRSSMB: res.PeakRSSMB}
+	if base > 0 {
+		f.Ratio = res.EventsPerSec / base
+	}
+	r.rep.Tenants = append(r.rep.Tenants, f)
+}
+
+// writeTenants prints the tenants workload's catch-ups side by side.
+func writeTenants(w io.Writer, ts []TenantFigure) {
+	if len(ts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%-44s %9s %6s %8s %22s %12s\n", "binlog catch-up, one pattern", "events/s", "ratio", "ready s", "CPU s/M ev (catch-up)", "peak RSS MB")
+	for _, f := range ts {
+		ratio := "-"
+		if f.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2fx", f.Ratio)
+		}
+		fmt.Fprintf(w, "%-44s %9.0f %6s %8.1f %22.1f %12.1f\n", f.Name, f.EventsPerSec, ratio, f.ReadySec, f.CPUSecPerM, f.PeakRSSMB)
+	}
 }
 
 // catchUpBinlogOf is catchUpBinlog of --table table.
