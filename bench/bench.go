@@ -75,6 +75,10 @@ type Config struct {
 	RedisURL string
 	// RelayBinary is the binlog-outbox executable run as the relay.
 	RelayBinary string
+	// BaselineBinary, when set, is another build the tenants workload runs
+	// beside RelayBinary, each catch-up once with each build, alternating,
+	// so that a change is measured beside its baseline in the same run.
+	BaselineBinary string
 	// Rows is the backlog of the catch-up workloads (default 1,000,000).
 	Rows int
 	// TxRows is the size of the multi-row transactions (default 100).

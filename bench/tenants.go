@@ -79,22 +79,45 @@ func (r *run) tenants(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	builds := []string{r.cfg.RelayBinary}
+	if r.cfg.BaselineBinary != "" {
+		builds = []string{r.cfg.BaselineBinary, r.cfg.RelayBinary}
+	}
+	defer func(bin string) { r.cfg.RelayBinary = bin }(r.cfg.RelayBinary)
 	oneName := fmt.Sprintf("catch-up 1-row tx, %d rows in 1 table", r.cfg.Rows)
-	if err := r.catchUpBinlogOf(ctx, oneName, one, backlog{table: one, from: oneFrom, rows: int64(r.cfg.Rows)}, ""); err != nil {
-		return fmt.Errorf("%s: %w", oneName, err)
-	}
-	// The one table is the figure the tenants' rate is divided by: a
-	// ceiling of this workload, not a workload of its own.
-	last := len(r.rep.Results) - 1
-	r.figure(oneName, r.rep.Results[last].EventsPerSec)
-	r.tenantFigure("1 table", r.rep.Results[last], 0)
-	r.rep.Results = r.rep.Results[:last]
 	spreadName := fmt.Sprintf("catch-up 1-row tx, the same rows over %d tenants", n)
-	if err := r.catchUpBinlogOf(ctx, spreadName, tenantPattern, backlog{table: tenantPattern, from: spreadFrom, rows: int64(r.cfg.Rows)}, oneName); err != nil {
-		return fmt.Errorf("%s: %w", spreadName, err)
+	base := map[string]float64{}
+	for _, bin := range builds {
+		r.cfg.RelayBinary = bin
+		if err := r.catchUpBinlogOf(ctx, oneName, one, backlog{table: one, from: oneFrom, rows: int64(r.cfg.Rows)}, ""); err != nil {
+			return fmt.Errorf("%s: %w", oneName, err)
+		}
+		// The one table is the figure the tenants' rate is divided by: a
+		// ceiling of this workload, not a workload of its own.
+		last := len(r.rep.Results) - 1
+		base[bin] = r.rep.Results[last].EventsPerSec
+		r.figure(r.buildName(oneName, bin), base[bin])
+		r.tenantFigure(r.buildName("1 table", bin), r.rep.Results[last], 0)
+		r.rep.Results = r.rep.Results[:last]
 	}
-	r.tenantFigure(fmt.Sprintf("%d tenants", n), r.rep.Results[len(r.rep.Results)-1], r.rep.Tenants[0].EventsPerSec)
+	for _, bin := range builds {
+		r.cfg.RelayBinary = bin
+		name := r.buildName(spreadName, bin)
+		if err := r.catchUpBinlogOf(ctx, name, tenantPattern, backlog{table: tenantPattern, from: spreadFrom, rows: int64(r.cfg.Rows)}, r.buildName(oneName, bin)); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		r.tenantFigure(r.buildName(fmt.Sprintf("%d tenants", n), bin), r.rep.Results[len(r.rep.Results)-1], base[bin])
+	}
 	return nil
+}
+
+// buildName is name, marked as the baseline's when bin is
+// Config.BaselineBinary.
+func (r *run) buildName(name, bin string) string {
+	if r.cfg.BaselineBinary != "" && bin == r.cfg.BaselineBinary {
+		return name + " (baseline)"
+	}
+	return name
 }
 
 // TenantFigure is one binlog catch-up of the tenants workload, its CPU

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -57,21 +58,75 @@ func tableKey(db, table string, lctn int) string {
 	return db + "\x00" + table
 }
 
+// newSourceSet indexes list's tables, and then drops them from list: known
+// holds them from here on. The tables of a pattern nearly always resolve
+// to the same mapping, and a mapping kept per table (a map each) was most of
+// the relay's live heap with a thousand tenants, which the garbage collector
+// marked in every cycle: identical mappings and absent lists are kept once.
 func newSourceSet(list []Source, lctn int, extra []schema.ExtraColumn) *sourceSet {
-	s := &sourceSet{lctn: lctn, list: list, known: map[string]Table{}, extra: extra}
+	s := &sourceSet{lctn: lctn, list: list, known: make(map[string]Table, countTables(list)), extra: extra}
+	var in interner
 	for i := range list {
 		if list[i].Mapping == nil {
 			list[i].Mapping = schema.DefaultMapping()
 		}
+		list[i].Mapping = in.mapping(list[i].Mapping)
 		s.patterns = append(s.patterns, list[i].Pattern)
 		for _, t := range list[i].Tables {
 			if t.Mapping == nil {
 				t.Mapping = list[i].Mapping
 			}
+			t.Mapping, t.Absent = in.mapping(t.Mapping), in.absent(t.Absent)
 			s.known[tableKey(t.Name.Database, t.Name.Table, lctn)] = t
 		}
+		list[i].Tables = nil
 	}
 	return s
+}
+
+func countTables(list []Source) int {
+	n := 0
+	for _, src := range list {
+		n += len(src.Tables)
+	}
+	return n
+}
+
+// interner returns one of the equal mappings and absent lists it was
+// given. It compares with the few distinct ones seen (maxInterned), so
+// that a thousand tables of one pattern cost a thousand comparisons.
+type interner struct {
+	mappings []schema.Mapping
+	absents  [][]string
+}
+
+const maxInterned = 16
+
+func (in *interner) mapping(m schema.Mapping) schema.Mapping {
+	for _, seen := range in.mappings {
+		if maps.Equal(seen, m) {
+			return seen
+		}
+	}
+	if len(in.mappings) < maxInterned {
+		in.mappings = append(in.mappings, m)
+	}
+	return m
+}
+
+func (in *interner) absent(a []string) []string {
+	if len(a) == 0 {
+		return nil
+	}
+	for _, seen := range in.absents {
+		if slices.Equal(seen, a) {
+			return seen
+		}
+	}
+	if len(in.absents) < maxInterned {
+		in.absents = append(in.absents, a)
+	}
+	return a
 }
 
 // matches reports whether rows of database.table are relayed.
@@ -139,6 +194,9 @@ func (r *Reader) resolveSources(ctx context.Context) error {
 		list[i].Pattern = schema.Pattern{Database: n.Database, Table: n.Table}
 	}
 	r.sources = newSourceSet(list, lctn, r.cfg.Extra)
+	// The set holds the tables now: the configuration's copy of them
+	// would keep every table's mapping alive.
+	r.cfg.Sources = list
 	return nil
 }
 
