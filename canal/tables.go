@@ -237,7 +237,7 @@ func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
 	if tm == ts.lastTM && tm != nil {
 		return ts.lastF
 	}
-	f, known := ts.named.get(tm.Schema, tm.Table)
+	f, known := ts.named.get(tm)
 	if !known {
 		db, table := string(tm.Schema), string(tm.Table)
 		key := tableKey(db, table, ts.src.lctn)
@@ -248,7 +248,7 @@ func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
 				f = ts.follow(i, db, table, key)
 			}
 		}
-		ts.named.put(tm.Schema, tm.Table, f)
+		ts.named.put(tm, f)
 	}
 	ts.lastTM, ts.lastF = tm, f
 	return f
@@ -257,10 +257,10 @@ func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
 // matches reports whether the rows of the table tm names are relayed, as
 // sourceSet.matches does.
 func (ts *tableSet) matches(tm *replication.TableMapEvent) bool {
-	ok, known := ts.matched.get(tm.Schema, tm.Table)
+	ok, known := ts.matched.get(tm)
 	if !known {
 		ok = ts.src.matches(string(tm.Schema), string(tm.Table))
-		ts.matched.put(tm.Schema, tm.Table, ok)
+		ts.matched.put(tm, ok)
 	}
 	return ok
 }
