@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
@@ -226,6 +228,8 @@ type tableSet struct {
 	// collations name the character set of each collation id, for the
 	// decoders (rowDecoder.collations).
 	collations map[uint64]string
+	// shared are the decoders of tables without a proven layout.
+	shared map[decoderKey]*rowDecoder
 }
 
 func newTableSet(src *sourceSet, proof layoutProof, collations map[uint64]string) *tableSet {
@@ -272,14 +276,44 @@ func (ts *tableSet) follow(i int, db, table, key string) *followed {
 	if !ok {
 		t = Table{Name: schema.Name{Database: db, Table: table, LowerCaseTableNames: ts.src.lctn}, Mapping: ts.src.list[i].Mapping}
 	}
-	f := &followed{
-		name:     t.Name,
-		dec:      newRowDecoder(t.Mapping, ts.src.extra, ts.proof.columns[key], t.Absent),
-		ddlAhead: ts.proof.ddlFor(db, table),
-	}
-	f.dec.collations = ts.collations
+	f := &followed{name: t.Name, dec: ts.decoder(t, ts.proof.columns[key]), ddlAhead: ts.proof.ddlFor(db, table)}
 	ts.byKey[key] = f
 	return f
+}
+
+// decoderKey names what a decoder of rows with column names depends on
+// besides the table map: the mapping and the absent columns, as
+// newSourceSet keeps them once for the tables they are equal for.
+type decoderKey struct {
+	mapping unsafe.Pointer
+	absent  *string
+}
+
+// decoder returns a decoder for the rows of t. Tables without a proven
+// layout (their rows carry column names) share one per mapping: a decoder
+// and its layout per table were a tenth of the relay's live heap with a
+// thousand tenants, and the layout cache compares each table map with the
+// last whatever table it names.
+func (ts *tableSet) decoder(t Table, columns []Column) *rowDecoder {
+	if columns != nil {
+		d := newRowDecoder(t.Mapping, ts.src.extra, columns, t.Absent)
+		d.collations = ts.collations
+		return d
+	}
+	k := decoderKey{mapping: reflect.ValueOf(t.Mapping).UnsafePointer()}
+	if len(t.Absent) > 0 {
+		k.absent = &t.Absent[0]
+	}
+	d := ts.shared[k]
+	if d == nil {
+		d = newRowDecoder(t.Mapping, ts.src.extra, nil, t.Absent)
+		d.collations = ts.collations
+		if ts.shared == nil {
+			ts.shared = map[decoderKey]*rowDecoder{}
+		}
+		ts.shared[k] = d
+	}
+	return d
 }
 
 // proven returns a copy of the layouts in force: those of the session's
