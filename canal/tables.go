@@ -105,30 +105,28 @@ type interner struct {
 const maxInterned = 16
 
 func (in *interner) mapping(m schema.Mapping) schema.Mapping {
-	for _, seen := range in.mappings {
-		if maps.Equal(seen, m) {
-			return seen
-		}
-	}
-	if len(in.mappings) < maxInterned {
-		in.mappings = append(in.mappings, m)
-	}
-	return m
+	return intern(&in.mappings, m, maps.Equal)
 }
 
 func (in *interner) absent(a []string) []string {
 	if len(a) == 0 {
 		return nil
 	}
-	for _, seen := range in.absents {
-		if slices.Equal(seen, a) {
-			return seen
+	return intern(&in.absents, a, slices.Equal)
+}
+
+// intern returns the first of seen equal to v, else v, which it adds to
+// seen while it has fewer than maxInterned.
+func intern[T any](seen *[]T, v T, equal func(a, b T) bool) T {
+	for _, s := range *seen {
+		if equal(s, v) {
+			return s
 		}
 	}
-	if len(in.absents) < maxInterned {
-		in.absents = append(in.absents, a)
+	if len(*seen) < maxInterned {
+		*seen = append(*seen, v)
 	}
-	return a
+	return v
 }
 
 // matches reports whether rows of database.table are relayed.
