@@ -75,6 +75,10 @@ type Config struct {
 	RedisURL string
 	// RelayBinary is the binlog-outbox executable run as the relay.
 	RelayBinary string
+	// BaselineBinary, when set, is another build the tenants workload runs
+	// beside RelayBinary, each catch-up once with each build, alternating,
+	// so that a change is measured beside its baseline in the same run.
+	BaselineBinary string
 	// Rows is the backlog of the catch-up workloads (default 1,000,000).
 	Rows int
 	// TxRows is the size of the multi-row transactions (default 100).
@@ -183,6 +187,8 @@ type Report struct {
 	Results []Result `json:"results"`
 	// Idle are what idle relays cost the server (the tenants workload).
 	Idle []IdleFigure `json:"idle,omitempty"`
+	// Tenants are the binlog catch-ups of the tenants workload.
+	Tenants []TenantFigure `json:"tenants,omitempty"`
 }
 
 // Figure is a named rate.
@@ -250,6 +256,8 @@ type run struct {
 	// mysqlPid is the MySQL server's process when it runs on this
 	// machine, 0 otherwise.
 	mysqlPid int
+	// lastSpan is the span of the last binlog catch-up.
+	lastSpan span
 }
 
 const benchDatabase = "binlog_outbox_bench"
@@ -477,7 +485,40 @@ func (r *run) all(ctx context.Context) error {
 		return err
 	}
 
-	// Ceilings of the parts alone.
+	if err := r.ceilings(ctx, need, bl); err != nil {
+		return err
+	}
+
+	for _, w := range catchUps {
+		if !r.selected(w.work) {
+			continue
+		}
+		if err := r.catchUpBinlog(ctx, w.name, *w.b, w.partitions, w.ceiling()); err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+	}
+	if r.selected(WorkPoll) {
+		if err := r.catchUpPoll(ctx, *single); err != nil {
+			return fmt.Errorf("poll catch-up: %w", err)
+		}
+	}
+	if err := r.liveAll(ctx); err != nil {
+		return err
+	}
+	if r.selected(WorkTenants) {
+		if err := r.tenants(ctx); err != nil {
+			return fmt.Errorf("tenants: %w", err)
+		}
+	}
+	return nil
+}
+
+// ceilings measures what the parts reach alone, for the backlogs in need:
+// go-mysql reading and decoding each, and go-redis pipelining XADDs of each
+// payload size.
+func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs) error {
+	c := r.cfg
+	single, tx100, large, huge, onetx := &bl.single, &bl.tx100, &bl.large, &bl.huge, &bl.onetx
 	for i, b := range bl.all() {
 		if !need[b] || (b == single && !r.selected(WorkSingle) && !r.selected(WorkStreams)) {
 			continue
@@ -513,28 +554,6 @@ func (r *run) all(ctx context.Context) error {
 		r.rdb.Del(ctx, key)
 		f := &r.rep.Ceilings[len(r.rep.Ceilings)-1]
 		f.RedisCPUus, _ = cpu.perEvent(ctx, s.total)
-	}
-
-	for _, w := range catchUps {
-		if !r.selected(w.work) {
-			continue
-		}
-		if err := r.catchUpBinlog(ctx, w.name, *w.b, w.partitions, w.ceiling()); err != nil {
-			return fmt.Errorf("%s: %w", w.name, err)
-		}
-	}
-	if r.selected(WorkPoll) {
-		if err := r.catchUpPoll(ctx, *single); err != nil {
-			return fmt.Errorf("poll catch-up: %w", err)
-		}
-	}
-	if err := r.liveAll(ctx); err != nil {
-		return err
-	}
-	if r.selected(WorkTenants) {
-		if err := r.tenants(ctx); err != nil {
-			return fmt.Errorf("tenants: %w", err)
-		}
 	}
 	return nil
 }
@@ -707,6 +726,7 @@ func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partiti
 	if err != nil {
 		return err
 	}
+	r.lastSpan = s
 	res := Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(), Ceiling: ceiling,
 		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6}
 	res.RedisCPUus, res.MySQLCPUus = cpu.perEvent(ctx, s.total)

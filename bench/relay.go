@@ -25,6 +25,8 @@ type child struct {
 	cmd    *exec.Cmd
 	out    *logging.Buffer
 	exited chan struct{}
+	// started is when the process was started.
+	started time.Time
 }
 
 // startChild runs `bin args...` with the user's BINLOG_OUTBOX_* variables
@@ -39,6 +41,7 @@ func startChild(bin string, args []string, env []string) (*child, error) {
 	cmd.Env = append(cmd.Env, env...)
 	c := &child{cmd: cmd, out: &logging.Buffer{Max: 1 << 20}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
+	c.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start relay %s: %w", bin, err)
 	}
@@ -145,9 +148,25 @@ func (p progress) count(ctx context.Context) (int64, error) {
 // span is a measured stretch of work: rows done between the first and the
 // last observation, which leaves the start-up of the measured program out.
 type span struct {
-	first, last time.Time
-	atFirst     int64
-	total       int64
+	began, first, last time.Time
+	atFirst            int64
+	total              int64
+	// cpuFirst and cpuLast are the relay's CPU seconds when the first
+	// and the last entries were seen (waitFor of a child only): the
+	// catch-up's own, without the start's checks of every table.
+	cpuFirst, cpuLast float64
+}
+
+// ready is how long the relay took from its start to the first entry.
+func (s span) ready() time.Duration { return s.first.Sub(s.began) }
+
+// windowCPU is the relay's CPU seconds per million events between the
+// first entry seen and the last.
+func (s span) windowCPU() float64 {
+	if s.total <= s.atFirst {
+		return 0
+	}
+	return (s.cpuLast - s.cpuFirst) / float64(s.total-s.atFirst) * 1e6
 }
 
 func (s span) rate() float64 {
@@ -161,9 +180,19 @@ func (s span) rate() float64 {
 // waitFor polls the streams until they hold want entries. It fails when the
 // relay exits or nothing moves for stall.
 func (p progress) waitFor(ctx context.Context, c *child, want int64, stall time.Duration) (span, error) {
-	began := time.Now()
 	var s span
+	s.began = time.Now()
+	if c != nil {
+		s.began = c.started
+	}
 	last, lastMove := int64(-1), time.Now()
+	cpu := func() float64 {
+		if c == nil {
+			return 0
+		}
+		v, _ := procCPU(c.cmd.Process.Pid)
+		return v
+	}
 	for {
 		n, err := p.count(ctx)
 		now := time.Now()
@@ -171,13 +200,13 @@ func (p progress) waitFor(ctx context.Context, c *child, want int64, stall time.
 			return s, err
 		}
 		if n > 0 && s.first.IsZero() {
-			s.first, s.atFirst = now, n
+			s.first, s.atFirst, s.cpuFirst = now, n, cpu()
 		}
 		if n >= want {
-			s.last, s.total = now, n
+			s.last, s.total, s.cpuLast = now, n, cpu()
 			if s.atFirst >= n {
 				// All arrived at once (a small backlog): count from the start.
-				s.first, s.atFirst = began, 0
+				s.first, s.atFirst, s.cpuFirst = s.began, 0, 0
 			}
 			return s, nil
 		}

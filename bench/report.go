@@ -37,6 +37,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	writeIdle(w, rep.Idle)
+	writeTenants(w, rep.Tenants)
 	fmt.Fprintln(w, "\nx ceiling: events/s over the ceiling's; in the live binlog rows, the relay's p99 over the minimal relay's (lower is better)")
 	if rep.Duration != "" {
 		fmt.Fprintf(w, "\nrun took %s\n", rep.Duration)

@@ -79,20 +79,87 @@ func (r *run) tenants(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	oneName := fmt.Sprintf("catch-up 1-row tx, %d rows in 1 table", r.cfg.Rows)
-	if err := r.catchUpBinlogOf(ctx, oneName, one, backlog{table: one, from: oneFrom, rows: int64(r.cfg.Rows)}, ""); err != nil {
-		return fmt.Errorf("%s: %w", oneName, err)
+	builds := []string{r.cfg.RelayBinary}
+	if r.cfg.BaselineBinary != "" {
+		builds = []string{r.cfg.BaselineBinary, r.cfg.RelayBinary}
 	}
-	// The one table is the figure the tenants' rate is divided by: a
-	// ceiling of this workload, not a workload of its own.
-	last := len(r.rep.Results) - 1
-	r.figure(oneName, r.rep.Results[last].EventsPerSec)
-	r.rep.Results = r.rep.Results[:last]
+	defer func(bin string) { r.cfg.RelayBinary = bin }(r.cfg.RelayBinary)
+	oneName := fmt.Sprintf("catch-up 1-row tx, %d rows in 1 table", r.cfg.Rows)
 	spreadName := fmt.Sprintf("catch-up 1-row tx, the same rows over %d tenants", n)
-	if err := r.catchUpBinlogOf(ctx, spreadName, tenantPattern, backlog{table: tenantPattern, from: spreadFrom, rows: int64(r.cfg.Rows)}, oneName); err != nil {
-		return fmt.Errorf("%s: %w", spreadName, err)
+	base := map[string]float64{}
+	for _, bin := range builds {
+		r.cfg.RelayBinary = bin
+		if err := r.catchUpBinlogOf(ctx, oneName, one, backlog{table: one, from: oneFrom, rows: int64(r.cfg.Rows)}, ""); err != nil {
+			return fmt.Errorf("%s: %w", oneName, err)
+		}
+		// The one table is the figure the tenants' rate is divided by: a
+		// ceiling of this workload, not a workload of its own.
+		last := len(r.rep.Results) - 1
+		base[bin] = r.rep.Results[last].EventsPerSec
+		r.figure(r.buildName(oneName, bin), base[bin])
+		r.tenantFigure(r.buildName("1 table", bin), r.rep.Results[last], 0)
+		r.rep.Results = r.rep.Results[:last]
+	}
+	for _, bin := range builds {
+		r.cfg.RelayBinary = bin
+		name := r.buildName(spreadName, bin)
+		if err := r.catchUpBinlogOf(ctx, name, tenantPattern, backlog{table: tenantPattern, from: spreadFrom, rows: int64(r.cfg.Rows)}, r.buildName(oneName, bin)); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		r.tenantFigure(r.buildName(fmt.Sprintf("%d tenants", n), bin), r.rep.Results[len(r.rep.Results)-1], base[bin])
 	}
 	return nil
+}
+
+// buildName is name, marked as the baseline's when bin is
+// Config.BaselineBinary.
+func (r *run) buildName(name, bin string) string {
+	if r.cfg.BaselineBinary != "" && bin == r.cfg.BaselineBinary {
+		return name + " (baseline)"
+	}
+	return name
+}
+
+// TenantFigure is one binlog catch-up of the tenants workload, its CPU
+// taken over the catch-up alone: the start's checks of every table are
+// in ReadySec, not in the CPU per event.
+type TenantFigure struct {
+	Name         string  `json:"name"`
+	EventsPerSec float64 `json:"events_per_sec"`
+	// Ratio is EventsPerSec over the one table's (0 for that one).
+	Ratio float64 `json:"ratio,omitempty"`
+	// ReadySec is from the relay's start to its first entry.
+	ReadySec float64 `json:"ready_s"`
+	// CPUSecPerM is the relay's CPU seconds per million events from its
+	// first entry to its last.
+	CPUSecPerM float64 `json:"cpu_s_per_m_events"`
+	PeakRSSMB  float64 `json:"peak_rss_mb"`
+}
+
+// tenantFigure records res, the catch-up just run (r.lastSpan), divided
+// by base when base is not 0.
+func (r *run) tenantFigure(name string, res Result, base float64) {
+	f := TenantFigure{Name: name, EventsPerSec: res.EventsPerSec, ReadySec: r.lastSpan.ready().Seconds(),
+		CPUSecPerM: r.lastSpan.windowCPU(), PeakRSSMB: res.PeakRSSMB}
+	if base > 0 {
+		f.Ratio = res.EventsPerSec / base
+	}
+	r.rep.Tenants = append(r.rep.Tenants, f)
+}
+
+// writeTenants prints the tenants workload's catch-ups side by side.
+func writeTenants(w io.Writer, ts []TenantFigure) {
+	if len(ts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%-44s %9s %6s %8s %22s %12s\n", "binlog catch-up, one pattern", "events/s", "ratio", "ready s", "CPU s/M ev (catch-up)", "peak RSS MB")
+	for _, f := range ts {
+		ratio := "-"
+		if f.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2fx", f.Ratio)
+		}
+		fmt.Fprintf(w, "%-44s %9.0f %6s %8.1f %22.1f %12.1f\n", f.Name, f.EventsPerSec, ratio, f.ReadySec, f.CPUSecPerM, f.PeakRSSMB)
+	}
 }
 
 // catchUpBinlogOf is catchUpBinlog of --table table.

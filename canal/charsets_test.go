@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-mysql-org/go-mysql/replication"
+
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -78,5 +80,39 @@ func TestDecodeRow_Charsets(t *testing.T) {
 				t.Errorf("headers %q changed", e.Headers)
 			}
 		})
+	}
+}
+
+// The tenants of a pattern share a decoder, whose layout cache must not
+// carry one tenant's character sets over to another whose table map has
+// the same names and types: latin1 and utf8mb4 tenants, in turn, each
+// decoded with its own.
+func TestTableSet_SharedDecoderKeepsEachTablesCharsets(t *testing.T) {
+	src := newSourceSet([]Source{{Pattern: schema.Pattern{Database: "tenant_*", Table: "outbox"}}}, 0, nil)
+	ts := newTableSet(src, layoutProof{}, map[uint64]string{8: "latin1", 45: "utf8mb4"})
+	tenant := func(db string, collation uint64) *replication.TableMapEvent {
+		tm := tenantTableMap(db, true)
+		tm.ColumnMeta = make([]uint16, len(tm.ColumnType))
+		tm.DefaultCharset = []uint64{collation}
+		return tm
+	}
+	latin, utf8 := tenant("tenant_01", 8), tenant("tenant_02", 45)
+	fl, fu := ts.lookup(latin), ts.lookup(utf8)
+	if fl == nil || fu == nil || fl.dec != fu.dec {
+		t.Fatalf("tenants followed %v, %v: want both, with one decoder", fl != nil, fu != nil)
+	}
+	row := []any{int64(1), "m-1", "order", "Z\xfcrich", "created", []byte("caf\xe9"), nil, "2024-05-06 07:08:09"}
+	for i, c := range []struct {
+		tm          *replication.TableMapEvent
+		f           *followed
+		aggregateID string
+	}{{latin, fl, "Zürich"}, {utf8, fu, "Z\xfcrich"}, {tenant("tenant_01", 8), fl, "Zürich"}, {tenant("tenant_02", 45), fu, "Z\xfcrich"}} {
+		l, err := c.f.dec.layoutFor(c.tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := decodeRow(l, row, nil, 1700000000); e.AggregateID != c.aggregateID {
+			t.Errorf("table map %d (%s): aggregate_id %q, want %q", i, c.tm.Schema, e.AggregateID, c.aggregateID)
+		}
 	}
 }

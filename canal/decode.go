@@ -82,11 +82,17 @@ type rowDecoder struct {
 
 	// cache: the layout of the last table map seen. A transaction repeats the
 	// same table map, and consecutive ones usually carry identical metadata.
-	lastTable *replication.TableMapEvent
-	lastNames [][]byte
-	lastTypes []byte
-	lastCount uint64
-	last      layout
+	// The tables of a pattern may share a decoder (tableSet.follow), so
+	// what else the layout depends on is compared too: the columns' real
+	// types and collations.
+	lastTable   *replication.TableMapEvent
+	lastNames   [][]byte
+	lastTypes   []byte
+	lastMeta    []uint16
+	lastDefault []uint64
+	lastColumn  []uint64
+	lastCount   uint64
+	last        layout
 }
 
 func newRowDecoder(m schema.Mapping, extra []schema.ExtraColumn, columns []Column, absent []string) *rowDecoder {
@@ -99,6 +105,7 @@ func newRowDecoder(m schema.Mapping, extra []schema.ExtraColumn, columns []Colum
 func (d *rowDecoder) forget() {
 	d.columns = nil
 	d.lastTable, d.lastNames, d.lastTypes, d.lastCount, d.last = nil, nil, nil, 0, layout{}
+	d.lastMeta, d.lastDefault, d.lastColumn = nil, nil, nil
 }
 
 // layoutFor returns the field layout of a table map event.
@@ -106,7 +113,8 @@ func (d *rowDecoder) layoutFor(tm *replication.TableMapEvent) (layout, error) {
 	if tm == d.lastTable {
 		return d.last, nil
 	}
-	if tm.ColumnCount == d.lastCount && bytes.Equal(tm.ColumnType, d.lastTypes) && equalNames(tm.ColumnName, d.lastNames) && d.lastTable != nil {
+	if d.lastTable != nil && tm.ColumnCount == d.lastCount && bytes.Equal(tm.ColumnType, d.lastTypes) && equalNames(tm.ColumnName, d.lastNames) &&
+		slices.Equal(tm.ColumnMeta, d.lastMeta) && slices.Equal(tm.DefaultCharset, d.lastDefault) && slices.Equal(tm.ColumnCharset, d.lastColumn) {
 		d.lastTable = tm
 		return d.last, nil
 	}
@@ -122,6 +130,7 @@ func (d *rowDecoder) layoutFor(tm *replication.TableMapEvent) (layout, error) {
 	}
 	d.charsets(&l, tm)
 	d.lastTable, d.lastNames, d.lastTypes, d.lastCount, d.last = tm, tm.ColumnName, tm.ColumnType, tm.ColumnCount, l
+	d.lastMeta, d.lastDefault, d.lastColumn = tm.ColumnMeta, tm.DefaultCharset, tm.ColumnCharset
 	return l, nil
 }
 

@@ -75,10 +75,10 @@ func decodeConfig(flavor string, match func(database, table string) bool) replic
 		if ev.Table == nil {
 			return nil
 		}
-		ok, known := matched.get(ev.Table.Schema, ev.Table.Table)
+		ok, known := matched.get(ev.Table)
 		if !known {
 			ok = match(string(ev.Table.Schema), string(ev.Table.Table))
-			matched.put(ev.Table.Schema, ev.Table.Table, ok)
+			matched.put(ev.Table, ok)
 		}
 		// Rows of other tables are never decoded: on a busy server they are
 		// most of the binlog.

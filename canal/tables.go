@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
+	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
@@ -57,21 +60,73 @@ func tableKey(db, table string, lctn int) string {
 	return db + "\x00" + table
 }
 
+// newSourceSet indexes list's tables, and then drops them from list: known
+// holds them from here on. The tables of a pattern nearly always resolve
+// to the same mapping, and a mapping kept per table (a map each) was most of
+// the relay's live heap with a thousand tenants, which the garbage collector
+// marked in every cycle: identical mappings and absent lists are kept once.
 func newSourceSet(list []Source, lctn int, extra []schema.ExtraColumn) *sourceSet {
-	s := &sourceSet{lctn: lctn, list: list, known: map[string]Table{}, extra: extra}
+	s := &sourceSet{lctn: lctn, list: list, known: make(map[string]Table, countTables(list)), extra: extra}
+	var in interner
 	for i := range list {
 		if list[i].Mapping == nil {
 			list[i].Mapping = schema.DefaultMapping()
 		}
+		list[i].Mapping = in.mapping(list[i].Mapping)
 		s.patterns = append(s.patterns, list[i].Pattern)
 		for _, t := range list[i].Tables {
 			if t.Mapping == nil {
 				t.Mapping = list[i].Mapping
 			}
+			t.Mapping, t.Absent = in.mapping(t.Mapping), in.absent(t.Absent)
 			s.known[tableKey(t.Name.Database, t.Name.Table, lctn)] = t
 		}
+		list[i].Tables = nil
 	}
 	return s
+}
+
+func countTables(list []Source) int {
+	n := 0
+	for _, src := range list {
+		n += len(src.Tables)
+	}
+	return n
+}
+
+// interner returns one of the equal mappings and absent lists it was
+// given. It compares with the few distinct ones seen (maxInterned), so
+// that a thousand tables of one pattern cost a thousand comparisons.
+type interner struct {
+	mappings []schema.Mapping
+	absents  [][]string
+}
+
+const maxInterned = 16
+
+func (in *interner) mapping(m schema.Mapping) schema.Mapping {
+	return intern(&in.mappings, m, maps.Equal)
+}
+
+func (in *interner) absent(a []string) []string {
+	if len(a) == 0 {
+		return nil
+	}
+	return intern(&in.absents, a, slices.Equal)
+}
+
+// intern returns the first of seen equal to v, else v, which it adds to
+// seen while it has fewer than maxInterned.
+func intern[T any](seen *[]T, v T, equal func(a, b T) bool) T {
+	for _, s := range *seen {
+		if equal(s, v) {
+			return s
+		}
+	}
+	if len(*seen) < maxInterned {
+		*seen = append(*seen, v)
+	}
+	return v
 }
 
 // matches reports whether rows of database.table are relayed.
@@ -139,6 +194,9 @@ func (r *Reader) resolveSources(ctx context.Context) error {
 		list[i].Pattern = schema.Pattern{Database: n.Database, Table: n.Table}
 	}
 	r.sources = newSourceSet(list, lctn, r.cfg.Extra)
+	// The set holds the tables now: the configuration's copy of them
+	// would keep every table's mapping alive.
+	r.cfg.Sources = list
 	return nil
 }
 
@@ -168,6 +226,8 @@ type tableSet struct {
 	// collations name the character set of each collation id, for the
 	// decoders (rowDecoder.collations).
 	collations map[uint64]string
+	// shared are the decoders of tables without a proven layout.
+	shared map[decoderKey]*rowDecoder
 }
 
 func newTableSet(src *sourceSet, proof layoutProof, collations map[uint64]string) *tableSet {
@@ -179,7 +239,7 @@ func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
 	if tm == ts.lastTM && tm != nil {
 		return ts.lastF
 	}
-	f, known := ts.named.get(tm.Schema, tm.Table)
+	f, known := ts.named.get(tm)
 	if !known {
 		db, table := string(tm.Schema), string(tm.Table)
 		key := tableKey(db, table, ts.src.lctn)
@@ -190,7 +250,7 @@ func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
 				f = ts.follow(i, db, table, key)
 			}
 		}
-		ts.named.put(tm.Schema, tm.Table, f)
+		ts.named.put(tm, f)
 	}
 	ts.lastTM, ts.lastF = tm, f
 	return f
@@ -199,10 +259,10 @@ func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
 // matches reports whether the rows of the table tm names are relayed, as
 // sourceSet.matches does.
 func (ts *tableSet) matches(tm *replication.TableMapEvent) bool {
-	ok, known := ts.matched.get(tm.Schema, tm.Table)
+	ok, known := ts.matched.get(tm)
 	if !known {
 		ok = ts.src.matches(string(tm.Schema), string(tm.Table))
-		ts.matched.put(tm.Schema, tm.Table, ok)
+		ts.matched.put(tm, ok)
 	}
 	return ok
 }
@@ -214,14 +274,44 @@ func (ts *tableSet) follow(i int, db, table, key string) *followed {
 	if !ok {
 		t = Table{Name: schema.Name{Database: db, Table: table, LowerCaseTableNames: ts.src.lctn}, Mapping: ts.src.list[i].Mapping}
 	}
-	f := &followed{
-		name:     t.Name,
-		dec:      newRowDecoder(t.Mapping, ts.src.extra, ts.proof.columns[key], t.Absent),
-		ddlAhead: ts.proof.ddlFor(db, table),
-	}
-	f.dec.collations = ts.collations
+	f := &followed{name: t.Name, dec: ts.decoder(t, ts.proof.columns[key]), ddlAhead: ts.proof.ddlFor(db, table)}
 	ts.byKey[key] = f
 	return f
+}
+
+// decoderKey names what a decoder of rows with column names depends on
+// besides the table map: the mapping and the absent columns, as
+// newSourceSet keeps them once for the tables they are equal for.
+type decoderKey struct {
+	mapping unsafe.Pointer
+	absent  *string
+}
+
+// decoder returns a decoder for the rows of t. Tables without a proven
+// layout (their rows carry column names) share one per mapping: a decoder
+// and its layout per table were a tenth of the relay's live heap with a
+// thousand tenants, and the layout cache compares each table map with the
+// last whatever table it names.
+func (ts *tableSet) decoder(t Table, columns []Column) *rowDecoder {
+	if columns != nil {
+		d := newRowDecoder(t.Mapping, ts.src.extra, columns, t.Absent)
+		d.collations = ts.collations
+		return d
+	}
+	k := decoderKey{mapping: reflect.ValueOf(t.Mapping).UnsafePointer()}
+	if len(t.Absent) > 0 {
+		k.absent = &t.Absent[0]
+	}
+	d := ts.shared[k]
+	if d == nil {
+		d = newRowDecoder(t.Mapping, ts.src.extra, nil, t.Absent)
+		d.collations = ts.collations
+		if ts.shared == nil {
+			ts.shared = map[decoderKey]*rowDecoder{}
+		}
+		ts.shared[k] = d
+	}
+	return d
 }
 
 // proven returns a copy of the layouts in force: those of the session's

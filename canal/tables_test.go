@@ -3,6 +3,7 @@ package canal
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -248,5 +249,37 @@ func TestReader_SeveralTablesKeepLayoutsAcrossReconnect(t *testing.T) {
 	}
 	for _, tn := range tenants {
 		relaytest.Check(ctx, t, env.RDB, tn.Rec, relaytest.CheckOptions{ExactlyOnce: true, Prefix: "outbox:" + tn.Database + ":"})
+	}
+}
+
+// The tables of a pattern the caller inspected, each with a mapping of its
+// own that says the same, keep one mapping and one absent list between
+// them: a thousand tenants' copies were most of the relay's live heap.
+// Different mappings stay apart, and the source no longer holds the tables.
+func TestSourceSet_TablesShareEqualMappings(t *testing.T) {
+	var tables []Table
+	for _, db := range []string{"tenant_01", "tenant_02", "tenant_03"} {
+		tables = append(tables, Table{Name: schema.Name{Database: db, Table: "outbox"}, Mapping: schema.DefaultMapping(), Absent: []string{schema.ColHeaders}})
+	}
+	renamed := schema.DefaultMapping()
+	renamed[schema.ColPayload] = "body"
+	tables = append(tables, Table{Name: schema.Name{Database: "tenant_04", Table: "outbox"}, Mapping: renamed})
+	list := []Source{{Pattern: schema.Pattern{Database: "tenant_*", Table: "outbox"}, Tables: tables}}
+	s := newSourceSet(list, 0, nil)
+	if len(s.known) != 4 || s.list[0].Tables != nil {
+		t.Fatalf("known %d tables, the source still lists %d; want 4 and none", len(s.known), len(s.list[0].Tables))
+	}
+	first := s.known[tableKey("tenant_01", "outbox", 0)]
+	for _, db := range []string{"tenant_02", "tenant_03"} {
+		tb := s.known[tableKey(db, "outbox", 0)]
+		if reflect.ValueOf(tb.Mapping).UnsafePointer() != reflect.ValueOf(first.Mapping).UnsafePointer() || &tb.Absent[0] != &first.Absent[0] {
+			t.Errorf("%s keeps a mapping or absent list of its own", db)
+		}
+	}
+	if p, _ := s.known[tableKey("tenant_04", "outbox", 0)].Mapping.Physical(schema.ColPayload); p != "body" {
+		t.Errorf("tenant_04's payload maps to %q, want body", p)
+	}
+	if p, _ := first.Mapping.Physical(schema.ColPayload); p != schema.ColPayload {
+		t.Errorf("tenant_01's payload maps to %q, want %s", p, schema.ColPayload)
 	}
 }

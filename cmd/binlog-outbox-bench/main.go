@@ -72,6 +72,7 @@ func NewApp() *cli.App {
 			&cli.StringSliceFlag{Name: "workloads", Usage: "run only these workloads (comma-separated): " + strings.Join(bench.Workloads(), ", ") + " (default: all)"},
 			&cli.BoolFlag{Name: "skip-big-tx", Usage: "leave out the single transaction of --rows rows"},
 			&cli.StringFlag{Name: "relay-binary", Usage: "binlog-outbox executable to run as the relay (default: binlog-outbox beside this executable, else on PATH)"},
+			&cli.StringFlag{Name: "baseline-relay-binary", Usage: "another binlog-outbox build the tenants workload also runs, alternating with --relay-binary, so that both are measured in the same run"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 		},
 		HideHelpCommand: true,
@@ -98,7 +99,7 @@ func runBench(c *cli.Context) error {
 		return err
 	}
 	rep, err := bench.Run(c.Context, bench.Config{
-		MySQLDSN: c.String("mysql-dsn"), RedisURL: c.String("redis-url"), RelayBinary: bin,
+		MySQLDSN: c.String("mysql-dsn"), RedisURL: c.String("redis-url"), RelayBinary: bin, BaselineBinary: c.String("baseline-relay-binary"),
 		Rows: c.Int("rows"), TxRows: c.Int("tx-rows"), LargeRows: c.Int("large-rows"), HugeRows: c.Int("huge-rows"), NaiveRows: c.Int("naive-rows"),
 		AppRows: c.Int("app-rows"), Conns: c.Int("conns"), Streams: c.Int("streams"), LiveDuration: c.Duration("live-duration"),
 		LiveRate: c.Float64("live-rate"), SkipBigTx: c.Bool("skip-big-tx"), Tenants: c.Int("tenants"), Workloads: c.StringSlice("workloads"), Log: log.With("component", "bench"),

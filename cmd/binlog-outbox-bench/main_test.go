@@ -79,11 +79,19 @@ func TestBench_Smoke(t *testing.T) {
 			t.Errorf("%s (%s): p99 %v, minimal relay's p99 %v, ratio %v; want the ratio of the two", r.Workload, r.Mode, r.P99ms, r.CeilP99ms, r.Ratio)
 		}
 	}
+	if len(rep.Tenants) != 2 || rep.Tenants[1].Ratio == 0 {
+		t.Errorf("tenants catch-ups %+v: want the one table and the tenants, with their ratio", rep.Tenants)
+	}
+	for _, f := range rep.Tenants {
+		if f.EventsPerSec == 0 || f.ReadySec <= 0 || f.PeakRSSMB == 0 {
+			t.Errorf("tenants catch-up %q: %+v, want its rate, time to the first entry and peak RSS", f.Name, f)
+		}
+	}
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"x ceiling", "go-mysql read+decode single", "go-mysql read+decode app", "naive polling relay",
+	for _, want := range []string{"x ceiling", "binlog catch-up, one pattern", "go-mysql read+decode single", "go-mysql read+decode app", "naive polling relay",
 		"catch-up one 400-row tx", "catch-up app-shaped tx", "live, 200 tx/s", "live, 8 durable producers", "minimal relay p99",
 		"over 20 tenants", "poll mode, 20 idle tenant tables"} {
 		if !strings.Contains(table.String(), want) {
