@@ -21,6 +21,8 @@ import (
 // stream, a bad --rate and a bad --since; then it backfills, --json
 // reporting what it appended, and a second run appends nothing.
 func TestBackfillCommand_RefusesAndRuns(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
@@ -74,6 +76,8 @@ func TestBackfillCommand_RefusesAndRuns(t *testing.T) {
 // SIGKILL at random moments, each run again with the same command line
 // until one finishes: every row is once in the backfill's stream.
 func TestBackfillCommand_KilledExactlyOnce(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	const rows = 600

@@ -33,6 +33,8 @@ func writeFile(t *testing.T, name, content string) string {
 // loadArgs runs loadConfig on a command line of global flags.
 func loadArgs(t *testing.T, args ...string) (config, error) {
 	t.Helper()
+	appMu.Lock()
+	defer appMu.Unlock()
 	var cfg config
 	var err error
 	app := &cli.App{Flags: globalFlags(), Writer: io.Discard, ErrWriter: io.Discard, Action: func(c *cli.Context) error {
@@ -141,6 +143,8 @@ func TestLaravelEnv_Config(t *testing.T) {
 }
 
 func TestLaravelEnv_Errors(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	const secret = "hunter2pw"
 	base := "DB_DATABASE=app\nDB_USERNAME=u\nDB_PASSWORD=" + secret + "\nREDIS_PASSWORD=" + secret + "\n"
 	missing := filepath.Join(t.TempDir(), ".env")
@@ -189,6 +193,8 @@ func TestLaravelEnv_Errors(t *testing.T) {
 // table) reaches a password-protected MariaDB user and a Redis ACL user,
 // passes check and relays, and prints neither password.
 func TestLaravelEnv_CheckAndRun(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	rs := testsvc.SharedRedis(t)
 	rs.RequirePrivate(t, "create a Redis ACL user")
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), rs)

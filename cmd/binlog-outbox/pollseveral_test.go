@@ -32,6 +32,8 @@ func pollTenantArgs(prefix string) []string {
 // dropped has its poller stopped with a log line while the others go on;
 // another database's outbox is left alone; every table's mode key says poll.
 func TestRun_PollManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()
@@ -108,6 +110,8 @@ func TestRun_PollManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
 // and is ready only when every table is; --mode auto on a server whose user
 // lacks the REPLICATION privileges polls every table.
 func TestCheckAndRun_PollSeveralTablesWithoutBinlogAccess(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()

@@ -21,6 +21,8 @@ import (
 // the configuration `check` would start from, without running it.
 func resolveArgs(t *testing.T, args ...string) (config, error) {
 	t.Helper()
+	appMu.Lock()
+	defer appMu.Unlock()
 	app := NewApp()
 	app.Writer, app.ErrWriter = io.Discard, io.Discard
 	var cfg config

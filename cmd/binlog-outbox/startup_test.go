@@ -18,6 +18,8 @@ import (
 // relay that does not stop at its start is a failure, not a hang.
 func runUntil(t *testing.T, d time.Duration, args ...string) (stdout, stderr string, code int, stopped bool) {
 	t.Helper()
+	appMu.Lock()
+	defer appMu.Unlock()
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -78,6 +80,8 @@ func sameRefusal(t *testing.T, global, flags []string) string {
 // TestCheckRun_SameRefusals: each value that stops run at its start makes
 // check fail first, with run's error and its hint as the fix.
 func TestCheckRun_SameRefusals(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
 	ctx := context.Background()
@@ -129,6 +133,8 @@ func TestCheckRun_SameRefusals(t *testing.T) {
 // TestRun_StartFailuresHint: run against servers it cannot use stops with
 // the cause and, on a hint line, the fix check prints for it.
 func TestRun_StartFailuresHint(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	m := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, m, testsvc.SharedRedis(t))
 	locked := testsvc.StartRedis(t, testsvc.RedisOptions{})
