@@ -21,7 +21,9 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
-func TestMain(m *testing.M) { testsvc.Main(m) }
+// The conformance cases wait on their servers and faults far more than on
+// the CPU: more of them run at a time than the machine has cores.
+func TestMain(m *testing.M) { testsvc.MainParallel(m, 6) }
 
 // testLogger shows the relay's logs with -v only.
 func testLogger(t testing.TB) *slog.Logger {

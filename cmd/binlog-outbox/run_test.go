@@ -178,6 +178,8 @@ func TestRun_SecondSignalExitsAtOnce(t *testing.T) {
 }
 
 func TestRun_RefusesWrongServerSettings(t *testing.T) {
+	// Each case has a MariaDB of its own.
+	t.Parallel()
 	tests := []struct {
 		name    string
 		args    []string
