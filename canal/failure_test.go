@@ -258,8 +258,6 @@ func TestReader_PurgedBinlogRefusesToStart(t *testing.T) {
 // appended, the position stays, the log holds a bounded number of ERROR lines
 // with the hint once, and everything arrives, once, when memory is freed.
 func TestReader_RedisOutOfMemoryLosesNothing(t *testing.T) {
-	// Its Redis and database are its own, its server id too.
-	t.Parallel()
 	rs := testsvc.StartRedis(t, testsvc.RedisOptions{})
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), rs)
 	ctx := context.Background()

@@ -113,6 +113,9 @@ func start(p *Poller) (stop func() error) {
 }
 
 func TestPoller_Conformance(t *testing.T) {
+	// Every case has its own database, Redis database or stream prefix,
+	// and proxies (relaytest.RunSuiteOn).
+	t.Parallel()
 	features := relaytest.Features{PerAggregateOrder: true, DeadLettersInvalidJSON: true, PromptStopOnDeadMySQLLink: true}
 	dedupe := features
 	dedupe.AtLeastOnceWithDedupe = true

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,20 +16,27 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
-// runUntil drives the app in-process as run does, but gives up after d: a
-// relay that does not stop at its start is a failure, not a hang.
+// runUntil runs the relay's binary with args, as an operator does, but
+// gives up after d: a relay that does not stop at its start is a failure,
+// not a hang. A process of its own, not the app in-process: the refusals
+// come from the same code, and the in-process runs (appMu) stay short.
 func runUntil(t *testing.T, d time.Duration, args ...string) (stdout, stderr string, code int, stopped bool) {
 	t.Helper()
-	appMu.Lock()
-	defer appMu.Unlock()
-	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	app := NewApp()
-	app.Writer, app.ErrWriter = &out, &errb
-	err := app.RunContext(ctx, append([]string{"binlog-outbox"}, args...))
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
 	stopped = ctx.Err() == nil
-	code = reportError(&errb, err)
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatalf("run %s: %v", binary(t), err)
+	}
 	return out.String(), errb.String(), code, stopped
 }
 
