@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/urfave/cli/v2"
+
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/settings"
@@ -21,20 +23,49 @@ import (
 // CPU: more of them run at a time than the machine has cores.
 func TestMain(m *testing.M) { testsvc.MainParallel(m, 6) }
 
-// appMu lets one in-process app run at a time: urfave/cli applies its
-// package-level help flag (cli.HelpFlag) and help command to every app it
-// runs, so two apps running at once race. Relay processes do not share it.
+// appMu lets one in-process app at a time read its command line: urfave/cli
+// applies its package-level help flag (cli.HelpFlag) and help command to
+// every app it runs, so two apps parsing at once race. Relay processes do
+// not share it.
 var appMu sync.Mutex
+
+// parseAlone takes appMu until app's command line is read: every action of
+// app, set before the call, gives it up as it starts, and so does the
+// returned done, which the caller defers (a command line refused before
+// any action).
+func parseAlone(app *cli.App) (done func()) {
+	appMu.Lock()
+	var once sync.Once
+	done = func() { once.Do(appMu.Unlock) }
+	wrap := func(action cli.ActionFunc) cli.ActionFunc {
+		if action == nil {
+			return nil
+		}
+		return func(c *cli.Context) error {
+			done()
+			return action(c)
+		}
+	}
+	var walk func(cmds []*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			c.Action = wrap(c.Action)
+			walk(c.Subcommands)
+		}
+	}
+	app.Action = wrap(app.Action)
+	walk(app.Commands)
+	return done
+}
 
 // run drives the app in-process as main does and returns what it printed and
 // its exit code.
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	appMu.Lock()
-	defer appMu.Unlock()
 	var out, errb bytes.Buffer
 	app := NewApp()
 	app.Writer, app.ErrWriter = &out, &errb
+	defer parseAlone(app)()
 	err := app.Run(append([]string{"binlog-outbox"}, args...))
 	code = reportError(&errb, err)
 	return out.String(), errb.String(), code

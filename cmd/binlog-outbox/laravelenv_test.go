@@ -33,14 +33,13 @@ func writeFile(t *testing.T, name, content string) string {
 // loadArgs runs loadConfig on a command line of global flags.
 func loadArgs(t *testing.T, args ...string) (config, error) {
 	t.Helper()
-	appMu.Lock()
-	defer appMu.Unlock()
 	var cfg config
 	var err error
 	app := &cli.App{Flags: globalFlags(), Writer: io.Discard, ErrWriter: io.Discard, Action: func(c *cli.Context) error {
 		cfg, err = loadConfig(c)
 		return nil
 	}}
+	defer parseAlone(app)()
 	if runErr := app.Run(append([]string{"binlog-outbox"}, args...)); runErr != nil {
 		t.Fatal(runErr)
 	}

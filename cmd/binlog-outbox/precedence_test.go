@@ -21,8 +21,6 @@ import (
 // the configuration `check` would start from, without running it.
 func resolveArgs(t *testing.T, args ...string) (config, error) {
 	t.Helper()
-	appMu.Lock()
-	defer appMu.Unlock()
 	app := NewApp()
 	app.Writer, app.ErrWriter = io.Discard, io.Discard
 	var cfg config
@@ -35,6 +33,7 @@ func resolveArgs(t *testing.T, args ...string) (config, error) {
 			}
 		}
 	}
+	defer parseAlone(app)()
 	if runErr := app.Run(append([]string{"binlog-outbox"}, args...)); runErr != nil {
 		t.Fatalf("%v: %v", args, runErr)
 	}

@@ -111,6 +111,7 @@ func TestValidateFlags_DefaultsPass(t *testing.T) {
 		}
 	}
 	walk(nil, app.Commands)
+	// One app for every path: appMu for all of them, the actions are no-ops.
 	appMu.Lock()
 	defer appMu.Unlock()
 	for _, p := range paths {
