@@ -202,8 +202,8 @@ func TestHelp_HidesSecrets(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	// It starts no server and dials only closed ports.
-	t.Parallel()
+	// Not parallel: its many in-process runs would keep the others
+	// waiting for appMu.
 	tests := []struct {
 		name string
 		args []string

@@ -142,8 +142,8 @@ func TestLaravelEnv_Config(t *testing.T) {
 }
 
 func TestLaravelEnv_Errors(t *testing.T) {
-	// Its database, Redis database and server id are its own.
-	t.Parallel()
+	// Not parallel: its many in-process runs would keep the others
+	// waiting for appMu.
 	const secret = "hunter2pw"
 	base := "DB_DATABASE=app\nDB_USERNAME=u\nDB_PASSWORD=" + secret + "\nREDIS_PASSWORD=" + secret + "\n"
 	missing := filepath.Join(t.TempDir(), ".env")

@@ -67,8 +67,8 @@ func commandsWith(name string) [][]string {
 // by every command that takes the flag, before it connects anywhere, with
 // exit code 2 and an error naming the flag and what it takes.
 func TestValidateFlags_Refused(t *testing.T) {
-	// It starts no server and connects nowhere.
-	t.Parallel()
+	// Not parallel: its many in-process runs would keep the others
+	// waiting for appMu.
 	for _, r := range settings.Ranges() {
 		bad, ok := badValues[r.Flag]
 		if !ok {
