@@ -199,6 +199,8 @@ func TestReader_StatementFormatInsertIsReported(t *testing.T) {
 }
 
 func TestReader_PurgedBinlogRefusesToStart(t *testing.T) {
+	// Its MariaDB is its own.
+	t.Parallel()
 	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()
@@ -327,6 +329,8 @@ func TestReader_PositionOfAnotherServerRefused(t *testing.T) {
 }
 
 func TestReader_ServerIDClashIsAClearError(t *testing.T) {
+	// Its database and Redis database are its own, its server id too.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	id := uint32(2900 + serverIDs.next())
 	r1, _ := newReader(t, env, func(c *Config) { c.ServerID = id; c.ServerIDClashGrace = time.Second })

@@ -21,7 +21,9 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
-func TestMain(m *testing.M) { testsvc.Main(m) }
+// The conformance cases wait on their servers and faults far more than on
+// the CPU: more of them run at a time than the machine has cores.
+func TestMain(m *testing.M) { testsvc.MainParallel(m, 4) }
 
 // testLogger shows the relay's logs with -v only.
 func testLogger(t testing.TB) *slog.Logger {
@@ -184,6 +186,9 @@ func stopChecked(ctx context.Context, t testing.TB, env *relaytest.Env, rec *rel
 // TestReader_Conformance runs the suite on every topology: a standalone
 // Redis, Sentinel and a Cluster, each without and with a lease.
 func TestReader_Conformance(t *testing.T) {
+	// Every case has its own database, Redis database or stream prefix,
+	// and proxies (relaytest.RunSuiteOn).
+	t.Parallel()
 	for _, tp := range relaytest.Topologies() {
 		t.Run(tp.String(), func(t *testing.T) {
 			t.Parallel()

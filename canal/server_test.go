@@ -18,6 +18,8 @@ import (
 // files have the same names. The dump connection checks the identity
 // itself: nothing is read until both reach the same server.
 func TestReader_BinlogConnectionOnAnotherServer(t *testing.T) {
+	// Its MariaDB servers are its own.
+	t.Parallel()
 	primary := testsvc.StartPrimary(t, testsvc.MariaDBOptions{})
 	replica := testsvc.StartReplica(t, primary, 2, testsvc.MariaDBOptions{})
 	env := relaytest.NewEnv(t, primary, testsvc.SharedRedis(t))

@@ -18,6 +18,8 @@ import (
 // from the stored position, not from where it had read to: the refused
 // batch is appended then, once.
 func TestReader_LeaseRefusedByTheScript(t *testing.T) {
+	// Its database and Redis database are its own, its server id too.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	key := "binlog-outbox:position:" + env.Database + "." + env.Table + ":lease"
@@ -101,6 +103,8 @@ func TestReader_LeaseRefusedByTheScript(t *testing.T) {
 // must give it up after LeaseStepDown, so that a standby that reaches MySQL
 // takes over, and then wait as a standby itself rather than exit.
 func TestReader_HolderThatCannotReadStepsDown(t *testing.T) {
+	// Its database and Redis database are its own, its server id too.
+	t.Parallel()
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()

@@ -19,6 +19,8 @@ import (
 // cut the batch only afterwards). Every row is still delivered once, each
 // aggregate in order.
 func TestPoller_ReadsAtMostMaxBatchBytesPerRound(t *testing.T) {
+	// Its database and Redis database are its own.
+	t.Parallel()
 	env := newEnv(t)
 	ctx := context.Background()
 	const (

@@ -22,7 +22,9 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
-func TestMain(m *testing.M) { testsvc.Main(m) }
+// The conformance cases wait on their servers and faults far more than on
+// the CPU: more of them run at a time than the machine has cores.
+func TestMain(m *testing.M) { testsvc.MainParallel(m, 6) }
 
 // testLogger shows the relay's logs with -v only.
 func testLogger(t testing.TB) *slog.Logger {
@@ -111,6 +113,9 @@ func start(p *Poller) (stop func() error) {
 }
 
 func TestPoller_Conformance(t *testing.T) {
+	// Every case has its own database, Redis database or stream prefix,
+	// and proxies (relaytest.RunSuiteOn).
+	t.Parallel()
 	features := relaytest.Features{PerAggregateOrder: true, DeadLettersInvalidJSON: true, PromptStopOnDeadMySQLLink: true}
 	dedupe := features
 	dedupe.AtLeastOnceWithDedupe = true
@@ -197,6 +202,8 @@ func insertBacklog(t testing.TB, db *sql.DB, table string, n, aggregates int, re
 // backlog of interleaved aggregates while producers keep writing: every row
 // relayed once (dedupe window on), none lost, each aggregate in order.
 func TestPoller_ConcurrentRelaysKeepAggregateOrder(t *testing.T) {
+	// Its database and Redis database are its own.
+	t.Parallel()
 	env := newEnv(t)
 	ctx := context.Background()
 	n := backlogRows(t)
@@ -514,6 +521,8 @@ func TestPoller_RunStopsOnUnfitTable(t *testing.T) {
 // under a poller retrying every 100ms: the failure is logged once with its
 // hint, the rows stay unsent, and they arrive once memory is freed.
 func TestPoller_RedisOutOfMemoryLogsOnce(t *testing.T) {
+	// Its Redis and database are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.StartRedis(t, testsvc.RedisOptions{}))
 	ctx := context.Background()
 	logs := &relaytest.Logs{}

@@ -56,6 +56,8 @@ func TestSlotPositionKey_InItsSlot(t *testing.T) {
 
 // Redis itself puts the keys where Slot says.
 func TestSlot_AsTheClusterHashes(t *testing.T) {
+	// Its Redis Cluster is its own.
+	t.Parallel()
 	c := testsvc.StartRedisCluster(t).Client(t)
 	ctx := context.Background()
 	for _, key := range []string{"outbox:order", "outbox:invoice:7", "binlog-outbox:position:db.t:{" + SlotTag(42) + "}", "x{ab}y", "{}z"} {
@@ -120,6 +122,8 @@ func appendSteps(ctx context.Context, t *testing.T, s *Sink, steps ...clusterSte
 // position; a relay that stopped after some of a batch's scripts resumes
 // from the position key, and the slots that ran skip that batch.
 func TestSink_ClusterSlotsSkipWhatTheyHold(t *testing.T) {
+	// Its Redis Cluster is its own.
+	t.Parallel()
 	c := testsvc.StartRedisCluster(t).Client(t)
 	ctx := context.Background()
 	cfg := Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true}
@@ -230,6 +234,8 @@ func TestNew_ClusterRefusesALeaseWithoutEpochs(t *testing.T) {
 // slot's position, the other slots skip what they hold, and the lost
 // entries are appended again, once.
 func TestSink_ClusterSlotRolledBack(t *testing.T) {
+	// Its Redis Cluster is its own.
+	t.Parallel()
 	c := testsvc.StartRedisCluster(t).Client(t)
 	ctx := context.Background()
 	cfg := Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true}
@@ -323,6 +329,8 @@ func TestSink_ClusterSlotRolledBack(t *testing.T) {
 // (ClusterACLRules) is enough for the lease, appends and positions on a
 // cluster.
 func TestSink_ClusterWithTheRelaysACL(t *testing.T) {
+	// Its Redis Cluster is its own.
+	t.Parallel()
 	rc := testsvc.StartRedisCluster(t)
 	admin := rc.Client(t)
 	ctx := context.Background()
@@ -385,6 +393,8 @@ func toAny(ss []string) []any {
 // none, and the lost entries come back once. Deleting the slot positions
 // (position set and reset) deletes the record first.
 func TestSink_ClusterSlotRecordAfterRestart(t *testing.T) {
+	// Its Redis Cluster is its own.
+	t.Parallel()
 	c := testsvc.StartRedisCluster(t).Client(t)
 	ctx := context.Background()
 	cfg := Config{Stream: "outbox:{aggregate_type}:{aggregate_id}", PositionKey: "binlog-outbox:position:app.outbox", Cluster: true}

@@ -23,6 +23,9 @@ var serverIDs atomic.Uint32
 // (canal) uses the default Config.MultiMin, where its small live batches go
 // through the script; a Cluster appends per slot, never by MULTI/EXEC.
 func TestAppendMulti_Conformance(t *testing.T) {
+	// Every case has its own database, Redis database or stream prefix,
+	// and proxies (relaytest.RunSuiteOn).
+	t.Parallel()
 	for _, tp := range relaytest.Topologies() {
 		if tp.Redis == relaytest.Cluster {
 			continue

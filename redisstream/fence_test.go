@@ -56,6 +56,8 @@ func entries(t *testing.T, c redis.UniversalClient, streams ...string) int64 {
 // missing fence is raised by the holder's next script there, and an epoch
 // counter that went back is raised and taken again higher.
 func TestSink_ClusterLeaseFencesTheFormerHolder(t *testing.T) {
+	// Its Redis Cluster is its own.
+	t.Parallel()
 	rc := testsvc.StartRedisCluster(t)
 	c := rc.Client(t)
 	ctx := context.Background()

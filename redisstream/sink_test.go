@@ -15,7 +15,10 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
-func TestMain(m *testing.M) { testsvc.Main(m) }
+// The cluster tests and the conformance cases wait on their servers and
+// faults far more than on the CPU: more of them run at a time than the
+// machine has cores.
+func TestMain(m *testing.M) { testsvc.MainParallel(m, 6) }
 
 func newSink(t testing.TB, url string, cfg Config) (*Sink, *redis.Client) {
 	t.Helper()

@@ -7,7 +7,10 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
@@ -16,7 +19,44 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
-func TestMain(m *testing.M) { testsvc.Main(m) }
+// The tests wait on private servers and relay processes far more than on the
+// CPU: more of them run at a time than the machine has cores.
+func TestMain(m *testing.M) { testsvc.MainParallel(m, 6) }
+
+// appMu lets one in-process app at a time read its command line: urfave/cli
+// applies its package-level help flag (cli.HelpFlag) and help command to
+// every app it runs, so two apps parsing at once race. Relay processes do
+// not share it.
+var appMu sync.Mutex
+
+// parseAlone takes appMu until app's command line is read: every action of
+// app, set before the call, gives it up as it starts, and so does the
+// returned done, which the caller defers (a command line refused before
+// any action).
+func parseAlone(app *cli.App) (done func()) {
+	appMu.Lock()
+	var once sync.Once
+	done = func() { once.Do(appMu.Unlock) }
+	wrap := func(action cli.ActionFunc) cli.ActionFunc {
+		if action == nil {
+			return nil
+		}
+		return func(c *cli.Context) error {
+			done()
+			return action(c)
+		}
+	}
+	var walk func(cmds []*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			c.Action = wrap(c.Action)
+			walk(c.Subcommands)
+		}
+	}
+	app.Action = wrap(app.Action)
+	walk(app.Commands)
+	return done
+}
 
 // run drives the app in-process as main does and returns what it printed and
 // its exit code.
@@ -25,6 +65,7 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	var out, errb bytes.Buffer
 	app := NewApp()
 	app.Writer, app.ErrWriter = &out, &errb
+	defer parseAlone(app)()
 	err := app.Run(append([]string{"binlog-outbox"}, args...))
 	code = reportError(&errb, err)
 	return out.String(), errb.String(), code
@@ -53,6 +94,8 @@ func applyAndCheck(t *testing.T, m *testsvc.MariaDB, checkArgs ...string) (stdou
 }
 
 func TestCheck_AllPass(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	out, code := applyAndCheck(t, testsvc.SharedMariaDB(t), "--mode", "binlog")
 	if code != 0 {
 		t.Errorf("exit %d, want 0", code)
@@ -104,6 +147,8 @@ func TestCheck_StatementFormat(t *testing.T) {
 }
 
 func TestCheck_NeitherModeFailsAuto(t *testing.T) {
+	// It starts no server and dials only closed ports.
+	t.Parallel()
 	dsn := fmt.Sprintf("relay:hunter2pw@tcp(127.0.0.1:%d)/app", closedPort(t))
 	out, errOut, code := run(t, "--mysql-dsn", dsn, "--redis-url", fmt.Sprintf("redis://:hunter2pw@127.0.0.1:%d/0", closedPort(t)), "check", "--timeout", "5s")
 	if code != 1 {
@@ -157,6 +202,8 @@ func TestHelp_HidesSecrets(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
+	// Not parallel: its many in-process runs would keep the others
+	// waiting for appMu.
 	tests := []struct {
 		name string
 		args []string
@@ -198,6 +245,8 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestLoadConfig_LogsRedactedConfig(t *testing.T) {
+	// It starts no server and dials only closed ports.
+	t.Parallel()
 	dsn := fmt.Sprintf("u:hunter2pw@tcp(127.0.0.1:%d)/app", closedPort(t))
 	_, errOut, _ := run(t, "--log-level", "debug", "--log-format", "json", "--mysql-dsn", dsn,
 		"--redis-url", "redis://:hunter2pw@127.0.0.1:1/0", "check", "--timeout", "2s")
@@ -262,6 +311,8 @@ func TestTolerateOwnServerID(t *testing.T) {
 // check shows the id --server-id-range chose, which is the one run reads
 // with; a range past the largest id is refused.
 func TestCheck_ServerIDRange(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	host, err := os.Hostname()
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 // fails `check` with the fix, and that `run` refuses to start with the same
 // words, in either mode: the modes would relay different bytes.
 func TestCheckAndRun_UnconvertibleCharset(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	if _, err := env.DB.Exec("ALTER TABLE `" + env.Table + "` MODIFY event_type VARCHAR(255) CHARACTER SET sjis NOT NULL"); err != nil {
 		t.Fatal(err)

@@ -93,6 +93,8 @@ const oldRows = "occurred_at < UTC_TIMESTAMP(6) - INTERVAL 7 DAY"
 // no relay ran, 2 for bad flags and a table it cannot read. What cleanup
 // deletes is tested in package admin.
 func TestCleanup_Output(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	rec := relaytest.NewProduced()
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}

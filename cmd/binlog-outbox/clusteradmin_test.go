@@ -269,7 +269,9 @@ func TestRedisCluster_StatusPositionVerifyMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc.Nodes[m].Kill()
-	out, errOut, code = run(t, cmd("mark-appended", "--allow-trimmed")...)
+	// The relay's binary, at once: an in-process run could wait for appMu
+	// until the cluster has failed over.
+	out, errOut, code, _ = runUntil(t, 60*time.Second, cmd("mark-appended", "--allow-trimmed")...)
 	if code == 0 || out != "" || !(strings.Contains(errOut, "SCAN for streams outbox:*:* on master "+rc.Addrs()[m]) && strings.Contains(errOut, "hint: the master is unreachable") ||
 		strings.Contains(errOut, "CLUSTER SLOTS")) {
 		t.Errorf("mark-appended with master %s down: exit %d, want the listing refused\n%s%s", rc.Addrs()[m], code, out, errOut)

@@ -259,7 +259,9 @@ func TestCleanup_RedisCluster(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		_, errOut, code := run(t, append(global, "cleanup", "--older-than", "7d", "--wait", "60s")...)
+		// The relay's binary, at once: an in-process run could wait for
+		// appMu past the failover.
+		_, errOut, code, _ := runUntil(t, 90*time.Second, append(global, "cleanup", "--older-than", "7d", "--wait", "60s")...)
 		done <- result{errOut, code}
 	}()
 	// The failover must come after cleanup has read the masters it waits

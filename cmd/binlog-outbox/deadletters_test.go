@@ -59,6 +59,8 @@ func messageIDs(t *testing.T, rdb redis.UniversalClient, stream string) map[stri
 // replay by --id of a row already replayed. A row still undeliverable stays
 // with its new reason and exit 1; purge deletes by age.
 func TestDeadLetters_ReplayExactlyOnce(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	for _, mode := range []string{"binlog", "poll"} {
 		t.Run(mode, func(t *testing.T) { testReplayExactlyOnce(t, mode) })
 	}
@@ -198,6 +200,8 @@ func testReplayExactlyOnce(t *testing.T, mode string) {
 // SIGKILL at random moments, again and again until one finishes, deliver
 // each of 300 dead-lettered rows exactly once while the relay runs.
 func TestDeadLetters_ReplayKilledExactlyOnce(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	const rows = 300

@@ -31,6 +31,8 @@ func carriedFlags(env *relaytest.Env) []string {
 // both modes: --column schema_version=... and --extra-column reach the
 // reader and the poller.
 func TestRun_CarriedColumns(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	for _, m := range []string{mode.Binlog, mode.Poll} {
 		t.Run(m, func(t *testing.T) {
 			env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
@@ -58,6 +60,8 @@ func TestRun_CarriedColumns(t *testing.T) {
 // the table lacks with the columns it has, or on one of a type the modes
 // would render differently.
 func TestCheck_ExtraColumns(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	if _, err := env.DB.Exec("ALTER TABLE outbox ADD tenant_id VARCHAR(64) NULL, ADD created DATETIME NULL"); err != nil {
 		t.Fatal(err)

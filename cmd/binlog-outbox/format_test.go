@@ -23,6 +23,8 @@ const orderChangedClass = `App\Message\OrderChanged`
 // modes: mapped event types become Messenger messages on the one stream, an
 // unmapped one a dead letter that the metrics count.
 func TestRun_MessengerFormat(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	for _, mode := range []string{"binlog", "poll"} {
 		t.Run(mode, func(t *testing.T) {
 			env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
@@ -88,6 +90,8 @@ func TestRun_MessengerFormat(t *testing.T) {
 }
 
 func TestCheck_ReportsEntryFormat(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	messenger := []string{"--mode", "binlog", "--format", redisstream.FormatMessenger, "--messenger-class", `order.placed=\App\Message\OrderPlaced`, "--messenger-stamp", `App\Messenger\OutboxStamp`}
 	out, code := applyAndCheck(t, testsvc.SharedMariaDB(t), messenger...)
 	if code != 0 {

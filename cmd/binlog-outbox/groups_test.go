@@ -16,6 +16,8 @@ import (
 // --ensure-group names, in both modes: each stream has both groups, and
 // XREADGROUP of each group delivers every entry of the stream from the first.
 func TestRun_EnsureGroupSeesEveryEntry(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	for _, m := range []string{"binlog", "poll"} {
 		t.Run(m, func(t *testing.T) {
 			env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
@@ -63,6 +65,8 @@ func TestRun_EnsureGroupSeesEveryEntry(t *testing.T) {
 // while two groups consume at different paces: the entries both acknowledged
 // go, the ones group b has not read stay.
 func TestRun_TrimAckedKeepsWhatAGroupNeeds(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()

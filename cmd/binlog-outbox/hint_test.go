@@ -19,6 +19,8 @@ import (
 // once: the retried one as a log attribute, the final one on the CLI's
 // "hint:" line, and neither inside an error text.
 func TestRun_HintOnce(t *testing.T) {
+	// Its Redis and database are its own, its server id too.
+	t.Parallel()
 	rs := testsvc.StartRedis(t, testsvc.RedisOptions{})
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), rs)
 	ctx := context.Background()
@@ -28,7 +30,9 @@ func TestRun_HintOnce(t *testing.T) {
 	runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	code := make(chan int, 1)
+	parsed := parseAlone(app)
 	go func() {
+		defer parsed()
 		err := app.RunContext(runCtx, []string{"binlog-outbox", "--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL,
 			"--log-format", "json", "--server-id", strconv.Itoa(4000 + int(crc32.ChecksumIEEE([]byte(env.Database))%1000000)),
 			"run", "--mode", "binlog"})

@@ -39,6 +39,7 @@ func loadArgs(t *testing.T, args ...string) (config, error) {
 		cfg, err = loadConfig(c)
 		return nil
 	}}
+	defer parseAlone(app)()
 	if runErr := app.Run(append([]string{"binlog-outbox"}, args...)); runErr != nil {
 		t.Fatal(runErr)
 	}
@@ -141,6 +142,8 @@ func TestLaravelEnv_Config(t *testing.T) {
 }
 
 func TestLaravelEnv_Errors(t *testing.T) {
+	// Not parallel: its many in-process runs would keep the others
+	// waiting for appMu.
 	const secret = "hunter2pw"
 	base := "DB_DATABASE=app\nDB_USERNAME=u\nDB_PASSWORD=" + secret + "\nREDIS_PASSWORD=" + secret + "\n"
 	missing := filepath.Join(t.TempDir(), ".env")
@@ -189,6 +192,8 @@ func TestLaravelEnv_Errors(t *testing.T) {
 // table) reaches a password-protected MariaDB user and a Redis ACL user,
 // passes check and relays, and prints neither password.
 func TestLaravelEnv_CheckAndRun(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	rs := testsvc.SharedRedis(t)
 	rs.RequirePrivate(t, "create a Redis ACL user")
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), rs)

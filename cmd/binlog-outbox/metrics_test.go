@@ -86,6 +86,9 @@ func (s scraper) waitReady(code int, want string) {
 // and rows keep coming, back to 0 and ready once Redis returns, with a
 // "catching up" and a "caught up" line in between.
 func TestRun_MetricsLagAndReadiness(t *testing.T) {
+	// Each mode has a Redis and a database of its own, binlog mode its
+	// MariaDB too.
+	t.Parallel()
 	if _, err := os.Stat(promtool); err != nil {
 		t.Fatalf("%s is missing (%v); install it with: apt-get install prometheus", promtool, err)
 	}

@@ -70,6 +70,8 @@ func TestRun_LowerCaseTableNames(t *testing.T) {
 // is no table when only outbox exists, and both check and run say so, with
 // the name that exists.
 func TestRun_CaseSensitiveTableNameMissing(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	out, errOut, code := run(t, "--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--table", "Outbox", "check", "--mode", "binlog")
 	if code == 0 || !strings.Contains(out, "binlog mode: not ready") || !strings.Contains(out, "--table outbox") {

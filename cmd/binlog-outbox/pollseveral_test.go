@@ -32,6 +32,8 @@ func pollTenantArgs(prefix string) []string {
 // dropped has its poller stopped with a log line while the others go on;
 // another database's outbox is left alone; every table's mode key says poll.
 func TestRun_PollManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()
@@ -108,6 +110,8 @@ func TestRun_PollManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
 // and is ready only when every table is; --mode auto on a server whose user
 // lacks the REPLICATION privileges polls every table.
 func TestCheckAndRun_PollSeveralTablesWithoutBinlogAccess(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()
@@ -179,6 +183,8 @@ func TestCheckAndRun_PollSeveralTablesWithoutBinlogAccess(t *testing.T) {
 // it holds no row the relay warns and looks again at every listing; its
 // first row stops the relay with the reason.
 func TestRun_PollSeveralTablesComeAndGo(t *testing.T) {
+	// Its databases and Redis database are its own.
+	t.Parallel()
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()
@@ -191,7 +197,9 @@ func TestRun_PollSeveralTablesComeAndGo(t *testing.T) {
 	defer cancel()
 	port := closedPort(t)
 	done := make(chan error, 1)
+	parsed := parseAlone(app)
 	go func() {
+		defer parsed()
 		done <- app.RunContext(runCtx, append([]string{"binlog-outbox", "--mysql-dsn", srv.DSN(env.Database), "--redis-url", env.RedisURL, "--log-format", "json", "run"},
 			append(pollTenantArgs(prefix), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "--probe-interval", "20ms")...))
 	}()

@@ -33,6 +33,7 @@ func resolveArgs(t *testing.T, args ...string) (config, error) {
 			}
 		}
 	}
+	defer parseAlone(app)()
 	if runErr := app.Run(append([]string{"binlog-outbox"}, args...)); runErr != nil {
 		t.Fatalf("%v: %v", args, runErr)
 	}

@@ -125,6 +125,8 @@ func posKey(env *relaytest.Env) string {
 }
 
 func TestRun_KilledRepeatedlyDuringLoadExactlyOnce(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
@@ -161,6 +163,8 @@ func TestRun_KilledRepeatedlyDuringLoadExactlyOnce(t *testing.T) {
 }
 
 func TestRun_SecondSignalExitsAtOnce(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	p := startRelay(t, env, "--mode", "binlog")
 	waitStoredPosition(t, env, posKey(env))
@@ -174,6 +178,8 @@ func TestRun_SecondSignalExitsAtOnce(t *testing.T) {
 }
 
 func TestRun_RefusesWrongServerSettings(t *testing.T) {
+	// Each case has a MariaDB of its own.
+	t.Parallel()
 	tests := []struct {
 		name    string
 		args    []string
@@ -200,6 +206,8 @@ func TestRun_RefusesWrongServerSettings(t *testing.T) {
 }
 
 func TestRun_RefusesMissingGrants(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	user := fmt.Sprintf("nogrant%d", time.Now().UnixNano()%1e6)
@@ -220,6 +228,8 @@ func TestRun_RefusesMissingGrants(t *testing.T) {
 }
 
 func TestPosition_ShowSetReset(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
 	out, errOut, code := run(t, append(global, "position", "show")...)
@@ -338,6 +348,8 @@ func TestRun_MillionRowTransaction(t *testing.T) {
 }
 
 func TestRun_AutoFallsBackToPollAndSaysWhy(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: []string{"--binlog-format=STATEMENT"}})
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()
@@ -363,6 +375,8 @@ func TestRun_AutoFallsBackToPollAndSaysWhy(t *testing.T) {
 // the binlog relay overlap with the same dedupe window, then the pollers
 // stop. Nothing is lost, nothing appended twice, per-aggregate order holds.
 func TestRun_SwitchPollToBinlog(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
@@ -413,6 +427,8 @@ func TestRun_SwitchPollToBinlog(t *testing.T) {
 // without a stop: the binlog relay runs with the dedupe window while
 // mark-appended marks what it appended before, then the pollers overlap it.
 func TestRun_SwitchBinlogToPoll(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
@@ -459,6 +475,8 @@ func TestRun_SwitchBinlogToPoll(t *testing.T) {
 }
 
 func TestRun_ServesMetrics(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	port := closedPort(t)
@@ -490,6 +508,8 @@ func TestRun_ServesMetrics(t *testing.T) {
 // TestRun_AutoModeIsSticky: once a table was relayed in binlog mode, auto mode
 // refuses to fall back to polling, which would append every row again.
 func TestRun_AutoModeIsSticky(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{})
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()

@@ -81,6 +81,8 @@ func newSeedEnv(t *testing.T, tt seedTable) *relaytest.Env {
 }
 
 func TestCheck_SeedTables(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	for _, tt := range seedTables {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newSeedEnv(t, tt)
@@ -102,6 +104,8 @@ func TestCheck_SeedTables(t *testing.T) {
 }
 
 func TestRun_SeedTables(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	for _, tt := range seedTables {
 		for _, m := range []string{mode.Binlog, mode.Poll} {
 			t.Run(tt.name+"/"+m, func(t *testing.T) {

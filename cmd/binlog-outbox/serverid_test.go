@@ -20,6 +20,8 @@ import (
 // is connected with the same server id") nor fenced, and every event is in
 // the streams exactly once.
 func TestRun_SecondRelaySameConfigDoesNotDisturb(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
@@ -97,6 +99,8 @@ func produceFor(t *testing.T, env *relaytest.Env, rec *relaytest.Produced) (stop
 // again and again. The default now differs per position: neither logs a
 // clash, and each table's events are in the streams exactly once.
 func TestRun_DefaultServerIDsDoNotCollide(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv, rs := testsvc.SharedMariaDB(t), testsvc.SharedRedis(t)
 	envs := []*relaytest.Env{relaytest.NewEnv(t, srv, rs), relaytest.NewEnv(t, srv, rs)}
 	var relays []*relayProc
@@ -137,6 +141,8 @@ func TestRun_DefaultServerIDsDoNotCollide(t *testing.T) {
 // the first is never disconnected, and its events are in the streams
 // exactly once.
 func TestRun_SecondRelayWithTheSameServerIDRefuses(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv, rs := testsvc.SharedMariaDB(t), testsvc.SharedRedis(t)
 	env, other := relaytest.NewEnv(t, srv, rs), relaytest.NewEnv(t, srv, rs)
 	// The claims live in the Redis database the relays share.

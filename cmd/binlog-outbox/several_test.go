@@ -58,6 +58,8 @@ func TestLoadConfig_Tables(t *testing.T) {
 }
 
 func TestSeveralTables_Errors(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	dsn := "u@tcp(127.0.0.1:1)/app"
 	several := []string{"--mysql-dsn", dsn, "--table", "tenant_*.outbox", "--table", "app.legacy"}
 	tests := []struct {
@@ -115,6 +117,8 @@ func waitReading(t *testing.T, p *relayProc) {
 // tenant's streams exactly once, a tenant created while the relay runs is
 // followed from its first row, and another database's outbox is left alone.
 func TestRun_ManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	ctx := context.Background()
@@ -179,6 +183,8 @@ func TestRun_ManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
 // check lists the tables a pattern matches, warns of a pattern that matches
 // none yet, and checks poll mode on every table.
 func TestCheck_SeveralTables(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	prefix := relaytest.TenantPrefix(t)

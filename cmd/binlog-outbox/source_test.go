@@ -21,6 +21,8 @@ const doctrineTableDDL = `CREATE TABLE messenger_messages (
 // symfony-doctrine in both modes, and fails a table that lacks a column the
 // preset reads, and a --format the source does not take.
 func TestCheck_SymfonyDoctrineSource(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	m := testsvc.SharedMariaDB(t)
 	dbName := m.NewDatabase(t)
 	db := m.Open(t, dbName)

@@ -67,6 +67,8 @@ func pid(p *relayProc) int { return p.Cmd.Process.Pid }
 // gone, its scripts are refused), stops reading and waits; no relay exits by
 // itself, and every committed event is in the streams exactly once.
 func TestRun_StandbyTakesOverExactlyOnce(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()

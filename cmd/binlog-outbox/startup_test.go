@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,18 +16,27 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
-// runUntil drives the app in-process as run does, but gives up after d: a
-// relay that does not stop at its start is a failure, not a hang.
+// runUntil runs the relay's binary with args, as an operator does, but
+// gives up after d: a relay that does not stop at its start is a failure,
+// not a hang. A process of its own, not the app in-process: the refusals
+// come from the same code, and the in-process runs (appMu) stay short.
 func runUntil(t *testing.T, d time.Duration, args ...string) (stdout, stderr string, code int, stopped bool) {
 	t.Helper()
-	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	app := NewApp()
-	app.Writer, app.ErrWriter = &out, &errb
-	err := app.RunContext(ctx, append([]string{"binlog-outbox"}, args...))
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
 	stopped = ctx.Err() == nil
-	code = reportError(&errb, err)
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatalf("run %s: %v", binary(t), err)
+	}
 	return out.String(), errb.String(), code, stopped
 }
 
@@ -78,6 +89,8 @@ func sameRefusal(t *testing.T, global, flags []string) string {
 // TestCheckRun_SameRefusals: each value that stops run at its start makes
 // check fail first, with run's error and its hint as the fix.
 func TestCheckRun_SameRefusals(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
 	ctx := context.Background()
@@ -129,6 +142,8 @@ func TestCheckRun_SameRefusals(t *testing.T) {
 // TestRun_StartFailuresHint: run against servers it cannot use stops with
 // the cause and, on a hint line, the fix check prints for it.
 func TestRun_StartFailuresHint(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	m := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, m, testsvc.SharedRedis(t))
 	locked := testsvc.StartRedis(t, testsvc.RedisOptions{})

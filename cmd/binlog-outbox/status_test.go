@@ -17,6 +17,8 @@ import (
 // TestStatus_Output: the text and the JSON of status, and its exit code.
 // What status reads is tested in package admin.
 func TestStatus_Output(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}

@@ -40,6 +40,8 @@ func waitLog(t testing.TB, p *relayProc, msg string) {
 // during an append leaves the entries and the position together or neither,
 // and the next start resumes at the stored position.
 func TestRun_CleanStopsUnderLoadExactlyOnce(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	for _, tt := range []struct {
 		mode, ready string
 		args        []string
@@ -102,6 +104,8 @@ func countUnsentRows(env *relaytest.Env) int {
 // left the lease held. On a Redis Cluster too, where the lease's take also
 // raised the slots' fences.
 func TestRun_SignalStopReleasesLease(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	const ttl = 20 * time.Second
 	args := []string{"--mode", "binlog", "--lease-ttl", ttl.String(), "--lease-renew", "1s"}
 	stopAndRestart := func(t *testing.T, env *relaytest.Env, start func() *relayProc, sig syscall.Signal, said string) {

@@ -88,6 +88,8 @@ func finishInPollMode(t *testing.T, env *relaytest.Env, rec *relaytest.Produced,
 // did not prepare is refused, by check and by run; mark-appended marks
 // exactly the rows whose events are in the streams.
 func TestRun_SwitchBinlogToPollOutOfIDOrder(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	t.Run("NewestEntryRuleRefused", func(t *testing.T) {
 		env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 		ctx := context.Background()
@@ -176,6 +178,8 @@ func countMessage(t *testing.T, env *relaytest.Env, mid string) int {
 // rows not yet polled; check and run refuse it, and after `position set`
 // (the procedure's first step) run switches.
 func TestRun_SwitchPollToBinlogUnprepared(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
@@ -211,6 +215,8 @@ func TestRun_SwitchPollToBinlogUnprepared(t *testing.T) {
 // docs/switching-modes.md under a continuous load: stop the binlog relay,
 // mark-appended, start the pollers, without a dedupe window.
 func TestRun_SwitchBinlogToPollStopMarkStart(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
@@ -250,6 +256,8 @@ func TestRun_SwitchBinlogToPollStopMarkStart(t *testing.T) {
 // is not its row's (another table sharing the stream) marks nothing, and a
 // stream that lost entries stops the command unless --allow-trimmed.
 func TestMarkAppended_TrimmedStreamsAndForeignEntries(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()

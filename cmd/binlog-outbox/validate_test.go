@@ -67,6 +67,8 @@ func commandsWith(name string) [][]string {
 // by every command that takes the flag, before it connects anywhere, with
 // exit code 2 and an error naming the flag and what it takes.
 func TestValidateFlags_Refused(t *testing.T) {
+	// Not parallel: its many in-process runs would keep the others
+	// waiting for appMu.
 	for _, r := range settings.Ranges() {
 		bad, ok := badValues[r.Flag]
 		if !ok {
@@ -109,6 +111,9 @@ func TestValidateFlags_DefaultsPass(t *testing.T) {
 		}
 	}
 	walk(nil, app.Commands)
+	// One app for every path: appMu for all of them, the actions are no-ops.
+	appMu.Lock()
+	defer appMu.Unlock()
 	for _, p := range paths {
 		if err := app.Run(append([]string{"binlog-outbox"}, p...)); err != nil {
 			t.Errorf("%v: %v, want the defaults to pass", p, err)
@@ -120,6 +125,8 @@ func TestValidateFlags_DefaultsPass(t *testing.T) {
 // refuse a value out of range in the same words, with exit code 2, where
 // check used to pass it and run to relay with the default.
 func TestCheckAndRun_RefuseTheSameFlags(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL, "--table", env.Table}
 	for _, flag := range [][]string{{"--partitions", "-3"}, {"--partitions", "0"}, {"--stream", ""}, {"--dead-letter-stream", ""}} {

@@ -46,6 +46,8 @@ func stopRelay(t *testing.T, p *relayProc) {
 // when clean, 1 with the counts when not. What verify finds is tested in
 // package admin.
 func TestVerify_Output(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
@@ -99,6 +101,8 @@ func TestVerify_Output(t *testing.T) {
 // user with a password and few grants: whatever fails, the password is not
 // printed.
 func TestVerifyStatus_NoPasswordInOutput(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
 	srv := testsvc.SharedMariaDB(t)
 	env := relaytest.NewEnv(t, srv, testsvc.SharedRedis(t))
 	user := fmt.Sprintf("vfy%d", time.Now().UnixNano()%1e6)

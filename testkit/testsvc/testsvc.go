@@ -18,7 +18,10 @@
 package testsvc
 
 import (
+	"flag"
 	"os"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -59,6 +62,22 @@ func Main(m *testing.M) {
 	}
 	sharedMu.Unlock()
 	os.Exit(code)
+}
+
+// MainParallel is Main with at least n parallel tests at a time where the
+// command line does not say -test.parallel: the default, GOMAXPROCS, keeps a
+// 2-core machine at two tests that spend their time waiting on the servers
+// and relay processes they started, not on the CPU.
+func MainParallel(m *testing.M, n int) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given && n > runtime.GOMAXPROCS(0) {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+			panic("testsvc: set -test.parallel: " + err.Error())
+		}
+	}
+	Main(m)
 }
 
 // registerCleanup remembers fn for Main; shared servers outlive single tests.
