@@ -204,7 +204,7 @@ func loseWrites(t *testing.T, env *relaytest.Env, rc *testsvc.RedisCluster, p *r
 			if p.Exited() {
 				t.Fatalf("with the first node of --redis-url down, the relay did not start:\n%s", relaytest.TailLines(p.Out.String(), 3))
 			}
-			if !strings.Contains(p.Out.String(), "the first node of --redis-url does not answer") {
+			if !p.Said("the first node of --redis-url does not answer", 5*time.Second) {
 				t.Error("the relay did not say it checked the cluster through another node")
 			}
 		}
@@ -237,7 +237,7 @@ func loseWrites(t *testing.T, env *relaytest.Env, rc *testsvc.RedisCluster, p *r
 		t.Fatalf("relay exited after the loss:\n%s", relaytest.TailLines(p.Out.String(), 20))
 	}
 	caughtUp := time.Since(at)
-	if !restart && !strings.Contains(p.Out.String(), "stored position went back") {
+	if !restart && !p.Said("stored position went back", 5*time.Second) {
 		t.Errorf("the relay did not log that a stored position went back:\n%s", relaytest.TailLines(p.Out.String(), 20))
 	}
 	t.Logf("master %d (position key there: %v) killed with %d KiB unsent to its stopped replica %d (filled in %s); takeover %s; "+

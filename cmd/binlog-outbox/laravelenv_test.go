@@ -255,7 +255,7 @@ REDIS_DB=%s
 	}
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 	noSecrets(t, p.Out.String())
-	if !strings.Contains(p.Out.String(), `"laravel_env":"`+dotEnv+`"`) {
+	if !p.Said(`"laravel_env":"`+dotEnv+`"`, 5*time.Second) {
 		t.Errorf("the relay's start line does not name the .env:\n%s", relaytest.TailLines(p.Out.String(), 10))
 	}
 }

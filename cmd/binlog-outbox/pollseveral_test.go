@@ -67,7 +67,7 @@ func TestRun_PollManyTenantsKilledExactlyOncePerTenant(t *testing.T) {
 
 	all := append(tenants, late)
 	waitTenantsDelivered(t, env, all, 60*time.Second)
-	if !strings.Contains(p.Out.String(), "polling an outbox table found since the start") || !strings.Contains(p.Out.String(), late.Database+".outbox") {
+	if !p.Said("polling an outbox table found since the start", 5*time.Second) || !p.Said(late.Database+".outbox", 5*time.Second) {
 		t.Errorf("no log line about the late tenant's table:\n%s", relaytest.TailLines(p.Out.String(), 20))
 	}
 

@@ -172,7 +172,7 @@ func TestRun_SecondSignalExitsAtOnce(t *testing.T) {
 	if code := p.Wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("exit code after one SIGTERM = %d, want 0", code)
 	}
-	if !strings.Contains(p.Out.String(), "stopping") {
+	if !p.Said("stopping", 5*time.Second) {
 		t.Errorf("no word of the shutdown in the output:\n%s", p.Out.String())
 	}
 }

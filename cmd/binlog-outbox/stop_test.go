@@ -117,7 +117,7 @@ func TestRun_SignalStopReleasesLease(t *testing.T) {
 		if code := p.Wait(t, 15*time.Second); code != 0 {
 			t.Fatalf("exit %d after %s, want 0:\n%s", code, sig, relaytest.TailLines(p.Out.String(), 20))
 		}
-		if !strings.Contains(p.Out.String(), said) {
+		if !p.Said(said, 5*time.Second) {
 			t.Errorf("the relay did not say %q:\n%s", said, relaytest.TailLines(p.Out.String(), 20))
 		}
 		if n := env.Streams().Exists(ctx, posKey(env)+":lease").Val(); n != 0 {

@@ -62,6 +62,24 @@ func (p *Process) Exited() bool {
 	}
 }
 
+// Said reports whether the process's output holds s, waiting up to within
+// for it: what the process wrote before an effect a test saw (an entry in
+// Redis) can still be on its way through the pipe into Out.
+func (p *Process) Said(s string, within time.Duration) bool {
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(p.Out.String(), s) {
+			return true
+		}
+		if p.Exited() {
+			// Cmd.Wait copied all of the output before done closed.
+			return strings.Contains(p.Out.String(), s)
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
 // Signal sends sig to the process.
 func (p *Process) Signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
