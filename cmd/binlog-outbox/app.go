@@ -164,13 +164,30 @@ func globalFlags() []cli.Flag {
 	return out
 }
 
+// setFlags is the names of the flags given to ctx's own command, on its
+// command line or in their environment variables. Context.IsSet of a flag
+// not given walks every flag's names, each through a regexp: asked of every
+// flag, that is most of a command's start-up under the race detector.
+func setFlags(ctx *cli.Context) map[string]bool {
+	set := map[string]bool{}
+	for _, name := range ctx.LocalFlagNames() {
+		set[name] = true
+	}
+	return set
+}
+
 // commandLine collects the global flags given on the command line, before
 // or after the command; given at both places, the one after wins.
 func commandLine(c *cli.Context) map[string][]string {
 	given := map[string][]string{}
+	lineage := c.Lineage()
+	set := make([]map[string]bool, len(lineage))
+	for i, ctx := range lineage {
+		set[i] = setFlags(ctx)
+	}
 	for _, f := range settings.Flags() {
-		for _, ctx := range c.Lineage() {
-			if !ctx.IsSet(f.Name) {
+		for i, ctx := range lineage {
+			if !set[i][f.Name] {
 				continue
 			}
 			switch f.Kind {

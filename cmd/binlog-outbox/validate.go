@@ -11,6 +11,7 @@ import (
 // (settings.Ranges). Every command runs it before its action, so that check
 // refuses what run refuses, in the same words, before connecting anywhere.
 func validateFlags(c *cli.Context) error {
+	set := setFlags(c)
 	for _, f := range c.Command.Flags {
 		d, ok := f.(cli.DocGenerationFlag)
 		if !ok {
@@ -21,7 +22,7 @@ func validateFlags(c *cli.Context) error {
 			env = vars[0]
 		}
 		name := f.Names()[0]
-		if !c.IsSet(name) {
+		if !set[name] {
 			// A default is in range (TestValidateFlags_DefaultsPass); a
 			// flag without one, such as backfill's --stream, is the
 			// command's to ask for, in its own words.
