@@ -45,13 +45,15 @@ import (
 //   - verify: XRANGE, ZSCAN of the symfony-doctrine streams' delayed sets,
 //     and its temporary index binlog-outbox:verify:*: ZADD, EXPIRE,
 //     ZRANGEBYSCORE, DEL;
-//   - mark-appended: XINFO STREAM, XRANGE.
+//   - mark-appended: XINFO STREAM, XRANGE;
+//   - dead-letters replay and purge: XRANGE, and XDEL of the dead letters
+//     they delivered or purged (in replay's script, with XADD or ZADD).
 //
 // A relay with another --stream or --dead-letter-stream replaces the
 // ~outbox patterns with patterns matching its streams.
 const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@all " +
 	"+ping +select +info +evalsha +eval +watch +unwatch +multi +exec +discard +get +set +del +exists +incr +hset +hsetnx +hgetall +type +scan " +
-	"+xadd +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xinfo|consumers +xgroup|create " +
+	"+xadd +xdel +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xinfo|consumers +xgroup|create " +
 	"+zadd +zscan +zrangebyscore +expire +pexpire +pttl"
 
 // ClusterACLRules are what the relay's user needs on every node of a Redis

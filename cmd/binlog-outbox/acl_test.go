@@ -17,7 +17,8 @@ import (
 // TestRedisACL: a Redis user with exactly the documented rules
 // (redisstream.ACLRules, which docs/redis-tls-acl.md shows) runs check, run in
 // both modes with --ensure-group, --dedupe-window and --trim acked, status,
-// verify, mark-appended and position show. A user lacking a command or a key
+// verify, mark-appended, position show and dead-letters list, replay and
+// purge. A user lacking a command or a key
 // pattern makes run stop with one error that names the command, the key and
 // the rules.
 func TestRedisACL(t *testing.T) {
@@ -76,6 +77,20 @@ func TestRedisACL(t *testing.T) {
 		commands(t, global, []string{"status"}, []string{"verify"})
 		stopRelay(t, p)
 		commands(t, global, []string{"position", "show"}, []string{"mark-appended"})
+
+		// A dead letter of a row the table holds (its cause since fixed):
+		// list, replay (which deletes it from the dead-letter stream) and
+		// purge run as the ACL user too.
+		var id, mid, aggType, aggID, evType string
+		if err := env.DB.QueryRow("SELECT id, message_id, aggregate_type, aggregate_id, event_type FROM " + env.Table + " ORDER BY id LIMIT 1").Scan(&id, &mid, &aggType, &aggID, &evType); err != nil {
+			t.Fatal(err)
+		}
+		env.RDB.XAdd(ctx, &redis.XAddArgs{Stream: redisstream.DefaultDeadLetterStream, Values: []any{redisstream.FieldMessageID, mid, redisstream.FieldAggregateType, aggType,
+			redisstream.FieldAggregateID, aggID, redisstream.FieldEventType, evType, redisstream.FieldOutboxID, id, redisstream.FieldReason, "fixed since"}})
+		commands(t, global, []string{"dead-letters", "list"}, []string{"dead-letters", "replay", "--all"}, []string{"dead-letters", "purge", "--older-than", "1h"})
+		if n := env.RDB.XLen(ctx, redisstream.DefaultDeadLetterStream).Val(); n != 0 {
+			t.Errorf("%d dead letters after the ACL user's replay, want none", n)
+		}
 	})
 
 	t.Run("poll mode with dedupe and trimming", func(t *testing.T) {
