@@ -82,7 +82,7 @@ func TestRedisACL(t *testing.T) {
 		// list, replay (which deletes it from the dead-letter stream) and
 		// purge run as the ACL user too.
 		var id, mid, aggType, aggID, evType string
-		if err := env.DB.QueryRow("SELECT id, message_id, aggregate_type, aggregate_id, event_type FROM " + env.Table + " ORDER BY id LIMIT 1").Scan(&id, &mid, &aggType, &aggID, &evType); err != nil {
+		if err := env.DB.QueryRow("SELECT id, message_id, aggregate_type, aggregate_id, event_type FROM "+env.Table+" ORDER BY id LIMIT 1").Scan(&id, &mid, &aggType, &aggID, &evType); err != nil {
 			t.Fatal(err)
 		}
 		env.RDB.XAdd(ctx, &redis.XAddArgs{Stream: redisstream.DefaultDeadLetterStream, Values: []any{redisstream.FieldMessageID, mid, redisstream.FieldAggregateType, aggType,
