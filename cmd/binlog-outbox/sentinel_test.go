@@ -45,7 +45,7 @@ func TestSentinel_Commands(t *testing.T) {
 		}
 	}
 
-	t.Run("check, run, status, verify and position", func(t *testing.T) {
+	t.Run("check, run, status, verify, position and repair", func(t *testing.T) {
 		out, errOut, code := run(t, append(sentinelArgs(env, env.RedisURL, auth...), "check", "--mode", "binlog")...)
 		noSecret(t, out+errOut)
 		master := s.MasterAddr(t)
@@ -76,6 +76,26 @@ func TestSentinel_Commands(t *testing.T) {
 			}
 			noSecret(t, out+errOut)
 		}
+
+		// Rows committed while the relay is stopped, then skipped by a
+		// position set to now (as a purged binlog skips them): repair
+		// through Sentinel finds them, --apply appends each once, and run
+		// goes on from the position it stored.
+		relaytest.Produce(context.Background(), t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 10, RollbackRatio: -1}, rec)
+		if out, errOut, code := run(t, append(sentinelArgs(env, env.RedisURL, auth...), "position", "set", "--start-from", "now")...); code != 0 {
+			t.Fatalf("position set now: exit %d\n%s%s", code, out, errOut)
+		}
+		if out, errOut, code := run(t, append(sentinelArgs(env, env.RedisURL, auth...), "repair")...); code != 1 || !strings.Contains(out, "missing:") {
+			t.Fatalf("repair (dry run) through Sentinel: exit %d, want 1 and the missing rows\n%s%s", code, out, errOut)
+		}
+		if out, errOut, code := run(t, append(sentinelArgs(env, env.RedisURL, auth...), "repair", "--apply")...); code != 0 {
+			t.Fatalf("repair --apply through Sentinel: exit %d, want 0\n%s%s", code, out, errOut)
+		}
+		p = startRelay(t, env, append([]string{"--mode", "binlog", "--heartbeat", "500ms"}, auth...)...)
+		relaytest.Produce(context.Background(), t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 5}, rec)
+		relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+		relaytest.Check(context.Background(), t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+		stopRelay(t, p)
 	})
 
 	t.Run("users with the documented rules on the sentinels and the servers", func(t *testing.T) {
