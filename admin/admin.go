@@ -30,6 +30,10 @@ type Streams struct {
 	Glob string
 	// DeadLetter is the dead-letter stream.
 	DeadLetter string
+	// DelayedSets says the streams have delayed sets beside them
+	// (redisstream.DelayedSetSuffix, format symfony-doctrine), whose
+	// messages verify and repair read as entries.
+	DelayedSets bool
 }
 
 // list lists the streams that exist.

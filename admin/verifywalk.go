@@ -111,9 +111,11 @@ func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int,
 // indexed. The sets come first: Messenger's consumer moves due members from
 // a set to its stream, never back.
 func (x *entryIndex) addAll(ctx context.Context, streams Streams, rng VerifyRange) (nStreams, nEntries int, err error) {
-	sets, err := redisstream.ScanDelayedSets(ctx, x.client, streams.Glob)
-	if err != nil {
-		return 0, 0, fmt.Errorf("verify: %w", err)
+	var sets []string
+	if streams.DelayedSets {
+		if sets, err = redisstream.ScanDelayedSets(ctx, x.client, streams.Glob); err != nil {
+			return 0, 0, fmt.Errorf("verify: %w", err)
+		}
 	}
 	for _, key := range sets {
 		n, err := x.addDelayed(ctx, key, rng)

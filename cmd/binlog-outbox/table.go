@@ -36,7 +36,8 @@ func openStreams(c *cli.Context, cfg config) (admin.Streams, redis.UniversalClie
 	if err != nil {
 		return admin.Streams{}, nil, err
 	}
-	return admin.Streams{Glob: tmpl.Glob(), DeadLetter: c.String("dead-letter-stream")}, cfg.RedisClient(), nil
+	delayed := cfg.SourceFormat() == redisstream.FormatDoctrine || c.String("format") == redisstream.FormatDoctrine
+	return admin.Streams{Glob: tmpl.Glob(), DeadLetter: c.String("dead-letter-stream"), DelayedSets: delayed}, cfg.RedisClient(), nil
 }
 
 // outboxTable is the resolved table as package outboxsql names it.
