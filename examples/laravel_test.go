@@ -105,8 +105,8 @@ func TestComposerJSON(t *testing.T) {
 		return c
 	}
 	app, lib, pkg := read("examples/laravel"), read("examples/php/lib"), read("integrations/laravel")
-	if got := app.Require["laravel/framework"]; got != "^10.0|^11.0|^12.0" {
-		t.Errorf("examples/laravel requires laravel/framework %q, want ^10.0|^11.0|^12.0", got)
+	if got := app.Require["laravel/framework"]; got != "^10.0|^11.0|^12.0|^13.0" {
+		t.Errorf("examples/laravel requires laravel/framework %q, want ^10.0|^11.0|^12.0|^13.0", got)
 	}
 	var paths []string
 	for _, r := range app.Repositories {
@@ -124,8 +124,8 @@ func TestComposerJSON(t *testing.T) {
 		t.Errorf("examples/laravel requires %s; the package's queue driver is its consumer", lib.Name)
 	}
 	for _, dep := range []string{"illuminate/support", "illuminate/database", "illuminate/queue"} {
-		if got := pkg.Require[dep]; got != "^8.0|^9.0|^10.0|^11.0|^12.0" {
-			t.Errorf("integrations/laravel requires %s %q, want ^8.0|^9.0|^10.0|^11.0|^12.0", dep, got)
+		if got := pkg.Require[dep]; got != "^8.0|^9.0|^10.0|^11.0|^12.0|^13.0" {
+			t.Errorf("integrations/laravel requires %s %q, want ^8.0|^9.0|^10.0|^11.0|^12.0|^13.0", dep, got)
 		}
 	}
 	if want := []string{`BinlogOutbox\Laravel\OutboxServiceProvider`}; !slices.Equal(pkg.Extra.Laravel.Providers, want) {
