@@ -331,8 +331,10 @@ func keepLease(ctx context.Context, lease *redisstream.Lease) (stop func()) {
 				return
 			case <-t.C:
 				// A lost lease makes the next append fail (ErrLeaseLost),
-				// which refuses.
-				if held, _ := lease.Renew(ctx); !held {
+				// which refuses. A renewal that failed (Redis slow or
+				// away) is tried again at the next tick: the lease outlives
+				// it by its TTL, and past that the appends refuse too.
+				if held, err := lease.Renew(ctx); err == nil && !held {
 					return
 				}
 			}
