@@ -431,27 +431,9 @@ func (m *machine) dropSavepoint(name string) {
 }
 
 // stripComments drops white space and the comments ORMs and query tags put
-// in front of a statement.
+// around a statement, by the lexer's rules that words uses (skipSpace).
 func stripComments(q []byte) []byte {
-	for {
-		q = bytes.TrimSpace(q)
-		switch {
-		case bytes.HasPrefix(q, []byte("/*")):
-			end := bytes.Index(q[2:], []byte("*/"))
-			if end < 0 {
-				return q
-			}
-			q = q[end+4:]
-		case bytes.HasPrefix(q, []byte("#")), bytes.HasPrefix(q, []byte("-- ")):
-			end := bytes.IndexByte(q, '\n')
-			if end < 0 {
-				return nil
-			}
-			q = q[end+1:]
-		default:
-			return q
-		}
-	}
+	return bytes.TrimRight(skipSpace(q), " \t\r\n\f\v")
 }
 
 // inspectStatement reports statements that change the outbox table without row

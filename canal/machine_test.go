@@ -828,6 +828,9 @@ func TestMachine_StatementDML(t *testing.T) {
 		// and query tags (sqlcommenter, marginalia) put there: the lost
 		// events go unreported.
 		{"leading comment", "/* app:checkout */ INSERT INTO outbox VALUES (1)", 1},
+		// MySQL's -- comment ends at any white space or control character
+		// after the dashes, a tab too, as words reads it.
+		{"dash comment with a tab", "--\tapp:checkout\nINSERT INTO outbox VALUES (1)", 1},
 		// BUG: the table name is matched as a substring of the whole query.
 		{"table name as a substring", "INSERT INTO outbox_archive VALUES (1)", 0},
 	}
