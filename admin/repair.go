@@ -272,11 +272,20 @@ func (o RepairOptions) hold(ctx context.Context, srv mysqlserver.Server, stored 
 		}
 	}
 	mark := base.HeldBy(repairHolder(), time.Now()).Encode()
-	ok, err := casPositionScript.Run(ctx, o.Redis, []string{o.Keys.Position}, string(stored), string(mark)).Int()
-	if err != nil {
-		return nil, fmt.Errorf("repair: mark the position %s: %w", o.Keys.Position, redisstream.Classify(err))
+	var ok bool
+	if o.SinkConfig.Cluster {
+		// A relay's slot scripts check their slots' positions, not the
+		// key: the slots it may write are marked too.
+		ok, err = redisstream.HoldClusterPosition(ctx, o.Redis, o.Keys.Position, stored, mark)
+	} else {
+		var n int
+		n, err = casPositionScript.Run(ctx, o.Redis, []string{o.Keys.Position}, string(stored), string(mark)).Int()
+		ok = n == 1
 	}
-	if ok != 1 {
+	if err != nil {
+		return nil, fmt.Errorf("repair: %w", redisstream.Classify(err))
+	}
+	if !ok {
 		return nil, refuse("the stored position moved before repair could mark it: a relay is running on it", "stop every relay of this position, then repair --apply")
 	}
 	return mark, nil
@@ -284,9 +293,15 @@ func (o RepairOptions) hold(ctx context.Context, srv mysqlserver.Server, stored 
 
 // giveBack puts the position a refused or failed apply marked (mark) back
 // to what it was (orig, nil: none), as nothing was appended; a position
-// replaced meanwhile stays as it is. err is the apply's error, returned
-// with what failed here.
+// replaced meanwhile stays as it is. On Redis Cluster it stays marked.
+// err is the apply's error, returned with what failed here.
 func (o RepairOptions) giveBack(mark, orig []byte, err error) error {
+	if o.SinkConfig.Cluster {
+		// The slots hold the mark too, over what they held (some maybe
+		// ahead of the key): only a repair that ends, or position set,
+		// clears them as a whole.
+		return outbox.WithHint(err, "%s; the position stays marked by this repair (on Redis Cluster its slots too), so no relay starts on it: run repair --apply again, or binlog-outbox position set", outbox.HintOf(err))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, gerr := casPositionScript.Run(ctx, o.Redis, []string{o.Keys.Position}, string(mark), string(orig)).Result(); gerr != nil {
@@ -595,10 +610,10 @@ func (o RepairOptions) apply(ctx context.Context, conn *sql.Conn, sink *redisstr
 // would have to advance them all. The rows go by Publish instead, which
 // stores no position, each batch after checking that repair still holds the
 // lease (the relays of a cluster stand by behind it) and that the position
-// is still prev, repair's mark (position set replaces it); then the
-// position key is compare-and-set to next and the slot positions deleted,
-// as position set does. An interrupted apply leaves the mark, and the next
-// repair finds only the rows still missing.
+// is still prev, repair's mark (position set replaces it); then the slot
+// positions are deleted, as position set does, and the position key is
+// compare-and-set to next. An interrupted apply leaves the mark, and the
+// next repair finds only the rows still missing.
 func (o RepairOptions) applyCluster(ctx context.Context, conn *sql.Conn, sink *redisstream.Sink, lease *redisstream.Lease, ids []uint64, prev, next []byte, r *RepairReport) error {
 	moved := func(what string) error {
 		return refuse(fmt.Sprintf("%s after %d of %d entries were appended", what, r.Appended, len(ids)),
@@ -634,21 +649,19 @@ func (o RepairOptions) applyCluster(ctx context.Context, conn *sql.Conn, sink *r
 	if err := check(); err != nil {
 		return err
 	}
+	// The slot positions go while the key is still marked (no relay
+	// starts): a relay started between would take the slots repair marked
+	// for writes it lost, and read again from their marks.
+	if _, err := redisstream.DeleteSlotPositions(ctx, o.Redis, o.Keys.Position); err != nil {
+		return outbox.WithHint(fmt.Errorf("repair: %d entries appended, then deleting the slot positions failed: %w", r.Appended, err),
+			"the position stays marked, so no relay starts: run repair --apply again, which appends only the rows still missing")
+	}
 	ok, err := casPositionScript.Run(ctx, o.Redis, []string{o.Keys.Position}, string(prev), string(next)).Int()
 	if err != nil {
 		return fmt.Errorf("repair: store the position: %w", redisstream.Classify(err))
 	}
 	if ok != 1 {
 		return moved("the stored position moved")
-	}
-	if _, err := redisstream.DeleteSlotPositions(ctx, o.Redis, o.Keys.Position); err != nil {
-		b, _ := position.Decode(next)
-		start := fmt.Sprintf("%s:%d", b.File, b.Pos)
-		if b.GTIDSet != "" {
-			start = b.GTIDSet
-		}
-		return outbox.WithHint(fmt.Errorf("repair: stored the position, but deleting the slot positions failed: %w", err),
-			"run binlog-outbox position set --start-from %s (it deletes them) before starting the relay", start)
 	}
 	return nil
 }

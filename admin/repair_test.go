@@ -675,3 +675,58 @@ func TestRepair_InterruptedLeavesMark(t *testing.T) {
 	}
 	goesOnOnce(t, env, rec, startRelay(t, env, mode.Binlog))
 }
+
+// TestRepair_ClusterLeaselessRelayBehind: on a Redis Cluster a relay with
+// --lease=false is running but behind (its binlog connection stalled) when
+// --apply starts, so the rows it has yet to read are missing and repair
+// appends them. Once the first batch is appended its connection goes on,
+// and the relay reads those rows again: its script in their stream's
+// slot finds the slot marked by repair and it stops, appending nothing
+// (a mark on the position key alone would stop it only after its slot
+// scripts appended them). Repair ends, and a relay started again goes on:
+// every committed row once.
+func TestRepair_ClusterLeaselessRelayBehind(t *testing.T) {
+	t.Parallel()
+	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), testsvc.StartRedisCluster(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	if err := redisstream.NewModeStore(env.Cluster, keys(env).Mode).Save(ctx, mode.Binlog); err != nil {
+		t.Fatal(err)
+	}
+	proxy := testsvc.StartProxy(t, env.MySQLAddr)
+	wait := relayRuns(t, env, func(c *canal.Config, _ *redisstream.Config) {
+		c.Host, c.Port = proxy.Host(), uint16(proxy.Port())
+		c.ReadTimeout = time.Minute // the stall below must not end the session
+	})
+	relaytest.WaitFor(t, 30*time.Second, "the relay's start position", func() bool {
+		return env.Cluster.Exists(ctx, keys(env).Position).Val() == 1
+	})
+	relaytest.InsertEvent(t, env.DB, rec, "live", 1)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	proxy.Stall()
+	const behind = repairBatch + 200
+	relaytest.InsertOldEvents(t, env.DB, rec, "behind", behind)
+	before := relaytest.CountEntries(ctx, env.Cluster, "outbox:")
+
+	o := RepairOptions{DB: env.DB, Table: table(t, env), Redis: env.Cluster, Keys: keys(env), Streams: streams(t),
+		SinkConfig: redisstream.Config{PositionKey: keys(env).Position, Cluster: true}, Chunk: DefaultVerifyChunk, Page: DefaultVerifyPage, Apply: true}
+	batches := 0
+	o.afterBatch = func(ctx context.Context) error {
+		batches++
+		proxy.Resume()
+		wantRepairing(t, "the relay without lease reading the rows repair appends", wait(30*time.Second))
+		if n := relaytest.CountEntries(ctx, env.Cluster, "outbox:"); n != before+repairBatch {
+			t.Errorf("after batch %d: %d entries, want %d: the relay behind appended", batches, n, before+repairBatch)
+		}
+		return nil
+	}
+	r, err := Repair(ctx, o)
+	if err != nil || !r.Applied || r.Appended != behind || batches != 1 {
+		t.Fatalf("repair --apply beside a relay without lease behind: %+v, %v (%d batches); want %d appended", r, err, batches, behind)
+	}
+	relayRuns(t, env) // from the position repair stored
+	relaytest.InsertEvent(t, env.DB, rec, "live", 2)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	time.Sleep(300 * time.Millisecond) // a duplicate would show up now
+	relaytest.Check(ctx, t, env.Cluster, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}
