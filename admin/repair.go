@@ -258,9 +258,9 @@ func noteHold(stored []byte, r *RepairReport) {
 // repair (position.Binlog.HeldBy: the same coordinates, a holder and a
 // time), and returns the mark, which each batch then expects. A running
 // relay's next append finds it and stops, a relay started meanwhile
-// refuses it, and `position set` replaces it. A position marked by an
-// earlier repair (it holds no lease: repair holds it) is marked again as
-// this one's. Without a position to keep (none, or one that does not
+// refuses it, and `position set` replaces it. A position an earlier
+// repair marked is marked again as this one's: that repair no longer holds
+// the lease, this one does. Without a position to keep (none, or one that does not
 // decode), the mark has the binlog's end as a file position: it is never
 // resumed from.
 func (o RepairOptions) hold(ctx context.Context, srv mysqlserver.Server, stored []byte) ([]byte, error) {
