@@ -153,6 +153,11 @@ var (
 	// longer on the server (purged) or belongs to another server.
 	ErrPositionGone = errors.New("stored binlog position is not available on the server")
 
+	// ErrRepairing means `binlog-outbox repair --apply` marked the stored
+	// position as its own: no relay starts on it, and a running one stops
+	// at its next append, so that none appends the rows repair appends.
+	ErrRepairing = errors.New("a repair holds the stored position")
+
 	// ErrConfig marks an invalid configuration; retrying does not help.
 	// Sentinels of the sub-packages for problems of the same kind (an unfit
 	// table, a server without a feature) are made with NewConfigError, so

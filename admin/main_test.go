@@ -73,14 +73,19 @@ func table(t testing.TB, env *relaytest.Env) outboxsql.Table {
 var serverIDs atomic.Uint32
 
 // newReader builds a binlog reader of env's table whose sink stores the
-// position under the key `run` uses; with, when given, changes the configs.
+// position under the key `run` uses, on env's Redis Cluster when it has
+// one; with, when given, changes the configs.
 func newReader(t testing.TB, env *relaytest.Env, with ...func(*canal.Config, *redisstream.Config)) (*canal.Reader, *redisstream.Sink) {
 	t.Helper()
-	client, err := redisstream.NewClient(env.RedisURL)
-	if err != nil {
-		t.Fatal(err)
+	var client redis.UniversalClient = env.Cluster
+	if env.Cluster == nil {
+		c, err := redisstream.NewClient(env.RedisURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		client = c
 	}
-	t.Cleanup(func() { client.Close() })
 	key := keys(env).Position
 	host, port := env.MySQLHostPort(t)
 	srv, err := mysqlserver.Detect(context.Background(), env.DB)
@@ -96,7 +101,7 @@ func newReader(t testing.TB, env *relaytest.Env, with ...func(*canal.Config, *re
 		HeartbeatPeriod: 200 * time.Millisecond,
 		MaxBackoff:      500 * time.Millisecond,
 	}
-	sc := redisstream.Config{PositionKey: key}
+	sc := redisstream.Config{PositionKey: key, Cluster: env.Cluster != nil}
 	for _, f := range with {
 		f(&cfg, &sc)
 	}

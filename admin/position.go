@@ -64,8 +64,18 @@ func PositionShow(ctx context.Context, o PositionOptions) (PositionReport, error
 		if r.Position, err = position.Decode(r.Raw); err != nil {
 			return r, fmt.Errorf("stored position at %s: %w", r.Key, err)
 		}
+		if r.Position.Repairing() {
+			r.Warnings = append(r.Warnings, holdWarning(r.Position))
+		}
 	}
 	return r, nil
+}
+
+// holdWarning is what status and position show say of a position b a
+// repair marked as its own.
+func holdWarning(b position.Binlog) string {
+	return fmt.Sprintf("held by %s: relays refuse to start on it and stop at their next append; when that repair is gone (it died or was stopped), "+
+		"`binlog-outbox repair --apply` finishes from it, or `binlog-outbox position set` replaces it", b.Repair)
 }
 
 // StartPositioner renders where a start of --start-from is in the binlog

@@ -108,19 +108,24 @@ type RepairReport struct {
 
 // Repair finds, in one consistent snapshot, the committed rows no stream
 // holds; with Apply it appends them once, in id order (so each aggregate's
-// rows in order). In binlog mode it holds the position's lease meanwhile and
-// stores as the position the binlog end as of that snapshot: every row the
+// rows in order). In binlog mode it holds the position's lease meanwhile,
+// marks the position as its own before it reads anything (hold: no relay
+// appends or starts on it then, with or without a lease), and stores as
+// the position the binlog end as of that snapshot: every row the
 // snapshot shows is then in a stream, and every row committed after it lies
 // after the position, where run resumes. In poll mode the missing rows are
 // those marked sent that no stream holds (the unsent ones are the poller's).
 // It refuses (ErrRepairRefused, nothing written) what it cannot prove.
-func Repair(ctx context.Context, o RepairOptions) (RepairReport, error) {
+func Repair(ctx context.Context, o RepairOptions) (r RepairReport, err error) {
 	st, err := loadRelayState(ctx, o.Redis, o.Keys, "repair")
 	if err != nil {
 		return RepairReport{}, err
 	}
-	r := RepairReport{Mode: st.Mode, Table: o.Table.Database + "." + o.Table.Name}
+	r = RepairReport{Mode: st.Mode, Table: o.Table.Database + "." + o.Table.Name}
 	binlogApply := o.Apply && st.Mode == mode.Binlog
+	if st.Mode == mode.Binlog {
+		noteHold(st.Position, &r)
+	}
 	srv, err := mysqlserver.Detect(ctx, o.DB)
 	if err != nil {
 		return r, fmt.Errorf("repair: %w", err)
@@ -139,32 +144,29 @@ func Repair(ctx context.Context, o RepairOptions) (RepairReport, error) {
 		stop := keepLease(ctx, lease)
 		defer stop()
 	}
+	if binlogApply {
+		// Before the snapshot and the streams are read: from the mark on
+		// no relay appends, so the streams as read hold all any did.
+		orig := st.Position
+		if st.Position, err = o.hold(ctx, srv, orig); err != nil {
+			return r, err
+		}
+		defer func() {
+			if err != nil && r.Appended == 0 {
+				err = o.giveBack(st.Position, orig, err)
+			}
+		}()
+	}
 	conn, err := o.DB.Conn(ctx)
 	if err != nil {
 		return r, fmt.Errorf("repair: connect: %w", err)
 	}
 	defer conn.Close()
-	// The snapshot first, its binlog end next: every row the snapshot
-	// shows committed before that end, every row it lacks after it.
-	var end position.End
-	if how == SnapshotLock {
-		wait := repairLockWait
-		if o.lockWait > 0 {
-			wait = o.lockWait
-		}
-		end, err = lockedSnapshot(ctx, conn, srv, wait)
-	} else {
-		err = beginSnapshot(ctx, conn)
-	}
+	end, err := o.snapshot(ctx, conn, srv, how)
 	if err != nil {
-		return r, fmt.Errorf("repair: %w", err)
+		return r, err
 	}
 	defer endSnapshot(conn)
-	if how == SnapshotStatus {
-		if end, err = srv.SnapshotEnd(ctx, conn); err != nil {
-			return r, fmt.Errorf("repair: %w", err)
-		}
-	}
 	var missing []uint64
 	v, err := o.compare(ctx, conn, st, &r, func(id uint64, _ string) { missing = append(missing, id) })
 	if err != nil {
@@ -205,6 +207,108 @@ func Repair(ctx context.Context, o RepairOptions) (RepairReport, error) {
 	}
 	r.Applied, r.Position, r.Snapshot = true, pos.String(), how
 	return r, nil
+}
+
+// snapshot begins the snapshot on conn (the caller ends it with
+// endSnapshot) and, with how, returns its binlog end: every row the
+// snapshot shows committed before that end, every row it lacks after it.
+func (o RepairOptions) snapshot(ctx context.Context, conn *sql.Conn, srv mysqlserver.Server, how string) (position.End, error) {
+	var end position.End
+	var err error
+	if how == SnapshotLock {
+		wait := repairLockWait
+		if o.lockWait > 0 {
+			wait = o.lockWait
+		}
+		end, err = lockedSnapshot(ctx, conn, srv, wait)
+	} else {
+		err = beginSnapshot(ctx, conn)
+	}
+	if err != nil {
+		return end, fmt.Errorf("repair: %w", err)
+	}
+	if how == SnapshotStatus {
+		if end, err = srv.SnapshotEnd(ctx, conn); err != nil {
+			endSnapshot(conn)
+			return end, fmt.Errorf("repair: %w", err)
+		}
+	}
+	return end, nil
+}
+
+// repairHolder names this process as the holder of the lease and of the
+// position's mark.
+func repairHolder() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("repair %s/%d", host, os.Getpid())
+}
+
+// noteHold says in r that the stored position is marked by a repair: an
+// earlier run that did not finish (or one running now, which holds the
+// lease then), from which --apply goes on.
+func noteHold(stored []byte, r *RepairReport) {
+	b, err := position.Decode(stored)
+	if err != nil || !b.Repairing() {
+		return
+	}
+	r.Warnings = append(r.Warnings, fmt.Sprintf("the position is marked by a repair (%s) that has not finished, or is running now: its appended rows count as relayed, and repair --apply goes on from its mark and clears it", b.Repair))
+}
+
+// hold compare-and-sets the stored position from stored to a mark of this
+// repair (position.Binlog.HeldBy: the same coordinates, a holder and a
+// time), and returns the mark, which each batch then expects. A running
+// relay's next append finds it and stops, a relay started meanwhile
+// refuses it, and `position set` replaces it. A position an earlier
+// repair marked is marked again as this one's: that repair no longer holds
+// the lease, this one does. Without a position to keep (none, or one that does not
+// decode), the mark has the binlog's end as a file position: it is never
+// resumed from.
+func (o RepairOptions) hold(ctx context.Context, srv mysqlserver.Server, stored []byte) ([]byte, error) {
+	base, err := position.Decode(stored)
+	if err != nil {
+		base = position.Binlog{Flavor: srv.Flavor, ServerID: srv.ServerID, ServerUUID: srv.ServerUUID, Writer: "repair", UpdatedAt: time.Now().UTC()}
+		if base.File, base.Pos, err = srv.BinlogPosition(ctx, o.DB); err != nil {
+			return nil, fmt.Errorf("repair: %w", err)
+		}
+	}
+	mark := base.HeldBy(repairHolder(), time.Now()).Encode()
+	var ok bool
+	if o.SinkConfig.Cluster {
+		// A relay's slot scripts check their slots' positions, not the
+		// key: the slots it may write are marked too.
+		ok, err = redisstream.HoldClusterPosition(ctx, o.Redis, o.Keys.Position, stored, mark)
+	} else {
+		var n int
+		n, err = casPositionScript.Run(ctx, o.Redis, []string{o.Keys.Position}, string(stored), string(mark)).Int()
+		ok = n == 1
+	}
+	if err != nil {
+		return nil, fmt.Errorf("repair: %w", redisstream.Classify(err))
+	}
+	if !ok {
+		return nil, refuse("the stored position moved before repair could mark it: a relay is running on it", "stop every relay of this position, then repair --apply")
+	}
+	return mark, nil
+}
+
+// giveBack puts the position a refused or failed apply marked (mark) back
+// to what it was (orig, nil: none), as nothing was appended; a position
+// replaced meanwhile stays as it is. On Redis Cluster it stays marked.
+// err is the apply's error, returned with what failed here.
+func (o RepairOptions) giveBack(mark, orig []byte, err error) error {
+	if o.SinkConfig.Cluster {
+		// The slots hold the mark too, over what they held (some maybe
+		// ahead of the key): only a repair that ends, or position set,
+		// clears them as a whole.
+		return outbox.WithHint(err, "%s; the position stays marked by this repair (on Redis Cluster its slots too), so no relay starts on it: run repair --apply again, or binlog-outbox position set", outbox.HintOf(err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, gerr := casPositionScript.Run(ctx, o.Redis, []string{o.Keys.Position}, string(mark), string(orig)).Result(); gerr != nil {
+		return outbox.WithHint(fmt.Errorf("%w (and removing repair's mark from the position failed: %v)", err, redisstream.Classify(gerr)),
+			"relays refuse the marked position: run repair --apply again, or binlog-outbox position set")
+	}
+	return err
 }
 
 // snapshotMethod resolves o.Snapshot for srv: MariaDB reports a snapshot's
@@ -299,8 +403,7 @@ func (o RepairOptions) takeLease(ctx context.Context, r *RepairReport, apply boo
 		}
 		return nil, nil
 	}
-	host, _ := os.Hostname()
-	lease, err := redisstream.NewLease(o.Redis, redisstream.LeaseConfig{Key: o.Keys.Lease, Holder: fmt.Sprintf("repair %s/%d", host, os.Getpid()),
+	lease, err := redisstream.NewLease(o.Redis, redisstream.LeaseConfig{Key: o.Keys.Lease, Holder: repairHolder(),
 		Cluster: o.SinkConfig.Cluster})
 	if err != nil {
 		return nil, err
@@ -400,7 +503,8 @@ func (o RepairOptions) compare(ctx context.Context, conn *sql.Conn, st relayStat
 // provable refuses what repair cannot prove: entries whose rows the table
 // lacks (a failover that lost transactions: never deleted here), streams
 // trimmed below the table's rows (a trimmed entry looks like a missing row),
-// and a position that moved while repair compared (a relay without lease).
+// and a position that moved while repair compared (position set replaced
+// the mark).
 func (o RepairOptions) provable(ctx context.Context, v *verifier, r *RepairReport, st relayState) error {
 	if r.Foreign > 0 && r.Foreign != o.AcceptForeign {
 		return refuse(fmt.Sprintf("%d entries name rows the table does not have (%s): the rows they were appended for were lost, maybe by a failover", r.Foreign, foreignList(r.Foreigns)),
@@ -434,7 +538,8 @@ func (o RepairOptions) provable(ctx context.Context, v *verifier, r *RepairRepor
 		return err
 	}
 	if string(now) != string(st.Position) {
-		return refuse("the stored position moved while repair compared: a relay is running on it", "stop every relay of this position, then repair --apply")
+		// Marked, the position moves only by position set (or reset).
+		return refuse("the stored position moved while repair compared: position set (or reset) replaced repair's mark", "stop every relay of this position, then repair --apply")
 	}
 	return nil
 }
@@ -472,10 +577,10 @@ func snapshotPosition(ctx context.Context, conn *sql.Conn, srv mysqlserver.Serve
 // apply reads the missing rows in the snapshot and appends them a batch at
 // a time, as the relay appends (a row the sink cannot deliver goes to the
 // dead-letter stream with its reason); each batch's script checks the lease
-// and that the stored position is still prev (fencing a relay without lease
-// and position set), and the last stores next. An interrupted or fenced
-// apply leaves the position as it was: the next repair finds only the rows
-// still missing.
+// and that the stored position is still prev, repair's mark (position set
+// replaces it), and the last stores next, which has no mark. An
+// interrupted apply leaves the mark, a fenced one the position set: the
+// next repair finds only the rows still missing.
 func (o RepairOptions) apply(ctx context.Context, conn *sql.Conn, sink *redisstream.Sink, _ *redisstream.Lease, ids []uint64, prev, next []byte, r *RepairReport) error {
 	return o.batches(ctx, conn, ids, func(events []outbox.Event, last bool) error {
 		to := prev
@@ -505,10 +610,10 @@ func (o RepairOptions) apply(ctx context.Context, conn *sql.Conn, sink *redisstr
 // would have to advance them all. The rows go by Publish instead, which
 // stores no position, each batch after checking that repair still holds the
 // lease (the relays of a cluster stand by behind it) and that the position
-// is still prev (position set); then the position key is compare-and-set
-// to next and the slot positions deleted, as position set does. An
-// interrupted apply leaves the position as it was, and the next repair
-// finds only the rows still missing.
+// is still prev, repair's mark (position set replaces it); then the slot
+// positions are deleted, as position set does, and the position key is
+// compare-and-set to next. An interrupted apply leaves the mark, and the
+// next repair finds only the rows still missing.
 func (o RepairOptions) applyCluster(ctx context.Context, conn *sql.Conn, sink *redisstream.Sink, lease *redisstream.Lease, ids []uint64, prev, next []byte, r *RepairReport) error {
 	moved := func(what string) error {
 		return refuse(fmt.Sprintf("%s after %d of %d entries were appended", what, r.Appended, len(ids)),
@@ -544,6 +649,13 @@ func (o RepairOptions) applyCluster(ctx context.Context, conn *sql.Conn, sink *r
 	if err := check(); err != nil {
 		return err
 	}
+	// The slot positions go while the key is still marked (no relay
+	// starts): a relay started between would take the slots repair marked
+	// for writes it lost, and read again from their marks.
+	if _, err := redisstream.DeleteSlotPositions(ctx, o.Redis, o.Keys.Position); err != nil {
+		return outbox.WithHint(fmt.Errorf("repair: %d entries appended, then deleting the slot positions failed: %w", r.Appended, err),
+			"the position stays marked, so no relay starts: run repair --apply again, which appends only the rows still missing")
+	}
 	ok, err := casPositionScript.Run(ctx, o.Redis, []string{o.Keys.Position}, string(prev), string(next)).Int()
 	if err != nil {
 		return fmt.Errorf("repair: store the position: %w", redisstream.Classify(err))
@@ -551,25 +663,20 @@ func (o RepairOptions) applyCluster(ctx context.Context, conn *sql.Conn, sink *r
 	if ok != 1 {
 		return moved("the stored position moved")
 	}
-	if _, err := redisstream.DeleteSlotPositions(ctx, o.Redis, o.Keys.Position); err != nil {
-		b, _ := position.Decode(next)
-		start := fmt.Sprintf("%s:%d", b.File, b.Pos)
-		if b.GTIDSet != "" {
-			start = b.GTIDSet
-		}
-		return outbox.WithHint(fmt.Errorf("repair: stored the position, but deleting the slot positions failed: %w", err),
-			"run binlog-outbox position set --start-from %s (it deletes them) before starting the relay", start)
-	}
 	return nil
 }
 
-// casPositionScript sets KEYS[1] to ARGV[2] when it holds ARGV[1] ("":
-// nothing), and returns 1; 0 without writing otherwise.
+// casPositionScript sets KEYS[1] to ARGV[2] ("": deletes it) when it
+// holds ARGV[1] ("": nothing), and returns 1; 0 without writing otherwise.
 var casPositionScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur == false then cur = '' end
 if cur ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[2])
+if ARGV[2] == '' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+end
 return 1
 `)
 

@@ -510,3 +510,223 @@ func TestRepair_ClusterPositionSetMidRun(t *testing.T) {
 	}
 	relaytest.Check(ctx, t, env.Cluster, rec, relaytest.CheckOptions{ExactlyOnce: true})
 }
+
+// relayRuns runs a binlog relay of env in-process (newReader, with) until
+// the test ends; wait returns what its Run returned, failing the test when
+// it still runs after timeout.
+func relayRuns(t *testing.T, env *relaytest.Env, with ...func(*canal.Config, *redisstream.Config)) (wait func(timeout time.Duration) error) {
+	t.Helper()
+	r, _ := newReader(t, env, with...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = r.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return func(timeout time.Duration) error {
+		t.Helper()
+		select {
+		case <-done:
+			return runErr
+		case <-time.After(timeout):
+			t.Fatalf("the relay still runs after %s", timeout)
+			return nil
+		}
+	}
+}
+
+// wantRepairing fails the test unless err is a relay's refusal of a
+// position a repair holds, naming the holder and the way on.
+func wantRepairing(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, outbox.ErrRepairing) || !strings.Contains(err.Error(), "repair ") || !strings.Contains(outbox.HintOf(err), "repair --apply") {
+		t.Errorf("%s: %v (hint %q), want the refusal of a position a repair holds, with the way on", what, err, outbox.HintOf(err))
+	}
+}
+
+// TestRepair_LeaselessRelayStartedMidRun: a relay with --lease=false
+// started while --apply is between batches would read the lost rows from
+// the position repair started from and append them again; it finds
+// repair's mark and refuses at once, repair ends, and the relay started
+// again goes on: every committed row once.
+func TestRepair_LeaselessRelayStartedMidRun(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	const lost = 2*repairBatch + 200
+	lostRows(t, env, rec, lost)
+	before := relaytest.CountEntries(ctx, env.RDB, "outbox:")
+
+	o := repairOptions(t, env, true)
+	batches := 0
+	o.afterBatch = func(ctx context.Context) error {
+		batches++
+		if batches == 1 {
+			wantRepairing(t, "a relay without lease started after the first batch", relayRuns(t, env)(30*time.Second))
+		}
+		if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != before+batches*repairBatch {
+			t.Errorf("after batch %d: %d entries, want %d: the relay started meanwhile appended", batches, n, before+batches*repairBatch)
+		}
+		return nil
+	}
+	r, err := Repair(ctx, o)
+	if err != nil || !r.Applied || r.Appended != lost || batches != 2 {
+		t.Fatalf("repair --apply with a relay started after the first batch: %+v, %v (%d batches); want %d appended", r, err, batches, lost)
+	}
+	goesOnOnce(t, env, rec, startRelay(t, env, mode.Binlog))
+}
+
+// TestRepair_LeaselessRelayRunning: a relay with --lease=false runs, caught
+// up, when --apply starts (the lost rows are not in the binlog it reads);
+// a row committed during the apply makes it append, which finds repair's
+// mark: it stops with the refusal, appending nothing. Repair ends, and
+// the relay started again goes on: every committed row once.
+func TestRepair_LeaselessRelayRunning(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	stop := startRelay(t, env, mode.Binlog)
+	relaytest.InsertEvent(t, env.DB, rec, "live", 1)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stop()
+	wait := relayRuns(t, env)
+	relaytest.InsertEvent(t, env.DB, rec, "live", 2)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	// Rows the running relay never reads, as after a purged binlog.
+	noBinlog, err := sql.Open("mysql", env.MariaDB.DSN(env.Database)+"&sql_log_bin=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer noBinlog.Close()
+	const lost = 2*repairBatch + 200
+	relaytest.InsertOldEvents(t, noBinlog, rec, "lost", lost)
+	before := relaytest.CountEntries(ctx, env.RDB, "outbox:")
+
+	o := repairOptions(t, env, true)
+	batches := 0
+	o.afterBatch = func(ctx context.Context) error {
+		batches++
+		if batches == 1 {
+			relaytest.InsertEvent(t, env.DB, rec, "live", 3)
+			wantRepairing(t, "the relay without lease at its append after repair's first batch", wait(30*time.Second))
+		}
+		if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != before+batches*repairBatch {
+			t.Errorf("after batch %d: %d entries, want %d: the running relay appended", batches, n, before+batches*repairBatch)
+		}
+		return nil
+	}
+	r, err := Repair(ctx, o)
+	if err != nil || !r.Applied || r.Appended != lost || batches != 2 {
+		t.Fatalf("repair --apply beside a running relay without lease: %+v, %v (%d batches); want %d appended", r, err, batches, lost)
+	}
+	goesOnOnce(t, env, rec, startRelay(t, env, mode.Binlog))
+}
+
+// TestRepair_InterruptedLeavesMark: an --apply cancelled after its first
+// batch leaves its mark on the position: status and position show say so,
+// relays refuse it with or without a lease, a dry run counts the rows
+// still missing and says whose mark it is, and a second --apply appends
+// them and clears the mark; run then goes on: every committed row once.
+func TestRepair_InterruptedLeavesMark(t *testing.T) {
+	t.Parallel()
+	env := newEnv(t)
+	rec := relaytest.NewProduced()
+	const lost = 2*repairBatch + 200
+	lostRows(t, env, rec, lost)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	o := repairOptions(t, env, true)
+	o.afterBatch = func(ctx context.Context) error {
+		cancel() // as a signal would, after the first batch
+		return ctx.Err()
+	}
+	if r, err := Repair(ctx, o); !errors.Is(err, context.Canceled) || r.Appended != repairBatch || r.Applied {
+		t.Fatalf("repair --apply cancelled after the first batch: %+v, %v; want %d appended, then the cancellation", r, err, repairBatch)
+	}
+	ctx = context.Background()
+	_, sink := newReader(t, env)
+	show, err := PositionShow(ctx, PositionOptions{Redis: env.RDB, Sink: sink})
+	if err != nil || !show.Position.Repairing() || !strings.Contains(show.Text(), "held by repair ") {
+		t.Fatalf("position show after the interrupted repair: %+v, %v; want the repair's mark\n%s", show, err, show.Text())
+	}
+	wantRepairing(t, "a relay without lease on the marked position", relayRuns(t, env)(30*time.Second))
+	wantRepairing(t, "a relay with a lease on the marked position", relayRuns(t, env, func(c *canal.Config, sc *redisstream.Config) {
+		lease, err := redisstream.NewLease(env.RDB, redisstream.LeaseConfig{Key: keys(env).Lease, TTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Lease, c.LeaseRenew, sc.Lease = lease, 50*time.Millisecond, lease
+	})(30*time.Second))
+
+	r, err := Repair(ctx, repairOptions(t, env, false))
+	if err != nil || r.Missing != lost-repairBatch || r.Duplicated != 0 || !strings.Contains(strings.Join(r.Warnings, "\n"), "marked by a repair") {
+		t.Fatalf("repair dry run on the marked position: %+v, %v; want %d missing and a warning about the mark", r, err, lost-repairBatch)
+	}
+	r, err = Repair(ctx, repairOptions(t, env, true))
+	if err != nil || !r.Applied || r.Appended != lost-repairBatch || !strings.Contains(strings.Join(r.Warnings, "\n"), "marked by a repair") {
+		t.Fatalf("repair --apply again: %+v, %v; want the %d rows left appended, saying it went on from the mark", r, err, lost-repairBatch)
+	}
+	if show, err := PositionShow(ctx, PositionOptions{Redis: env.RDB, Sink: sink}); err != nil || show.Position.Repairing() || len(show.Warnings) != 0 {
+		t.Fatalf("position show after repair --apply: %+v, %v; want the mark gone", show, err)
+	}
+	goesOnOnce(t, env, rec, startRelay(t, env, mode.Binlog))
+}
+
+// TestRepair_ClusterLeaselessRelayBehind: on a Redis Cluster a relay with
+// --lease=false is running but behind (its binlog connection stalled) when
+// --apply starts, so the rows it has yet to read are missing and repair
+// appends them. Once the first batch is appended its connection goes on,
+// and the relay reads those rows again: its script in their stream's
+// slot finds the slot marked by repair and it stops, appending nothing
+// (a mark on the position key alone would stop it only after its slot
+// scripts appended them). Repair ends, and a relay started again goes on:
+// every committed row once.
+func TestRepair_ClusterLeaselessRelayBehind(t *testing.T) {
+	t.Parallel()
+	env := relaytest.NewClusterEnv(t, testsvc.SharedMariaDB(t), testsvc.StartRedisCluster(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	if err := redisstream.NewModeStore(env.Cluster, keys(env).Mode).Save(ctx, mode.Binlog); err != nil {
+		t.Fatal(err)
+	}
+	proxy := testsvc.StartProxy(t, env.MySQLAddr)
+	wait := relayRuns(t, env, func(c *canal.Config, _ *redisstream.Config) {
+		c.Host, c.Port = proxy.Host(), uint16(proxy.Port())
+		c.ReadTimeout = time.Minute // the stall below must not end the session
+	})
+	relaytest.WaitFor(t, 30*time.Second, "the relay's start position", func() bool {
+		return env.Cluster.Exists(ctx, keys(env).Position).Val() == 1
+	})
+	relaytest.InsertEvent(t, env.DB, rec, "live", 1)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	proxy.Stall()
+	const behind = repairBatch + 200
+	relaytest.InsertOldEvents(t, env.DB, rec, "behind", behind)
+	before := relaytest.CountEntries(ctx, env.Cluster, "outbox:")
+
+	o := RepairOptions{DB: env.DB, Table: table(t, env), Redis: env.Cluster, Keys: keys(env), Streams: streams(t),
+		SinkConfig: redisstream.Config{PositionKey: keys(env).Position, Cluster: true}, Chunk: DefaultVerifyChunk, Page: DefaultVerifyPage, Apply: true}
+	batches := 0
+	o.afterBatch = func(ctx context.Context) error {
+		batches++
+		proxy.Resume()
+		wantRepairing(t, "the relay without lease reading the rows repair appends", wait(30*time.Second))
+		if n := relaytest.CountEntries(ctx, env.Cluster, "outbox:"); n != before+repairBatch {
+			t.Errorf("after batch %d: %d entries, want %d: the relay behind appended", batches, n, before+repairBatch)
+		}
+		return nil
+	}
+	r, err := Repair(ctx, o)
+	if err != nil || !r.Applied || r.Appended != behind || batches != 1 {
+		t.Fatalf("repair --apply beside a relay without lease behind: %+v, %v (%d batches); want %d appended", r, err, batches, behind)
+	}
+	relayRuns(t, env) // from the position repair stored
+	relaytest.InsertEvent(t, env.DB, rec, "live", 2)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	time.Sleep(300 * time.Millisecond) // a duplicate would show up now
+	relaytest.Check(ctx, t, env.Cluster, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}

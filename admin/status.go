@@ -156,6 +156,9 @@ type PositionStatus struct {
 	// unknown.
 	RetentionSeconds *int64 `json:"retention_headroom_seconds"`
 	Retention        string `json:"retention"`
+	// Repair is the repair that marked the position as its own
+	// (position.Binlog.Repair); nil when none did.
+	Repair *position.RepairHold `json:"repair,omitempty"`
 }
 
 // LeaseStatus is the binlog relay that holds the lease.
@@ -270,6 +273,10 @@ func readPosition(ctx context.Context, client redis.UniversalClient, key string,
 	p := &PositionStatus{File: b.File, Pos: b.Pos, GTIDSet: b.GTIDSet, ServerID: b.ServerID, UpdatedAt: b.UpdatedAt,
 		AgeSeconds: time.Since(b.UpdatedAt).Round(time.Millisecond).Seconds()}
 	rep.Position = p
+	if b.Repairing() {
+		p.Repair = &b.Repair
+		rep.Warnings = append(rep.Warnings, holdWarning(b))
+	}
 	unknown := func(why string) {
 		p.BehindUnknown, p.SecondsUnknown, p.Retention = why, why, "unknown: "+why
 	}

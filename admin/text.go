@@ -38,6 +38,9 @@ func (r *StatusReport) Text() string {
 			fmt.Fprintf(&b, " gtid_set=%s", p.GTIDSet)
 		}
 		fmt.Fprintf(&b, ", written %s ago (%s)\n", durationOf(p.AgeSeconds).Round(time.Second), r.PositionKey)
+		if p.Repair != nil {
+			fmt.Fprintf(&b, "repair:    %s holds the position (see the warning)\n", p.Repair)
+		}
 		switch {
 		case p.BytesBehind != nil && p.SecondsBehind != nil:
 			fmt.Fprintf(&b, "behind:    %d bytes of binlog, %s (the oldest transaction not relayed started that long ago)\n", *p.BytesBehind, time.Duration(*p.SecondsBehind)*time.Second)

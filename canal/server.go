@@ -129,6 +129,11 @@ func (r *Reader) storedStart(ctx context.Context, raw []byte) (p position.Point,
 		return position.Point{}, false, outbox.WithHint(fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err),
 			"inspect it with `binlog-outbox position show` and replace it with `binlog-outbox position set`")
 	}
+	// Checked again at every session: a relay whose session failed while
+	// a repair marked the position must not go on from under it.
+	if err := b.RepairError(r.cfg.PositionKey); err != nil {
+		return position.Point{}, false, err
+	}
 	if b.Flavor != r.cfg.Flavor {
 		return position.Point{}, false, outbox.WithHint(fmt.Errorf("%w: the stored position belongs to a %s server, this is %s", outbox.ErrPositionGone, b.Flavor, r.cfg.Flavor), "%s", recoveryHint)
 	}

@@ -91,6 +91,9 @@ const (
 	// Deleted: no position is stored any more (position reset, or the key
 	// deleted).
 	Deleted
+	// Repairing: `repair --apply` marked the position as its own
+	// (Binlog.Repair).
+	Repairing
 )
 
 // Mismatch is the decision about a stored position a relay's compare-and-set
@@ -102,12 +105,15 @@ type Mismatch struct {
 	// StoredSeq is the stored position's Seq, LastSeq the last one the
 	// relay wrote.
 	StoredSeq, LastSeq uint64
+	// Repair is the repair's hold, for Repairing.
+	Repair RepairHold
 }
 
 // Compare decides what the stored position (nil: none) means to the relay
 // identified by writer whose last write was sequence number lastSeq. Only
 // its own older write counts as a rollback: a position it cannot decode, or
-// one without a writer, is someone else's.
+// one without a writer, is someone else's; one a repair marked is the
+// repair's, whoever wrote it before.
 func Compare(stored []byte, writer string, lastSeq uint64) Mismatch {
 	if stored == nil {
 		return Mismatch{Kind: Deleted, LastSeq: lastSeq}
@@ -117,6 +123,12 @@ func Compare(stored []byte, writer string, lastSeq uint64) Mismatch {
 		return Mismatch{Kind: Fenced, LastSeq: lastSeq}
 	}
 	m := Mismatch{Kind: Fenced, By: b.Writer, StoredSeq: b.Seq, LastSeq: lastSeq}
+	if b.Repairing() {
+		// The marked position keeps the coordinates, writer and sequence
+		// number repair started from: it is no rollback of the relay's.
+		m.Kind, m.Repair = Repairing, b.Repair
+		return m
+	}
 	if b.Writer == writer && b.Seq < lastSeq {
 		m.Kind = RolledBack
 	}
@@ -124,7 +136,7 @@ func Compare(stored []byte, writer string, lastSeq uint64) Mismatch {
 }
 
 // Err is the relay's error for the mismatch: outbox.ErrFenced (deleted or
-// fenced: the relay stops) or outbox.ErrPositionRolledBack (it re-reads from
+// fenced: the relay stops), outbox.ErrRepairing (it stops too) or outbox.ErrPositionRolledBack (it re-reads from
 // the stored position), with what the operator can do.
 func (m Mismatch) Err() error {
 	switch m.Kind {
@@ -132,6 +144,8 @@ func (m Mismatch) Err() error {
 		return outbox.WithHint(fmt.Errorf("%w: the position was deleted while the relay ran", outbox.ErrFenced),
 			"someone ran `binlog-outbox position reset` or deleted the key, or Redis lost it (a failover to a replica that never received it, a restart without persistence); "+
 				"restart the relay to start over deliberately; to relay again what the lost position covered, first `binlog-outbox position set --start-from <file:pos or GTID set of the relay's first \"reading binlog\" line>` (consumers deduplicate what the streams kept by message_id)")
+	case Repairing:
+		return Binlog{Repair: m.Repair}.RepairError("")
 	case RolledBack:
 		return fmt.Errorf("%w: stored seq %d, last written %d", outbox.ErrPositionRolledBack, m.StoredSeq, m.LastSeq)
 	case Fenced:

@@ -197,9 +197,16 @@ func TestCompare(t *testing.T) {
 			Mismatch{Kind: Fenced, By: "other", StoredSeq: 1, LastSeq: 5}, outbox.ErrFenced},
 		{"no writer", Binlog{Flavor: FlavorMySQL, File: "b.1", Pos: 4}.Encode(), 5, Mismatch{Kind: Fenced, LastSeq: 5}, outbox.ErrFenced},
 		{"undecodable", []byte("garbage"), 5, Mismatch{Kind: Fenced, LastSeq: 5}, outbox.ErrFenced},
+		// The marked position keeps the relay's writer and an older seq:
+		// still the repair's, not a rollback to re-read from.
+		{"marked by a repair", mine(3), 5, Mismatch{Kind: Repairing, By: "me", StoredSeq: 3, LastSeq: 5, Repair: testHold}, outbox.ErrRepairing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.want.Kind == Repairing {
+				b, _ := Decode(tt.stored)
+				tt.stored = b.HeldBy(testHold.Holder, testHold.Since).Encode()
+			}
 			got := Compare(tt.stored, "me", tt.lastSeq)
 			if got != tt.want {
 				t.Errorf("Compare = %+v, want %+v", got, tt.want)
@@ -208,7 +215,7 @@ func TestCompare(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Errorf("Err() = %v, want %v", err, tt.wantErr)
 			}
-			if tt.wantErr == outbox.ErrFenced && outbox.HintOf(err) == "" {
+			if (tt.wantErr == outbox.ErrFenced || tt.wantErr == outbox.ErrRepairing) && outbox.HintOf(err) == "" {
 				t.Errorf("Err() = %v: a fenced relay stops; want a hint for the operator", err)
 			}
 		})

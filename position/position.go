@@ -64,6 +64,57 @@ type Binlog struct {
 	Seq    uint64 `json:"seq,omitempty"`
 	// UpdatedAt is when the position was written, for operators.
 	UpdatedAt time.Time `json:"updated_at"`
+
+	// Repair, when set, marks the position as held by `repair --apply`
+	// (the coordinates above are where it started from): no relay starts
+	// on it and every relay's append is refused (the compare-and-set
+	// finds it), until repair stores the position it ends at, which has
+	// none, or `position set` replaces it. Positions written before it
+	// existed decode with none.
+	Repair RepairHold `json:"repair,omitzero"`
+}
+
+// RepairHold says who holds a position marked by repair, and since when.
+type RepairHold struct {
+	// Holder names the repair: "repair <host>/<pid>".
+	Holder string `json:"holder"`
+	// Since is when it marked the position.
+	Since time.Time `json:"since"`
+}
+
+// IsZero reports whether no repair holds the position.
+func (h RepairHold) IsZero() bool { return h.Holder == "" && h.Since.IsZero() }
+
+// String renders the hold for operators: who, since when.
+func (h RepairHold) String() string {
+	return h.Holder + " since " + h.Since.UTC().Format(time.RFC3339)
+}
+
+// Repairing reports whether a repair holds the position (Binlog.Repair).
+func (b Binlog) Repairing() bool { return !b.Repair.IsZero() }
+
+// HeldBy returns the position marked as held by the repair holder since
+// since: the same coordinates, writer and sequence number.
+func (b Binlog) HeldBy(holder string, since time.Time) Binlog {
+	b.Repair = RepairHold{Holder: holder, Since: since.UTC()}
+	return b
+}
+
+// RepairError is the refusal of a relay that finds the position at key
+// ("": unnamed) marked by a repair, nil when it is not: whatever the relay
+// would append, the repair may append too.
+func (b Binlog) RepairError(key string) error {
+	if !b.Repairing() {
+		return nil
+	}
+	at := ""
+	if key != "" {
+		at = " at " + key
+	}
+	return outbox.WithHint(fmt.Errorf("%w%s: %s", outbox.ErrRepairing, at, b.Repair),
+		"wait for `binlog-outbox repair --apply` to end (it stores the position the relay goes on from) and start the relay again; "+
+			"if it died (its process is gone), run `binlog-outbox repair --apply` again, which finishes from the marked position, "+
+			"or store a position deliberately with `binlog-outbox position set` (docs/incidents.md)")
 }
 
 // GTIDMode reports whether the relay resumes by GTID set rather than file and offset.
@@ -112,6 +163,9 @@ func Decode(data []byte) (Binlog, error) {
 func (b Binlog) Validate() error {
 	if b.Flavor != FlavorMySQL && b.Flavor != FlavorMariaDB {
 		return fmt.Errorf("position: flavor %q is neither %s nor %s", b.Flavor, FlavorMySQL, FlavorMariaDB)
+	}
+	if b.Repairing() && (b.Repair.Holder == "" || b.Repair.Since.IsZero()) {
+		return fmt.Errorf("position: repair mark %+v without its holder or time", b.Repair)
 	}
 	if b.EmptyGTIDSet && b.GTIDSet != "" {
 		return fmt.Errorf("position: empty_gtid_set with gtid_set %q", logging.Truncate(b.GTIDSet, 100))

@@ -64,11 +64,66 @@ func TestBinlog_EncodeDecode(t *testing.T) {
 	}
 }
 
+// testHold is a repair's hold of a position, as repair --apply marks it.
+var testHold = RepairHold{Holder: "repair host1/42", Since: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+
+// TestBinlog_RepairHold: a position marked by repair keeps its coordinates
+// through Encode and Decode and refuses a relay; one written before the
+// mark existed (no "repair" field) decodes as unmarked, and an unmarked
+// one encodes without the field, as before.
+func TestBinlog_RepairHold(t *testing.T) {
+	old := []byte(`{"flavor":"mariadb","server_id":1,"file":"mysql-bin.000001","pos":1234,"gtid_set":"0-1-9","writer":"w1","seq":3,"updated_at":"2026-01-02T03:04:05Z"}`)
+	tests := []struct {
+		name      string
+		raw       []byte
+		repairing bool
+	}{
+		{"written before the mark existed", old, false},
+		{"an empty mark", []byte(`{"flavor":"mariadb","gtid_set":"0-1-9","updated_at":"2026-01-02T03:04:05Z","repair":{}}`), false},
+		{"marked", []byte(`{"flavor":"mariadb","server_id":1,"file":"mysql-bin.000001","pos":1234,"gtid_set":"0-1-9","writer":"w1","seq":3,"updated_at":"2026-01-02T03:04:05Z","repair":{"holder":"repair host1/42","since":"2026-01-02T03:04:05Z"}}`), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := Decode(tt.raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Repairing() != tt.repairing {
+				t.Fatalf("Repairing() = %v, want %v (%+v)", b.Repairing(), tt.repairing, b.Repair)
+			}
+			err = b.RepairError("k")
+			if tt.repairing != (err != nil) {
+				t.Fatalf("RepairError() = %v, want an error: %v", err, tt.repairing)
+			}
+			if tt.repairing && (!errors.Is(err, outbox.ErrRepairing) || !strings.Contains(err.Error(), testHold.String()) || !strings.Contains(outbox.HintOf(err), "repair --apply")) {
+				t.Errorf("RepairError() = %v (hint %q): want ErrRepairing naming %s and the way on", err, outbox.HintOf(err), testHold)
+			}
+			if !tt.repairing && strings.Contains(string(b.Encode()), `"repair"`) {
+				t.Errorf("Encode() = %s: an unmarked position carries no repair field", b.Encode())
+			}
+		})
+	}
+	b, err := Decode(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := b.HeldBy(testHold.Holder, testHold.Since)
+	got, err := Decode(marked.Encode())
+	if err != nil || got != marked || got.String() != b.String() {
+		t.Fatalf("marked round trip: %+v, %v; want %+v at %s", got, err, marked, b)
+	}
+	if p, _ := got.Point(); p.String() != b.String() {
+		t.Errorf("Point() of the marked position = %s, want %s", p, b)
+	}
+}
+
 func TestDecode_Invalid(t *testing.T) {
 	for _, in := range []string{
 		``, `{}`, `not json`, `{"flavor":"oracle","file":"a.1","pos":4}`,
 		`{"flavor":"mysql","file":"","pos":4}`, `{"flavor":"mysql","file":"a.1","pos":1}`,
 		`{"flavor":"mysql","file":"a.1","pos":4,"unknown":1}`,
+		`{"flavor":"mysql","file":"a.1","pos":4,"repair":{"holder":"r"}}`,
+		`{"flavor":"mysql","file":"a.1","pos":4,"repair":{"since":"2026-01-02T03:04:05Z"}}`,
 	} {
 		if b, err := Decode([]byte(in)); err == nil {
 			t.Errorf("Decode(%q) = %+v, want an error", in, b)
@@ -97,6 +152,8 @@ func FuzzParseStart(f *testing.F) {
 func FuzzDecode(f *testing.F) {
 	f.Add(Binlog{Flavor: FlavorMySQL, File: "b.1", Pos: 4}.Encode())
 	f.Add([]byte(`{"flavor":"mariadb","gtid_set":"0-1-1"}`))
+	f.Add(Binlog{Flavor: FlavorMySQL, File: "b.1", Pos: 4}.HeldBy(testHold.Holder, testHold.Since).Encode())
+	f.Add([]byte(`{"flavor":"mariadb","gtid_set":"0-1-1","repair":{}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := Decode(data)
 		if err != nil {

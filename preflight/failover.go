@@ -28,17 +28,40 @@ func gtidState(srv mysqlserver.Server, vars map[string]string) string {
 	return vars["gtid_executed"]
 }
 
+// NameRepairHold is the requirement that no repair holds the stored
+// position (position.Binlog.Repair): `run` refuses to start on it.
+const NameRepairHold = "position held by repair"
+
 // storedPosition reads the stored position (nil: none) with the checks'
-// Redis client; an empty key reads nothing.
+// Redis client, from the node that holds it on a Redis Cluster; an empty
+// key reads nothing.
 func storedPosition(ctx context.Context, c *redis.Client, key string) ([]byte, error) {
 	if key == "" {
 		return nil, nil
 	}
-	raw, err := c.Get(ctx, key).Bytes()
+	var raw []byte
+	err := onNodeOf(ctx, c, func(n *redis.Client) (err error) {
+		raw, err = n.Get(ctx, key).Bytes()
+		return err
+	})
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
 	return raw, err
+}
+
+// checkRepairHold refuses, as the reader does at start, a stored position
+// that a repair marked as its own; nil when there is none to refuse (an
+// unreadable one is checkFailover's).
+func checkRepairHold(stored []byte, key string) []Result {
+	if stored == nil {
+		return nil
+	}
+	b, err := position.Decode(stored)
+	if err != nil || !b.Repairing() {
+		return nil
+	}
+	return []Result{refusal(NameRepairHold, b.RepairError(key), binlogOnly)}
 }
 
 // gtidInfo is what checkFailover needs of the server's GTIDs: its GTID

@@ -264,6 +264,9 @@ func Run(ctx context.Context, cfg Config) Report {
 		withServerIDClaim(ctx, rep.Results, cfg)
 	}
 	add(checkFailover(srv, gtid, stored, storedErr))
+	hold := checkRepairHold(stored, cfg.PositionKey)
+	refuseInAuto(cfg.Start, hold)
+	add(hold...)
 	if cfg.Start != nil && stored == nil && storedErr == nil && srv.Flavor != "" {
 		start := checkStartFrom(ctx, cfg, srv)
 		refuseInAuto(cfg.Start, start)

@@ -166,7 +166,7 @@ func refuseInAuto(s *Start, results []Result) {
 		return
 	}
 	for i, r := range results {
-		if r.Status == Fail && r.Err != nil && (r.Name == NamePositionKey || r.Name == NameStartFrom) {
+		if r.Status == Fail && r.Err != nil && (r.Name == NamePositionKey || r.Name == NameStartFrom || r.Name == NameRepairHold) {
 			results[i].Modes = both
 		}
 	}
@@ -258,23 +258,35 @@ func checkStartRedis(ctx context.Context, c *redis.Client, s *Start, keys []stri
 }
 
 // keyType is TYPE key, asked of the node of a Redis Cluster that holds
-// the key when c's node answers MOVED: the checks talk to one node.
+// the key (onNodeOf).
 func keyType(ctx context.Context, c *redis.Client, key string) (string, error) {
-	typ, err := c.Type(ctx, key).Result()
+	var typ string
+	err := onNodeOf(ctx, c, func(n *redis.Client) (err error) {
+		typ, err = n.Type(ctx, key).Result()
+		return err
+	})
+	return typ, err
+}
+
+// onNodeOf runs do with c, and when c's node answers MOVED (a Redis
+// Cluster: the checks talk to one node) again with a client of the node
+// that holds the key.
+func onNodeOf(ctx context.Context, c *redis.Client, do func(*redis.Client) error) error {
+	err := do(c)
 	var rerr redis.Error
 	if err == nil || !errors.As(err, &rerr) {
-		return typ, err
+		return err
 	}
 	moved, ok := strings.CutPrefix(rerr.Error(), "MOVED ")
 	if !ok {
-		return typ, err
+		return err
 	}
 	_, addr, _ := strings.Cut(moved, " ")
 	opts := *c.Options()
 	opts.Addr = addr
 	node := redis.NewClient(&opts)
 	defer node.Close()
-	return node.Type(ctx, key).Result()
+	return do(node)
 }
 
 // NoPositionKey refuses a relay of several tables (more than one --table,

@@ -164,7 +164,7 @@ func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev,
 		}
 	}
 	if len(fresh) > 0 {
-		if err := s.addIntent(ctx, fresh, fence); err != nil {
+		if err := s.addIntent(ctx, fresh, fence, prev); err != nil {
 			return fmt.Errorf("append %d events: %w", len(events), err)
 		}
 		for _, slot := range fresh {
@@ -404,6 +404,11 @@ func (s *clusterAppend) position(ctx context.Context) ([]byte, error) {
 	st, err := s.readState(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if b, err := position.Decode(st.base); err == nil && b.Repairing() {
+		// Before any slot is judged against it: repair marked the slots
+		// it fenced too (HoldClusterPosition), which are no loss.
+		return nil, b.RepairError(s.cfg.PositionKey)
 	}
 	resume := st.base
 	s.slots.ahead = nil

@@ -50,6 +50,56 @@ func ReadClusterPositions(ctx context.Context, client redis.UniversalClient, pos
 	return ClusterPositions{Key: positionKey, Base: base, Slots: slots}, nil
 }
 
+// holdScript compare-and-sets the position key KEYS[1] from ARGV[1] ("":
+// none) to ARGV[2] and returns {1, intent} (the value of the intent
+// KEYS[2], "" for none) read in the same step; {0, ""} without writing
+// when the position is not ARGV[1].
+var holdScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1]) or ''
+if cur ~= ARGV[1] then return {0, ''} end
+redis.call('SET', KEYS[1], ARGV[2])
+return {1, redis.call('GET', KEYS[2]) or ''}
+`)
+
+// HoldClusterPosition marks the position of a Redis Cluster as repair's:
+// it compare-and-sets the position key from prev to mark (a position
+// marked by repair, position.Binlog.HeldBy) and then sets the position of
+// every slot the intent names to mark. A relay without a lease writes
+// only the slots of the intent (fence.go, rule 1), which it can no longer
+// extend once the key is marked (intentScript): from then on each of its
+// slot scripts finds the mark and stops it, so that nothing it appends
+// comes after repair read the streams. held is false, and nothing is
+// written, when the position key is not prev.
+func HoldClusterPosition(ctx context.Context, client redis.UniversalClient, positionKey string, prev, mark []byte) (held bool, err error) {
+	res, err := holdScript.Run(ctx, client, []string{positionKey, IntentKey(positionKey)}, string(prev), string(mark)).Slice()
+	if err != nil {
+		return false, fmt.Errorf("mark the position %s: %w", positionKey, classify(err))
+	}
+	if len(res) < 2 {
+		return false, fmt.Errorf("mark the position %s: unexpected script reply %v", positionKey, res)
+	}
+	if code, _ := res[0].(int64); code != 1 {
+		return false, nil
+	}
+	raw, _ := res[1].(string)
+	slots, err := parseIntent(raw)
+	if err != nil {
+		return true, fmt.Errorf("mark the slots of the intent %s (%q): %w", IntentKey(positionKey), raw, err)
+	}
+	if len(slots) == 0 {
+		return true, nil
+	}
+	if _, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, slot := range slots {
+			p.Set(ctx, SlotPositionKey(positionKey, slot), mark, 0)
+		}
+		return nil
+	}); err != nil {
+		return true, fmt.Errorf("mark the %d slot positions of the intent %s: %w", len(slots), IntentKey(positionKey), classify(err))
+	}
+	return true, nil
+}
+
 // SlotPosition is one slot's position in a SlotSummary.
 type SlotPosition struct {
 	Slot int

@@ -146,13 +146,19 @@ return {1, redis.call('GET', KEYS[2]) or '', redis.call('HGETALL', KEYS[3]), red
 
 // intentScript adds the slots ARGV[2] (comma separated) to the intent
 // KEYS[2], behind the fence KEYS[1] of the position key's slot when ARGV[1]
-// is not "": it returns {2, fence} without writing when the fence is not
-// ARGV[1], else {1, ""}.
+// is not "", and only while the position key KEYS[3] holds ARGV[3] ("":
+// none), the position the batch started from: it returns {2, fence}
+// without writing when the fence is not ARGV[1], {0, position} when the
+// position is not ARGV[3], else {1, ""}. The position check keeps a relay
+// without a lease from writing a slot beyond the intent once repair
+// marked the position (HoldClusterPosition), with or without a lease.
 var intentScript = redis.NewScript(`
 if ARGV[1] ~= '' then
   local fence = redis.call('GET', KEYS[1])
   if fence ~= ARGV[1] then return {2, fence or ''} end
 end
+local pos = redis.call('GET', KEYS[3]) or ''
+if pos ~= ARGV[3] then return {0, pos} end
 local cur = redis.call('GET', KEYS[2])
 if cur and cur ~= '' then
   redis.call('SET', KEYS[2], cur .. ',' .. ARGV[2])
@@ -289,20 +295,24 @@ func formatIntent(slots []int) string {
 }
 
 // addIntent adds slots to the intent, behind the fence of the position
-// key's slot when fence is set, before a batch writes them (rule 1 above).
-func (s *clusterAppend) addIntent(ctx context.Context, slots []int, fence string) error {
+// key's slot when fence is set, before a batch from prev writes them (rule
+// 1 above), while the position key still holds prev.
+func (s *clusterAppend) addIntent(ctx context.Context, slots []int, fence string, prev []byte) error {
 	pos := s.cfg.PositionKey
-	keys := []string{FenceKey(pos, Slot(pos)), IntentKey(pos)}
-	res, err := intentScript.Run(ctx, s.client, keys, fence, formatIntent(slots)).Slice()
+	keys := []string{FenceKey(pos, Slot(pos)), IntentKey(pos), pos}
+	res, err := intentScript.Run(ctx, s.client, keys, fence, formatIntent(slots), string(prev)).Slice()
 	if err != nil {
 		return fmt.Errorf("record the %d hash slots the batch writes in %s: %w", len(slots), IntentKey(pos), classify(err))
 	}
 	if len(res) < 2 {
 		return fmt.Errorf("record the hash slots the batch writes: unexpected script reply %v", res)
 	}
-	if code, _ := res[0].(int64); code == 2 {
+	switch code, _ := res[0].(int64); code {
+	case 2:
 		cur, _ := res[1].(string)
 		return fenced(Slot(pos), cur)
+	case 0:
+		return mismatch(res[1])
 	}
 	return nil
 }

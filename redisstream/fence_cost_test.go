@@ -201,7 +201,7 @@ func TestSink_ClusterFormerHolderInASlotTheNewHolderDidNotWrite(t *testing.T) {
 	for _, g := range a.cluster.groupBySlot(second) {
 		groups[g.slot] = g
 	}
-	if err := a.cluster.addIntent(ctx, []int{reached, untouched}, aFence); err != nil {
+	if err := a.cluster.addIntent(ctx, []int{reached, untouched}, aFence, p1); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.cluster.appendSlot(ctx, groups[reached], p1, p2, aFence); err != nil {
@@ -287,7 +287,7 @@ func TestSink_ClusterSlotTheIntentLost(t *testing.T) {
 		if g.slot != fresh {
 			continue
 		}
-		if err := s.cluster.addIntent(ctx, []int{fresh}, ""); err != nil {
+		if err := s.cluster.addIntent(ctx, []int{fresh}, "", p1); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.cluster.appendSlot(ctx, g, p1, p2, ""); err != nil {

@@ -35,9 +35,11 @@ func repairCommand() *cli.Command {
 		Description: "Reads every row in one consistent snapshot and every entry of the streams the --stream template names\n" +
 			"and of the dead-letter stream, as verify does, and counts the rows no entry holds. Without --apply it\n" +
 			"writes nothing and exits 1 when rows are missing, 0 when none are. With --apply in binlog mode (the relay\n" +
-			"stopped) it holds the position's lease, appends the missing rows in id order with run's format flags,\n" +
-			"then stores as the position the binlog end as of the snapshot (--snapshot): run with the usual command\n" +
-			"line then goes on, every row committed before, during or after the repair once. In poll mode it appends\n" +
+			"stopped) it holds the position's lease and marks the position as its own (relays refuse to start on it,\n" +
+			"and stop at their next append, until it ends), appends the missing rows in id order with run's format\n" +
+			"flags, then stores as the position the binlog end as of the snapshot (--snapshot): run with the usual command\n" +
+			"line then goes on, every row committed before, during or after the repair once; an interrupted --apply\n" +
+			"leaves the mark, and the next --apply finishes from it. In poll mode it appends\n" +
 			"the rows marked sent that no stream holds, beside running pollers. It refuses, writing nothing, while a\n" +
 			"relay holds the lease or moves the position, when entries name rows the table lacks, and when a stream\n" +
 			"was trimmed below the table's rows. See docs/incidents.md.",

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
@@ -185,4 +186,68 @@ func TestRepair_RedisCluster(t *testing.T) {
 	stopRelay(t, p)
 	n := relaytest.Check(ctx, t, env.Cluster, rec, relaytest.CheckOptions{ExactlyOnce: true, StreamOf: clusterStream})
 	t.Logf("repair --apply on the cluster: %d rows compared, %d appended; %d entries at the end", r.Rows, r.Appended, n)
+}
+
+// TestRepair_MarkedPositionRefused: the position as an interrupted repair
+// --apply leaves it, marked as the repair's. check fails naming the holder
+// (in auto mode too: no fallback to polling), run refuses it with exit 1
+// and the way on (with --lease=false as with a lease) and appends nothing,
+// status and position show say who holds it; repair --apply finishes from
+// it and clears it, and run goes on: every row once.
+func TestRepair_MarkedPositionRefused(t *testing.T) {
+	t.Parallel()
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	p := startRelay(t, env, "--mode", "binlog", "--lease=false")
+	waitStoredPosition(t, env, posKey(env))
+	produce(t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 5}, rec)()
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stopRelay(t, p)
+	const lost = 20
+	relaytest.InsertOldEvents(t, env.DB, rec, "lost", lost)
+	b, err := position.Decode([]byte(env.RDB.Get(ctx, posKey(env)).Val()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const holder = "repair elsewhere/42"
+	env.RDB.Set(ctx, posKey(env), b.HeldBy(holder, time.Now()).Encode(), 0)
+	entries := relaytest.CountEntries(ctx, env.RDB, "outbox:")
+
+	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
+	for _, m := range []string{"binlog", "auto"} {
+		out, errOut, code := run(t, append(global, "check", "--mode", m)...)
+		if code == 0 || !strings.Contains(out, "position held by repair") || !strings.Contains(out, holder) || !strings.Contains(out, "repair --apply") {
+			t.Errorf("check --mode %s on the marked position: exit %d, want a failure naming the holder and the way on\n%s%s", m, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"--mode", "binlog", "--lease=false"}, {"--mode", "auto"}} {
+		p := startRelay(t, env, args...)
+		out := func() string { return p.Out.String() }
+		if code := p.Wait(t, 60*time.Second); code != 1 || !strings.Contains(out(), "a repair holds the stored position") || !strings.Contains(out(), holder) || !strings.Contains(out(), "repair --apply") {
+			t.Errorf("run %s on the marked position: exit %d, want 1 with the refusal and the way on\n%s", strings.Join(args, " "), code, relaytest.TailLines(out(), 10))
+		}
+	}
+	if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != entries {
+		t.Fatalf("%d entries after the refused starts, want %d", n, entries)
+	}
+	if out, errOut, code := run(t, append(global, "status")...); code != 0 || !strings.Contains(out, "repair:    "+holder+" since ") || !strings.Contains(out, "warning: held by "+holder) {
+		t.Errorf("status on the marked position: exit %d, want the holder named\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := run(t, append(global, "position", "show")...); code != 0 || !strings.Contains(out, "warning: held by "+holder) {
+		t.Errorf("position show on the marked position: exit %d, want the holder named\n%s%s", code, out, errOut)
+	}
+
+	out, errOut, code := run(t, append(global, "repair", "--apply")...)
+	if code != 0 || !strings.Contains(out, "warning: the position is marked by a repair ("+holder) || !strings.Contains(out, "appended "+strconv.Itoa(lost)+" entries; stored the position") {
+		t.Fatalf("repair --apply on the marked position: exit %d, want the rows appended and the mark named\n%s%s", code, out, errOut)
+	}
+	if b, err := position.Decode([]byte(env.RDB.Get(ctx, posKey(env)).Val())); err != nil || b.Repairing() {
+		t.Fatalf("position after repair --apply: %+v, %v; want no mark", b, err)
+	}
+	p = startRelay(t, env, "--mode", "binlog", "--lease=false")
+	produce(t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 5}, rec)()
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	stopRelay(t, p)
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
@@ -111,6 +112,13 @@ func TestCheckRun_SameRefusals(t *testing.T) {
 		{name: "bad messenger-unmapped", flags: []string{"--format", "symfony-messenger", "--messenger-unmapped", "drop"}},
 		{name: "position key holds a list", setup: func(t *testing.T) {
 			if err := env.RDB.RPush(ctx, posKey(env), "x").Err(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { env.RDB.Del(ctx, posKey(env)) })
+		}},
+		{name: "position marked by a repair", setup: func(t *testing.T) {
+			b := position.Binlog{Flavor: position.FlavorMariaDB, ServerID: 1, File: "mysql-bin.000001", Pos: 4, UpdatedAt: time.Now().UTC()}
+			if err := env.RDB.Set(ctx, posKey(env), b.HeldBy("repair elsewhere/42", time.Now()).Encode(), 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { env.RDB.Del(ctx, posKey(env)) })

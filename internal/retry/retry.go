@@ -25,10 +25,11 @@ import (
 // it again (outbox.ErrConfig, which the sub-packages' sentinels for an unfit
 // table or server wrap), another relay fenced this one (outbox.ErrFenced), or
 // the stored position points into a binlog that is gone
-// (outbox.ErrPositionGone). A loop returns a final error to its caller, which
+// (outbox.ErrPositionGone), or a repair holds it (outbox.ErrRepairing). A loop returns a final error to its caller, which
 // prints it with its hint, instead of logging it.
 func Final(err error) bool {
-	return errors.Is(err, outbox.ErrConfig) || errors.Is(err, outbox.ErrFenced) || errors.Is(err, outbox.ErrPositionGone)
+	return errors.Is(err, outbox.ErrConfig) || errors.Is(err, outbox.ErrFenced) || errors.Is(err, outbox.ErrPositionGone) ||
+		errors.Is(err, outbox.ErrRepairing)
 }
 
 // Defaults of Config.
