@@ -18,8 +18,10 @@ import (
 
 // Event is one committed row of the outbox table, as a consumer sees it.
 //
-// Field values are copies: an Event never aliases a binlog packet buffer, so it
-// can be kept after the reader moved on.
+// An Event can be kept after the reader moved on: its strings are copies, and
+// Payload and Headers are either copies or the bytes of the binlog event they
+// were read from, which go-mysql allocates for each event and never reuses.
+// Nothing writes into Payload or Headers: they may be shared.
 type Event struct {
 	// OutboxID is the primary key value of the row.
 	OutboxID uint64

@@ -377,8 +377,10 @@ func compatible(binlogType byte, dataType string) bool {
 }
 
 // decodeRow turns one binlog row into an Event, by the rules of package
-// eventrow. Values are copied: strings from the decoder alias the event's
-// packet buffer, and an Event outlives it. Problems with the row's content do
+// eventrow. Strings are copied: the decoder's alias the event's bytes,
+// and one short string would keep a whole event alive. The payload and the
+// headers are not (eventrow.ToTextBytesShared): they are most of a row's
+// bytes, and go-mysql allocates each event afresh. Problems with the row's content do
 // not fail the decoding: they mark the Event invalid, and it goes to the
 // dead-letter stream with the reason.
 func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Event {
@@ -415,10 +417,10 @@ func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Eve
 	b.Charset(schema.ColEventType, tc.eventType)
 	b.EventType(eventrow.ToText(row[l.eventType], tc.eventType))
 	b.Charset(schema.ColPayload, tc.payload)
-	b.Payload(eventrow.ToTextBytes(row[l.payload], tc.payload))
+	b.Payload(eventrow.ToTextBytesShared(row[l.payload], tc.payload))
 	if l.headers >= 0 {
 		b.Charset(schema.ColHeaders, tc.headers)
-		h, _ := eventrow.ToTextBytes(row[l.headers], tc.headers)
+		h, _ := eventrow.ToTextBytesShared(row[l.headers], tc.headers)
 		b.Headers(h)
 	}
 	for _, f := range l.fields {

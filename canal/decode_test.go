@@ -441,9 +441,11 @@ func TestDecodeRow(t *testing.T) {
 	}
 }
 
-// decodeRow copies: the decoder's strings and byte slices alias the packet
-// buffer, which the syncer reuses after the event was handled.
-func TestDecodeRow_CopiesValues(t *testing.T) {
+// TestDecodeRow_CopiesStringsSharesPayload: the strings of an Event are
+// copies (the decoder's alias the event's bytes, and a short string must not
+// keep a whole event alive), the payload and headers are the event's own
+// bytes, capped at their length, so that no append writes past them.
+func TestDecodeRow_CopiesStringsSharesPayload(t *testing.T) {
 	l := defaultLayout(t)
 	buf := []byte("m-1|order|agg-9|created|{\"p\":1}|{\"h\":2}")
 	// Strings that alias buf, as the decoder produces them.
@@ -453,15 +455,23 @@ func TestDecodeRow_CopiesValues(t *testing.T) {
 	if e.Invalid != "" {
 		t.Fatal(e.Invalid)
 	}
-	want := outbox.Event{MessageID: "m-1", AggregateType: "order", AggregateID: "agg-9", EventType: "created", Payload: []byte(`{"p":1}`), Headers: []byte(`{"h":2}`)}
+	for _, c := range []struct {
+		name string
+		got  []byte
+		at   int
+	}{{"payload", e.Payload, 24}, {"headers", e.Headers, 32}} {
+		if len(c.got) == 0 || &c.got[0] != &buf[c.at] || cap(c.got) != len(c.got) {
+			t.Errorf("%s %q (cap %d): want the row's own bytes at %d, capped at their length", c.name, c.got, cap(c.got), c.at)
+		}
+	}
+	want := outbox.Event{MessageID: "m-1", AggregateType: "order", AggregateID: "agg-9", EventType: "created"}
 	for i := range buf {
 		buf[i] = 'X'
 	}
-	if e.MessageID != want.MessageID || e.AggregateType != want.AggregateType || e.AggregateID != want.AggregateID || e.EventType != want.EventType ||
-		string(e.Payload) != string(want.Payload) || string(e.Headers) != string(want.Headers) {
-		t.Errorf("after the buffer changed:\n got %q %q %q %q %q %q\nwant %q %q %q %q %q %q",
-			e.MessageID, e.AggregateType, e.AggregateID, e.EventType, e.Payload, e.Headers,
-			want.MessageID, want.AggregateType, want.AggregateID, want.EventType, want.Payload, want.Headers)
+	if e.MessageID != want.MessageID || e.AggregateType != want.AggregateType || e.AggregateID != want.AggregateID || e.EventType != want.EventType {
+		t.Errorf("after the buffer changed:\n got %q %q %q %q\nwant %q %q %q %q",
+			e.MessageID, e.AggregateType, e.AggregateID, e.EventType,
+			want.MessageID, want.AggregateType, want.AggregateID, want.EventType)
 	}
 }
 

@@ -2,8 +2,10 @@ package canal
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,4 +168,44 @@ func TestReader_IdleReconnectIsNoLongerRetrying(t *testing.T) {
 		t.Errorf("%d events appended, want %d: the check must not need an append", got, len(rec.Committed))
 	}
 	stopChecked(ctx, t, env, rec, stop)
+}
+
+// TestReader_RowOverOnePacket relays a row of 17 MiB, whose event the server
+// sends as two MySQL packets, between two small ones: each payload arrives
+// whole and unchanged. The payloads are the events' own bytes (no copy), so
+// a row that shared or overran another's would show here.
+func TestReader_RowOverOnePacket(t *testing.T) {
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	const big = 17 << 20
+	// REPEAT and the INSERT need room for the row; raising the limit is
+	// harmless to the other tests of the server.
+	env.MariaDB.Exec(t, "SET GLOBAL max_allowed_packet = 64 * 1024 * 1024")
+	// A connection of its own: the session takes the limit when it connects.
+	db, err := sql.Open("mysql", env.MariaDB.DSN(env.Database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The race detector makes parsing the event take longer than the
+	// tests' short read timeout: the connection is not silent, only busy.
+	_, _, stop := startedReader(t, env, func(c *Config) { c.ReadTimeout = time.Minute })
+	defer func() { _ = stop() }()
+	sizes := map[string]int{"before": 10, "large": big, "after": 20}
+	for _, id := range []string{"before", "large", "after"} {
+		if _, err := db.Exec("INSERT INTO `"+env.Table+"` (message_id, aggregate_type, aggregate_id, event_type, payload) "+
+			"VALUES (?, 'large', ?, 'large.created', CONCAT('{\"pad\":\"', REPEAT(?, ?), '\"}'))", id, id, id[:1], sizes[id]); err != nil {
+			t.Fatalf("insert %s: %v", id, err)
+		}
+	}
+	relaytest.WaitFor(t, 3*time.Minute, "the three rows", func() bool {
+		return relaytest.CountEntries(ctx, env.RDB, env.Prefix) == len(sizes)
+	})
+	for _, e := range relaytest.ReadAll(ctx, t, env.RDB, env.Prefix) {
+		id, _ := e.Values["message_id"].(string)
+		want := `{"pad":"` + strings.Repeat(id[:1], sizes[id]) + `"}`
+		if got, _ := e.Values["payload"].(string); got != want {
+			t.Errorf("%s: payload of %d bytes, want %d bytes of %q", id, len(got), len(want), id[:1])
+		}
+	}
 }

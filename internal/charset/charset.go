@@ -104,6 +104,10 @@ func (c Charset) Bytes(p []byte) []byte {
 	return out
 }
 
+// Changes reports whether Bytes(p) differs from p: false for UTF-8 and
+// binary columns, and for text whose bytes are all ASCII.
+func (c Charset) Changes(p []byte) bool { return firstChanged(c.table, p) >= 0 }
+
 // firstChanged returns the index of the first byte table changes, -1 for
 // none. Every table keeps ASCII as it is.
 func firstChanged[T string | []byte](table *[256]string, s T) int {

@@ -217,6 +217,20 @@ func ToTextBytes(v any, c charset.Charset) ([]byte, bool) {
 	return ToBytes(v)
 }
 
+// ToTextBytesShared is ToTextBytes for a reader whose []byte values are
+// its own and never reused: a value that needs no conversion is returned
+// as it is, not copied. The binlog reader's are: go-mysql allocates every
+// event afresh, and a BLOB, TEXT or JSON value is a slice of it. A 16 MiB
+// payload was copied once more there, and both copies lived until the
+// append. The result's capacity is its length, so that an append to it can
+// never write into the bytes after it.
+func ToTextBytesShared(v any, c charset.Charset) ([]byte, bool) {
+	if x, ok := v.([]byte); ok && !c.Changes(x) {
+		return x[:len(x):len(x)], true
+	}
+	return ToTextBytes(v, c)
+}
+
 // ToBytes reads a payload or headers column; ok is false for NULL. The result
 // is a copy, as with ToString.
 func ToBytes(v any) ([]byte, bool) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/charset"
 )
 
 func TestBuilder_Event(t *testing.T) {
@@ -155,6 +156,46 @@ func TestToBytes_Copies(t *testing.T) {
 	buf[0] = 'X'
 	if string(got) != "payload" {
 		t.Errorf("after the buffer changed: got %q, want %q", got, "payload")
+	}
+}
+
+// ToTextBytesShared returns a []byte that needs no conversion as it is,
+// capped at its length; whatever it converts or reads from another type is
+// a new slice, as ToTextBytes returns it.
+func TestToTextBytesShared(t *testing.T) {
+	latin1, _ := charset.Lookup("latin1")
+	ascii := []byte("{\"a\":1}xyz")[:7]
+	accented := []byte{'{', '"', 0xe9, '"', '}'}
+	tests := []struct {
+		name   string
+		v      any
+		c      charset.Charset
+		want   string
+		wantOK bool
+		shared bool
+	}{
+		{"utf8mb4 bytes", ascii, charset.Charset{}, `{"a":1}`, true, true},
+		{"latin1 bytes, all ASCII", ascii, latin1, `{"a":1}`, true, true},
+		{"latin1 bytes to convert", accented, latin1, "{\"\u00e9\"}", true, false},
+		{"empty", []byte{}, charset.Charset{}, "", true, false},
+		{"string", "{}", charset.Charset{}, "{}", true, false},
+		{"NULL", nil, charset.Charset{}, "", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := ToTextBytesShared(tt.v, tt.c)
+			if string(got) != tt.want || ok != tt.wantOK {
+				t.Fatalf("got %q, %v; want %q, %v", got, ok, tt.want, tt.wantOK)
+			}
+			in, _ := tt.v.([]byte)
+			shared := len(got) > 0 && len(in) > 0 && &got[0] == &in[0]
+			if shared != tt.shared {
+				t.Errorf("shares the value's bytes: %v, want %v", shared, tt.shared)
+			}
+			if shared && cap(got) != len(got) {
+				t.Errorf("cap %d, want the length %d: an append would write into the bytes after the value", cap(got), len(got))
+			}
+		})
 	}
 }
 
