@@ -67,6 +67,7 @@ func decodeConfig(flavor string, match func(database, table string) bool) replic
 	// transactions too: PayloadDecoderConcurrency is 1), so the cache is
 	// its own.
 	var matched nameCache[bool]
+	var images imageDecoder
 	cfg.RowsEventDecodeFunc = func(ev *replication.RowsEvent, data []byte) error {
 		pos, err := ev.DecodeHeader(data)
 		if err != nil {
@@ -83,6 +84,9 @@ func decodeConfig(flavor string, match func(database, table string) bool) replic
 		// Rows of other tables are never decoded: on a busy server they are
 		// most of the binlog.
 		if !ok {
+			return nil
+		}
+		if images.decode(ev, pos, data) {
 			return nil
 		}
 		return ev.DecodeData(pos, data)
