@@ -68,6 +68,9 @@ func decodeConfig(flavor string, match func(database, table string) bool) replic
 	// its own.
 	var matched nameCache[bool]
 	var images imageDecoder
+	// imageDecoder renders values as go-mysql does with these settings
+	// only; with others every row is go-mysql's to decode.
+	ownDecoder := cfg.TimestampStringLocation == time.UTC && !cfg.ParseTime && !cfg.UseDecimal
 	cfg.RowsEventDecodeFunc = func(ev *replication.RowsEvent, data []byte) error {
 		pos, err := ev.DecodeHeader(data)
 		if err != nil {
@@ -93,7 +96,7 @@ func decodeConfig(flavor string, match func(database, table string) bool) replic
 		if t := ev.Type(); t == replication.EnumRowsEventTypeUpdate || t == replication.EnumRowsEventTypeDelete {
 			return nil
 		}
-		if images.decode(ev, pos, data) {
+		if ownDecoder && images.decode(ev, pos, data) {
 			return nil
 		}
 		return ev.DecodeData(pos, data)
