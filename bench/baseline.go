@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -148,6 +149,16 @@ func readDecodeCeiling(ctx context.Context, t binlogTarget, serverID uint32, fla
 		s.first, s.atFirst = began, 0
 	}
 	return s, nil
+}
+
+// selfCPU returns the CPU seconds (user+system) this process used so far;
+// 0 when the system cannot say.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // stallWatch calls stop when seen has not moved for stall, and returns

@@ -200,6 +200,11 @@ type Figure struct {
 	RedisCPUus float64 `json:"redis_cpu_us,omitempty"`
 	// MySQLCPUus is the MySQL server's, for the ceilings that read.
 	MySQLCPUus float64 `json:"mysql_cpu_us,omitempty"`
+	// CPUSecPerM is the CPU seconds (user+system) per million events of
+	// the ceilings that read the binlog, go-mysql's own in this process:
+	// the figure to hold the relay's CPU s/M ev against, which the moment
+	// a rate was taken at does not move much.
+	CPUSecPerM float64 `json:"cpu_s_per_m_events,omitempty"`
 }
 
 // Result is one workload of the relay.
@@ -524,12 +529,18 @@ func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs
 			continue
 		}
 		cpu := r.serverCPU(ctx)
+		own := selfCPU()
 		s, err := readDecodeCeiling(ctx, r.target(*b), uint32(2001+i), r.flavor)
 		if err != nil {
 			return err
 		}
+		ownSec := selfCPU() - own
 		r.figure(ceilMySQL(*b), s.rate())
-		_, r.rep.Ceilings[len(r.rep.Ceilings)-1].MySQLCPUus = cpu.perEvent(ctx, s.total)
+		f := &r.rep.Ceilings[len(r.rep.Ceilings)-1]
+		_, f.MySQLCPUus = cpu.perEvent(ctx, s.total)
+		if s.total > 0 {
+			f.CPUSecPerM = ownSec / float64(s.total) * 1e6
+		}
 	}
 	for _, p := range []struct {
 		rows, bytes int

@@ -11,9 +11,9 @@ import (
 func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "machine: %s\n\n", rep.Machine)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ceiling (measured alone, same run)\tevents/s\tRedis CPU us/ev\tMySQL CPU us/ev\t")
+	fmt.Fprintln(tw, "ceiling (measured alone, same run)\tevents/s\tCPU s/M ev\tRedis CPU us/ev\tMySQL CPU us/ev\t")
 	for _, c := range rep.Ceilings {
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t\n", c.Name, c.EventsPerSec, orDash(c.RedisCPUus), orDash(c.MySQLCPUus))
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t\n", c.Name, c.EventsPerSec, orDash(c.CPUSecPerM), orDash(c.RedisCPUus), orDash(c.MySQLCPUus))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

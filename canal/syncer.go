@@ -67,6 +67,10 @@ func decodeConfig(flavor string, match func(database, table string) bool) replic
 	// transactions too: PayloadDecoderConcurrency is 1), so the cache is
 	// its own.
 	var matched nameCache[bool]
+	var images imageDecoder
+	// imageDecoder renders values as go-mysql does with these settings
+	// only; with others every row is go-mysql's to decode.
+	ownDecoder := cfg.TimestampStringLocation == time.UTC && !cfg.ParseTime && !cfg.UseDecimal
 	cfg.RowsEventDecodeFunc = func(ev *replication.RowsEvent, data []byte) error {
 		pos, err := ev.DecodeHeader(data)
 		if err != nil {
@@ -83,6 +87,16 @@ func decodeConfig(flavor string, match func(database, table string) bool) replic
 		// Rows of other tables are never decoded: on a busy server they are
 		// most of the binlog.
 		if !ok {
+			return nil
+		}
+		// The relay reads the INSERTs of its tables; their UPDATEs and
+		// DELETEs (a clean-up of relayed rows) only need the header, as
+		// the rows of other tables do. Rows events of a type go-mysql
+		// cannot name are decoded, for the guard to stop at (guard.go).
+		if t := ev.Type(); t == replication.EnumRowsEventTypeUpdate || t == replication.EnumRowsEventTypeDelete {
+			return nil
+		}
+		if ownDecoder && images.decode(ev, pos, data) {
 			return nil
 		}
 		return ev.DecodeData(pos, data)
