@@ -104,6 +104,18 @@ func (c *countingConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// SetReadDeadline ignores the error of a connection kill closed. go-mysql's
+// Close sets a read deadline to end its reading goroutine and, when that
+// fails, closes its packet connection at once, writing the sequence number
+// that goroutine is still reading with (a data race -race reports); the
+// read has failed already, and Close then waits for the goroutine first.
+func (c *countingConn) SetReadDeadline(t time.Time) error {
+	if err := c.Conn.SetReadDeadline(t); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
 // watchdog notices a binlog connection that went silent: the server sends a
 // heartbeat every HeartbeatPeriod when it has nothing else, so a reader that
 // waits a whole ReadTimeout without receiving a single byte is talking to a

@@ -3,7 +3,10 @@ package canal
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -207,5 +210,40 @@ func TestReader_RowOverOnePacket(t *testing.T) {
 		if got, _ := e.Values["payload"].(string); got != want {
 			t.Errorf("%s: payload of %d bytes, want %d bytes of %q", id, len(got), len(want), id[:1])
 		}
+	}
+}
+
+// TestLink_DeadlineAfterKill: a read deadline set on a connection the
+// watchdog killed succeeds, so that go-mysql's Close waits for its reading
+// goroutine before it closes the packet connection under it.
+func TestLink_DeadlineAfterKill(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
+	l := &link{}
+	c, err := l.dial(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.kill()
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read after kill: got %v, want a closed connection", err)
+	}
+	if err := c.(*countingConn).Conn.SetReadDeadline(time.Now()); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("the closed TCP connection's own deadline: got %v, want net.ErrClosed", err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+		t.Errorf("deadline after kill: got %v, want nil", err)
+	}
+	if _, err := l.dial(context.Background(), "tcp", ln.Addr().String()); !errors.Is(err, errLinkDead) {
+		t.Errorf("dial after kill: got %v, want errLinkDead", err)
 	}
 }
