@@ -21,7 +21,6 @@ import (
 	"flag"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"testing"
@@ -56,7 +55,6 @@ var (
 // Main runs the tests of a package and stops the shared servers afterwards.
 // Use it from TestMain: func TestMain(m *testing.M) { testsvc.Main(m) }.
 func Main(m *testing.M) {
-	collectLess()
 	code := m.Run()
 	sharedMu.Lock()
 	for i := len(cleanups) - 1; i >= 0; i-- {
@@ -80,26 +78,6 @@ func MainParallel(m *testing.M, n int) {
 		}
 	}
 	Main(m)
-}
-
-// Where the environment sets neither GOGC nor GOMEMLIMIT, a test binary
-// collects when its heap has grown by testGCPercent, not by Go's default 100:
-// under the race detector every allocation costs much more, and the
-// collector took about a third of a test binary's CPU. testMemoryLimit caps
-// what that lets the heap grow to. Only the test binary: the relay processes
-// and servers it starts keep the defaults, and their memory is what some
-// tests measure (TestRun_MillionRowTransaction's peak RSS).
-const (
-	testGCPercent   = 400
-	testMemoryLimit = 2 << 30
-)
-
-func collectLess() {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	debug.SetGCPercent(testGCPercent)
-	debug.SetMemoryLimit(testMemoryLimit)
 }
 
 // registerCleanup remembers fn for Main; shared servers outlive single tests.
