@@ -114,8 +114,13 @@ func ReadGroupHealth(ctx context.Context, client redis.UniversalClient, key stri
 			if h.Oldest, err = oldestPending(ctx, client, key, g.Name, now); err != nil {
 				return nil, err
 			}
-			if id, ok := parseID(h.Oldest.ID); ok && id.less(horizons[i]) {
-				horizons[i] = id
+			// Oldest is nil when the entries were acknowledged since
+			// XINFO GROUPS: a relay's group metrics panicked on it under
+			// load (TestRun_MetricsLagAndReadiness/poll).
+			if h.Oldest != nil {
+				if id, ok := parseID(h.Oldest.ID); ok && id.less(horizons[i]) {
+					horizons[i] = id
+				}
 			}
 		}
 		if g.Consumers > 0 {

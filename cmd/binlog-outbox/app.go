@@ -62,7 +62,60 @@ func NewApp() *cli.App {
 	app.OnUsageError = onUsageError
 	setUsageErrorHandler(app.Commands)
 	addGlobalFlags(app.Commands)
+	nameFlagsOnce(app.Commands)
 	return app
+}
+
+// namedFlag is a flag whose names are worked out once. urfave/cli asks every
+// flag of a command for its names each time it looks one flag up (IsSet,
+// which it calls for every flag at each run), and cli.FlagNames builds them
+// anew through a regexp each time: that was most of the CPU of an in-process
+// run under the race detector. A global flag needs no wrapper
+// (globalFlag.Names).
+type namedFlag struct {
+	parsedFlag
+	names []string
+}
+
+// Names implements cli.Flag.
+func (f namedFlag) Names() []string { return f.names }
+
+// IsSliceFlag implements cli.DocGenerationSliceFlag as the flag does.
+func (f namedFlag) IsSliceFlag() bool {
+	s, ok := f.parsedFlag.(cli.DocGenerationSliceFlag)
+	return ok && s.IsSliceFlag()
+}
+
+// RunAction implements cli.ActionableFlag as the flag does.
+func (f namedFlag) RunAction(c *cli.Context) error {
+	if a, ok := f.parsedFlag.(cli.ActionableFlag); ok {
+		return a.RunAction(c)
+	}
+	return nil
+}
+
+// nameOnce returns flags with each one's names worked out once (namedFlag).
+func nameOnce(flags []cli.Flag) []cli.Flag {
+	out := make([]cli.Flag, len(flags))
+	for i, f := range flags {
+		if p, ok := f.(parsedFlag); ok && !isGlobal(f) {
+			f = namedFlag{parsedFlag: p, names: p.Names()}
+		}
+		out[i] = f
+	}
+	return out
+}
+
+func isGlobal(f cli.Flag) bool {
+	_, ok := f.(globalFlag)
+	return ok
+}
+
+func nameFlagsOnce(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.Flags = nameOnce(c.Flags)
+		nameFlagsOnce(c.Subcommands)
+	}
 }
 
 // addGlobalFlags gives every command the global flags too, so that
@@ -131,6 +184,10 @@ type parsedFlag interface {
 	cli.CategorizableFlag
 	cli.RequiredFlag
 }
+
+// Names implements cli.Flag without cli.FlagNames's regexp (namedFlag): a
+// setting's name is its flag's only name.
+func (f globalFlag) Names() []string { return []string{f.setting.Name} }
 
 // GetEnvVars implements cli.DocGenerationFlag.
 func (f globalFlag) GetEnvVars() []string { return []string{f.setting.Env} }

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
@@ -62,7 +63,11 @@ func parseAlone(app *cli.App) (done func()) {
 // its exit code.
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	var out, errb bytes.Buffer
+	// Buffers that goroutines may share: go-redis logs through one logger
+	// per process (relay.Resolve sets it to the app's), so a client an
+	// earlier in-process run left behind (a Sentinel client's listener)
+	// can write to this run's stderr while it is read.
+	var out, errb logging.Buffer
 	app := NewApp()
 	app.Writer, app.ErrWriter = &out, &errb
 	defer parseAlone(app)()

@@ -97,7 +97,10 @@ func TestBackfillCommand_KilledExactlyOnce(t *testing.T) {
 		p := relaytest.StartProcess(t, binary(t), args...)
 		select {
 		case <-p.Done():
-		case <-time.After(time.Duration(50+rand.IntN(300)) * time.Millisecond):
+		// The window grows with each attempt, so that a loaded machine,
+		// where a backfill takes longer than the first windows to start,
+		// still sees one finish.
+		case <-time.After(time.Duration(50+rand.IntN(300)+10*attempt) * time.Millisecond):
 			// It may have finished as the time ran out: then it was not
 			// killed, and its exit code says how it ended.
 			if err := p.Cmd.Process.Signal(syscall.SIGKILL); err == nil {
