@@ -414,15 +414,7 @@ func (d *imageDecoder) goMySQLValue(ev *replication.RowsEvent, c *imageColumn, d
 // render negative, which it leaves to go-mysql.
 func datetime2(data []byte, dec int) (string, bool) {
 	intPart := int64(beUint(data[:5])) - 0x8000000000
-	var frac int64
-	switch dec {
-	case 1, 2:
-		frac = int64(data[5]) * 10000
-	case 3, 4:
-		frac = int64(binary.BigEndian.Uint16(data[5:7])) * 100
-	case 5, 6:
-		frac = int64(beUint(data[5:8]))
-	}
+	frac := fracMicros(data[5:], dec)
 	var b [32]byte
 	if intPart == 0 {
 		return zeroTime(b[:0], int(frac), dec), true
@@ -442,19 +434,25 @@ func datetime2(data []byte, dec int) (string, bool) {
 	return string(datetimeText(b[:0], year, month, day, hour, minute, second, int(frac), dec)), true
 }
 
+// fracMicros reads the fractional seconds of a DATETIME2 or TIMESTAMP2
+// value with dec digits, which data begins with, as microseconds.
+func fracMicros(data []byte, dec int) int64 {
+	switch dec {
+	case 1, 2:
+		return int64(data[0]) * 10000
+	case 3, 4:
+		return int64(binary.BigEndian.Uint16(data[:2])) * 100
+	case 5, 6:
+		return int64(beUint(data[:3]))
+	}
+	return 0
+}
+
 // timestamp2 renders a TIMESTAMP(dec) value as decodeTimestamp2 and
 // fracTime.String do, in UTC (the decodeConfig's TimestampStringLocation).
 func timestamp2(data []byte, dec int) string {
 	sec := int64(binary.BigEndian.Uint32(data[:4]))
-	var usec int64
-	switch dec {
-	case 1, 2:
-		usec = int64(data[4]) * 10000
-	case 3, 4:
-		usec = int64(binary.BigEndian.Uint16(data[4:6])) * 100
-	case 5, 6:
-		usec = int64(beUint(data[4:7]))
-	}
+	usec := fracMicros(data[4:], dec)
 	var b [32]byte
 	if sec == 0 {
 		return zeroTime(b[:0], int(usec), dec)
