@@ -293,15 +293,50 @@ func TestRepair_LockGivesUp(t *testing.T) {
 	}
 }
 
-// lostRows stops a relay of env after it relayed a few rows and commits n
-// more it never reads: repair finds them missing, in several batches.
-func lostRows(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, n int) {
+// lostRows makes an env whose relay stopped after it relayed a few rows,
+// then commits repairLost more it never reads: repair finds them missing,
+// in several batches.
+func lostRows(t *testing.T) (*relaytest.Env, *relaytest.Produced) {
 	t.Helper()
+	env, rec := newEnv(t), relaytest.NewProduced()
 	stop := startRelay(t, env, mode.Binlog)
 	relaytest.Produce(context.Background(), t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 10}, rec)
 	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	stop()
-	relaytest.InsertOldEvents(t, env.DB, rec, "lost", n)
+	relaytest.InsertOldEvents(t, env.DB, rec, "lost", repairLost)
+	return env, rec
+}
+
+// repairLost is how many rows the tests of an --apply lose: three batches,
+// so that something can happen after the first and after the second.
+const repairLost = 2*repairBatch + 200
+
+// applyBeside runs repair --apply of env's repairLost rows with first
+// called after its first batch (its error ends the repair), and wants only
+// repair to append meanwhile (relay names who else might), and every lost
+// row appended.
+func applyBeside(t *testing.T, env *relaytest.Env, what, relay string, first func() error) {
+	t.Helper()
+	ctx := context.Background()
+	before := relaytest.CountEntries(ctx, env.RDB, "outbox:")
+	o := repairOptions(t, env, true)
+	batches := 0
+	o.afterBatch = func(ctx context.Context) error {
+		batches++
+		if batches == 1 {
+			if err := first(); err != nil {
+				return err
+			}
+		}
+		if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != before+batches*repairBatch {
+			t.Errorf("after batch %d: %d entries, want %d: %s appended", batches, n, before+batches*repairBatch, relay)
+		}
+		return nil
+	}
+	r, err := Repair(ctx, o)
+	if err != nil || !r.Applied || r.Appended != repairLost || batches != 2 {
+		t.Fatalf("repair --apply %s: %+v, %v (%d batches); want %d appended", what, r, err, batches, repairLost)
+	}
 }
 
 // goesOnOnce commits more rows while the relay that stop ends runs, waits
@@ -321,37 +356,19 @@ func goesOnOnce(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, stop 
 // committed row once.
 func TestRepair_RelayStartedMidRun(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	ctx := context.Background()
-	rec := relaytest.NewProduced()
-	const lost = 2*repairBatch + 200
-	lostRows(t, env, rec, lost)
-	before := relaytest.CountEntries(ctx, env.RDB, "outbox:")
-
-	o := repairOptions(t, env, true)
-	batches := 0
+	env, rec := lostRows(t)
 	var stopRelay func()
-	o.afterBatch = func(ctx context.Context) error {
-		batches++
-		if batches == 1 {
-			lease, err := redisstream.NewLease(env.RDB, redisstream.LeaseConfig{Key: keys(env).Lease, TTL: 2 * time.Second})
-			if err != nil {
-				return err
-			}
-			stopRelay = startRelay(t, env, mode.Binlog, func(c *canal.Config, sc *redisstream.Config) {
-				c.Lease, c.LeaseRenew, sc.Lease = lease, 50*time.Millisecond, lease
-			})
-			time.Sleep(500 * time.Millisecond) // ten tries to take the lease
+	applyBeside(t, env, "with a relay started after the first batch", "the relay started meanwhile", func() error {
+		lease, err := redisstream.NewLease(env.RDB, redisstream.LeaseConfig{Key: keys(env).Lease, TTL: 2 * time.Second})
+		if err != nil {
+			return err
 		}
-		if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != before+batches*repairBatch {
-			t.Errorf("after batch %d: %d entries, want %d: the relay started meanwhile appended", batches, n, before+batches*repairBatch)
-		}
+		stopRelay = startRelay(t, env, mode.Binlog, func(c *canal.Config, sc *redisstream.Config) {
+			c.Lease, c.LeaseRenew, sc.Lease = lease, 50*time.Millisecond, lease
+		})
+		time.Sleep(500 * time.Millisecond) // ten tries to take the lease
 		return nil
-	}
-	r, err := Repair(ctx, o)
-	if err != nil || !r.Applied || r.Appended != lost || batches != 2 {
-		t.Fatalf("repair --apply with a relay started after the first batch: %+v, %v (%d batches); want %d appended", r, err, batches, lost)
-	}
+	})
 	goesOnOnce(t, env, rec, stopRelay)
 }
 
@@ -361,11 +378,9 @@ func TestRepair_RelayStartedMidRun(t *testing.T) {
 // second repair appends only the rest, and run goes on: every row once.
 func TestRepair_PositionSetMidRun(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
+	env, rec := lostRows(t)
 	ctx := context.Background()
-	rec := relaytest.NewProduced()
-	const lost = 2*repairBatch + 200
-	lostRows(t, env, rec, lost)
+	const lost = repairLost
 	before := relaytest.CountEntries(ctx, env.RDB, "outbox:")
 
 	o := repairOptions(t, env, true)
@@ -476,7 +491,7 @@ func TestRepair_ClusterPositionSetMidRun(t *testing.T) {
 	start := positionNow()
 	env.Cluster.Set(ctx, key, start, 0)
 	env.Cluster.Set(ctx, slotKey, start, 0) // a slot of the relay that ran before
-	const lost = 2*repairBatch + 200
+	const lost = repairLost
 	relaytest.InsertOldEvents(t, env.DB, rec, "lost", lost)
 
 	o := RepairOptions{DB: env.DB, Table: table(t, env), Redis: env.Cluster, Keys: keys(env), Streams: streams(t),
@@ -553,29 +568,11 @@ func wantRepairing(t *testing.T, what string, err error) {
 // again goes on: every committed row once.
 func TestRepair_LeaselessRelayStartedMidRun(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	ctx := context.Background()
-	rec := relaytest.NewProduced()
-	const lost = 2*repairBatch + 200
-	lostRows(t, env, rec, lost)
-	before := relaytest.CountEntries(ctx, env.RDB, "outbox:")
-
-	o := repairOptions(t, env, true)
-	batches := 0
-	o.afterBatch = func(ctx context.Context) error {
-		batches++
-		if batches == 1 {
-			wantRepairing(t, "a relay without lease started after the first batch", relayRuns(t, env)(30*time.Second))
-		}
-		if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != before+batches*repairBatch {
-			t.Errorf("after batch %d: %d entries, want %d: the relay started meanwhile appended", batches, n, before+batches*repairBatch)
-		}
+	env, rec := lostRows(t)
+	applyBeside(t, env, "with a relay started after the first batch", "the relay started meanwhile", func() error {
+		wantRepairing(t, "a relay without lease started after the first batch", relayRuns(t, env)(30*time.Second))
 		return nil
-	}
-	r, err := Repair(ctx, o)
-	if err != nil || !r.Applied || r.Appended != lost || batches != 2 {
-		t.Fatalf("repair --apply with a relay started after the first batch: %+v, %v (%d batches); want %d appended", r, err, batches, lost)
-	}
+	})
 	goesOnOnce(t, env, rec, startRelay(t, env, mode.Binlog))
 }
 
@@ -587,7 +584,6 @@ func TestRepair_LeaselessRelayStartedMidRun(t *testing.T) {
 func TestRepair_LeaselessRelayRunning(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)
-	ctx := context.Background()
 	rec := relaytest.NewProduced()
 	stop := startRelay(t, env, mode.Binlog)
 	relaytest.InsertEvent(t, env.DB, rec, "live", 1)
@@ -602,27 +598,12 @@ func TestRepair_LeaselessRelayRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer noBinlog.Close()
-	const lost = 2*repairBatch + 200
-	relaytest.InsertOldEvents(t, noBinlog, rec, "lost", lost)
-	before := relaytest.CountEntries(ctx, env.RDB, "outbox:")
-
-	o := repairOptions(t, env, true)
-	batches := 0
-	o.afterBatch = func(ctx context.Context) error {
-		batches++
-		if batches == 1 {
-			relaytest.InsertEvent(t, env.DB, rec, "live", 3)
-			wantRepairing(t, "the relay without lease at its append after repair's first batch", wait(30*time.Second))
-		}
-		if n := relaytest.CountEntries(ctx, env.RDB, "outbox:"); n != before+batches*repairBatch {
-			t.Errorf("after batch %d: %d entries, want %d: the running relay appended", batches, n, before+batches*repairBatch)
-		}
+	relaytest.InsertOldEvents(t, noBinlog, rec, "lost", repairLost)
+	applyBeside(t, env, "beside a running relay without lease", "the running relay", func() error {
+		relaytest.InsertEvent(t, env.DB, rec, "live", 3)
+		wantRepairing(t, "the relay without lease at its append after repair's first batch", wait(30*time.Second))
 		return nil
-	}
-	r, err := Repair(ctx, o)
-	if err != nil || !r.Applied || r.Appended != lost || batches != 2 {
-		t.Fatalf("repair --apply beside a running relay without lease: %+v, %v (%d batches); want %d appended", r, err, batches, lost)
-	}
+	})
 	goesOnOnce(t, env, rec, startRelay(t, env, mode.Binlog))
 }
 
@@ -633,10 +614,8 @@ func TestRepair_LeaselessRelayRunning(t *testing.T) {
 // them and clears the mark; run then goes on: every committed row once.
 func TestRepair_InterruptedLeavesMark(t *testing.T) {
 	t.Parallel()
-	env := newEnv(t)
-	rec := relaytest.NewProduced()
-	const lost = 2*repairBatch + 200
-	lostRows(t, env, rec, lost)
+	env, rec := lostRows(t)
+	const lost = repairLost
 
 	ctx, cancel := context.WithCancel(context.Background())
 	o := repairOptions(t, env, true)

@@ -240,22 +240,32 @@ func loadApp(ctx context.Context, db *sql.DB, table string, rows, conns, payload
 func parallel(ctx context.Context, db *sql.DB, conns int, fn func(context.Context, *sql.Conn) error) error {
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	return together(conns, cancel, func() error {
+		conn, err := db.Conn(gctx)
+		if err == nil {
+			err = fn(gctx, conn)
+			conn.Close()
+		}
+		return err
+	})
+}
+
+// together runs fn n times at once and returns the first error, once every
+// run has ended. After an error it calls stop, when not nil, so that the
+// other runs end too: the error is recorded first, so the ones they end
+// with do not come before it.
+func together(n int, stop func(), fn func() error) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, conns)
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn, err := db.Conn(gctx)
-			if err == nil {
-				err = fn(gctx, conn)
-				conn.Close()
-			}
-			if err != nil {
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			if err := fn(); err != nil {
 				errs <- err
-				cancel()
+				if stop != nil {
+					stop()
+				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -298,47 +308,38 @@ func (p *producers) run(ctx context.Context, db *sql.DB, table string, conns, pa
 			}
 		}()
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, conns)
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if tokens != nil {
-					select {
-					case <-ctx.Done():
-						return
-					case <-tokens:
-					}
+	// No stop: a failed producer does not end the others; ctx (the
+	// workload's duration) does.
+	return together(conns, nil, func() error {
+		for ctx.Err() == nil {
+			if tokens != nil {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-tokens:
 				}
-				i := int(p.seq.Add(1))
-				id := messageID(prefix, i)
-				tx, err := db.BeginTx(context.Background(), nil)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if _, err := tx.Exec(ins, id, fmt.Sprintf("agg-%d", i%1000), pay); err != nil {
-					_ = tx.Rollback()
-					errs <- err
-					return
-				}
-				if err := tx.Commit(); err != nil {
-					errs <- err
-					return
-				}
-				t := time.Now()
-				p.mu.Lock()
-				p.doneAt[id] = t
-				p.mu.Unlock()
-				p.committed.Add(1)
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+			i := int(p.seq.Add(1))
+			id := messageID(prefix, i)
+			tx, err := db.BeginTx(context.Background(), nil)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ins, id, fmt.Sprintf("agg-%d", i%1000), pay); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			if err := tx.Commit(); err != nil {
+				return err
+			}
+			t := time.Now()
+			p.mu.Lock()
+			p.doneAt[id] = t
+			p.mu.Unlock()
+			p.committed.Add(1)
+		}
+		return nil
+	})
 }
 
 // committedAt returns when the COMMIT of message id returned.

@@ -188,48 +188,26 @@ func equalNames(a, b [][]byte) bool {
 func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error) {
 	names := tm.ColumnNameString()
 	for _, logical := range d.absent {
-		for _, n := range names {
-			if strings.EqualFold(n, logical) {
-				return layout{}, &columnError{db: string(tm.Schema), table: string(tm.Table), physical: n, logical: logical, appeared: true,
-					err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have a column %q, which the table lacked when the relay started, so entries have gone without %s; the table was altered",
-						outbox.ErrConfig, tm.Schema, tm.Table, n, logical),
-						"if the table has the column now, restart the relay: it resumes at this transaction and relays the column from here on; if it was dropped since, restart with --column %s=-", logical)}
-			}
+		if i := columnIndex(names, logical); i >= 0 {
+			n := names[i]
+			return layout{}, &columnError{db: string(tm.Schema), table: string(tm.Table), physical: n, logical: logical, appeared: true,
+				err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have a column %q, which the table lacked when the relay started, so entries have gone without %s; the table was altered",
+					outbox.ErrConfig, tm.Schema, tm.Table, n, logical),
+					"if the table has the column now, restart the relay: it resumes at this transaction and relays the column from here on; if it was dropped since, restart with --column %s=-", logical)}
 		}
 	}
-	index := func(physical string) int {
-		for i, n := range names {
-			if strings.EqualFold(n, physical) {
-				return i
-			}
-		}
-		return -1
-	}
-	find := func(logical string) (int, error) {
-		physical, ok := d.mapping.Physical(logical)
-		if !ok {
-			return -1, nil
-		}
-		if i := index(physical); i >= 0 {
-			return i, nil
-		}
-		if schema.Optional(logical) {
-			// An optional column added later by ALTER TABLE is absent from
-			// older events: it reads as NULL there.
-			return -1, nil
-		}
-		return -1, &columnError{db: string(tm.Schema), table: string(tm.Table), physical: physical, logical: logical,
+	l, err := d.fill(names, func(physical, logical string) error {
+		return &columnError{db: string(tm.Schema), table: string(tm.Table), physical: physical, logical: logical,
 			err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for %s (columns: %s)",
 				outbox.ErrConfig, tm.Schema, tm.Table, physical, logical, strings.Join(names, ", ")),
 				"if the column was renamed, map it with --column %s=<name>; if it was dropped, restore it", logical)}
-	}
-	l, err := d.fill(find, len(names))
+	})
 	if err != nil {
 		return layout{}, err
 	}
 	// With names the table map carries signedness too (FULL includes
 	// it), and the syncer decodes UNSIGNED columns as such.
-	l.fields, err = d.fieldLayout(index, nil, func(e schema.ExtraColumn) error {
+	l.fields, err = d.fieldLayout(names, nil, func(e schema.ExtraColumn) error {
 		return &columnError{db: string(tm.Schema), table: string(tm.Table), physical: e.Column, logical: e.Field, extra: true,
 			err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for --extra-column (columns: %s); the rows were written before the column was added, or after it was dropped",
 				outbox.ErrConfig, tm.Schema, tm.Table, e.Column, strings.Join(names, ", ")),
@@ -238,15 +216,15 @@ func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error)
 	return l, err
 }
 
-// fieldLayout finds the columns carried as fields of their own with index.
+// fieldLayout finds the columns carried as fields of their own among names.
 // The schema_version column is optional like any other and reads as NULL
 // where the rows lack it; an extra column the user named must be there, and
 // missing makes an error. unsigned, when not nil, says which row positions
 // are UNSIGNED integer columns decoded as signed.
-func (d *rowDecoder) fieldLayout(index func(string) int, unsigned func(int) byte, missing func(schema.ExtraColumn) error) ([]fieldIndex, error) {
+func (d *rowDecoder) fieldLayout(names []string, unsigned func(int) byte, missing func(schema.ExtraColumn) error) ([]fieldIndex, error) {
 	var out []fieldIndex
 	for _, f := range d.fields {
-		i := index(f.Column)
+		i := columnIndex(names, f.Column)
 		if i < 0 && f.Field != schema.ColSchemaVersion {
 			return nil, missing(f)
 		}
@@ -259,8 +237,12 @@ func (d *rowDecoder) fieldLayout(index func(string) int, unsigned func(int) byte
 	return out, nil
 }
 
-func (d *rowDecoder) fill(find func(string) (int, error), count int) (layout, error) {
-	l := layout{columnCount: count}
+// fill finds the outbox columns among names, the row's columns in order.
+// A mapped column that is missing is an error made by missing, unless it
+// is optional: one added later by ALTER TABLE is absent from older events,
+// and reads as NULL there.
+func (d *rowDecoder) fill(names []string, missing func(physical, logical string) error) (layout, error) {
+	l := layout{columnCount: len(names)}
 	for _, f := range []struct {
 		logical string
 		dst     *int
@@ -269,13 +251,27 @@ func (d *rowDecoder) fill(find func(string) (int, error), count int) (layout, er
 		{schema.ColAggregateID, &l.aggregateID}, {schema.ColEventType, &l.eventType}, {schema.ColPayload, &l.payload},
 		{schema.ColHeaders, &l.headers}, {schema.ColOccurredAt, &l.occurredAt},
 	} {
-		i, err := find(f.logical)
-		if err != nil {
-			return layout{}, err
+		i := -1
+		if physical, ok := d.mapping.Physical(f.logical); ok {
+			i = columnIndex(names, physical)
+			if i < 0 && !schema.Optional(f.logical) {
+				return layout{}, missing(physical, f.logical)
+			}
 		}
 		*f.dst = i
 	}
 	return l, nil
+}
+
+// columnIndex is the position of physical among names, compared as MySQL
+// compares column names, without regard to case; -1 if it is not there.
+func columnIndex(names []string, physical string) int {
+	for i, n := range names {
+		if strings.EqualFold(n, physical) {
+			return i
+		}
+	}
+	return -1
 }
 
 // layoutByPosition maps columns by ordinal position, with the proven layout.
@@ -296,29 +292,14 @@ func (d *rowDecoder) layoutByPosition(tm *replication.TableMapEvent) (layout, er
 				outbox.ErrConfig, i+1, tm.Schema, tm.Table, tm.ColumnType[i], c.Name, c.DataType), "%s", hint)
 		}
 	}
-	index := func(physical string) int {
-		for i, c := range d.columns {
-			if strings.EqualFold(c.Name, physical) {
-				return i
-			}
-		}
-		return -1
+	names := make([]string, len(d.columns))
+	for i, c := range d.columns {
+		names[i] = c.Name
 	}
-	find := func(logical string) (int, error) {
-		physical, ok := d.mapping.Physical(logical)
-		if !ok {
-			return -1, nil
-		}
-		if i := index(physical); i >= 0 {
-			return i, nil
-		}
-		if schema.Optional(logical) {
-			return -1, nil
-		}
-		return -1, outbox.WithHint(fmt.Errorf("%w: table %s.%s has no column %q for %s", outbox.ErrConfig, tm.Schema, tm.Table, physical, logical),
+	l, err := d.fill(names, func(physical, logical string) error {
+		return outbox.WithHint(fmt.Errorf("%w: table %s.%s has no column %q for %s", outbox.ErrConfig, tm.Schema, tm.Table, physical, logical),
 			"if the column was renamed, map it with --column %s=<name>; if it was dropped, restore it", logical)
-	}
-	l, err := d.fill(find, len(d.columns))
+	})
 	if err != nil {
 		return layout{}, err
 	}
@@ -333,8 +314,8 @@ func (d *rowDecoder) layoutByPosition(tm *replication.TableMapEvent) (layout, er
 			return 0
 		}
 	}
-	l.fields, err = d.fieldLayout(index, unsigned, func(e schema.ExtraColumn) error {
-		return outbox.WithHint(fmt.Errorf("%w: table %s.%s has no column %q for --extra-column (columns: %s)", outbox.ErrConfig, tm.Schema, tm.Table, e.Column, columnNames(d.columns, ", ")),
+	l.fields, err = d.fieldLayout(names, unsigned, func(e schema.ExtraColumn) error {
+		return outbox.WithHint(fmt.Errorf("%w: table %s.%s has no column %q for --extra-column (columns: %s)", outbox.ErrConfig, tm.Schema, tm.Table, e.Column, strings.Join(names, ", ")),
 			"restore the column, or drop --extra-column %s and restart", e.Column)
 	})
 	return l, err

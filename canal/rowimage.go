@@ -151,25 +151,12 @@ func planColumn(typ byte, meta uint16) imageColumn {
 		// length, in a packing of their own.
 		realType, length = stringType(meta)
 	}
+	if f, ok := fixedWidth[realType]; ok {
+		c.kind, c.width = f.kind, f.width
+	}
 	switch realType {
 	case mysql.MYSQL_TYPE_NULL:
 		c.kind = kindNull
-	case mysql.MYSQL_TYPE_TINY:
-		c.kind, c.width = kindInt, 1
-	case mysql.MYSQL_TYPE_SHORT:
-		c.kind, c.width = kindInt, 2
-	case mysql.MYSQL_TYPE_INT24:
-		c.kind, c.width = kindInt, 3
-	case mysql.MYSQL_TYPE_LONG:
-		c.kind, c.width = kindInt, 4
-	case mysql.MYSQL_TYPE_LONGLONG:
-		c.kind, c.width = kindInt, 8
-	case mysql.MYSQL_TYPE_FLOAT:
-		c.kind, c.width = kindFloat, 4
-	case mysql.MYSQL_TYPE_DOUBLE:
-		c.kind, c.width = kindDouble, 8
-	case mysql.MYSQL_TYPE_YEAR:
-		c.kind, c.width = kindYear, 1
 	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING:
 		c.kind, c.width = kindString, stringLengthBytes(int(meta))
 	case mysql.MYSQL_TYPE_STRING:
@@ -193,6 +180,17 @@ func planColumn(typ byte, meta uint16) imageColumn {
 		}
 	}
 	return c
+}
+
+// fixedWidth are the types planColumn decodes whose values have one length
+// whatever their metadata: how they decode, and that length.
+var fixedWidth = map[byte]struct {
+	kind  imageKind
+	width int
+}{
+	mysql.MYSQL_TYPE_TINY: {kindInt, 1}, mysql.MYSQL_TYPE_SHORT: {kindInt, 2}, mysql.MYSQL_TYPE_INT24: {kindInt, 3},
+	mysql.MYSQL_TYPE_LONG: {kindInt, 4}, mysql.MYSQL_TYPE_LONGLONG: {kindInt, 8},
+	mysql.MYSQL_TYPE_FLOAT: {kindFloat, 4}, mysql.MYSQL_TYPE_DOUBLE: {kindDouble, 8}, mysql.MYSQL_TYPE_YEAR: {kindYear, 1},
 }
 
 // stringType unpacks the metadata of a MYSQL_TYPE_STRING column as

@@ -57,11 +57,7 @@ func (e errRepairMissing) Error() string {
 }
 
 func runRepair(c *cli.Context) error {
-	chunk, page, err := walkSizes(c)
-	if err != nil {
-		return err
-	}
-	onSent, err := onSentOf(c)
+	chunk, page, onSent, err := walkArgs(c)
 	if err != nil {
 		return err
 	}

@@ -41,11 +41,7 @@ func runVerify(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	chunk, page, err := walkSizes(c)
-	if err != nil {
-		return err
-	}
-	onSent, err := onSentOf(c)
+	chunk, page, onSent, err := walkArgs(c)
 	if err != nil {
 		return err
 	}
@@ -88,11 +84,14 @@ func walkFlags() []cli.Flag {
 	}
 }
 
-// walkSizes reads walkFlags, refusing sizes below one.
-func walkSizes(c *cli.Context) (chunk, page int, err error) {
+// walkArgs reads walkFlags, refusing sizes below one, and --on-sent, which
+// says whether the walk finds the relayed rows deleted: what verify and
+// repair read alike.
+func walkArgs(c *cli.Context) (chunk, page int, onSent string, err error) {
 	chunk, page = c.Int("chunk-rows"), c.Int("page-entries")
 	if chunk < 1 || page < 1 {
-		return 0, 0, usageError{errors.New("--chunk-rows and --page-entries must be positive")}
+		return 0, 0, "", usageError{errors.New("--chunk-rows and --page-entries must be positive")}
 	}
-	return chunk, page, nil
+	onSent, err = onSentOf(c)
+	return chunk, page, onSent, err
 }

@@ -40,39 +40,42 @@ func QuoteEnd[T Text](s T, i int) int {
 // TopLevel calls fn with the index of every byte of s outside quoted tokens
 // and parentheses, in order, until fn returns false.
 func TopLevel[T Text](s T, fn func(i int) bool) {
-	depth := 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case IsQuote(c):
-			i = QuoteEnd(s, i) - 1
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-		case depth == 0:
-			if !fn(i) {
-				return
-			}
-		}
-	}
+	unquoted(s, 0, func(i, depth int) bool {
+		return depth != 0 || s[i] == ')' || fn(i)
+	})
 }
 
 // MatchParen returns the index of the parenthesis that closes the one at
 // s[open], or -1 when it is not closed.
 func MatchParen[T Text](s T, open int) int {
+	end := -1
+	unquoted(s, open, func(i, depth int) bool {
+		if depth == 0 && s[i] == ')' {
+			end = i
+			return false
+		}
+		return true
+	})
+	return end
+}
+
+// unquoted calls fn with the index of every byte of s from i on outside
+// quoted tokens, and the depth of parentheses just after it (counted from
+// 0 at i), until fn returns false.
+func unquoted[T Text](s T, i int, fn func(i, depth int) bool) {
 	depth := 0
-	for i := open; i < len(s); i++ {
+	for ; i < len(s); i++ {
 		switch c := s[i]; {
 		case IsQuote(c):
 			i = QuoteEnd(s, i) - 1
+			continue
 		case c == '(':
 			depth++
 		case c == ')':
 			depth--
-			if depth == 0 {
-				return i
-			}
+		}
+		if !fn(i, depth) {
+			return
 		}
 	}
-	return -1
 }
