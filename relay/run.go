@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -25,16 +24,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
-// defaultMemoryLimit is the relay's soft memory limit (GOMEMLIMIT overrides).
-const defaultMemoryLimit = 20 << 20
-
-// defaultGCPercent is the relay's GOGC under that limit (GOGC overrides):
-// with GOGC's 100 the collector ran whenever the heap doubled its live
-// part, far below the limit, which a catch-up's small live heap makes
-// often; at 400 the limit decides in most cycles, which spends less CPU per
-// event at the same peak RSS (bench measures both; BENCHMARKS.md).
-const defaultGCPercent = 400
-
 // Run relays as o says until ctx is cancelled (nil then) or an error
 // stops it: the preflight checks of check first, what fails every mode
 // stopping the start as check reports it, then the mode resolved for the
@@ -45,7 +34,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	cfg := o.Config
-	setMemoryLimit()
+	if setMemoryLimit() {
+		go followLiveHeap(ctx, time.Second)
+	}
 	log := cfg.Logger
 	log.Info("binlog-outbox starting", "version", o.Version, "config", cfg, "mode", requested)
 
@@ -142,20 +133,6 @@ func relayIn(ctx context.Context, o Options, cfg Config, client redis.UniversalC
 	}
 	defer stopTrim()
 	return poll()
-}
-
-// setMemoryLimit sets the relay's soft memory limit and GOGC, unless the
-// environment sets them. The relay's live data is bounded
-// (--event-cache-bytes, --max-tx-bytes, the batches); a soft limit keeps
-// the garbage collector from letting the heap double past it.
-func setMemoryLimit() {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	debug.SetMemoryLimit(defaultMemoryLimit)
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
 }
 
 // PreflightConfig is what `check` and `run` check: the table or tables of

@@ -1,0 +1,108 @@
+package relay
+
+import (
+	"context"
+	"os"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// defaultMemoryLimit is the relay's soft memory limit while its live heap
+// is small (GOMEMLIMIT overrides); followLiveHeap raises it with the heap.
+const defaultMemoryLimit = 20 << 20
+
+// defaultGCPercent is the relay's GOGC under that limit (GOGC overrides):
+// with GOGC's 100 the collector ran whenever the heap doubled its live
+// part, far below the limit, which a catch-up's small live heap makes
+// often; at 400 the limit decides in most cycles, which spends less CPU per
+// event at the same peak RSS (bench measures both; BENCHMARKS.md).
+const defaultGCPercent = 400
+
+// setMemoryLimit sets the relay's soft memory limit and GOGC, unless the
+// environment sets them, and reports whether the limit is the relay's own.
+// The relay's live data is bounded (--event-cache-bytes, --max-tx-bytes,
+// the batches); a soft limit keeps the garbage collector from letting the
+// heap double past it.
+func setMemoryLimit() bool {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return false
+	}
+	debug.SetMemoryLimit(defaultMemoryLimit)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
+	return true
+}
+
+// memoryLimitFor is the soft limit for a live heap of live bytes beside
+// overhead bytes the runtime holds outside the heap (stacks, metadata,
+// buffers; about 10 MiB): the default, or enough for the heap to reach
+// twice its live part. The collector's goal under a limit is the limit less
+// that overhead, so a default near overhead+live makes it run back to back:
+// a poll relay of 1,000 idle tables, whose pollers hold about 10 MiB,
+// spent half a core (the runtime's cap for a collector held by the limit)
+// on nothing else.
+func memoryLimitFor(live, overhead uint64) int64 {
+	return max(defaultMemoryLimit, int64(overhead+2*live))
+}
+
+// The metrics adjustMemoryLimit reads: the heap the last collection found
+// live, and what the memory limit counts (total less released) split into
+// heap and the rest.
+var memoryMetrics = []string{
+	"/gc/heap/live:bytes",
+	"/memory/classes/total:bytes",
+	"/memory/classes/heap/released:bytes",
+	"/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/unused:bytes",
+	"/memory/classes/heap/free:bytes",
+}
+
+// memorySamples returns the samples of memoryMetrics for adjustMemoryLimit.
+func memorySamples() []metrics.Sample {
+	s := make([]metrics.Sample, len(memoryMetrics))
+	for i, name := range memoryMetrics {
+		s[i].Name = name
+	}
+	return s
+}
+
+// followLiveHeap keeps the soft limit at memoryLimitFor the live heap,
+// checking every interval until ctx is done.
+func followLiveHeap(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	sample := memorySamples()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		adjustMemoryLimit(sample)
+	}
+}
+
+// adjustMemoryLimit sets the limit for what sample reads, unless it is
+// within an eighth of the current one (no churn for small moves).
+func adjustMemoryLimit(sample []metrics.Sample) {
+	metrics.Read(sample)
+	var v [6]uint64
+	for i := range v {
+		if sample[i].Value.Kind() != metrics.KindUint64 {
+			return
+		}
+		v[i] = sample[i].Value.Uint64()
+	}
+	live, total, released, heap := v[0], v[1], v[2], v[3]+v[4]+v[5]
+	var overhead uint64
+	if total > released+heap {
+		overhead = total - released - heap
+	}
+	want := memoryLimitFor(live, overhead)
+	current := debug.SetMemoryLimit(-1)
+	if d := want - current; d > current/8 || -d > current/8 {
+		debug.SetMemoryLimit(want)
+	}
+}

@@ -1,0 +1,51 @@
+package relay
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+)
+
+func TestMemoryLimitFor(t *testing.T) {
+	for _, c := range []struct {
+		live, overhead uint64
+		want           int64
+	}{
+		{0, 0, defaultMemoryLimit},
+		{4 << 20, 10 << 20, defaultMemoryLimit},
+		{5 << 20, 10 << 20, defaultMemoryLimit},
+		{10 << 20, 10 << 20, 30 << 20},
+		{30 << 20, 8 << 20, 68 << 20},
+	} {
+		if got := memoryLimitFor(c.live, c.overhead); got != c.want {
+			t.Errorf("memoryLimitFor(%d, %d) = %d, want %d", c.live, c.overhead, got, c.want)
+		}
+	}
+}
+
+// TestAdjustMemoryLimit_FollowsLiveHeap holds a live heap above the default
+// limit and checks that the limit moves above twice of it, then back to the
+// default once the heap is garbage.
+func TestAdjustMemoryLimit_FollowsLiveHeap(t *testing.T) {
+	old := debug.SetMemoryLimit(defaultMemoryLimit)
+	t.Cleanup(func() { debug.SetMemoryLimit(old) })
+	sample := memorySamples()
+
+	held := make([][]byte, 32)
+	for i := range held {
+		held[i] = make([]byte, 1<<20)
+	}
+	runtime.GC()
+	adjustMemoryLimit(sample)
+	if got := debug.SetMemoryLimit(-1); got < 64<<20 {
+		t.Fatalf("limit with 32 MiB live = %d MiB, want at least 64 MiB", got>>20)
+	}
+	runtime.KeepAlive(held)
+
+	held = nil
+	runtime.GC()
+	adjustMemoryLimit(sample)
+	if got := debug.SetMemoryLimit(-1); got != defaultMemoryLimit {
+		t.Fatalf("limit after the heap is garbage = %d MiB, want the default %d MiB", got>>20, defaultMemoryLimit>>20)
+	}
+}
