@@ -37,12 +37,10 @@ func setMemoryLimit() bool {
 
 // memoryLimitFor is the soft limit for a live heap of live bytes beside
 // overhead bytes the runtime holds outside the heap (stacks, metadata,
-// buffers; about 10 MiB): the default, or enough for the heap to reach
-// twice its live part. The collector's goal under a limit is the limit less
-// that overhead, so a default near overhead+live makes it run back to back:
-// a poll relay of 1,000 idle tables, whose pollers hold about 10 MiB,
-// spent half a core (the runtime's cap for a collector held by the limit)
-// on nothing else.
+// buffers): the default, or enough for the heap to reach twice its live
+// part. The collector's goal under a limit is the limit less that
+// overhead, so a limit near overhead+live makes it run back to back, as it
+// did for a poll relay of many idle tables (BENCHMARKS.md).
 func memoryLimitFor(live, overhead uint64) int64 {
 	return max(defaultMemoryLimit, int64(overhead+2*live))
 }
