@@ -49,3 +49,17 @@ func TestAdjustMemoryLimit_FollowsLiveHeap(t *testing.T) {
 		t.Fatalf("limit after the heap is garbage = %d MiB, want the default %d MiB", got>>20, defaultMemoryLimit>>20)
 	}
 }
+
+// A GOMEMLIMIT of the user's wins: the relay sets no limit and follows no
+// heap.
+func TestSetMemoryLimit_LeavesTheUsersLimit(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "64MiB")
+	old := debug.SetMemoryLimit(64 << 20)
+	t.Cleanup(func() { debug.SetMemoryLimit(old) })
+	if setMemoryLimit() {
+		t.Fatal("setMemoryLimit took over the limit although GOMEMLIMIT is set")
+	}
+	if got := debug.SetMemoryLimit(-1); got != 64<<20 {
+		t.Fatalf("limit = %d MiB after setMemoryLimit, want the user's 64 MiB", got>>20)
+	}
+}

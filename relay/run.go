@@ -35,7 +35,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	cfg := o.Config
 	if setMemoryLimit() {
-		go followLiveHeap(ctx, time.Second)
+		// Stopped when Run returns, not only when ctx ends: a caller
+		// that runs the relay in-process keeps its context.
+		heapCtx, stopFollowing := context.WithCancel(ctx)
+		defer stopFollowing()
+		go followLiveHeap(heapCtx, time.Second)
 	}
 	log := cfg.Logger
 	log.Info("binlog-outbox starting", "version", o.Version, "config", cfg, "mode", requested)
