@@ -20,19 +20,47 @@ const defaultMemoryLimit = 20 << 20
 const defaultGCPercent = 400
 
 // setMemoryLimit sets the relay's soft memory limit and GOGC, unless the
-// environment sets them, and reports whether the limit is the relay's own.
-// The relay's live data is bounded (--event-cache-bytes, --max-tx-bytes,
-// the batches); a soft limit keeps the garbage collector from letting the
-// heap double past it.
-func setMemoryLimit() bool {
+// environment sets them, and returns what puts the old ones back; nil when
+// the limit is the user's. The relay's live data is bounded
+// (--event-cache-bytes, --max-tx-bytes, the batches); a soft limit keeps
+// the garbage collector from letting the heap double past it.
+func setMemoryLimit() (restore func()) {
 	if os.Getenv("GOMEMLIMIT") != "" {
-		return false
+		return nil
 	}
-	debug.SetMemoryLimit(defaultMemoryLimit)
+	oldLimit := debug.SetMemoryLimit(defaultMemoryLimit)
+	oldPercent := -2 // not set
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
+		oldPercent = debug.SetGCPercent(defaultGCPercent)
 	}
-	return true
+	return func() {
+		debug.SetMemoryLimit(oldLimit)
+		if oldPercent != -2 {
+			debug.SetGCPercent(oldPercent)
+		}
+	}
+}
+
+// ownMemoryLimit sets the relay's memory limit and follows the live heap
+// with it until the returned func is called, which puts the process's
+// limit back: a caller that runs the relay in-process (the tests, a
+// program embedding it) keeps its own limit once Run returns.
+func ownMemoryLimit(ctx context.Context) (release func()) {
+	restore := setMemoryLimit()
+	if restore == nil {
+		return func() {}
+	}
+	ctx, stop := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		followLiveHeap(ctx, time.Second)
+	}()
+	return func() {
+		stop()
+		<-followed // no adjustment after the restore
+		restore()
+	}
 }
 
 // memoryLimitFor is the soft limit for a live heap of live bytes beside

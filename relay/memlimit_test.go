@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -56,10 +57,36 @@ func TestSetMemoryLimit_LeavesTheUsersLimit(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "64MiB")
 	old := debug.SetMemoryLimit(64 << 20)
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
-	if setMemoryLimit() {
+	if restore := setMemoryLimit(); restore != nil {
+		restore()
 		t.Fatal("setMemoryLimit took over the limit although GOMEMLIMIT is set")
 	}
 	if got := debug.SetMemoryLimit(-1); got != 64<<20 {
 		t.Fatalf("limit = %d MiB after setMemoryLimit, want the user's 64 MiB", got>>20)
+	}
+}
+
+// An in-process Run must leave the process's limit and GOGC as it found
+// them: a test binary or an embedding program that ran a relay would
+// otherwise collect under the relay's 20 MiB from then on.
+func TestOwnMemoryLimit_PutsTheProcessLimitBack(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv("GOGC", "")
+	oldLimit := debug.SetMemoryLimit(1 << 40)
+	oldPercent := debug.SetGCPercent(150)
+	t.Cleanup(func() {
+		debug.SetMemoryLimit(oldLimit)
+		debug.SetGCPercent(oldPercent)
+	})
+	release := ownMemoryLimit(context.Background())
+	if got := debug.SetMemoryLimit(-1); got != defaultMemoryLimit {
+		t.Fatalf("limit while the relay runs = %d MiB, want %d MiB", got>>20, defaultMemoryLimit>>20)
+	}
+	release()
+	if got := debug.SetMemoryLimit(-1); got != 1<<40 {
+		t.Errorf("limit after the relay = %d, want the process's %d", got, int64(1<<40))
+	}
+	if got := debug.SetGCPercent(150); got != 150 {
+		t.Errorf("GOGC after the relay = %d, want the process's 150", got)
 	}
 }

@@ -34,13 +34,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	cfg := o.Config
-	if setMemoryLimit() {
-		// Stopped when Run returns, not only when ctx ends: a caller
-		// that runs the relay in-process keeps its context.
-		heapCtx, stopFollowing := context.WithCancel(ctx)
-		defer stopFollowing()
-		go followLiveHeap(heapCtx, time.Second)
-	}
+	defer ownMemoryLimit(ctx)()
 	log := cfg.Logger
 	log.Info("binlog-outbox starting", "version", o.Version, "config", cfg, "mode", requested)
 
