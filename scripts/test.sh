@@ -86,9 +86,10 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 # The packages whose tests take longest start first, so that none of them
-# is left running alone at the end; the rest fill in beside them. Three at a
-# time keeps both cores busy while tests wait on servers (two, go test's
-# default here, left a third of the CPU idle).
+# is left running alone at the end; the rest fill in beside them. Four at a
+# time keep two cores busy while tests wait on servers and on each other
+# (two, go test's default on such a machine, left a fifth of the CPU idle;
+# TESTING.md has the figures).
 mod=$(go list -m)
 slow=(cmd/binlog-outbox canal redisstream poller examples cmd/binlog-outbox-bench admin)
 first=() skip=()
@@ -98,4 +99,4 @@ for p in "${slow[@]}"; do
 done
 rest=$(go list ./... | grep -vxF "${skip[@]}" || true)
 # shellcheck disable=SC2086 # the package list splits on purpose
-go test -race -timeout 30m -p 3 "$@" "${first[@]}" $rest
+go test -race -timeout 30m -p 4 "$@" "${first[@]}" $rest
