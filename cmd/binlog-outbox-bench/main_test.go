@@ -15,7 +15,11 @@ import (
 	outbox "github.com/binlog-outbox/binlog-outbox"
 
 	"github.com/binlog-outbox/binlog-outbox/bench"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
+
+// TestMain removes the relay binary the tests built once they are done.
+func TestMain(m *testing.M) { testsvc.Main(m) }
 
 var (
 	buildOnce sync.Once
@@ -30,6 +34,7 @@ func binary(t testing.TB) string {
 		if relayDir, buildErr = os.MkdirTemp("", "bo-bench-bin-"); buildErr != nil {
 			return
 		}
+		testsvc.AtExit(func() { os.RemoveAll(relayDir) })
 		out, err := exec.Command("go", "build", "-o", filepath.Join(relayDir, relayName), "../binlog-outbox").CombinedOutput()
 		if err != nil {
 			buildErr = errors.New("go build ../binlog-outbox: " + err.Error() + "\n" + string(out))

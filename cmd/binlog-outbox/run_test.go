@@ -39,6 +39,7 @@ func binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		testsvc.AtExit(func() { os.RemoveAll(dir) })
 		binPath = filepath.Join(dir, "binlog-outbox")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {

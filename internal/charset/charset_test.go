@@ -8,6 +8,10 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
+// TestMain stops the shared MariaDB afterwards: without it the server
+// outlived the test binary.
+func TestMain(m *testing.M) { testsvc.Main(m) }
+
 func TestCharset_Convert(t *testing.T) {
 	tests := []struct {
 		charset string

@@ -80,7 +80,17 @@ func MainParallel(m *testing.M, n int) {
 	Main(m)
 }
 
+// AtExit registers fn to run after the package's tests, when Main stops the
+// shared servers: for what a test binary keeps across its tests (a relay
+// binary it built), which t.Cleanup would remove after the first test.
+func AtExit(fn func()) {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	registerCleanup(fn)
+}
+
 // registerCleanup remembers fn for Main; shared servers outlive single tests.
+// The caller holds sharedMu.
 func registerCleanup(fn func()) {
 	cleanups = append(cleanups, fn)
 }

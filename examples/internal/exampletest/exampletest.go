@@ -116,6 +116,7 @@ func Build(t testing.TB, pkg string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	testsvc.AtExit(func() { os.RemoveAll(dir) })
 	bin := filepath.Join(dir, filepath.Base(pkg))
 	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = RepoRoot(t)
