@@ -29,13 +29,14 @@ func setMemoryLimit() (restore func()) {
 		return nil
 	}
 	oldLimit := debug.SetMemoryLimit(defaultMemoryLimit)
-	oldPercent := -2 // not set
-	if os.Getenv("GOGC") == "" {
+	ownGC := os.Getenv("GOGC") == ""
+	var oldPercent int
+	if ownGC {
 		oldPercent = debug.SetGCPercent(defaultGCPercent)
 	}
 	return func() {
 		debug.SetMemoryLimit(oldLimit)
-		if oldPercent != -2 {
+		if ownGC {
 			debug.SetGCPercent(oldPercent)
 		}
 	}
