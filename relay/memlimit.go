@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -46,7 +47,7 @@ func setMemoryLimit() (restore func()) {
 // with it until the returned func is called, which puts the process's
 // limit back: a caller that runs the relay in-process (the tests, a
 // program embedding it) keeps its own limit once Run returns.
-func ownMemoryLimit(ctx context.Context) (release func()) {
+func ownMemoryLimit(ctx context.Context, log *slog.Logger) (release func()) {
 	restore := setMemoryLimit()
 	if restore == nil {
 		return func() {}
@@ -55,7 +56,7 @@ func ownMemoryLimit(ctx context.Context) (release func()) {
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		followLiveHeap(ctx, time.Second)
+		followLiveHeap(ctx, log, time.Second)
 	}()
 	return func() {
 		stop()
@@ -96,8 +97,9 @@ func memorySamples() []metrics.Sample {
 }
 
 // followLiveHeap keeps the soft limit at memoryLimitFor the live heap,
-// checking every interval until ctx is done.
-func followLiveHeap(ctx context.Context, every time.Duration) {
+// checking every interval until ctx is done, and logs each change at debug
+// level: it tells an operator why the RSS grew past the default.
+func followLiveHeap(ctx context.Context, log *slog.Logger, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	sample := memorySamples()
@@ -107,18 +109,22 @@ func followLiveHeap(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		adjustMemoryLimit(sample)
+		if from, to := adjustMemoryLimit(sample); from != to {
+			log.Debug("memory limit follows the live heap", "from_mib", from>>20, "to_mib", to>>20)
+		}
 	}
 }
 
 // adjustMemoryLimit sets the limit for what sample reads, unless it is
-// within an eighth of the current one (no churn for small moves).
-func adjustMemoryLimit(sample []metrics.Sample) {
+// within an eighth of the current one (no churn for small moves), and
+// returns the limit before and after.
+func adjustMemoryLimit(sample []metrics.Sample) (from, to int64) {
 	metrics.Read(sample)
 	var v [6]uint64
 	for i := range v {
 		if sample[i].Value.Kind() != metrics.KindUint64 {
-			return
+			current := debug.SetMemoryLimit(-1)
+			return current, current
 		}
 		v[i] = sample[i].Value.Uint64()
 	}
@@ -131,5 +137,7 @@ func adjustMemoryLimit(sample []metrics.Sample) {
 	current := debug.SetMemoryLimit(-1)
 	if d := want - current; d > current/8 || -d > current/8 {
 		debug.SetMemoryLimit(want)
+		return current, want
 	}
+	return current, current
 }

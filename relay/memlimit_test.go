@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -37,7 +38,9 @@ func TestAdjustMemoryLimit_FollowsLiveHeap(t *testing.T) {
 		held[i] = make([]byte, 1<<20)
 	}
 	runtime.GC()
-	adjustMemoryLimit(sample)
+	if from, to := adjustMemoryLimit(sample); from != defaultMemoryLimit || to < 64<<20 {
+		t.Errorf("adjustMemoryLimit reports %d -> %d MiB, want %d MiB -> at least 64", from>>20, to>>20, defaultMemoryLimit>>20)
+	}
 	if got := debug.SetMemoryLimit(-1); got < 64<<20 {
 		t.Fatalf("limit with 32 MiB live = %d MiB, want at least 64 MiB", got>>20)
 	}
@@ -78,7 +81,7 @@ func TestOwnMemoryLimit_PutsTheProcessLimitBack(t *testing.T) {
 		debug.SetMemoryLimit(oldLimit)
 		debug.SetGCPercent(oldPercent)
 	})
-	release := ownMemoryLimit(context.Background())
+	release := ownMemoryLimit(context.Background(), slog.New(slog.DiscardHandler))
 	if got := debug.SetMemoryLimit(-1); got != defaultMemoryLimit {
 		t.Fatalf("limit while the relay runs = %d MiB, want %d MiB", got>>20, defaultMemoryLimit>>20)
 	}

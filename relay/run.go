@@ -34,8 +34,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	cfg := o.Config
-	defer ownMemoryLimit(ctx)()
 	log := cfg.Logger
+	defer ownMemoryLimit(ctx, log)()
 	log.Info("binlog-outbox starting", "version", o.Version, "config", cfg, "mode", requested)
 
 	if cfg.Several && requested != mode.Poll {
