@@ -107,6 +107,12 @@ type Config struct {
 	// Tenants is the tenant databases of the tenants workload (default
 	// 1,000).
 	Tenants int
+	// Pairs is how many times each catch-up with a go-mysql ceiling (single,
+	// streams, app) is measured, its ceiling again before each time, so
+	// that every ratio pairs a relay run with a ceiling of the same minute
+	// (default 1): one ceiling timed over a second moved by 1.8x between
+	// runs on a quiet machine.
+	Pairs int
 	// SkipBigTx leaves out the single Rows-row transaction.
 	SkipBigTx bool
 	// Workloads, when not empty, selects the workloads to run by name
@@ -151,6 +157,9 @@ func (c *Config) setDefaults() {
 	if c.Tenants == 0 {
 		c.Tenants = DefaultTenants
 	}
+	if c.Pairs == 0 {
+		c.Pairs = 1
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -167,6 +176,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("bench: NaiveRows %d must be below Rows %d", c.NaiveRows, c.Rows)
 	case c.LiveRate < 0:
 		return fmt.Errorf("bench: LiveRate %v must be positive", c.LiveRate)
+	case c.Pairs < 0:
+		return fmt.Errorf("%w: bench: --pairs %d must be at least 1", outbox.ErrConfig, c.Pairs)
 	}
 	for _, w := range c.Workloads {
 		if !slices.Contains(Workloads(), w) {
@@ -498,8 +509,19 @@ func (r *run) all(ctx context.Context) error {
 		if !r.selected(w.work) {
 			continue
 		}
-		if err := r.catchUpBinlog(ctx, w.name, *w.b, w.partitions, w.ceiling()); err != nil {
-			return fmt.Errorf("%s: %w", w.name, err)
+		pairs := 1
+		if w.ceiling() == ceilMySQL(*w.b) {
+			pairs = r.cfg.Pairs
+		}
+		for pair := range pairs {
+			if pair > 0 {
+				if err := r.mysqlCeiling(ctx, w.b, uint32(2100+pair)); err != nil {
+					return err
+				}
+			}
+			if err := r.catchUpBinlog(ctx, w.name, *w.b, w.partitions, w.ceiling()); err != nil {
+				return fmt.Errorf("%s: %w", w.name, err)
+			}
 		}
 	}
 	if r.selected(WorkPoll) {
@@ -528,18 +550,8 @@ func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs
 		if !need[b] || (b == single && !r.selected(WorkSingle) && !r.selected(WorkStreams)) {
 			continue
 		}
-		cpu := r.serverCPU(ctx)
-		own := selfCPU()
-		s, err := readDecodeCeiling(ctx, r.target(*b), uint32(2001+i), r.flavor)
-		if err != nil {
+		if err := r.mysqlCeiling(ctx, b, uint32(2001+i)); err != nil {
 			return err
-		}
-		ownSec := selfCPU() - own
-		r.figure(ceilMySQL(*b), s.rate())
-		f := &r.rep.Ceilings[len(r.rep.Ceilings)-1]
-		_, f.MySQLCPUus = cpu.perEvent(ctx, s.total)
-		if s.total > 0 {
-			f.CPUSecPerM = ownSec / float64(s.total) * 1e6
 		}
 	}
 	for _, p := range []struct {
@@ -565,6 +577,25 @@ func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs
 		r.rdb.Del(ctx, key)
 		f := &r.rep.Ceilings[len(r.rep.Ceilings)-1]
 		f.RedisCPUus, _ = cpu.perEvent(ctx, s.total)
+	}
+	return nil
+}
+
+// mysqlCeiling measures go-mysql reading and decoding backlog b alone, as a
+// replica of server id serverID.
+func (r *run) mysqlCeiling(ctx context.Context, b *backlog, serverID uint32) error {
+	cpu := r.serverCPU(ctx)
+	own := selfCPU()
+	s, err := readDecodeCeiling(ctx, r.target(*b), serverID, r.flavor)
+	if err != nil {
+		return err
+	}
+	ownSec := selfCPU() - own
+	r.figure(ceilMySQL(*b), s.rate())
+	f := &r.rep.Ceilings[len(r.rep.Ceilings)-1]
+	_, f.MySQLCPUus = cpu.perEvent(ctx, s.total)
+	if s.total > 0 {
+		f.CPUSecPerM = ownSec / float64(s.total) * 1e6
 	}
 	return nil
 }

@@ -69,6 +69,7 @@ func NewApp() *cli.App {
 			&cli.DurationFlag{Name: "live-duration", Usage: "how long each live workload produces", Value: bench.DefaultLiveDuration},
 			&cli.Float64Flag{Name: "live-rate", Usage: "transactions per second of the paced live workload", Value: bench.DefaultLiveRate},
 			&cli.IntFlag{Name: "tenants", Usage: "tenant databases of the tenants workload", Value: bench.DefaultTenants},
+			&cli.IntFlag{Name: "pairs", Usage: "times each catch-up with a go-mysql ceiling (single, streams, app) runs, its ceiling measured again before each", Value: 1},
 			&cli.StringSliceFlag{Name: "workloads", Usage: "run only these workloads (comma-separated): " + strings.Join(bench.Workloads(), ", ") + " (default: all)"},
 			&cli.BoolFlag{Name: "skip-big-tx", Usage: "leave out the single transaction of --rows rows"},
 			&cli.StringFlag{Name: "relay-binary", Usage: "binlog-outbox executable to run as the relay (default: binlog-outbox beside this executable, else on PATH)"},
@@ -102,7 +103,7 @@ func runBench(c *cli.Context) error {
 		MySQLDSN: c.String("mysql-dsn"), RedisURL: c.String("redis-url"), RelayBinary: bin, BaselineBinary: c.String("baseline-relay-binary"),
 		Rows: c.Int("rows"), TxRows: c.Int("tx-rows"), LargeRows: c.Int("large-rows"), HugeRows: c.Int("huge-rows"), NaiveRows: c.Int("naive-rows"),
 		AppRows: c.Int("app-rows"), Conns: c.Int("conns"), Streams: c.Int("streams"), LiveDuration: c.Duration("live-duration"),
-		LiveRate: c.Float64("live-rate"), SkipBigTx: c.Bool("skip-big-tx"), Tenants: c.Int("tenants"), Workloads: c.StringSlice("workloads"), Log: log.With("component", "bench"),
+		LiveRate: c.Float64("live-rate"), SkipBigTx: c.Bool("skip-big-tx"), Tenants: c.Int("tenants"), Pairs: c.Int("pairs"), Workloads: c.StringSlice("workloads"), Log: log.With("component", "bench"),
 	})
 	if err != nil {
 		if rep != nil && len(rep.Results) > 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,12 +112,21 @@ func TestBench_Smoke(t *testing.T) {
 func TestBench_Workloads(t *testing.T) {
 	// Not parallel: the app's flags are values shared by every NewApp, and
 	// urfave/cli writes to them as it parses (go test -race says so).
-	rep := benchReport(t, "--workloads", bench.WorkApp)
-	if len(rep.Results) != 1 || !strings.HasPrefix(rep.Results[0].Workload, "catch-up app-shaped") {
-		t.Fatalf("got results %+v, want the app workload's only", rep.Results)
+	// --pairs 2: the app workload runs twice, its go-mysql ceiling measured
+	// again before the second run, and each ratio is over the ceiling just
+	// before it.
+	rep := benchReport(t, "--workloads", bench.WorkApp, "--pairs", "2")
+	if len(rep.Results) != 2 || !strings.HasPrefix(rep.Results[0].Workload, "catch-up app-shaped") || rep.Results[1].Workload != rep.Results[0].Workload {
+		t.Fatalf("got results %+v, want the app workload's only, twice", rep.Results)
 	}
-	if len(rep.Ceilings) != 1 || rep.Ceilings[0].Name != rep.Results[0].Ceiling {
-		t.Errorf("got ceilings %+v, want only %q", rep.Ceilings, rep.Results[0].Ceiling)
+	if len(rep.Ceilings) != 2 {
+		t.Fatalf("got ceilings %+v, want %q twice", rep.Ceilings, rep.Results[0].Ceiling)
+	}
+	for i, res := range rep.Results {
+		c := rep.Ceilings[i]
+		if c.Name != res.Ceiling || c.EventsPerSec <= 0 || math.Abs(res.Ratio-res.EventsPerSec/c.EventsPerSec) > 1e-9 {
+			t.Errorf("pair %d: result %+v, ceiling %+v; want the ratio over this pair's ceiling", i, res, c)
+		}
 	}
 	app := NewApp()
 	var out, errOut bytes.Buffer
@@ -124,6 +134,12 @@ func TestBench_Workloads(t *testing.T) {
 	err := app.RunContext(context.Background(), []string{"binlog-outbox-bench", "--workloads", "app,nope", "--relay-binary", binary(t)})
 	if err == nil || !strings.Contains(err.Error(), `unknown workload "nope"`) || !strings.Contains(err.Error(), bench.WorkLiveRate) {
 		t.Errorf("--workloads app,nope: got %v, want an error naming the workload and the valid ones", err)
+	}
+	app = NewApp()
+	app.Writer, app.ErrWriter = &out, &errOut
+	err = app.RunContext(context.Background(), []string{"binlog-outbox-bench", "--pairs", "-1", "--relay-binary", binary(t)})
+	if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), "--pairs -1 must be at least 1") {
+		t.Errorf("--pairs -1: got %v, want ErrConfig naming the flag", err)
 	}
 }
 
