@@ -110,8 +110,8 @@ type Config struct {
 	// Pairs is how many times each catch-up with a go-mysql ceiling (single,
 	// streams, app) is measured, its ceiling again before each time, so
 	// that every ratio pairs a relay run with a ceiling of the same minute
-	// (default 1): one ceiling timed over a second moved by 1.8x between
-	// runs on a quiet machine.
+	// (default 1): a ceiling timed over a second moves with the machine's
+	// load, and one ratio over it says little (BENCHMARKS.md).
 	Pairs int
 	// SkipBigTx leaves out the single Rows-row transaction.
 	SkipBigTx bool
