@@ -170,9 +170,19 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 		count(ev)
 		if gs != nil {
 			gs.see(t, ev)
+			if _, ok := ev.Event.(*replication.PreviousGTIDsEvent); ok && gs.set != nil {
+				// A relay that read everything before the file starts
+				// there (StartSyncGTID); the machine follows the set on.
+				h.m.gset = position.GTIDSetOf(gs.set.Clone())
+			}
 		}
 		if err := h.m.handle(ctx, ev); err != nil {
 			return err
+		}
+		if gs != nil && gs.set != nil && !h.m.gset.Equal(position.GTIDSetOf(gs.set)) {
+			// The set the machine follows must be the one go-mysql would
+			// attach, after every event.
+			t.Errorf("%s:%d: the machine's GTID set is %s, the syncer's would be %s", file, ev.Header.LogPos, h.m.gset, gs.set)
 		}
 		if dec := h.m.tables.only().dec; ft.columns != nil && dec.columns == nil {
 			// The machine forgot the layout at a DDL on the table (the

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
@@ -73,6 +72,10 @@ type machine struct {
 	// cuts are the points at which a batch must end (sessionCuts).
 	cuts     []position.Point
 	lastGTID position.GTID
+	// gset is the GTID set after the GTID event read last: the machine
+	// follows it itself (the syncer discards its own, DiscardGTIDSet),
+	// growing it with each GTID without copying it (GTIDSet.With).
+	gset position.GTIDSet
 
 	inTx       bool
 	sawBegin   bool
@@ -180,6 +183,7 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 		}
 		m.sawBegin = !e.IsStandalone()
 		m.lastGTID = position.MariaDBGTID(e.GTID)
+		return m.addGTID()
 	case *replication.GTIDEvent:
 		if err := m.anonymousInGTIDMode(h); err != nil {
 			return err
@@ -188,15 +192,17 @@ func (m *machine) handle(ctx context.Context, ev *replication.BinlogEvent) error
 			return err
 		}
 		m.lastGTID = gtidOf(h, e)
+		return m.addGTID()
 	case *replication.GtidTaggedLogEvent:
 		if err := m.beginTx(); err != nil {
 			return err
 		}
 		m.lastGTID = gtidOf(h, &e.GTIDEvent)
+		return m.addGTID()
 	case *replication.QueryEvent:
 		return m.query(ctx, h, e)
 	case *replication.XIDEvent:
-		return m.commit(ctx, h, e.GSet)
+		return m.commit(ctx, h)
 	case *replication.RowsEvent:
 		return m.rowsEvent(ctx, h, e)
 	case *replication.TransactionPayloadEvent:
@@ -271,19 +277,19 @@ func (m *machine) query(ctx context.Context, h *replication.EventHeader, e *repl
 		m.sawBegin = true
 		return nil
 	case hasPrefixFold(q, "COMMIT"):
-		return m.commit(ctx, h, e.GSet)
+		return m.commit(ctx, h)
 	case hasPrefixFold(q, "ROLLBACK"):
 		// Rows of a rolled-back transaction reach the binlog only when it
 		// also touched a non-transactional table. They never happened.
 		m.resetTx()
-		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: position.GTIDSetOf(e.GSet), LastGTID: m.lastGTID})
+		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: m.gset, LastGTID: m.lastGTID})
 		return nil
 	}
 	m.inspectStatement(h, e, q)
 	if !m.inTx || !m.sawBegin {
 		// A statement that is its own transaction (DDL): a boundary.
 		m.resetTx()
-		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: position.GTIDSetOf(e.GSet), LastGTID: m.lastGTID})
+		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: m.gset, LastGTID: m.lastGTID})
 	}
 	return nil
 }
@@ -326,7 +332,7 @@ func (m *machine) xaQuery(ctx context.Context, h *replication.EventHeader, e *re
 			if m.xa == "" || !m.xaEnded || xid != m.xa {
 				return true, m.unknownXA(h, q)
 			}
-			return true, m.commit(ctx, h, e.GSet)
+			return true, m.commit(ctx, h)
 		}
 		// The second phase of a transaction prepared before: its rows
 		// were reported at XA PREPARE. It is a group of its own.
@@ -334,11 +340,11 @@ func (m *machine) xaQuery(ctx context.Context, h *replication.EventHeader, e *re
 			return true, m.unknownXA(h, q)
 		}
 		m.resetTx()
-		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: position.GTIDSetOf(e.GSet), LastGTID: m.lastGTID})
+		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: m.gset, LastGTID: m.lastGTID})
 		return true, nil
 	case "ROLLBACK":
 		m.resetTx()
-		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: position.GTIDSetOf(e.GSet), LastGTID: m.lastGTID})
+		m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: m.gset, LastGTID: m.lastGTID})
 		return true, nil
 	}
 	return true, m.unknownXA(h, q)
@@ -584,7 +590,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 }
 
 // commit ends the current transaction at an XID event or COMMIT query.
-func (m *machine) commit(_ context.Context, h *replication.EventHeader, gset mysql.GTIDSet) error {
+func (m *machine) commit(_ context.Context, h *replication.EventHeader) error {
 	if m.overflow {
 		start := m.txStart
 		m.resetTx()
@@ -600,7 +606,18 @@ func (m *machine) commit(_ context.Context, h *replication.EventHeader, gset mys
 	m.pending.events = append(m.pending.events, m.rows...)
 	m.pending.bytes += m.txBytes // the sum of Size over m.rows, kept as rows came
 	m.resetTx()
-	m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: position.GTIDSetOf(gset), LastGTID: m.lastGTID, CommitTS: h.Timestamp})
+	m.setBoundary(position.Point{File: m.file, Pos: h.LogPos, GTIDSet: m.gset, LastGTID: m.lastGTID, CommitTS: h.Timestamp})
+	return nil
+}
+
+// addGTID adds the GTID of the transaction just begun to the machine's set,
+// as go-mysql adds it to the set it attaches to the transaction's end.
+func (m *machine) addGTID() error {
+	set, err := m.gset.With(m.lastGTID)
+	if err != nil {
+		return fmt.Errorf("follow the GTID set at %s: %w", m.file, err)
+	}
+	m.gset = set
 	return nil
 }
 

@@ -181,6 +181,7 @@ func mysqlSet(t testing.TB, s string) mysql.GTIDSet {
 // records the chunks it is handed and gives back a recycled batch, as the
 // flusher does (batch.reset keeps at).
 type harness struct {
+	t       testing.TB
 	m       *machine
 	flushed []batch
 	spare   *batch
@@ -188,7 +189,7 @@ type harness struct {
 
 func newHarness(t testing.TB, tweak func(*machine)) *harness {
 	start := position.Point{File: testFile, Pos: 4}
-	h := &harness{spare: &batch{}}
+	h := &harness{t: t, spare: &batch{}}
 	h.m = &machine{
 		tables:     oneTable(schema.Name{Database: "app", Table: "outbox"}, newRowDecoder(schema.DefaultMapping(), nil, tableColumns(), nil)),
 		log:        testLogger(t),
@@ -208,6 +209,7 @@ func newHarness(t testing.TB, tweak func(*machine)) *harness {
 	if tweak != nil {
 		tweak(h.m)
 	}
+	h.m.gset = h.m.boundary.GTIDSet // as newMachine starts it
 	return h
 }
 
@@ -229,13 +231,90 @@ func (ts *tableSet) only() *followed {
 }
 
 // feed hands the events to the machine and returns the first error.
+// feed hands the machine evs. Events that carry the set go-mysql's syncer
+// would attach to them in GTID mode (XID and query events) make it a relay
+// started in GTID mode, from the set before the first of those events'
+// transactions; after every such event the set the machine follows itself
+// must be the attached one.
 func (h *harness) feed(evs ...*replication.BinlogEvent) error {
+	h.t.Helper()
+	if h.m.gset.IsZero() && h.m.boundary.GTIDSet.IsZero() {
+		h.m.gset = syncerStart(h.t, evs)
+	}
 	for _, e := range evs {
 		if err := h.m.handle(context.Background(), e); err != nil {
 			return err
 		}
+		if g := attachedSet(e.Event); g != nil && !h.m.gset.Equal(position.GTIDSetOf(g)) {
+			h.t.Errorf("at %d the machine's GTID set is %s, the syncer would attach %s", e.Header.LogPos, h.m.gset, g)
+		}
 	}
 	return nil
+}
+
+// attachedSet is the GTID set a test attached to e as the syncer would.
+func attachedSet(e replication.Event) mysql.GTIDSet {
+	switch e := e.(type) {
+	case *replication.XIDEvent:
+		return e.GSet
+	case *replication.QueryEvent:
+		return e.GSet
+	case *replication.TransactionPayloadEvent:
+		var last mysql.GTIDSet
+		for _, inner := range e.Events {
+			if g := attachedSet(inner.Event); g != nil {
+				last = g
+			}
+		}
+		return last
+	}
+	return nil
+}
+
+// syncerStart is the set a relay reading evs in GTID mode started from: the
+// first attached set without the GTID of its transaction; zero when no event
+// has a set attached (file positions).
+func syncerStart(t testing.TB, evs []*replication.BinlogEvent) position.GTIDSet {
+	t.Helper()
+	var maria *mysql.MariadbGTID
+	var my *replication.GTIDEvent
+	for _, e := range evs {
+		switch x := e.Event.(type) {
+		case *replication.MariadbGTIDEvent:
+			maria = &x.GTID
+		case *replication.GTIDEvent:
+			if e.Header.EventType != replication.ANONYMOUS_GTID_EVENT {
+				my = x
+			}
+		}
+		g := attachedSet(e.Event)
+		if g == nil {
+			continue
+		}
+		g = g.Clone()
+		switch set := g.(type) {
+		case *mysql.MariadbGTIDSet:
+			if maria != nil {
+				delete(set.Sets, maria.DomainID)
+			}
+		case *mysql.MysqlGTIDSet:
+			if x := my; x != nil {
+				u, _ := uuid.FromBytes(x.SID)
+				var kept mysql.IntervalSlice
+				for _, iv := range (*set)[u][x.Tag] {
+					if iv.Start <= x.GNO && x.GNO < iv.Stop {
+						kept = append(kept, mysql.Interval{Start: iv.Start, Stop: x.GNO}, mysql.Interval{Start: x.GNO + 1, Stop: iv.Stop})
+					} else {
+						kept = append(kept, iv)
+					}
+				}
+				kept = slices.DeleteFunc(kept, func(iv mysql.Interval) bool { return iv.Stop <= iv.Start })
+				(*set)[u][x.Tag] = kept
+			}
+		}
+		return position.GTIDSetOf(g)
+	}
+	return position.GTIDSet{}
 }
 
 func ids(events []outbox.Event) []uint64 {

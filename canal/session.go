@@ -206,7 +206,7 @@ func (r *Reader) newMachine(start position.Point, proof layoutProof, f *flusher)
 		tables:     newTableSet(r.sources, proof, r.collations),
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,
-		file: start.File, boundary: start, pending: f.take(), prepare: r.sink.Prepare,
+		file: start.File, boundary: start, gset: start.GTIDSet, pending: f.take(), prepare: r.sink.Prepare,
 	}
 	m.pending.at = start
 	if r.chunkNext || start.TxRows > 0 {

@@ -32,6 +32,9 @@ func (r *Reader) syncerConfig(lk *link, q *eventQueue) replication.BinlogSyncerC
 		// Events go to q, bounded by bytes, not to go-mysql's channel.
 		cfg.SynchronousEventHandler = q
 		cfg.EventCacheCount = 1
+		// The machine follows the GTID set itself, copying it once per
+		// stored position; go-mysql would copy it for every transaction.
+		cfg.DiscardGTIDSet = true
 	}
 	cfg.Logger = slog.New(warnOnly{r.log.Handler()}).With("component", "go-mysql")
 	cfg.Localhost = "binlog-outbox"

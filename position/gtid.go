@@ -12,8 +12,21 @@ import (
 
 // GTIDSet is a parsed GTID set of a MySQL or MariaDB server: the transactions
 // a relay has read, which it resumes after by GTID. The zero GTIDSet is no
-// set: the relay resumes by file and offset.
-type GTIDSet struct{ set mysql.GTIDSet }
+// set: the relay resumes by file and offset. A set that With grew is worked
+// out on first use (gtidtrail.go); GTIDSet values are safe to share between
+// goroutines either way.
+type GTIDSet struct {
+	set  mysql.GTIDSet
+	step *gtidStep // non-nil: the set is step's, set is unused
+}
+
+// get returns the set itself, working it out if With grew it.
+func (s GTIDSet) get() mysql.GTIDSet {
+	if s.step != nil {
+		return s.step.resolve()
+	}
+	return s.set
+}
 
 // ParseGTIDSet parses s as a GTID set of flavor (FlavorMySQL or FlavorMariaDB).
 func ParseGTIDSet(flavor, s string) (GTIDSet, error) {
@@ -30,27 +43,32 @@ func ParseGTIDSet(flavor, s string) (GTIDSet, error) {
 func GTIDSetOf(set mysql.GTIDSet) GTIDSet { return GTIDSet{set: set} }
 
 // IsZero reports whether s is no set (file position mode).
-func (s GTIDSet) IsZero() bool { return s.set == nil }
+func (s GTIDSet) IsZero() bool { return s.set == nil && s.step == nil }
 
 // String formats the set as the server does; "" for the zero set.
 func (s GTIDSet) String() string {
-	if s.set == nil {
+	if s.IsZero() {
 		return ""
 	}
-	return s.set.String()
+	return s.get().String()
 }
 
 // Equal reports whether s and o hold the same transactions.
 func (s GTIDSet) Equal(o GTIDSet) bool {
-	if s.set == nil || o.set == nil {
-		return s.set == nil && o.set == nil
+	if s.IsZero() || o.IsZero() {
+		return s.IsZero() && o.IsZero()
 	}
-	return s.set.Equal(o.set)
+	return s.get().Equal(o.get())
 }
 
 // GoMySQL returns the set as go-mysql takes it (BinlogSyncer.StartSyncGTID);
-// nil for the zero set.
-func (s GTIDSet) GoMySQL() mysql.GTIDSet { return s.set }
+// nil for the zero set. The caller must not modify it: values share it.
+func (s GTIDSet) GoMySQL() mysql.GTIDSet {
+	if s.IsZero() {
+		return nil
+	}
+	return s.get()
+}
 
 // GTID is the GTID of one transaction, kept as the binlog event gave it: the
 // reader meets one per transaction and formatting each would cost more than
@@ -107,17 +125,18 @@ func (g GTID) String() string {
 // replica's own transactions from those of the old primary it never
 // received, which carry the same sequence numbers.)
 func (s GTIDSet) HeldBy(flavor, state string) (bool, error) {
-	if s.set == nil {
+	if s.IsZero() {
 		return false, errors.New("no GTID set")
 	}
+	set := s.get()
 	if flavor == FlavorMySQL {
 		server, err := mysql.ParseMysqlGTIDSet(state)
 		if err != nil {
 			return false, fmt.Errorf("the server's gtid_executed %q: %w", state, err)
 		}
-		return server.Contain(s.set), nil
+		return server.Contain(set), nil
 	}
-	ours, ok := s.set.(*mysql.MariadbGTIDSet)
+	ours, ok := set.(*mysql.MariadbGTIDSet)
 	if !ok {
 		return false, fmt.Errorf("not a %s GTID set: %s", FlavorMariaDB, s)
 	}
@@ -147,8 +166,8 @@ func (s GTIDSet) HeldBy(flavor, state string) (bool, error) {
 // Contains reports whether s holds every transaction of o. A zero set holds
 // nothing, and sets of different flavors hold nothing of each other.
 func (s GTIDSet) Contains(o GTIDSet) bool {
-	if s.set == nil || o.set == nil {
+	if s.IsZero() || o.IsZero() {
 		return false
 	}
-	return s.set.Contain(o.set)
+	return s.get().Contain(o.get())
 }
