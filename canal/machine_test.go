@@ -230,8 +230,7 @@ func (ts *tableSet) only() *followed {
 	return nil
 }
 
-// feed hands the events to the machine and returns the first error.
-// feed hands the machine evs. Events that carry the set go-mysql's syncer
+// feed hands the machine evs and returns the first error. Events that carry the set go-mysql's syncer
 // would attach to them in GTID mode (XID and query events) make it a relay
 // started in GTID mode, from the set before the first of those events'
 // transactions; after every such event the set the machine follows itself

@@ -22,10 +22,13 @@ func (s GTIDSet) With(g GTID) (GTIDSet, error) {
 	if s.IsZero() || g.IsZero() {
 		return s, nil
 	}
-	st := &gtidStep{gtid: g}
+	st := &gtidStep{gtid: g, depth: 1}
 	if s.step != nil {
 		st.mariadb = s.step.mariadb
 		st.prev.Store(s.step)
+		if s.step.done.Load() == nil {
+			st.depth = s.step.depth + 1
+		}
 	} else {
 		switch s.set.(type) {
 		case *mysql.MariadbGTIDSet:
@@ -47,13 +50,22 @@ func (s GTIDSet) With(g GTID) (GTIDSet, error) {
 		}
 		st.uuid = u
 	}
+	if st.depth >= maxTrail {
+		// Nobody used the sets of the last maxTrail steps (a relay reading
+		// only other tables' transactions stores a position once a
+		// second): work this one out, so that the steps before it go.
+		st.resolve()
+	}
 	return GTIDSet{step: st}, nil
 }
+
+// maxTrail is the most steps With keeps before it works a set out itself.
+const maxTrail = 1024
 
 // gtidStep is a set that With grew by one GTID: its predecessor's set (prev,
 // or base for the first step) with gtid added. resolve works it out once and
 // keeps it in done; it then cuts prev, so that a long stream keeps no more
-// steps than the positions not worked out yet.
+// steps than those since the last set worked out, at most maxTrail.
 //
 // Steps are shared between goroutines (a stored position is the reader's
 // and its flusher's): prev and done are atomic, and two goroutines working
@@ -62,6 +74,7 @@ type gtidStep struct {
 	prev    atomic.Pointer[gtidStep]
 	base    mysql.GTIDSet // the first step's predecessor; never modified
 	gtid    GTID
+	depth   int       // steps since the last set worked out when it was made
 	uuid    uuid.UUID // of a MySQL GTID
 	mariadb bool
 	done    atomic.Pointer[resolvedSet]

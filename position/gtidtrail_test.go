@@ -1,6 +1,7 @@
 package position
 
 import (
+	"strconv"
 	"sync"
 	"testing"
 
@@ -130,10 +131,41 @@ func TestGTIDSet_WithShared(t *testing.T) {
 	}
 	close(sets)
 	wg.Wait()
+	// However long the trail, the steps kept stay bounded.
+	links := 0
+	for st := s.step; st != nil; st = st.prev.Load() {
+		links++
+	}
+	if links > maxTrail {
+		t.Errorf("the last set keeps %d steps, want at most %d", links, maxTrail)
+	}
 	for i, set := range all {
 		want := mysql.MariadbGTID{DomainID: 0, ServerID: 1, SequenceNumber: uint64(i + 1)}
 		if got := set.String(); got != want.String() {
 			t.Fatalf("set %d: %s, want %s", i, got, want.String())
 		}
+	}
+}
+
+// TestGTIDSet_WithBoundsTheTrail grows a set far past maxTrail with nobody
+// using it, as a relay reading only other tables' transactions does between
+// stored positions: it keeps at most maxTrail steps.
+func TestGTIDSet_WithBoundsTheTrail(t *testing.T) {
+	s, _ := ParseGTIDSet(FlavorMariaDB, "0-1-0")
+	for i := 1; i <= 3*maxTrail+7; i++ {
+		var err error
+		if s, err = s.With(mariaTrailGTID(0, 1, uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := 0
+	for st := s.step; st != nil; st = st.prev.Load() {
+		links++
+	}
+	if links > maxTrail {
+		t.Errorf("the set keeps %d steps, want at most %d", links, maxTrail)
+	}
+	if got, want := s.String(), "0-1-"+strconv.Itoa(3*maxTrail+7); got != want {
+		t.Errorf("set %s, want %s", got, want)
 	}
 }
