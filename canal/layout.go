@@ -224,6 +224,9 @@ func (r *Reader) readColumns(ctx context.Context, where string, args []any, what
 func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile string, endPos uint32) ([]*ddlEvent, error) {
 	cfg := r.syncerConfig(nil, nil)
 	cfg.RowsEventDecodeFunc = func(*replication.RowsEvent, []byte) error { return nil }
+	// Nor table maps' optional metadata, which would otherwise wait for
+	// rows decoding that never comes (tableMetas).
+	cfg.TableMapOptionalMetaDecodeFunc = func([]byte) error { return nil }
 	// In GTID mode only a heartbeat may say where the stream is once it
 	// reached the end; the scan is not the hot path, a read deadline is fine.
 	cfg.HeartbeatPeriod = min(r.cfg.HeartbeatPeriod, 200*time.Millisecond)

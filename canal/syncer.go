@@ -71,6 +71,10 @@ func decodeConfig(flavor string, match func(database, table string) bool) replic
 	// its own.
 	var matched nameCache[bool]
 	var images imageDecoder
+	// Table maps' optional metadata is decoded for the followed tables
+	// only, when their rows are (tablemeta.go).
+	var metas tableMetas
+	cfg.TableMapOptionalMetaDecodeFunc = metas.stash
 	// imageDecoder renders values as go-mysql does with these settings
 	// only; with others every row is go-mysql's to decode.
 	ownDecoder := cfg.TimestampStringLocation == time.UTC && !cfg.ParseTime && !cfg.UseDecimal
@@ -78,6 +82,10 @@ func decodeConfig(flavor string, match func(database, table string) bool) replic
 		pos, err := ev.DecodeHeader(data)
 		if err != nil {
 			return err
+		}
+		if ev.Flags&replication.RowsEventStmtEndFlag != 0 {
+			// go-mysql forgets the statement's table maps after this event.
+			defer metas.statementEnd()
 		}
 		if ev.Table == nil {
 			return nil
@@ -91,6 +99,9 @@ func decodeConfig(flavor string, match func(database, table string) bool) replic
 		// most of the binlog.
 		if !ok {
 			return nil
+		}
+		if err := metas.complete(ev.Table); err != nil {
+			return err
 		}
 		// The relay reads the INSERTs of its tables; their UPDATEs and
 		// DELETEs (a clean-up of relayed rows) only need the header, as
