@@ -50,8 +50,10 @@ const maxPendingMetas = 1 << 14
 
 // errTooManyTableMaps stops a statement with more table maps than
 // maxPendingMetas: dropping one would leave a followed table's rows
-// without their column names, to be mapped by position without a word.
-var errTooManyTableMaps = errors.New("more than 16384 table maps in one statement")
+// without their column names, to be mapped by position without a word. No
+// server writes such a statement; a binlog whose rows events go-mysql
+// cannot parse (so that none ends a statement) could look like one.
+var errTooManyTableMaps = errors.New("more than 16384 table maps without a rows event that ends their statement")
 
 // stash is the TableMapOptionalMetaDecodeFunc: it keeps the optional
 // metadata of a table map for complete.
