@@ -234,3 +234,66 @@ func TestStreamID_NextAndLess(t *testing.T) {
 		t.Errorf("less orders by milliseconds, then sequence")
 	}
 }
+
+// ackAfterGroups acknowledges entries of a group on another connection the
+// moment XINFO GROUPS of the stream has been answered: the consumer that
+// finishes its entries between ReadGroupHealth's reads.
+type ackAfterGroups struct {
+	other        *redis.Client
+	key, group   string
+	ids          []string
+	acknowledged bool
+}
+
+func (h *ackAfterGroups) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *ackAfterGroups) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *ackAfterGroups) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if _, ok := cmd.(*redis.XInfoGroupsCmd); ok && !h.acknowledged {
+			h.acknowledged = true
+			if aerr := h.other.XAck(ctx, h.key, h.group, h.ids...).Err(); aerr != nil {
+				return aerr
+			}
+		}
+		return err
+	}
+}
+
+// TestReadGroupHealth_AcknowledgedMeanwhile: XINFO GROUPS counts pending
+// entries that the consumer acknowledges before XPENDING reads the oldest:
+// the health has no oldest pending entry then, and the trim horizon is the
+// entry after the last delivered one (a relay's group metrics once
+// panicked on it under load).
+func TestReadGroupHealth_AcknowledgedMeanwhile(t *testing.T) {
+	r := testsvc.SharedRedis(t)
+	db := r.NewDB(t)
+	c := r.Client(t, db)
+	ctx := context.Background()
+	const key, group = "outbox:order", "billing"
+	appendN(t, c, key, 1, 4)
+	if err := c.XGroupCreate(ctx, key, group, "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "c1", Streams: []string{key, ">"}, Count: 2, Block: -1}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reader := r.Client(t, db)
+	hook := &ackAfterGroups{other: c, key: key, group: group, ids: []string{"1-0", "2-0"}}
+	reader.AddHook(hook)
+
+	h := healthOf(t, reader, key, time.Hour)[group]
+	if !hook.acknowledged {
+		t.Fatal("the hook never saw XINFO GROUPS")
+	}
+	if h.Pending != 2 || h.Oldest != nil {
+		t.Errorf("pending %d, oldest %+v; want XINFO GROUPS's 2 and no oldest entry", h.Pending, h.Oldest)
+	}
+	if h.Undelivered != 2 || !h.HoldsBackTrim || h.Held != "3-0" {
+		t.Errorf("undelivered %d, holds back trim %v at %q; want 2, true, 3-0", h.Undelivered, h.HoldsBackTrim, h.Held)
+	}
+}
