@@ -177,7 +177,7 @@ func (c *Config) Validate() error {
 	case c.LiveRate < 0:
 		return fmt.Errorf("bench: LiveRate %v must be positive", c.LiveRate)
 	case c.Pairs < 0:
-		return fmt.Errorf("%w: bench: --pairs %d must be at least 1", outbox.ErrConfig, c.Pairs)
+		return fmt.Errorf("%w: bench: Pairs %d must be at least 1 (0 means 1)", outbox.ErrConfig, c.Pairs)
 	}
 	for _, w := range c.Workloads {
 		if !slices.Contains(Workloads(), w) {

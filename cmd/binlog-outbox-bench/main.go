@@ -95,6 +95,10 @@ func runBench(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// The Config's zero means its default; on the command line 0 is a mistake.
+	if p := c.Int("pairs"); p < 1 {
+		return fmt.Errorf("%w: --pairs %d must be at least 1", outbox.ErrConfig, p)
+	}
 	bin, err := relayBinary(c.String("relay-binary"))
 	if err != nil {
 		return err

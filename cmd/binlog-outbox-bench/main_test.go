@@ -135,11 +135,13 @@ func TestBench_Workloads(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `unknown workload "nope"`) || !strings.Contains(err.Error(), bench.WorkLiveRate) {
 		t.Errorf("--workloads app,nope: got %v, want an error naming the workload and the valid ones", err)
 	}
-	app = NewApp()
-	app.Writer, app.ErrWriter = &out, &errOut
-	err = app.RunContext(context.Background(), []string{"binlog-outbox-bench", "--pairs", "-1", "--relay-binary", binary(t)})
-	if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), "--pairs -1 must be at least 1") {
-		t.Errorf("--pairs -1: got %v, want ErrConfig naming the flag", err)
+	for _, n := range []string{"-1", "0"} {
+		app = NewApp()
+		app.Writer, app.ErrWriter = &out, &errOut
+		err = app.RunContext(context.Background(), []string{"binlog-outbox-bench", "--pairs", n, "--relay-binary", binary(t)})
+		if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), "--pairs "+n+" must be at least 1") {
+			t.Errorf("--pairs %s: got %v, want ErrConfig naming the flag", n, err)
+		}
 	}
 }
 
