@@ -233,7 +233,10 @@ func (c *RedisCluster) healthy(ctx context.Context) error {
 				continue
 			}
 			i, err := c.index(s.Nodes[0].Addr)
-			if err != nil || !c.Nodes[i].Running() {
+			if err != nil {
+				return fmt.Errorf("%s: slots %d-%d served by %s, which is not a node of this cluster", n.Addr(), s.Start, s.End, s.Nodes[0].Addr)
+			}
+			if !c.Nodes[i].Running() {
 				return fmt.Errorf("%s: slots %d-%d served by %s, which is down", n.Addr(), s.Start, s.End, s.Nodes[0].Addr)
 			}
 			covered += int(s.End-s.Start) + 1
