@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,13 +22,9 @@ import (
 
 func TestMain(m *testing.M) { testsvc.Main(m) }
 
-// testLogger shows the relay's logs with -v only.
-func testLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
-}
+// testLogger shows the relay's logs with -v, and its last lines when the
+// test fails (relaytest.TestLogger).
+func testLogger(t testing.TB) *slog.Logger { return relaytest.TestLogger(t) }
 
 // newEnv is a private database and Redis database on the shared servers:
 // a test that uses only them may run in parallel.

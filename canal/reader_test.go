@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,13 +24,9 @@ import (
 // the CPU: more of them run at a time than the machine has cores.
 func TestMain(m *testing.M) { testsvc.MainParallel(m, 4) }
 
-// testLogger shows the relay's logs with -v only.
-func testLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
-}
+// testLogger shows the relay's logs with -v, and its last lines when the
+// test fails (relaytest.TestLogger).
+func testLogger(t testing.TB) *slog.Logger { return relaytest.TestLogger(t) }
 
 func flavorOf(t testing.TB, db *sql.DB) string {
 	var v string

@@ -26,13 +26,9 @@ import (
 // the CPU: more of them run at a time than the machine has cores.
 func TestMain(m *testing.M) { testsvc.MainParallel(m, 6) }
 
-// testLogger shows the relay's logs with -v only.
-func testLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
-}
+// testLogger shows the relay's logs with -v, and its last lines when the
+// test fails (relaytest.TestLogger).
+func testLogger(t testing.TB) *slog.Logger { return relaytest.TestLogger(t) }
 
 func newEnv(t testing.TB) *relaytest.Env {
 	return relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))

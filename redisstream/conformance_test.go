@@ -2,7 +2,6 @@ package redisstream_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -76,7 +75,7 @@ func startMulti(t *testing.T, env *relaytest.Env) func() error {
 	if lease != nil {
 		cfg.Lease = lease
 	}
-	r, err := canal.New(env.RelayDB(t), sink, cfg, slog.New(slog.DiscardHandler))
+	r, err := canal.New(env.RelayDB(t), sink, cfg, relaytest.TestLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
