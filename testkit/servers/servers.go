@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,17 +46,6 @@ func LookBinary(name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%w: %s is not in PATH or /usr/sbin; install it with: %s", ErrNotFound, name, InstallCommand)
-}
-
-// FreePort asks the kernel for a free loopback port. Another process may take
-// it before the server binds it; the starts retry on a bind failure.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // onFreePort runs start on free ports until it does not fail for want of the

@@ -7,7 +7,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
@@ -153,15 +153,15 @@ func StartRelay(t testing.TB, e *Env, args ...string) *Relay {
 	return r
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a loopback port for a server, reserved as the test
+// servers' are (servers.FreePort).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := servers.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // Produced is what a producer printed: message ids of committed and of
