@@ -34,6 +34,10 @@ type Options struct {
 	StartFrom string
 	// MetricsAddr serves /metrics, /healthz and /readyz; "" is off.
 	MetricsAddr string
+	// OwnsProcess says the relay is the whole process (the command), not
+	// a part of one (a test, a program embedding it): binlog mode then
+	// sets GOMAXPROCS by whether it is caught up (procs.go).
+	OwnsProcess bool
 
 	// Binlog mode: the reader's sizes and periods.
 	Heartbeat       time.Duration

@@ -258,6 +258,18 @@ func runBinlog(ctx context.Context, o Options, cfg Config, srv mysqlserver.Serve
 		return err
 	}
 	defer stop()
+	if o.OwnsProcess {
+		pctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			followCatchUp(pctx, cfg.Logger, func() catchUp {
+				s := reader.Stats()
+				return catchUp{LastAppend: s.LastAppend, LastCommit: s.LastCommit}
+			})
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	return reader.Run(ctx)
 }
 

@@ -13,6 +13,10 @@ import (
 // version is set at build time: go build -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
+// ownsProcess is set by main: run may then tune the process as a whole
+// (relay.Options.OwnsProcess), which the tests' in-process runs must not.
+var ownsProcess bool
+
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	// SIGHUP too: a closed terminal or a supervisor's reload signal would
@@ -25,6 +29,7 @@ func main() {
 	// round in flight (within --shutdown-grace), whose marks would
 	// otherwise roll back.
 	exitcode.CancelOnSignal(cancel, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ownsProcess = true
 	app := NewApp()
 	err := app.RunContext(ctx, os.Args)
 	cancel()

@@ -77,6 +77,7 @@ func runRelay(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	o.OwnsProcess = ownsProcess
 	return relay.Run(c.Context, o)
 }
 

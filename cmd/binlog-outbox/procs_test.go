@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
+)
+
+const (
+	onOneProcessor    = `"msg":"caught up: running on one processor"`
+	onEveryProcessor  = `"msg":"catching up: running on every processor"`
+	procsBacklogRows  = 200
+	procsBacklogDelay = 2500 * time.Millisecond
+)
+
+// The relay binary runs on one processor while it is caught up and on
+// every processor while it catches up (relay/procs.go): rows committed
+// seconds before it starts are a catch-up, and once they are relayed it is
+// caught up again. With GOMAXPROCS in the environment it never changes it.
+func TestRun_ProcessorsFollowTheCatchUp(t *testing.T) {
+	// Its database, Redis database and server id are its own.
+	t.Parallel()
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: the relay has no processors to give up")
+	}
+	for _, tt := range []struct {
+		name       string
+		gomaxprocs string
+	}{
+		{"default", ""},
+		{"GOMAXPROCS set", "2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+			from := env.MariaDB.GTIDBinlogPos(t)
+			rec := relaytest.NewProduced()
+			relaytest.Produce(context.Background(), t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: procsBacklogRows / 2}, rec)
+			time.Sleep(procsBacklogDelay) // older than the 2s a catch-up shows
+
+			cmd := exec.Command(binary(t), "--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL,
+				"--log-format", "json", "--log-level", "debug", "run", "--mode", "binlog", "--lease=false", "--start-from", from)
+			cmd.Env = os.Environ()
+			if tt.gomaxprocs != "" {
+				cmd.Env = append(cmd.Env, "GOMAXPROCS="+tt.gomaxprocs)
+			}
+			p := relaytest.StartCommand(t, cmd)
+			relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+			if tt.gomaxprocs != "" {
+				// Long enough for the looks that would have switched.
+				time.Sleep(time.Second)
+				if out := p.Out.String(); strings.Contains(out, onOneProcessor) || strings.Contains(out, onEveryProcessor) {
+					t.Fatalf("GOMAXPROCS=%s, and the relay changed its processors:\n%s", tt.gomaxprocs, out)
+				}
+				return
+			}
+			if !p.Said(onEveryProcessor, 5*time.Second) {
+				t.Fatalf("no line says the relay runs on every processor for the catch-up")
+			}
+			relaytest.WaitFor(t, 5*time.Second, "the relay to run on one processor after the catch-up", func() bool {
+				out := p.Out.String()
+				i := strings.Index(out, onEveryProcessor)
+				return strings.Contains(out[i:], onOneProcessor)
+			})
+		})
+	}
+}

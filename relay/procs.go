@@ -1,0 +1,106 @@
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"runtime"
+	"time"
+)
+
+// The relay runs its Go code on one processor while the binlog reader is
+// caught up, and on the runtime's default number (GOMAXPROCS) while it
+// catches up.
+//
+// Caught up, every transaction crosses the reader's goroutines one after
+// the other (go-mysql's parser, the reader, the flusher), and on more than
+// one processor each hand-off wakes another OS thread. Where the cores are
+// busy with the producers, the database and Redis, that thread waits for
+// the kernel to run it: flat out on 2 cores the relay's p99 was 0.6 to
+// 3.4 ms over the minimal relay's on the default, and within 0.35 ms on
+// one processor, which serves thousands of transactions a second
+// (BENCHMARKS.md). A catch-up on one processor is 12-20% slower, because
+// parsing and relaying then share a core; hence the switch back.
+const (
+	caughtUpProcs = 1
+	// behindAge is the age of its newest transaction at which a batch
+	// shows a catch-up: binlog timestamps are whole seconds, so a batch
+	// of transactions under a second old shows less than 2s.
+	behindAge = 2 * time.Second
+	// procsTick is how often the reader's state is looked at (a lock
+	// and a few loads); it is caught up after two looks in a row that
+	// say so, so that a live relay runs on one processor within a fifth
+	// of a second of its start.
+	procsTick = 100 * time.Millisecond
+)
+
+// catchUp is what followCatchUp learns from the reader at each look.
+type catchUp struct {
+	// LastAppend is when the reader last appended a batch, LastCommit
+	// the commit time (from the binlog) of its newest transaction.
+	LastAppend, LastCommit time.Time
+}
+
+// behind reports a reader that appended within the last look a batch
+// whose newest transaction was behindAge old or more. The age compares
+// the server's clock with the relay's, as the lag metric does: a server
+// clock far behind keeps the default, one far ahead the single processor.
+func (c catchUp) behind(now time.Time) bool {
+	return now.Sub(c.LastAppend) <= 2*procsTick && c.LastAppend.Sub(c.LastCommit) >= behindAge
+}
+
+// procsPolicy decides GOMAXPROCS from the looks at the reader.
+type procsPolicy struct {
+	one  bool // the process runs on caughtUpProcs
+	calm int  // looks in a row that showed no catch-up
+}
+
+// next takes one look and returns the processors to run on: caughtUpProcs,
+// 0 for the default, -1 for no change.
+func (p *procsPolicy) next(behind bool) int {
+	if behind {
+		p.calm = 0
+		if p.one {
+			p.one = false
+			return 0
+		}
+		return -1
+	}
+	if p.calm++; !p.one && p.calm >= 2 {
+		p.one = true
+		return caughtUpProcs
+	}
+	return -1
+}
+
+// followCatchUp sets the process's GOMAXPROCS as procsPolicy says until ctx
+// ends, then puts the runtime's default back. It does nothing where the
+// environment sets GOMAXPROCS or the default is one processor already.
+func followCatchUp(ctx context.Context, log *slog.Logger, look func() catchUp) {
+	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) <= caughtUpProcs {
+		return
+	}
+	var p procsPolicy
+	t := time.NewTicker(procsTick)
+	defer t.Stop()
+	defer func() {
+		if p.one {
+			runtime.SetDefaultGOMAXPROCS()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			switch n := p.next(look().behind(now)); n {
+			case caughtUpProcs:
+				runtime.GOMAXPROCS(n)
+				log.Debug("caught up: running on one processor")
+			case 0:
+				runtime.SetDefaultGOMAXPROCS()
+				log.Debug("catching up: running on every processor", "gomaxprocs", runtime.GOMAXPROCS(0))
+			}
+		}
+	}
+}
