@@ -16,10 +16,10 @@ import (
 // the other (go-mysql's parser, the reader, the flusher), and on more than
 // one processor each hand-off wakes another OS thread. Where the cores are
 // busy with the producers, the database and Redis, that thread waits for
-// the kernel to run it: flat out on 2 cores the relay's p99 was 0.6 to
-// 3.4 ms over the minimal relay's on the default, and within 0.35 ms on
-// one processor, which serves thousands of transactions a second
-// (BENCHMARKS.md). A catch-up on one processor is 12-20% slower, because
+// the kernel to run it: flat out on 2 cores the relay's p99 was about 1 ms
+// (up to 3.4 ms) over the minimal relay's on the default, and within half
+// a millisecond in most runs on one processor, which serves thousands of
+// transactions a second (BENCHMARKS.md). A catch-up on one processor is 12-20% slower, because
 // parsing and relaying then share a core; hence the switch back.
 const (
 	caughtUpProcs = 1
