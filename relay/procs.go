@@ -6,6 +6,8 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/canal"
 )
 
 // The relay runs its Go code on one processor while the binlog reader is
@@ -28,10 +30,14 @@ const (
 	// of transactions under a second old shows less than 2s.
 	behindAge = 2 * time.Second
 	// procsTick is how often the reader's state is looked at (a lock
-	// and a few loads); it is caught up after two looks in a row that
-	// say so, so that a live relay runs on one processor within a fifth
-	// of a second of its start.
+	// and a few loads); it is caught up again after two looks in a row
+	// that say so.
 	procsTick = 100 * time.Millisecond
+	// appendedRecently is how long after its last batch a reader may
+	// still be catching up: over other tables' traffic only it stores
+	// its position about every canal.DefaultIdleCheckpoint, not at each
+	// look.
+	appendedRecently = canal.DefaultIdleCheckpoint + 5*procsTick
 )
 
 // catchUp is what followCatchUp learns from the reader at each look.
@@ -41,12 +47,13 @@ type catchUp struct {
 	LastAppend, LastCommit time.Time
 }
 
-// behind reports a reader that appended within the last look a batch
-// whose newest transaction was behindAge old or more. The age compares
+// behind reports a reader that appended, within appendedRecently, a batch
+// (or stored its position) whose newest transaction was behindAge old or
+// more. The age compares
 // the server's clock with the relay's, as the lag metric does: a server
 // clock far behind keeps the default, one far ahead the single processor.
 func (c catchUp) behind(now time.Time) bool {
-	return now.Sub(c.LastAppend) <= 2*procsTick && c.LastAppend.Sub(c.LastCommit) >= behindAge
+	return now.Sub(c.LastAppend) <= appendedRecently && c.LastAppend.Sub(c.LastCommit) >= behindAge
 }
 
 // procsPolicy decides GOMAXPROCS from the looks at the reader.
@@ -56,7 +63,8 @@ type procsPolicy struct {
 }
 
 // next takes one look and returns the processors to run on: caughtUpProcs,
-// 0 for the default, -1 for no change.
+// 0 for the default, -1 for no change. The zero procsPolicy is on the
+// default.
 func (p *procsPolicy) next(behind bool) int {
 	if behind {
 		p.calm = 0
@@ -80,7 +88,11 @@ func followCatchUp(ctx context.Context, log *slog.Logger, look func() catchUp) {
 	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) <= caughtUpProcs {
 		return
 	}
-	var p procsPolicy
+	// It starts on one processor: a live relay has it at once, and a
+	// catch-up gets the default back at the first look at its batches.
+	p := procsPolicy{one: true}
+	runtime.GOMAXPROCS(caughtUpProcs)
+	log.Debug("caught up: running on one processor")
 	t := time.NewTicker(procsTick)
 	defer t.Stop()
 	defer func() {

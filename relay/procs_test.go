@@ -15,8 +15,8 @@ func TestCatchUp_Behind(t *testing.T) {
 		{"live: a commit under a second old, whole seconds", 0, 1999 * time.Millisecond, false},
 		{"a batch of commits two seconds old", 0, 2 * time.Second, true},
 		{"a backlog of an hour", 50 * time.Millisecond, time.Hour, true},
-		{"the last append of a catch-up, still recent", 2 * procsTick, time.Hour, true},
-		{"idle since a catch-up", 2*procsTick + time.Millisecond, time.Hour, false},
+		{"a catch-up over other tables' rows, between position stores", appendedRecently, time.Hour, true},
+		{"idle since a catch-up", appendedRecently + time.Millisecond, time.Hour, false},
 		{"nothing appended yet", 0, 0, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,14 +37,13 @@ func TestProcsPolicy_Next(t *testing.T) {
 		looks  []bool // behind at each look
 		wantNs []int
 	}{
-		{"caught up from the start: one processor after two looks", []bool{false, false, false}, []int{-1, caughtUpProcs, -1}},
-		{"a catch-up from the start keeps the default", []bool{true, true, false}, []int{-1, -1, -1}},
-		{"a catch-up gets the default back at its first look", []bool{false, false, true, true}, []int{-1, caughtUpProcs, 0, -1}},
-		{"back to one processor after two calm looks", []bool{false, false, true, false, false, false}, []int{-1, caughtUpProcs, 0, -1, caughtUpProcs, -1}},
-		{"a calm look between catch-up looks does not switch", []bool{false, false, true, false, true, false, false}, []int{-1, caughtUpProcs, 0, -1, -1, -1, caughtUpProcs}},
+		{"caught up from the start stays on one processor", []bool{false, false, false}, []int{-1, -1, -1}},
+		{"a catch-up gets the default at its first look", []bool{true, true, false}, []int{0, -1, -1}},
+		{"back to one processor after two calm looks", []bool{true, false, false, false}, []int{0, -1, caughtUpProcs, -1}},
+		{"a calm look between catch-up looks does not switch", []bool{false, true, false, true, false, false}, []int{-1, 0, -1, -1, -1, caughtUpProcs}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var p procsPolicy
+			p := procsPolicy{one: true} // as followCatchUp starts
 			for i, b := range tt.looks {
 				if got := p.next(b); got != tt.wantNs[i] {
 					t.Fatalf("look %d (behind %v): %d, want %d", i, b, got, tt.wantNs[i])
