@@ -21,8 +21,9 @@ import (
 // the kernel to run it: flat out on 2 cores the relay's p99 was about 1 ms
 // (up to 3.4 ms) over the minimal relay's on the default, and within half
 // a millisecond in most runs on one processor, which serves thousands of
-// transactions a second (BENCHMARKS.md). A catch-up on one processor is 12-20% slower, because
-// parsing and relaying then share a core; hence the switch back.
+// transactions a second (BENCHMARKS.md). A catch-up on one processor is
+// 12-20% slower, because parsing and relaying then share a core; hence the
+// switch back.
 const (
 	caughtUpProcs = 1
 	// behindAge is the age of its newest transaction at which a batch
@@ -49,9 +50,9 @@ type catchUp struct {
 
 // behind reports a reader that appended, within appendedRecently, a batch
 // (or stored its position) whose newest transaction was behindAge old or
-// more. The age compares
-// the server's clock with the relay's, as the lag metric does: a server
-// clock far behind keeps the default, one far ahead the single processor.
+// more. The age compares the server's clock with the relay's, as the lag
+// metric does: a server clock far behind keeps the default, one far ahead
+// the single processor.
 func (c catchUp) behind(now time.Time) bool {
 	return now.Sub(c.LastAppend) <= appendedRecently && c.LastAppend.Sub(c.LastCommit) >= behindAge
 }
