@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
@@ -43,48 +42,19 @@ func (l *Logs) Lines(level string) []map[string]any {
 const failureLogLines = 400
 
 // TestLogger returns a logger for a relay under test. With -v its lines go
-// to stderr as they come; without, it keeps the last of them and shows them
-// only if the test fails, so that a timeout in a full run (CI's) says what
-// the relay was doing instead of only that nothing arrived.
+// to stderr as they come; without, they are kept and the last of them
+// shown only if the test fails, so that a timeout in a full run (CI's) says
+// what the relay was doing instead of only that nothing arrived.
 func TestLogger(t testing.TB) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: slog.LevelDebug}
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts)).With("test", t.Name())
 	}
-	tail := &lineTail{max: failureLogLines}
+	var buf logging.Buffer
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the relay's last %d log lines:\n%s", failureLogLines, tail.String())
+			t.Logf("the relay's last %d log lines:\n%s", failureLogLines, TailLines(buf.String(), failureLogLines))
 		}
 	})
-	return slog.New(slog.NewTextHandler(tail, opts))
-}
-
-// lineTail keeps the last max lines written to it (a slog handler writes a
-// line per call). It is safe for concurrent use.
-type lineTail struct {
-	mu    sync.Mutex
-	max   int
-	lines []string
-	next  int // where the next line goes once lines is full
-}
-
-func (l *lineTail) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	line := strings.TrimRight(string(p), "\n")
-	if len(l.lines) < l.max {
-		l.lines = append(l.lines, line)
-	} else {
-		l.lines[l.next] = line
-		l.next = (l.next + 1) % l.max
-	}
-	return len(p), nil
-}
-
-// String returns the lines kept, oldest first.
-func (l *lineTail) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(append(append([]string(nil), l.lines[l.next:]...), l.lines[:l.next]...), "\n")
+	return slog.New(slog.NewTextHandler(&buf, opts))
 }
