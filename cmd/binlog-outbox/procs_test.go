@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
@@ -23,8 +24,8 @@ const (
 // The relay binary runs on one processor while it is caught up and on
 // every processor while it catches up (relay/procs.go): it starts on one,
 // rows committed seconds before it started are a catch-up, and once they
-// are relayed it is caught up again. With GOMAXPROCS in the environment it
-// never changes it.
+// are relayed it is caught up again. With GOMAXPROCS in the environment,
+// or run in-process, it never changes it.
 func TestRun_ProcessorsFollowTheCatchUp(t *testing.T) {
 	// Its database, Redis database and server id are its own.
 	t.Parallel()
@@ -37,10 +38,12 @@ func TestRun_ProcessorsFollowTheCatchUp(t *testing.T) {
 	for _, tt := range []struct {
 		name       string
 		gomaxprocs string
+		inProcess  bool // app.Run in the test binary, as a program embedding it would
 		switches   bool
 	}{
-		{"default", "", defaultProcs > 1},
-		{"GOMAXPROCS set", "2", false},
+		{"default", "", false, defaultProcs > 1},
+		{"GOMAXPROCS set", "2", false, false},
+		{"in-process", "", true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -52,8 +55,32 @@ func TestRun_ProcessorsFollowTheCatchUp(t *testing.T) {
 			relaytest.Produce(context.Background(), t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 2, Transactions: procsBacklogRows / 2}, rec)
 			time.Sleep(procsBacklogDelay) // older than the 2s a catch-up shows
 
-			cmd := exec.Command(binary(t), "--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL,
-				"--log-format", "json", "--log-level", "debug", "run", "--mode", "binlog", "--lease=false", "--start-from", from)
+			args := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL,
+				"--log-format", "json", "--log-level", "debug", "run", "--mode", "binlog", "--lease=false", "--start-from", from}
+			if tt.inProcess {
+				procs := runtime.GOMAXPROCS(0)
+				out := &logging.Buffer{}
+				app := NewApp()
+				app.Writer, app.ErrWriter = out, out
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				parsed := parseAlone(app)
+				go func() {
+					defer parsed()
+					done <- app.RunContext(ctx, append([]string{"binlog-outbox"}, args...))
+				}()
+				relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+				time.Sleep(time.Second)
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				if got := out.String(); strings.Contains(got, onOneProcessor) || strings.Contains(got, onEveryProcessor) || runtime.GOMAXPROCS(0) != procs {
+					t.Fatalf("the relay run in-process changed the process's processors (GOMAXPROCS %d, then %d):\n%s", procs, runtime.GOMAXPROCS(0), got)
+				}
+				return
+			}
+			cmd := exec.Command(binary(t), args...)
 			for _, kv := range os.Environ() {
 				if !strings.HasPrefix(kv, "GOMAXPROCS=") {
 					cmd.Env = append(cmd.Env, kv)
