@@ -24,10 +24,11 @@ import (
 // in the ephemeral range, which the servers' never are.
 var reserved struct {
 	sync.Mutex
-	lo, hi int        // the range, hi excluded; 0 when ports come from the kernel
-	next   int        // where the search goes on
-	held   []*os.File // the locks, held until the process exits
-	taken  map[int]bool
+	lo, hi int // the range, hi excluded; 0 when ports come from the kernel
+	next   int // where the search goes on
+	// held are the ports handed out and their locks, held until the
+	// process exits.
+	held map[int]*os.File
 }
 
 // portLockDir holds one lock file per port handed out; the files stay, the
@@ -60,8 +61,8 @@ func serverPortRange() (lo, hi int) {
 func FreePort() (int, error) {
 	reserved.Lock()
 	defer reserved.Unlock()
-	if reserved.taken == nil {
-		reserved.taken = map[int]bool{}
+	if reserved.held == nil {
+		reserved.held = map[int]*os.File{}
 		reserved.lo, reserved.hi = serverPortRange()
 		if reserved.hi > 0 {
 			reserved.next = reserved.lo + rand.IntN(reserved.hi-reserved.lo)
@@ -78,7 +79,7 @@ func FreePort() (int, error) {
 		if reserved.next++; reserved.next == reserved.hi {
 			reserved.next = reserved.lo
 		}
-		if reserved.taken[p] {
+		if reserved.held[p] != nil {
 			continue
 		}
 		ok, err := reservePort(p)
@@ -112,8 +113,7 @@ func reservePort(p int) (bool, error) {
 		return false, nil
 	}
 	l.Close()
-	reserved.taken[p] = true
-	reserved.held = append(reserved.held, f)
+	reserved.held[p] = f
 	return true, nil
 }
 
