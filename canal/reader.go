@@ -47,7 +47,7 @@ const (
 	DefaultServerID        = 1001
 	DefaultHeartbeatPeriod = 5 * time.Second
 	DefaultEventCacheCount = 256
-	DefaultEventCacheBytes = 8 << 20
+	DefaultEventCacheBytes = 4 << 20
 	DefaultMaxBatchEvents  = 2000
 	DefaultMaxBatchBytes   = 1 << 20
 	DefaultMaxTxBytes      = 4 << 20
@@ -124,12 +124,13 @@ type Config struct {
 	HeartbeatPeriod time.Duration
 	ReadTimeout     time.Duration
 	// EventCacheCount and EventCacheBytes bound the events read ahead of the
-	// reader: at most 256 events and 8 MiB by default (raw event size; one
+	// reader: at most 256 events and 4 MiB by default (raw event size; one
 	// event larger than EventCacheBytes still passes, alone). A count alone
-	// does not bound memory: 256 events of 4 MiB rows are a gigabyte. 8 MiB
-	// keeps eight 1 MiB batches ready while Redis works, and the relay's live
-	// data near its 20 MiB soft memory limit; more costs its size in memory
-	// whenever the relay catches up on large rows, and gains little.
+	// does not bound memory: 256 events of 4 MiB rows are a gigabyte. 4 MiB
+	// keeps four 1 MiB batches ready while Redis works. With 8 MiB a catch-up
+	// of large rows filled it, and its live heap reached the collector's goal
+	// under the 20 MiB soft memory limit: the collector ran back to back and
+	// 512 KiB rows moved at half the rate (BENCHMARKS.md).
 	EventCacheCount int
 	EventCacheBytes int
 	// MaxBatchEvents and MaxBatchBytes bound one append (defaults 2000 events,
