@@ -130,7 +130,7 @@ type Config struct {
 	// keeps four 1 MiB batches ready while Redis works. With 8 MiB a catch-up
 	// of large rows filled it, and its live heap reached the collector's goal
 	// under the 20 MiB soft memory limit: the collector ran back to back and
-	// 512 KiB rows moved at half the rate (BENCHMARKS.md).
+	// 512 KiB rows moved at about two thirds of the rate (BENCHMARKS.md).
 	EventCacheCount int
 	EventCacheBytes int
 	// MaxBatchEvents and MaxBatchBytes bound one append (defaults 2000 events,
