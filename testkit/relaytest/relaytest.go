@@ -369,22 +369,37 @@ func ReadAll(ctx context.Context, t testing.TB, rdb redis.UniversalClient, prefi
 	sort.Strings(keys)
 	var out []Entry
 	for _, k := range keys {
-		start := "-"
+		start, count := "-", int64(100)
 		for {
-			msgs, err := rdb.XRangeN(ctx, k, start, "+", 10000).Result()
+			msgs, err := rdb.XRangeN(ctx, k, start, "+", count).Result()
 			if err != nil {
 				t.Fatalf("XRANGE %s: %v", k, err)
 			}
 			for _, m := range msgs {
 				out = append(out, Entry{Stream: k, ID: m.ID, Values: m.Values})
 			}
-			if len(msgs) < 10000 {
+			if int64(len(msgs)) < count {
 				break
 			}
-			start = "(" + msgs[len(msgs)-1].ID
+			start, count = "("+msgs[len(msgs)-1].ID, pageCount(msgs)
 		}
 	}
 	return out
+}
+
+// pageCount is how many entries like msgs make a page of about 4 MiB. One
+// reply of 160 entries of 256 KiB outlasted the client's read timeout on a
+// loaded machine under the race detector.
+func pageCount(msgs []redis.XMessage) int64 {
+	n := 0
+	for _, m := range msgs {
+		for f, v := range m.Values {
+			s, _ := v.(string)
+			n += len(f) + len(s)
+		}
+	}
+	per := max(n/max(len(msgs), 1), 1)
+	return int64(min(max((4<<20)/per, 16), 10000))
 }
 
 // CheckOptions say what a mode promises.
