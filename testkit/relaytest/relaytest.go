@@ -369,7 +369,8 @@ func ReadAll(ctx context.Context, t testing.TB, rdb redis.UniversalClient, prefi
 	sort.Strings(keys)
 	var out []Entry
 	for _, k := range keys {
-		start, count := "-", int64(100)
+		// The first page is small: its entries tell how large the next may be.
+		start, count := "-", int64(16)
 		for {
 			msgs, err := rdb.XRangeN(ctx, k, start, "+", count).Result()
 			if err != nil {
