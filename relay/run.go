@@ -122,6 +122,14 @@ func relayIn(ctx context.Context, o Options, cfg Config, client redis.UniversalC
 		log.Info("entries carry columns beside the built-in fields", "fields", d)
 	}
 	logFormat(log, format)
+	if o.OwnsProcess {
+		// Start-up is done: what it alone ran need not stay resident.
+		if n, err := unmapStartupPages(); err != nil {
+			log.Debug("start-up pages of the executable stay mapped", "err", err)
+		} else {
+			log.Debug("unmapped the executable's start-up pages", "resident_kib", n>>10)
+		}
+	}
 	if relayMode != mode.Poll {
 		return binlog()
 	}

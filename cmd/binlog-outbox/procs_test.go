@@ -17,6 +17,7 @@ import (
 const (
 	onOneProcessor    = `"msg":"caught up: running on one processor"`
 	onEveryProcessor  = `"msg":"catching up: running on every processor"`
+	unmappedPages     = `"msg":"unmapped the executable's start-up pages"`
 	procsBacklogRows  = 200
 	procsBacklogDelay = 2500 * time.Millisecond
 )
@@ -25,7 +26,9 @@ const (
 // every processor while it catches up (relay/procs.go): it starts on one,
 // rows committed seconds before it started are a catch-up, and once they
 // are relayed it is caught up again. With GOMAXPROCS in the environment,
-// or run in-process, it never changes it.
+// or run in-process, it never changes it. Likewise only the relay binary
+// unmaps its start-up pages (relay/exepages_linux.go), and relays every
+// row after it.
 func TestRun_ProcessorsFollowTheCatchUp(t *testing.T) {
 	// Its database, Redis database and server id are its own.
 	t.Parallel()
@@ -75,8 +78,8 @@ func TestRun_ProcessorsFollowTheCatchUp(t *testing.T) {
 				if err := <-done; err != nil {
 					t.Fatal(err)
 				}
-				if got := out.String(); strings.Contains(got, onOneProcessor) || strings.Contains(got, onEveryProcessor) || runtime.GOMAXPROCS(0) != procs {
-					t.Fatalf("the relay run in-process changed the process's processors (GOMAXPROCS %d, then %d):\n%s", procs, runtime.GOMAXPROCS(0), got)
+				if got := out.String(); strings.Contains(got, onOneProcessor) || strings.Contains(got, onEveryProcessor) || strings.Contains(got, unmappedPages) || runtime.GOMAXPROCS(0) != procs {
+					t.Fatalf("the relay run in-process changed the process's processors or pages (GOMAXPROCS %d, then %d):\n%s", procs, runtime.GOMAXPROCS(0), got)
 				}
 				return
 			}
@@ -91,6 +94,9 @@ func TestRun_ProcessorsFollowTheCatchUp(t *testing.T) {
 			}
 			p := relaytest.StartCommand(t, cmd)
 			relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+			if runtime.GOOS == "linux" && !strings.Contains(p.Out.String(), unmappedPages) {
+				t.Errorf("no line says the relay binary unmapped its start-up pages")
+			}
 			if !tt.switches {
 				// Long enough for the looks that would have switched.
 				time.Sleep(time.Second)
