@@ -737,6 +737,36 @@ func TestMachine_Overflow(t *testing.T) {
 	}
 }
 
+// After a transaction the machine keeps the array of its rows for the next
+// one only when it is small: a large one's array would stay allocated for
+// the life of the process. The rows themselves went on to the batch.
+func TestMachine_DropRows(t *testing.T) {
+	tm := outboxTableMap(true)
+	for _, tt := range []struct {
+		rows int
+		kept bool
+	}{
+		{3, true},
+		{keptRows / 2, true},
+		{keptRows * 2, false},
+	} {
+		h := newHarness(t, func(m *machine) { m.maxTxBytes = 1 << 30; m.maxBatchEvents = 1 << 20 })
+		rows := make([][]any, tt.rows)
+		for i := range rows {
+			rows[i] = outboxRow(int64(i+1), "p")
+		}
+		if err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, rows...)), ev(331, xid(mariaSet(t, "0-1-10")))); err != nil {
+			t.Fatal(err)
+		}
+		if kept := cap(h.m.rows) > 0; kept != tt.kept || len(h.m.rows) != 0 {
+			t.Errorf("after a transaction of %d rows: %d rows, array of %d kept; want it kept: %v", tt.rows, len(h.m.rows), cap(h.m.rows), tt.kept)
+		}
+		if got := len(h.m.pending.events); got != tt.rows {
+			t.Errorf("after a transaction of %d rows: %d pending", tt.rows, got)
+		}
+	}
+}
+
 // A transaction that overflows and then rolls back or is cut off is dropped
 // without a restart.
 func TestMachine_OverflowThenAbort(t *testing.T) {

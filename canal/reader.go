@@ -47,7 +47,7 @@ const (
 	DefaultServerID        = 1001
 	DefaultHeartbeatPeriod = 5 * time.Second
 	DefaultEventCacheCount = 256
-	DefaultEventCacheBytes = 4 << 20
+	DefaultEventCacheBytes = 1 << 20
 	DefaultMaxBatchEvents  = 2000
 	DefaultMaxBatchBytes   = 1 << 20
 	DefaultMaxTxBytes      = 4 << 20
@@ -124,13 +124,15 @@ type Config struct {
 	HeartbeatPeriod time.Duration
 	ReadTimeout     time.Duration
 	// EventCacheCount and EventCacheBytes bound the events read ahead of the
-	// reader: at most 256 events and 4 MiB by default (raw event size; one
+	// reader: at most 256 events and 1 MiB by default (raw event size; one
 	// event larger than EventCacheBytes still passes, alone). A count alone
-	// does not bound memory: 256 events of 4 MiB rows are a gigabyte. 4 MiB
-	// keeps four 1 MiB batches ready while Redis works. With 8 MiB a catch-up
-	// of large rows filled it, and its live heap reached the collector's goal
-	// under the 20 MiB soft memory limit: the collector ran back to back and
-	// 512 KiB rows moved at about two thirds of the rate (BENCHMARKS.md).
+	// does not bound memory: 256 events of 4 MiB rows are a gigabyte. The
+	// events wait parsed, larger than their raw size, and every byte of
+	// them is live heap the collector works around under the relay's soft
+	// memory limit: with 8 MiB, 512 KiB rows moved at two thirds of the
+	// rate of 4 MiB, and 1 MiB moved them faster again, at less CPU, and
+	// kept the catch-up of one large transaction under 30 MB of RSS where
+	// 4 MiB made it 33-34 (BENCHMARKS.md).
 	EventCacheCount int
 	EventCacheBytes int
 	// MaxBatchEvents and MaxBatchBytes bound one append (defaults 2000 events,
