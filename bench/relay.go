@@ -149,8 +149,11 @@ func (p progress) count(ctx context.Context) (int64, error) {
 // last observation, which leaves the start-up of the measured program out.
 type span struct {
 	began, first, last time.Time
-	atFirst            int64
-	total              int64
+	// seen is when the first entry was observed: first moves back to
+	// began when everything arrived at once, seen does not.
+	seen    time.Time
+	atFirst int64
+	total   int64
 	// cpuFirst and cpuLast are the relay's CPU seconds when the first
 	// and the last entries were seen (waitFor of a child only): the
 	// catch-up's own, without the start's checks of every table.
@@ -158,7 +161,7 @@ type span struct {
 }
 
 // ready is how long the relay took from its start to the first entry.
-func (s span) ready() time.Duration { return s.first.Sub(s.began) }
+func (s span) ready() time.Duration { return s.seen.Sub(s.began) }
 
 // windowCPU is the relay's CPU seconds per million events between the
 // first entry seen and the last.
@@ -200,7 +203,7 @@ func (p progress) waitFor(ctx context.Context, c *child, want int64, stall time.
 			return s, err
 		}
 		if n > 0 && s.first.IsZero() {
-			s.first, s.atFirst, s.cpuFirst = now, n, cpu()
+			s.first, s.seen, s.atFirst, s.cpuFirst = now, now, n, cpu()
 		}
 		if n >= want {
 			s.last, s.total, s.cpuLast = now, n, cpu()
