@@ -7,10 +7,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -122,7 +124,7 @@ func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *s
 		if isMySQLError(err, 1045) {
 			fix = "check the user name and password in --mysql-dsn, and that the account exists for this client host"
 		}
-		if f := tlsFix(err, "mysql"); f != "" {
+		if f := tlsFix(err, "mysql", dsn.TLS); f != "" {
 			fix = f
 		}
 		return mysqlserver.Server{}, nil, nil, append([]Result{fail(NameMySQL,
@@ -501,9 +503,10 @@ func overTLS(cfg *tls.Config) string {
 }
 
 // tlsFix says how to fix a failed TLS handshake with the MySQL or Redis
-// server (server "mysql" or "redis", the prefix of its TLS flags), or ""
-// when err is no TLS failure.
-func tlsFix(err error, server string) string {
+// server (server "mysql" or "redis", the prefix of its TLS flags) over a
+// connection with TLS configuration cfg (nil: none), or "" when err is no
+// TLS failure.
+func tlsFix(err error, server string, cfg *tls.Config) string {
 	flag := "--" + server + "-tls-"
 	var unknown x509.UnknownAuthorityError
 	var host x509.HostnameError
@@ -528,8 +531,19 @@ func tlsFix(err error, server string) string {
 		return "the server refused the TLS handshake (" + remote.Err.Error() + "): if it requires a client certificate, give one signed by a CA it trusts with " + flag + "cert and " + flag + "key"
 	case server == "redis" && errors.As(err, &record):
 		return "the server does not speak TLS on this port: use a redis:// URL, or the port of the server's tls-port"
+	case cfg != nil && len(cfg.Certificates) == 0 && cfg.GetClientCertificate == nil && closedByPeer(err):
+		// With TLS 1.3 the client's handshake ends before the server has
+		// checked its certificate; the server's alert then races its close
+		// with the client's first command, which may meet only the reset.
+		return "the server closed the connection after the TLS handshake: if it requires a client certificate, give one signed by a CA it trusts with " + flag + "cert and " + flag + "key"
 	}
 	return ""
+}
+
+// closedByPeer reports whether err is the other side closing or resetting
+// the connection.
+func closedByPeer(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // managedCAs names, per server, the managed services whose CA bundles are

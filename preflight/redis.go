@@ -68,7 +68,7 @@ func checkRedis(ctx context.Context, t *redisstream.Target, positionKey string, 
 				fix = hint
 			}
 		}
-		if f := tlsFix(err, "redis"); f != "" {
+		if f := tlsFix(err, "redis", opts.TLSConfig); f != "" {
 			fix = f
 		}
 		return append(append(out, fail(NameRedis, fmt.Sprintf("cannot reach Redis at %s%s: %s", addr, overTLS(opts.TLSConfig), scrub(err)), fix, both)),
