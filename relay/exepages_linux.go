@@ -27,7 +27,11 @@ import (
 // Only mappings of the executable without write permission and without a
 // page of their own (a debugger's breakpoint or a uprobe makes a private
 // copy of its page, which unmapping would discard) are unmapped: nothing
-// there differs from the file, so nothing is lost.
+// there differs from the file, so nothing is lost. A mapping is the
+// executable's when its device and inode are, or its path is: on btrfs,
+// and on overlayfs (a container's image) with some kernels, a mapping
+// shows the device and inode of the file system below, not those stat
+// gives.
 func unmapStartupPages() (int64, error) {
 	exe, err := os.Stat("/proc/self/exe")
 	if err != nil {
@@ -37,11 +41,15 @@ func unmapStartupPages() (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("stat the executable: no device and inode")
 	}
+	path, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return 0, fmt.Errorf("read the executable's path: %w", err)
+	}
 	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		return 0, fmt.Errorf("read the process's mappings: %w", err)
 	}
-	spans, err := readOnlySpans(bytes.NewReader(smaps), devString(uint64(st.Dev)), st.Ino)
+	spans, err := readOnlySpans(bytes.NewReader(smaps), exeFile{dev: devString(uint64(st.Dev)), ino: st.Ino, path: path})
 	if err != nil {
 		return 0, fmt.Errorf("read the process's mappings: %w", err)
 	}
@@ -68,10 +76,18 @@ func devString(dev uint64) string {
 	return fmt.Sprintf("%02x:%02x", major, minor)
 }
 
+// exeFile is how /proc/self/smaps may name the executable: by device (as
+// devString writes it) and inode, or by path ("" matches no mapping).
+type exeFile struct {
+	dev  string
+	ino  uint64
+	path string
+}
+
 // readOnlySpans returns the mappings in smaps (the format of
-// /proc/self/smaps) of the file dev and ino that are private, not
-// writable, and hold no anonymous page.
-func readOnlySpans(smaps io.Reader, dev string, ino uint64) ([]span, error) {
+// /proc/self/smaps) of the file exe that are private, not writable, and
+// hold no anonymous page.
+func readOnlySpans(smaps io.Reader, exe exeFile) ([]span, error) {
 	var (
 		spans []span
 		cur   *span
@@ -103,7 +119,14 @@ func readOnlySpans(smaps io.Reader, dev string, ino uint64) ([]span, error) {
 				return nil, fmt.Errorf("unexpected line %q", sc.Text())
 			}
 			cur = &span{start: uintptr(start), end: uintptr(end)}
-			ok = f[3] == dev && inode == ino && len(f[1]) == 4 && f[1][1] == '-' && f[1][3] == 'p'
+			// The path is the rest of the line after the inode, which
+			// the kernel pads with spaces; it may hold spaces itself.
+			var path string
+			if parts := strings.SplitN(sc.Text(), " ", 6); len(parts) == 6 {
+				path = strings.TrimLeft(parts[5], " ")
+			}
+			isExe := f[3] == exe.dev && inode == exe.ino || exe.path != "" && path == exe.path
+			ok = isExe && len(f[1]) == 4 && f[1][1] == '-' && f[1][3] == 'p'
 			continue
 		}
 		if cur == nil || len(f) < 2 {
