@@ -9,91 +9,67 @@ import (
 	"testing"
 )
 
+// readOnlySpans picks the code and the constant data of the executable,
+// named by device and inode or by path: on btrfs, and on overlayfs with
+// some kernels, a mapping shows the device and inode of the file system
+// below, not those stat gives. Never the data (writable), a mapping with a
+// private copy of a page (a breakpoint), another file of the same inode or
+// a shared mapping.
 func TestReadOnlySpans(t *testing.T) {
-	const smaps = `00400000-01075000 r-xp 00000000 fe:00 9986268                            /tmp/bo/binlog-outbox
+	const smaps = `00400000-01075000 r-xp 00000000 fe:00 9986268                            /tmp/bo dir/binlog-outbox
 Size:              13268 kB
 Rss:                8796 kB
 Anonymous:             0 kB
 VmFlags: rd ex mr mw me dw sd
-01075000-01c9b000 r--p 00c75000 fe:00 9986268                            /tmp/bo/binlog-outbox
+01075000-01c9b000 r--p 00c75000 fe:00 9986268                            /tmp/bo dir/binlog-outbox
 Size:              12440 kB
 Rss:                9752 kB
 Anonymous:             0 kB
 VmFlags: rd mr mw me dw sd
-01c9b000-01db1000 rw-p 0189b000 fe:00 9986268                            /tmp/bo/binlog-outbox
+01c9b000-01db1000 rw-p 0189b000 fe:00 9986268                            /tmp/bo dir/binlog-outbox
 Rss:                 472 kB
 Anonymous:           120 kB
 01db1000-03e43000 rw-p 00000000 00:00 0
 Rss:                 440 kB
 Anonymous:           440 kB
-02000000-02001000 r-xp 00000000 fe:00 9986268                            /tmp/bo/binlog-outbox (deleted)
+02000000-02001000 r-xp 00000000 fe:00 9986268                            /tmp/bo dir/binlog-outbox (deleted)
 Rss:                   4 kB
 Anonymous:             4 kB
 7f0000000000-7f0000010000 r--p 00000000 fe:01 9986268                    /usr/lib/other.so
 Rss:                  64 kB
 Anonymous:             0 kB
-7f0000010000-7f0000020000 r--s 00000000 fe:00 9986268                    /tmp/bo/binlog-outbox
+7f0000010000-7f0000020000 r--s 00000000 fe:00 9986268                    /tmp/bo dir/binlog-outbox
 Rss:                  64 kB
 Anonymous:             0 kB
 7fff3de60000-7fff3de82000 rw-p 00000000 00:00 0                          [stack]
 Rss:                  20 kB
 `
-	got, err := readOnlySpans(strings.NewReader(smaps), exeFile{dev: "fe:00", ino: 9986268})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The code and the constant data; not the data (writable), not a
-	// mapping with a private copy of a page (a breakpoint), not another
-	// device's file of the same inode, not a shared mapping.
-	want := []span{
+	exe := []span{
 		{start: 0x400000, end: 0x1075000, rss: 8796 << 10},
 		{start: 0x1075000, end: 0x1c9b000, rss: 9752 << 10},
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("got %v, want %v", got, want)
+	for _, tt := range []struct {
+		name string
+		exe  exeFile
+		want []span
+	}{
+		{"by device and inode", exeFile{dev: "fe:00", ino: 9986268}, exe},
+		{"by path", exeFile{dev: "00:3a", ino: 99, path: "/tmp/bo dir/binlog-outbox"}, exe},
+		{"neither", exeFile{dev: "00:3a", ino: 99}, nil},
+	} {
+		got, err := readOnlySpans(strings.NewReader(smaps), tt.exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		}
 	}
 
 	for _, bad := range []string{"zz-01 r-xp 0 fe:00 1 /x\n", "00400000-01075000 r-xp\n", "00400000-01075000 r-xp 0 fe:00 x /x\n"} {
 		if _, err := readOnlySpans(strings.NewReader(bad), exeFile{dev: "fe:00", ino: 1}); err == nil {
 			t.Errorf("readOnlySpans(%q): no error", bad)
 		}
-	}
-}
-
-// On btrfs, and on overlayfs with some kernels, a mapping shows the device
-// and inode of the file system below, not those stat gives: the path then
-// names the executable, spaces and all.
-func TestReadOnlySpans_ByPath(t *testing.T) {
-	const smaps = `00400000-01075000 r-xp 00000000 00:2f 1234                             /opt/binlog outbox/binlog-outbox
-Rss:                8796 kB
-Anonymous:             0 kB
-01075000-01c9b000 r--p 00c75000 00:2f 1234                             /opt/binlog outbox/binlog-outbox
-Rss:                9752 kB
-Anonymous:             0 kB
-01c9b000-01db1000 rw-p 0189b000 00:2f 1234                             /opt/binlog outbox/binlog-outbox
-Rss:                 472 kB
-Anonymous:           120 kB
-7f0000000000-7f0000010000 r--p 00000000 00:2f 1235                     /opt/binlog outbox/binlog-outbox.so
-Rss:                  64 kB
-Anonymous:             0 kB
-7fff3de60000-7fff3de82000 rw-p 00000000 00:00 0 
-Rss:                  20 kB
-`
-	stat := exeFile{dev: "00:3a", ino: 99}
-	if got, err := readOnlySpans(strings.NewReader(smaps), stat); err != nil || len(got) != 0 {
-		t.Fatalf("by device and inode alone: got %v, %v; want no span", got, err)
-	}
-	stat.path = "/opt/binlog outbox/binlog-outbox"
-	got, err := readOnlySpans(strings.NewReader(smaps), stat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []span{
-		{start: 0x400000, end: 0x1075000, rss: 8796 << 10},
-		{start: 0x1075000, end: 0x1c9b000, rss: 9752 << 10},
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("by path: got %v, want %v", got, want)
 	}
 }
 
