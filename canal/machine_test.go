@@ -341,9 +341,12 @@ func TestMachine_Sequences(t *testing.T) {
 		lastGTID string
 		inTx     bool
 		stmtDML  uint64
+		clean    bool // the position did not move (nothing to store)
 	}
 	tests := []struct {
-		name   string
+		name string
+		// start, when set, is where the session starts instead of testFile:4.
+		start  func(t *testing.T) position.Point
 		events func(t *testing.T) []*replication.BinlogEvent
 		want   want
 	}{
@@ -576,6 +579,18 @@ func TestMachine_Sequences(t *testing.T) {
 			want: want{ids: []uint64{1}, pos: 4, file: "binlog.000002", gset: "0-1-10", lastGTID: "0-1-10"},
 		},
 		{
+			name: "the made-up rotate of a dump by GTID set keeps the position",
+			start: func(t *testing.T) position.Point {
+				return position.Point{File: testFile, Pos: 1234, GTIDSet: position.GTIDSetOf(mariaSet(t, "0-1-9"))}
+			},
+			events: func(t *testing.T) []*replication.BinlogEvent {
+				rot := ev(0, &replication.RotateEvent{Position: 4, NextLogName: []byte(testFile)})
+				rot.Header.Timestamp = 0
+				return []*replication.BinlogEvent{rot}
+			},
+			want: want{ids: []uint64{}, pos: 1234, gset: "0-1-9", clean: true},
+		},
+		{
 			name: "position after rotate",
 			events: func(t *testing.T) []*replication.BinlogEvent {
 				return []*replication.BinlogEvent{
@@ -588,7 +603,12 @@ func TestMachine_Sequences(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, nil)
+			var tweak func(*machine)
+			if tt.start != nil {
+				start := tt.start(t)
+				tweak = func(m *machine) { m.boundary, m.pending.at = start, start }
+			}
+			h := newHarness(t, tweak)
 			if err := h.feed(tt.events(t)...); err != nil {
 				t.Fatalf("handle: %v", err)
 			}
@@ -631,6 +651,9 @@ func TestMachine_Sequences(t *testing.T) {
 			}
 			if m.pending.bytes != bytes {
 				t.Errorf("pending bytes: got %d, want %d", m.pending.bytes, bytes)
+			}
+			if w.clean && m.pending.dirty {
+				t.Errorf("the position moved to %s, want it left as the session started", at)
 			}
 		})
 	}
