@@ -80,9 +80,15 @@ func loadRelayState(ctx context.Context, client redis.UniversalClient, keys redi
 	}
 	st := relayState{Mode: m, Recorded: m != "", Sink: sink, Position: raw}
 	if !st.Recorded {
+		// A binlog relay's record outlives its position (a deleted or
+		// evicted position key).
+		_, recorded, err := redisstream.ReadRecord(ctx, client, keys.Position)
+		if err != nil {
+			return relayState{}, fmt.Errorf("%s: %w", command, err)
+		}
 		st.Mode = mode.Poll
-		if raw != nil {
-			st.Mode = mode.Binlog
+		if raw != nil || recorded {
+			st.Mode, st.Recorded = mode.Binlog, recorded
 		}
 	}
 	return st, nil

@@ -141,6 +141,9 @@ type ReplayRow struct {
 	EntryID string `json:"entry_id,omitempty"`
 	// Reason is why a row stays.
 	Reason string `json:"reason,omitempty"`
+	// target is the stream the dead letter says the row was meant for
+	// (target_stream), "" when it does not say.
+	target string
 }
 
 // ReplayReport is what ReplayDeadLetters did; its JSON is `dead-letters
@@ -219,7 +222,7 @@ func (o ReplayOptions) chosen(ctx context.Context, r *ReplayReport) ([]*ReplayRo
 				row.DeadLetters = append(row.DeadLetters, d.ID)
 				continue
 			}
-			row := &ReplayRow{OutboxID: d.OutboxID, MessageID: d.MessageID, DeadLetters: []string{d.ID}, Outcome: ReplayStays, Reason: d.Reason}
+			row := &ReplayRow{OutboxID: d.OutboxID, MessageID: d.MessageID, DeadLetters: []string{d.ID}, Outcome: ReplayStays, Reason: d.Reason, target: d.TargetStream}
 			if !d.HasOutboxID {
 				row.Reason = "the dead letter has no outbox id, so the row cannot be read again: " + d.Reason
 			} else {
@@ -287,6 +290,13 @@ func (o ReplayOptions) replayRow(ctx context.Context, row *ReplayRow, e outbox.E
 	o.Sink.Prepare(&e)
 	if e.Invalid != "" && e.Invalid == row.Reason {
 		return nil // still a dead letter for the same reason: nothing to change
+	}
+	if s := o.Sink.StreamOf(&e); e.Invalid == "" && row.target != "" && s != row.target {
+		// The relay's template named another stream than the one in force
+		// here: its consumers read that one.
+		row.Reason = fmt.Sprintf("the dead letter was meant for %s, but --stream %s names %s for the row; replay with the relay's --stream (leave it out: the relay's record gives it)",
+			row.target, o.Sink.Template(), s)
+		return nil
 	}
 	outcome, entry, err := o.Sink.Replay(ctx, &e, row.DeadLetters)
 	if err != nil {

@@ -104,11 +104,40 @@ type PositionSetReport struct {
 	SlotsDeleted int
 }
 
+// ErrLiveHolder means a relay reads the position a command would change:
+// it would stop, fenced, and its restart would have to guess.
+var ErrLiveHolder = outbox.NewConfigError("a relay reads this position")
+
+// refuseLiveHolder refuses to change the position at key while a relay
+// reads it (redisstream.Record.Reading): what refuses names it.
+func refuseLiveHolder(ctx context.Context, client redis.UniversalClient, key, command string) error {
+	rec, ok, err := redisstream.ReadRecord(ctx, client, key)
+	if err != nil {
+		return fmt.Errorf("%s: %w", command, err)
+	}
+	if !ok {
+		rec = redisstream.Record{PositionKey: key}
+	}
+	holder, err := rec.Reading(ctx, client)
+	if err != nil {
+		return fmt.Errorf("%s: %w", command, err)
+	}
+	if holder == "" {
+		return nil
+	}
+	return outbox.WithHint(fmt.Errorf("%w: %s: %s reads %s now", ErrLiveHolder, command, holder, key),
+		"stop that relay (and its standbys) first, then run %s again: a relay whose position changes under it stops, fenced; "+
+			"a relay that just died holds the lease until it expires (--lease-ttl, 5s by default)", command)
+}
+
 // PositionSet stores the position of start, and on a Redis Cluster then
 // deletes every slot position: the position key alone says where the relay
-// resumes.
+// resumes. It refuses while a relay reads the position.
 func PositionSet(ctx context.Context, o PositionSetOptions) (PositionSetReport, error) {
 	r := PositionSetReport{Key: o.Sink.PositionKey(), SlotsDeleted: -1}
+	if err := refuseLiveHolder(ctx, o.Redis, r.Key, "position set"); err != nil {
+		return r, err
+	}
 	raw, err := o.Reader.StartPosition(ctx, o.Start)
 	if err != nil {
 		return r, err
@@ -143,12 +172,19 @@ type PositionResetReport struct {
 	SlotsDeleted int
 }
 
-// PositionReset deletes the stored position, and on a Redis Cluster the
-// slot positions first: a stop in between leaves the key without slots,
-// from which the relay resumes, rather than slots without a key, which it
-// refuses.
+// PositionReset deletes the stored position and the relay's record, and on
+// a Redis Cluster the slot positions first: a stop in between leaves the
+// key without slots, from which the relay resumes, rather than slots
+// without a key, which it refuses. The relay's record goes last: a relay
+// of another position may then take its tables and streams, and a relay of
+// this one refuses to guess where to start while the streams show its
+// entries (repair, or position set). It refuses while a relay reads the
+// position.
 func PositionReset(ctx context.Context, o PositionOptions) (PositionResetReport, error) {
 	r := PositionResetReport{Key: o.Sink.PositionKey(), SlotsDeleted: -1}
+	if err := refuseLiveHolder(ctx, o.Redis, r.Key, "position reset"); err != nil {
+		return r, err
+	}
 	raw, _, err := o.stored(ctx)
 	if err != nil {
 		return r, err
@@ -161,5 +197,8 @@ func PositionReset(ctx context.Context, o PositionOptions) (PositionResetReport,
 		}
 		r.SlotsDeleted = n
 	}
-	return r, o.Sink.DeletePosition(ctx)
+	if err := o.Sink.DeletePosition(ctx); err != nil {
+		return r, err
+	}
+	return r, redisstream.DeleteRecord(ctx, o.Redis, r.Key)
 }

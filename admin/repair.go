@@ -77,6 +77,10 @@ type RepairOptions struct {
 	// binlog mode with Apply: SnapshotAuto (""), SnapshotStatus or
 	// SnapshotLock.
 	Snapshot string
+	// Mode is --mode, binlog or poll: how the table is relayed, for a Redis
+	// that does not say (no mode key, position or record: it lost its
+	// data); "" takes what Redis says, and refuses to guess.
+	Mode string
 
 	// afterBatch, when set (by tests), runs after each append but the last.
 	afterBatch func(ctx context.Context) error
@@ -119,6 +123,9 @@ type RepairReport struct {
 func Repair(ctx context.Context, o RepairOptions) (r RepairReport, err error) {
 	st, err := loadRelayState(ctx, o.Redis, o.Keys, "repair")
 	if err != nil {
+		return RepairReport{}, err
+	}
+	if err := o.modeOf(&st); err != nil {
 		return RepairReport{}, err
 	}
 	r = RepairReport{Mode: st.Mode, Table: o.Table.Database + "." + o.Table.Name}
@@ -741,4 +748,22 @@ func (o RepairOptions) batches(ctx context.Context, conn *sql.Conn, ids []uint64
 			}
 		}
 	}
+}
+
+// modeOf settles the mode repair works in: what Redis says, or --mode
+// where it says nothing (a Redis that lost its data), refusing a --mode
+// that contradicts it, and a guess.
+func (o RepairOptions) modeOf(st *relayState) error {
+	said := st.Recorded || st.Position != nil
+	switch {
+	case o.Mode != "" && said && o.Mode != st.Mode:
+		return refuse(fmt.Sprintf("--mode %s, but Redis says the table is relayed in %s mode (%s)", o.Mode, st.Mode, o.Keys.Mode),
+			"leave --mode out: repair works in the mode the relay recorded")
+	case o.Mode != "":
+		st.Mode = o.Mode
+	case !said:
+		return refuse(fmt.Sprintf("nothing in Redis says how %s is relayed (no mode at %s, no position or record at %s): Redis lost its data, or no relay ran here", o.Table.Name, o.Keys.Mode, o.Keys.Position),
+			"give --mode binlog (the relay reads the binlog: every row no stream holds is missing) or --mode poll (rows marked sent that no stream holds are missing)")
+	}
+	return nil
 }

@@ -390,9 +390,16 @@ func TestRepair_PositionSetMidRun(t *testing.T) {
 			return nil
 		}
 		reader, sink := newReader(t, env)
-		rep, err := PositionSet(ctx, PositionSetOptions{PositionOptions: PositionOptions{Redis: env.RDB, Sink: sink}, Reader: reader, Start: position.Start{Kind: position.StartNow}})
-		set = rep.Raw
-		return err
+		_, err := PositionSet(ctx, PositionSetOptions{PositionOptions: PositionOptions{Redis: env.RDB, Sink: sink}, Reader: reader, Start: position.Start{Kind: position.StartNow}})
+		if !errors.Is(err, ErrLiveHolder) || !strings.Contains(err.Error(), "the relay repair ") {
+			return fmt.Errorf("position set under the repair: %v, want a refusal naming the repair", err)
+		}
+		// A writer that does not look (an earlier version's position set):
+		// the repair must stop all the same.
+		if set, err = reader.StartPosition(ctx, position.Start{Kind: position.StartNow}); err != nil {
+			return err
+		}
+		return sink.SetPosition(ctx, set)
 	}
 	r, err := Repair(ctx, o)
 	if !errors.Is(err, ErrRepairRefused) || !strings.Contains(err.Error(), "the stored position moved") || r.Applied || r.Appended != repairBatch {

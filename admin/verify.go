@@ -60,6 +60,13 @@ func Verify(ctx context.Context, o VerifyOptions) (VerifyReport, error) {
 	if err != nil {
 		return VerifyReport{}, err
 	}
+	if !st.Recorded && st.Position == nil {
+		// Poll mode's rows marked sent are all it could compare, and a
+		// binlog relay marks none: "clean" would say nothing.
+		return VerifyReport{}, outbox.WithHint(fmt.Errorf("verify: nothing in Redis says how %s.%s is relayed (no mode at %s, no position or relay record at %s): Redis lost its data, or no relay ran here",
+			o.Table.Database, o.Table.Name, o.Keys.Mode, o.Keys.Position),
+			"after Redis lost its data, `binlog-outbox repair --mode binlog` (or --mode poll) compares every row with the streams and `--apply` appends the missing ones once (docs/incidents.md)")
+	}
 	r := &VerifyReport{Mode: st.Mode, Table: o.Table.Database + "." + o.Table.Name, Range: o.Range.String(), CaughtUp: true}
 	v := newVerifier(o.DB, o.Table, o.Chunk, st.Mode == mode.Poll, r)
 	v.rng, v.deleteMode = o.Range, o.DeleteRows || !o.Table.Mapping.Has(schema.ColSentAt)

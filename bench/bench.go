@@ -714,7 +714,9 @@ func (r *run) target(b backlog) binlogTarget {
 
 // relayArgs are the command line of the relay child.
 func (r *run) relayArgs(table, mode, keyPrefix string, partitions int, extra ...string) []string {
-	stream := keyPrefix + "{aggregate_type}"
+	// The streams under a prefix of their own: a template that could name
+	// the position key is refused.
+	stream := keyPrefix + "s:{aggregate_type}"
 	if partitions > 0 {
 		stream = keyPrefix + "{partition}"
 	}
@@ -730,7 +732,7 @@ func (r *run) relayArgs(table, mode, keyPrefix string, partitions int, extra ...
 
 func streamKeys(keyPrefix string, partitions int) []string {
 	if partitions == 0 {
-		return []string{keyPrefix + "order"}
+		return []string{keyPrefix + "s:order"}
 	}
 	keys := make([]string, partitions)
 	for i := range keys {

@@ -56,14 +56,14 @@ func (r *Reader) nowPoint(ctx context.Context) (position.Point, error) {
 // file, with the GTID set of the transactions before it (MariaDB: the
 // file's Gtid_list; MySQL: gtid_purged) where the server has GTIDs.
 func (r *Reader) earliestPoint(ctx context.Context) (position.Point, error) {
-	logs, err := r.binaryLogs(ctx)
+	logs, err := mysqlserver.BinaryLogs(ctx, r.db)
 	if err != nil {
 		return position.Point{}, err
 	}
 	if len(logs) == 0 {
 		return position.Point{}, outbox.WithHint(errors.New("the server lists no binary logs"), "enable the binlog: log_bin=ON")
 	}
-	p := position.Point{File: logs[0], Pos: 4}
+	p := position.Point{File: logs[0].Name, Pos: 4}
 	gtid, err := r.resumesByGTID(ctx)
 	if err != nil || !gtid {
 		return p, err
@@ -98,12 +98,9 @@ func (r *Reader) mariaDBGTIDAt(ctx context.Context, file string, pos uint32) (po
 // mysqlStatusPoint reads the end of MySQL's binlog and its executed GTID set
 // from one row of the binlog status statement.
 func (r *Reader) mysqlStatusPoint(ctx context.Context) (position.Point, error) {
-	srv := r.cfg.Server
-	if srv.Flavor == "" {
-		var err error
-		if srv, err = mysqlserver.Detect(ctx, r.db); err != nil {
-			return position.Point{}, err
-		}
+	srv, err := r.server(ctx)
+	if err != nil {
+		return position.Point{}, err
 	}
 	q := srv.BinlogStatusQuery()
 	rows, err := r.db.QueryContext(ctx, q)

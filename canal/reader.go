@@ -158,6 +158,15 @@ type Config struct {
 	// stopping. Without it a second relay is fenced by the position and
 	// stops (--lease=false).
 	Lease Lease
+	// Recorder, when set, records the relay in Redis (redisstream.Record)
+	// once the first session knows where it starts: after a first start
+	// stored its position, so that a record always means a position was
+	// stored, and a record without one a lost position.
+	Recorder func(ctx context.Context) error
+	// ExpectPosition says the checks before the start found a stored
+	// position: the first session that finds none then refuses, as a later
+	// one does, rather than start afresh (it was deleted in between).
+	ExpectPosition bool
 	// ServerIDClaim, when set, is claimed before every binlog connection
 	// and renewed while it is open: a relay of another position holding
 	// ServerID makes this one stop before it connects (serverid.go).
@@ -259,6 +268,11 @@ type Reader struct {
 
 	writer string        // identifies this process in the positions it writes
 	seq    atomic.Uint64 // counts the positions it wrote
+	// recorded says Recorder ran.
+	recorded bool
+	// claimRefused is when another relay's claim of the server id first
+	// refused this one (without the lease), zero while it holds it.
+	claimRefused time.Time
 	// hadPosition says a session found a stored position or stored one: a
 	// later session that finds none must not start over from Config.Start.
 	hadPosition bool
@@ -350,7 +364,8 @@ func New(db *sql.DB, sink outbox.Sink, cfg Config, logger *slog.Logger) (*Reader
 			Message: "binlog reader stopped; restarting from the stored position",
 			MaxWait: cfg.MaxBackoff,
 		}),
-		writer: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()),
+		writer:      fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()),
+		hadPosition: cfg.ExpectPosition,
 	}, nil
 }
 

@@ -2,9 +2,7 @@ package canal
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -30,14 +28,6 @@ func (r *Reader) identityQuery() string {
 		return "SELECT @@server_id, @@server_uuid /* binlog-outbox */"
 	}
 	return "SELECT @@server_id, '' /* binlog-outbox */"
-}
-
-// describeServer names a server in messages by its identity.
-func describeServer(id uint32, uuid string) string {
-	if uuid == "" {
-		return fmt.Sprintf("server_id %d", id)
-	}
-	return fmt.Sprintf("server_id %d (server_uuid %s)", id, uuid)
 }
 
 func (r *Reader) loadIdentity(ctx context.Context) error {
@@ -98,62 +88,70 @@ func (r *Reader) resolveFrom(ctx context.Context, s position.Start) (position.Po
 		return r.nowPoint(ctx)
 	case position.StartEarliest:
 		return r.earliestPoint(ctx)
-	case position.StartFilePos:
-		// In the words of check (preflight's start-from check): the file
+	case position.StartFilePos, position.StartGTID:
+		// In the words of check (preflight's start-from check): the point
 		// is the operator's choice, not a stored position gone.
-		logs, err := r.binaryLogs(ctx)
+		srv, err := r.server(ctx)
 		if err != nil {
 			return position.Point{}, err
 		}
-		if err := s.CheckFileOn(logs); err != nil {
+		if err := srv.CheckStart(ctx, r.db, s); err != nil {
 			return position.Point{}, err
+		}
+		if s.Kind == position.StartGTID {
+			set, _ := s.GTIDSetOn(r.cfg.Flavor) // checked
+			return position.Point{GTIDSet: set}, nil
 		}
 		p, _ := r.convertFilePosition(ctx, position.Point{File: s.File, Pos: s.Pos}, "--start-from "+s.File+":"+strconv.FormatUint(uint64(s.Pos), 10))
 		return p, nil
-	case position.StartGTID:
-		set, err := s.GTIDSetOn(r.cfg.Flavor)
-		if err != nil {
-			return position.Point{}, err
-		}
-		return position.Point{GTIDSet: set}, nil
 	}
 	return position.Point{}, fmt.Errorf("%w: unknown start kind %d", outbox.ErrConfig, s.Kind)
 }
 
-// storedStart is the point the stored position raw resumes from; converted
-// says a file position of this server became a GTID position
-// (convertFilePosition).
-func (r *Reader) storedStart(ctx context.Context, raw []byte) (p position.Point, converted bool, err error) {
+// storedPoint decodes the stored position raw into the point it resumes
+// from, refusing one a repair holds.
+func (r *Reader) storedPoint(raw []byte) (position.Binlog, position.Point, error) {
 	b, err := position.Decode(raw)
 	if err != nil {
-		return position.Point{}, false, outbox.WithHint(fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err),
+		return b, position.Point{}, outbox.WithHint(fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err),
 			"inspect it with `binlog-outbox position show` and replace it with `binlog-outbox position set`")
 	}
 	// Checked again at every session: a relay whose session failed while
 	// a repair marked the position must not go on from under it.
 	if err := b.RepairError(r.cfg.PositionKey); err != nil {
+		return b, position.Point{}, err
+	}
+	p, err := b.Point()
+	if err != nil {
+		return b, position.Point{}, fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err)
+	}
+	return b, p, nil
+}
+
+// storedStart is the point the stored position raw resumes from, checked
+// against the server as check checks it (mysqlserver.Server.CheckResume);
+// converted says a file position of this server became a GTID position
+// (convertFilePosition).
+func (r *Reader) storedStart(ctx context.Context, raw []byte) (p position.Point, converted bool, err error) {
+	b, p, err := r.storedPoint(raw)
+	if err != nil {
 		return position.Point{}, false, err
 	}
-	if b.Flavor != r.cfg.Flavor {
-		return position.Point{}, false, outbox.WithHint(fmt.Errorf("%w: the stored position belongs to a %s server, this is %s", outbox.ErrPositionGone, b.Flavor, r.cfg.Flavor), "%s", recoveryHint)
+	srv, err := r.server(ctx)
+	if err != nil {
+		return position.Point{}, false, err
 	}
-	if p, err = b.Point(); err != nil {
-		return position.Point{}, false, fmt.Errorf("%w: stored position at %s: %v", outbox.ErrConfig, r.cfg.PositionKey, err)
+	// The identity of this session, not of the relay's start: the address
+	// may lead to another server now.
+	srv.ServerID, srv.ServerUUID = r.identity()
+	if err := srv.CheckResume(ctx, r.db, b, r.cfg.PositionKey); err != nil {
+		return position.Point{}, false, err
 	}
-	id, uuid := r.identity()
-	other := b.ServerID != id || (b.ServerUUID != "" && uuid != "" && b.ServerUUID != uuid)
 	if b.GTIDMode() {
-		if other {
-			r.noticeNewServer(b, id, uuid)
+		if !srv.Same(b.ServerID, b.ServerUUID) {
+			r.noticeNewServer(b, srv.ServerID, srv.ServerUUID)
 		}
 		return p, false, nil
-	}
-	if other {
-		return position.Point{}, false, outbox.WithHint(fmt.Errorf("%w: the stored position %s:%d belongs to server_id %d %s, connected to server_id %d %s; file positions are server-local",
-			outbox.ErrPositionGone, b.File, b.Pos, b.ServerID, b.ServerUUID, id, uuid), "%s", recoveryHint)
-	}
-	if err := r.checkFile(ctx, b.File); err != nil {
-		return position.Point{}, false, err
 	}
 	p, converted = r.convertFilePosition(ctx, p, "the stored file position")
 	return p, converted, nil
@@ -165,7 +163,7 @@ func (r *Reader) storedStart(ctx context.Context, raw []byte) (p position.Point,
 // proxy flip). A GTID set means the same transactions on every server of
 // the topology, so the relay resumes; an operator should still know.
 func (r *Reader) noticeNewServer(b position.Binlog, id uint32, uuid string) {
-	from, to := describeServer(b.ServerID, b.ServerUUID), describeServer(id, uuid)
+	from, to := mysqlserver.Describe(b.ServerID, b.ServerUUID), mysqlserver.Describe(id, uuid)
 	if r.noticed == from+">"+to {
 		return
 	}
@@ -196,50 +194,26 @@ func (r *Reader) sameServer(c *client.Conn) error {
 	wantID, wantUUID := r.identity()
 	if uint32(id) != wantID || uuid != wantUUID {
 		return fmt.Errorf("%w: the binlog connection to %s:%d reached %s, the checks before it %s; starting over",
-			errServerChanged, r.cfg.Host, r.cfg.Port, describeServer(uint32(id), uuid), describeServer(wantID, wantUUID))
+			errServerChanged, r.cfg.Host, r.cfg.Port, mysqlserver.Describe(uint32(id), uuid), mysqlserver.Describe(wantID, wantUUID))
 	}
 	return nil
-}
-
-func (r *Reader) checkFile(ctx context.Context, file string) error {
-	logs, err := r.binaryLogs(ctx)
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(logs, file) {
-		first := ""
-		if len(logs) > 0 {
-			first = logs[0]
-		}
-		return outbox.WithHint(fmt.Errorf("%w: binlog file %s is not on the server (it has %d files from %s); it was purged or the server is another one",
-			outbox.ErrPositionGone, file, len(logs), first), "%s", recoveryHint)
-	}
-	return nil
-}
-
-// binaryLogs lists the binlog files the server has, oldest first.
-func (r *Reader) binaryLogs(ctx context.Context) ([]string, error) {
-	rows, err := r.db.QueryContext(ctx, "SHOW BINARY LOGS /* binlog-outbox */")
-	if err != nil {
-		return nil, outbox.WithHint(fmt.Errorf("list binary logs: %w", err), "the relay's user needs REPLICATION CLIENT (MariaDB: BINLOG MONITOR), and log_bin must be ON")
-	}
-	defer rows.Close()
-	var names []string
-	err = mysqlserver.ScanRows(rows, func(vals []sql.RawBytes) {
-		names = append(names, string(vals[0]))
-	})
-	return names, err
 }
 
 // currentPosition reads the end of the binlog, with the statement the server
 // version understands.
 func (r *Reader) currentPosition(ctx context.Context) (string, uint32, error) {
-	srv := r.cfg.Server
-	if srv.Flavor == "" {
-		var err error
-		if srv, err = mysqlserver.Detect(ctx, r.db); err != nil {
-			return "", 0, err
-		}
+	srv, err := r.server(ctx)
+	if err != nil {
+		return "", 0, err
 	}
 	return srv.BinlogPosition(ctx, r.db)
+}
+
+// server is the server the reader was configured for, or, where the caller
+// (a test) gave its flavor only, the one it detects.
+func (r *Reader) server(ctx context.Context) (mysqlserver.Server, error) {
+	if r.cfg.Server.Flavor != "" {
+		return r.cfg.Server, nil
+	}
+	return mysqlserver.Detect(ctx, r.db)
 }

@@ -2,6 +2,7 @@ package canal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,16 +51,35 @@ func (r *Reader) claimServerID(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !taken {
-		return r.serverIDTaken(other)
+	if taken {
+		r.claimRefused = time.Time{}
+		return nil
 	}
-	return nil
+	if r.cfg.Lease == nil {
+		// Without the lease the claim refuses a twin of this relay too;
+		// the one refusing it may be this relay's own dead process, whose
+		// claim expires within its TTL: wait that long first.
+		if r.claimRefused.IsZero() {
+			r.claimRefused = time.Now()
+		}
+		if wait := 4 * r.cfg.ServerIDClaim.Renewal(); time.Since(r.claimRefused) < wait {
+			return fmt.Errorf("%w: server id %d is claimed by %s; waiting up to %s for the claim to end (a relay that died gives it up within its TTL)",
+				errClaimHeld, r.cfg.ServerID, other, wait.Round(time.Second))
+		}
+	}
+	return r.serverIDTaken(other)
 }
+
+// errClaimHeld is a claim of the server id held by another relay of this
+// position, which a relay without the lease waits out for a while: it may
+// be its own previous process's.
+var errClaimHeld = errors.New("the server id is claimed by another relay")
 
 func (r *Reader) serverIDTaken(other string) error {
 	return outbox.WithHint(fmt.Errorf("%w: server id %d is in use by %s; this relay opened no binlog connection with it, so that relay reads on undisturbed",
 		outbox.ErrConfig, r.cfg.ServerID, other),
 		"give this relay a --server-id of its own (no server, replica or other relay may use it), or leave --server-id unset: the default differs per host name and position key; "+
+			"a relay without --lease reads its position alone: stop the other, or run both with --lease (the default) to take turns; "+
 			"if that relay has stopped, its claim expires within 30s")
 }
 

@@ -100,6 +100,12 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 		prev = next
 		r.log.Info("stored the converted position", "position", start.String())
 	}
+	if r.cfg.Recorder != nil && !r.recorded {
+		if err := r.cfg.Recorder(ctx); err != nil {
+			return start, nil, proof, fmt.Errorf("record the relay: %w", err)
+		}
+		r.recorded = true
+	}
 	r.mu.Lock()
 	r.stats.Stored = start
 	r.mu.Unlock()

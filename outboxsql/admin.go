@@ -1,6 +1,8 @@
 package outboxsql
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -120,3 +122,17 @@ func (m *Marker) Lock(ids []uint64) string { return inList(m.lock, ids, ") FOR U
 
 // Mark marks the rows ids sent, or deletes them, as poll mode does.
 func (m *Marker) Mark(ids []uint64) string { return inList(m.mark, ids, ")") }
+
+// CountRows counts the rows of the table, up to max+1: a relay that starts
+// without a position says how many rows it leaves unrelayed.
+func CountRows(t Table, max int) string {
+	return "SELECT /* binlog-outbox */ COUNT(*) FROM (SELECT 1 FROM " + t.Ref() + " LIMIT " + strconv.Itoa(max+1) + ") AS t"
+}
+
+// HoldsMessageIDs selects one of n message ids (the parameters) that the
+// table holds, no row when it holds none: whether entries in Redis are of
+// this table's rows.
+func HoldsMessageIDs(t Table, n int) string {
+	return "SELECT /* binlog-outbox */ " + t.messageID() + " FROM " + t.Ref() + " WHERE " + t.messageID() +
+		" IN (?" + strings.Repeat(", ?", max(n-1, 0)) + ") LIMIT 1"
+}

@@ -3,6 +3,7 @@ package position
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -170,4 +171,71 @@ func (s GTIDSet) Contains(o GTIDSet) bool {
 		return false
 	}
 	return s.get().Contain(o.get())
+}
+
+// NeedsPurged says which transactions a dump from s would need that the
+// server purged, "" when none: the server refuses such a dump (ERROR
+// 1236) or, worse, serves what it still has. purged is, on MySQL,
+// @@gtid_purged, and on MariaDB the GTID position at the start of the
+// oldest binlog file (BINLOG_GTID_POS(<oldest file>, 4), its Gtid_list):
+// a domain there that s lacks, or holds an earlier sequence number of,
+// needs transactions from before that file. A zero s (no transaction read
+// yet) needs them all.
+func (s GTIDSet) NeedsPurged(flavor, purged string) (string, error) {
+	purged = strings.TrimSpace(purged)
+	if purged == "" {
+		return "", nil
+	}
+	p, err := ParseGTIDSet(flavor, purged)
+	if err != nil {
+		return "", fmt.Errorf("the server's purged GTIDs %q: %w", purged, err)
+	}
+	if s.IsZero() {
+		return purged, nil
+	}
+	if flavor == FlavorMySQL {
+		if s.get().Contain(p.get()) {
+			return "", nil
+		}
+		return purged, nil
+	}
+	ours, ok := s.get().(*mysql.MariadbGTIDSet)
+	if !ok {
+		return "", fmt.Errorf("not a %s GTID set: %s", FlavorMariaDB, s)
+	}
+	var need []string
+	for d, first := range p.get().(*mysql.MariadbGTIDSet).Sets {
+		if g, ok := ours.Sets[d]; !ok || g.SequenceNumber < first.SequenceNumber {
+			need = append(need, first.String())
+		}
+	}
+	slices.Sort(need)
+	return strings.Join(need, ","), nil
+}
+
+// MissingDomains returns the MariaDB replication domains of state (the
+// server's @@gtid_binlog_state) that s has no GTID of, in order. A dump
+// from s reads every transaction of such a domain from the oldest binlog
+// on: a set given by hand (--start-from, position set) that leaves one out
+// would re-read it whole. Nil for MySQL sets.
+func (s GTIDSet) MissingDomains(state string) ([]uint32, error) {
+	ours, ok := s.get().(*mysql.MariadbGTIDSet)
+	if !ok {
+		return nil, nil
+	}
+	var missing []uint32
+	for _, part := range strings.Split(state, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		g, err := mysql.ParseMariadbGTID(part)
+		if err != nil {
+			return nil, fmt.Errorf("the server's gtid_binlog_state %q: %w", state, err)
+		}
+		if _, ok := ours.Sets[g.DomainID]; !ok && !slices.Contains(missing, g.DomainID) {
+			missing = append(missing, g.DomainID)
+		}
+	}
+	slices.Sort(missing)
+	return missing, nil
 }

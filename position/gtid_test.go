@@ -1,6 +1,9 @@
 package position
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // Server uuids of a MySQL primary and of the replica promoted in its place.
 const (
@@ -88,6 +91,59 @@ func TestBinlog_MySQLGTIDSetAcrossFailover(t *testing.T) {
 		part, _ := ParseGTIDSet(FlavorMySQL, u)
 		if held, err := part.HeldBy(FlavorMySQL, got.GTIDSet); err != nil || !held {
 			t.Errorf("stored set %s does not hold %s (%v)", got.GTIDSet, u, err)
+		}
+	}
+}
+
+func TestGTIDSet_NeedsPurged(t *testing.T) {
+	tests := []struct {
+		name, flavor, set, purged, want string
+	}{
+		{"mariadb: nothing purged", FlavorMariaDB, "0-1-5", "", ""},
+		{"mariadb: the oldest file starts before the set", FlavorMariaDB, "0-1-5", "0-1-3", ""},
+		{"mariadb: the oldest file starts at the set", FlavorMariaDB, "0-1-5", "0-1-5", ""},
+		{"mariadb: the oldest file starts after the set", FlavorMariaDB, "0-1-5", "0-1-9", "0-1-9"},
+		{"mariadb: a domain the set lacks was purged", FlavorMariaDB, "0-1-5", "0-1-3,2-1-4", "2-1-4"},
+		{"mariadb: no set yet", FlavorMariaDB, "", "0-1-3", "0-1-3"},
+		{"mysql: the set holds the purged ones", FlavorMySQL, uuidOld + ":1-100", uuidOld + ":1-40", ""},
+		{"mysql: purged past the set", FlavorMySQL, uuidOld + ":1-100", uuidOld + ":1-140", uuidOld + ":1-140"},
+		{"mysql: another source's purged", FlavorMySQL, uuidOld + ":1-100", uuidNew + ":1-3", uuidNew + ":1-3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s GTIDSet
+			if tt.set != "" {
+				var err error
+				if s, err = ParseGTIDSet(tt.flavor, tt.set); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := s.NeedsPurged(tt.flavor, tt.purged)
+			if err != nil || got != tt.want {
+				t.Errorf("NeedsPurged(%q) of %q = %q, %v; want %q", tt.purged, tt.set, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestGTIDSet_MissingDomains(t *testing.T) {
+	tests := []struct {
+		set, state string
+		want       []uint32
+	}{
+		{"0-1-5", "0-1-9", nil},
+		{"0-1-5", "0-1-9,0-2-3", nil},
+		{"1-1-5", "0-1-23", []uint32{0}},
+		{"0-1-5", "7-1-1,0-1-9,3-2-2", []uint32{3, 7}},
+	}
+	for _, tt := range tests {
+		s, err := ParseGTIDSet(FlavorMariaDB, tt.set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.MissingDomains(tt.state)
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("MissingDomains(%q) of %q = %v, %v; want %v", tt.state, tt.set, got, err, tt.want)
 		}
 	}
 }

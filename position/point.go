@@ -143,7 +143,8 @@ func (m Mismatch) Err() error {
 	case Deleted:
 		return outbox.WithHint(fmt.Errorf("%w: the position was deleted while the relay ran", outbox.ErrFenced),
 			"someone ran `binlog-outbox position reset` or deleted the key, or Redis lost it (a failover to a replica that never received it, a restart without persistence); "+
-				"restart the relay to start over deliberately; to relay again what the lost position covered, first `binlog-outbox position set --start-from <file:pos or GTID set of the relay's first \"reading binlog\" line>` (consumers deduplicate what the streams kept by message_id)")
+				"with the relay stopped, `binlog-outbox repair` lists the committed rows no stream holds and `binlog-outbox repair --apply` appends them once and stores the position to go on from (docs/incidents.md, a lost position); "+
+				"a restart alone refuses to guess where to start")
 	case Repairing:
 		return Binlog{Repair: m.Repair}.RepairError("")
 	case RolledBack:

@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -157,4 +158,33 @@ func checkFilePosition(srv mysqlserver.Server, gtid gtidInfo, b position.Binlog,
 	}
 	return warn(NameFailover, "the stored position "+b.String()+" is a file position of this server ("+here+"), and gtid_mode is "+orUnset(gtid.mode)+
 		": after a failover to another server the relay stops on it until someone sets a position", gtidFix, binlogOnly)
+}
+
+// NameStoredPosition is the requirement that the server can resume the
+// stored position as the relay resumes it (mysqlserver.Server.CheckResume).
+const NameStoredPosition = "stored position"
+
+// checkResume refuses, as the relay refuses it at start, a stored position
+// the server cannot resume: another flavor's, a file position of another
+// server, in a purged file or not at a transaction's start, a GTID set the
+// server lacks transactions of or purged what follows of. Nil when nothing
+// is stored, or when it cannot be read (checkFailover says so) or a repair
+// holds it (checkRepairHold).
+func checkResume(ctx context.Context, cfg Config, srv mysqlserver.Server, stored []byte, storedErr error) []Result {
+	if stored == nil || storedErr != nil || srv.Flavor == "" {
+		return nil
+	}
+	b, err := position.Decode(stored)
+	if err != nil || b.Repairing() {
+		return nil
+	}
+	err = withDB(ctx, cfg.MySQLDSN, func(db *sql.DB) error { return srv.CheckResume(ctx, db, b, cfg.PositionKey) })
+	var unreached *unreachedError
+	switch {
+	case errors.As(err, &unreached):
+		return []Result{skip(NameStoredPosition, "not checked: "+err.Error(), binlogOnly)}
+	case err != nil:
+		return []Result{refusal(NameStoredPosition, err, binlogOnly)}
+	}
+	return []Result{pass(NameStoredPosition, b.String()+": the server has what follows it", binlogOnly)}
 }

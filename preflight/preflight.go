@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"slices"
 	"strings"
 
@@ -160,6 +161,11 @@ type Config struct {
 	// checks it as `run` does (checkStart), and the keys of the relay in
 	// Redis.
 	Start *Start
+	// StateRedis, with Start and PositionKey, is the relay's own client of
+	// Redis (a cluster client on Redis Cluster), with which Run reads the
+	// relay's state there (checkState); nil leaves it unchecked. The caller
+	// closes it.
+	StateRedis redis.UniversalClient
 }
 
 // Report is the outcome of Run: the server found and one Result per requirement.
@@ -176,6 +182,11 @@ type Report struct {
 	// Tables are, with Config.Sources, the tables they matched, each with
 	// the mapping resolved against it; Table is nil then.
 	Tables []TableMatch
+	// PositionStored says a binlog position was stored at Config.PositionKey.
+	PositionStored bool
+	// Record is what the relay records of itself at start (RecordOf), nil
+	// without Config.Start or a position key.
+	Record *redisstream.Record
 }
 
 // Mapping is the mapping resolved against the table, or against the first
@@ -263,10 +274,23 @@ func Run(ctx context.Context, cfg Config) Report {
 	if redisUsable(redisResults) {
 		withServerIDClaim(ctx, rep.Results, cfg)
 	}
-	add(checkFailover(srv, gtid, stored, storedErr))
+	resume := checkResume(ctx, cfg, srv, stored, storedErr)
+	if len(resume) == 1 && resume[0].Status == Fail {
+		add(skip(NameFailover, "not checked: the relay cannot resume the stored position ("+NameStoredPosition+")", binlogOnly))
+	} else {
+		add(checkFailover(srv, gtid, stored, storedErr))
+	}
+	add(resume...)
 	hold := checkRepairHold(stored, cfg.PositionKey)
 	refuseInAuto(cfg.Start, hold)
 	add(hold...)
+	rep.PositionStored = stored != nil
+	rep.Record = RecordOf(cfg, rep.Mapping(), tables, res)
+	if cfg.StateRedis != nil && storedErr == nil && srv.Flavor != "" && redisUsable(redisResults) {
+		if rec := rep.Record; rec != nil {
+			add(checkState(ctx, cfg, cfg.StateRedis, rec, stateTables(res, tables), stored)...)
+		}
+	}
 	if cfg.Start != nil && stored == nil && storedErr == nil && srv.Flavor != "" {
 		start := checkStartFrom(ctx, cfg, srv)
 		refuseInAuto(cfg.Start, start)
@@ -282,6 +306,7 @@ func Run(ctx context.Context, cfg Config) Report {
 		}
 		add(checkFormat(cfg.Format, stream, cfg.Partitions))
 	}
+	refuseStateInAuto(cfg.Start, rep.Results)
 	return rep
 }
 

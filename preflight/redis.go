@@ -145,7 +145,8 @@ func checkEviction(policy string) Result {
 func checkPersistence(aofEnabled, fsync string) Result {
 	const aofFix = "set appendonly yes and appendfsync everysec (or always) in redis.conf, or CONFIG SET appendonly yes + CONFIG REWRITE"
 	if aofEnabled != "1" {
-		return warn(NameRedisPersistence, "appendonly is off: a Redis restart loses every append since the last RDB snapshot (all of them without one); binlog mode re-appends them only while the binlog still holds them, poll mode loses them",
+		return warn(NameRedisPersistence, "appendonly is off: a Redis restart loses every append since the last RDB snapshot; binlog mode's position rolls back with the streams and it re-appends them, as long as the binlog still holds them; "+
+			"a restart without a snapshot loses the position too: the relay then refuses to start rather than guess, and `repair --mode binlog --apply` appends again the rows the table still holds; poll mode loses the appends",
 			aofFix, both)
 	}
 	switch fsync {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -172,59 +173,80 @@ func refuseInAuto(s *Start, results []Result) {
 	}
 }
 
-// checkStartFrom checks --start-from against the server when no position
-// is stored, as binlog mode resolves it (canal's resolveFrom): a file the
-// server has, a GTID set of its flavor. Nil when there is nothing to check.
-func checkStartFrom(ctx context.Context, cfg Config, srv mysqlserver.Server) []Result {
-	s, err := position.ParseStart(cfg.Start.StartFrom)
-	if err != nil {
-		return nil // a refused setting (checkStart)
+// stateNames are the requirements on the relay's state that stop auto
+// mode when binlog mode could otherwise run (refuseStateInAuto).
+var stateNames = []string{NameStoredPosition, NameRelays, NameFirstStart, NameWithoutLease}
+
+// refuseStateInAuto makes the refusals of binlog mode's state (stateNames)
+// stop every mode unless s.Mode is poll, when they are the only reason
+// binlog mode could not run: auto mode must not fall back to polling
+// because of a lost position or a second relay. Where binlog mode cannot
+// run anyway (the binlog is off, say), auto mode polls, and they are moot.
+func refuseStateInAuto(s *Start, results []Result) {
+	if s == nil || strings.EqualFold(s.Mode, string(ModePoll)) {
+		return
 	}
-	switch s.Kind {
-	case position.StartGTID:
-		if _, err := s.GTIDSetOn(srv.Flavor); err != nil {
-			return []Result{refusal(NameStartFrom, err, binlogOnly)}
+	var state []int
+	for i, r := range results {
+		if r.Status != Fail || !r.Needs(ModeBinlog) || r.Needs(ModePoll) {
+			continue
 		}
-	case position.StartFilePos:
-		logs, err := binaryLogs(ctx, cfg.MySQLDSN)
-		if err != nil {
-			return []Result{skip(NameStartFrom, "not checked: cannot list the binary logs: "+err.Error(), binlogOnly)}
+		if !slices.Contains(stateNames, r.Name) || r.Err == nil {
+			return // binlog mode fails for another reason
 		}
-		if err := s.CheckFileOn(logs); err != nil {
-			return []Result{refusal(NameStartFrom, err, binlogOnly)}
-		}
-	default:
-		return nil
+		state = append(state, i)
 	}
-	return []Result{pass(NameStartFrom, "no position stored: --start-from "+cfg.Start.StartFrom+" is on this server", binlogOnly)}
+	for _, i := range state {
+		results[i].Modes = both
+	}
 }
 
-// binaryLogs lists the server's binary logs, oldest first.
-func binaryLogs(ctx context.Context, dsn string) ([]string, error) {
+// checkStartFrom checks --start-from against the server when no position
+// is stored, as binlog mode resolves it (mysqlserver.Server.CheckStart): a
+// point this server can start a dump at. Nil when there is nothing to check.
+func checkStartFrom(ctx context.Context, cfg Config, srv mysqlserver.Server) []Result {
+	s, err := position.ParseStart(cfg.Start.StartFrom)
+	if err != nil || (s.Kind != position.StartGTID && s.Kind != position.StartFilePos) {
+		return nil // a refused setting (checkStart), or always on the server
+	}
+	err = withDB(ctx, cfg.MySQLDSN, func(db *sql.DB) error { return srv.CheckStart(ctx, db, s) })
+	var unreached *unreachedError
+	switch {
+	case errors.As(err, &unreached):
+		return []Result{skip(NameStartFrom, "not checked: "+err.Error(), binlogOnly)}
+	case err != nil:
+		return []Result{refusal(NameStartFrom, err, binlogOnly)}
+	}
+	return []Result{pass(NameStartFrom, "no position stored: --start-from "+cfg.Start.StartFrom+" is a point this server can start at", binlogOnly)}
+}
+
+// unreachedError is withDB's failure to connect: the check it guards is
+// then not made, rather than failed.
+type unreachedError struct{ msg string }
+
+func (e *unreachedError) Error() string { return e.msg }
+
+// withDB runs do on a pool of the server dsn names, closed afterwards. A
+// failure to open it is an *unreachedError, without the password.
+func withDB(ctx context.Context, dsn string, do func(*sql.DB) error) error {
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		// The mysql server check reports it, without the password.
-		return nil, errors.New("the MySQL DSN does not parse")
+		return &unreachedError{"the MySQL DSN does not parse"}
 	}
 	if c.Timeout == 0 {
 		c.Timeout = defaultConnectTimeout
 	}
 	connector, err := mysql.NewConnector(c)
 	if err != nil {
-		return nil, errors.New(safeError(err, c.Passwd))
+		return &unreachedError{safeError(err, c.Passwd)}
 	}
 	db := sql.OpenDB(connector)
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, "SHOW BINARY LOGS /* binlog-outbox */")
-	if err != nil {
-		return nil, errors.New(safeError(err, c.Passwd))
+	if err := db.PingContext(ctx); err != nil {
+		return &unreachedError{safeError(err, c.Passwd)}
 	}
-	defer rows.Close()
-	var names []string
-	err = mysqlserver.ScanRows(rows, func(vals []sql.RawBytes) {
-		names = append(names, string(vals[0]))
-	})
-	return names, err
+	return do(db)
 }
 
 // checkStartRedis checks what `run` asks of Redis at start beside the

@@ -35,6 +35,10 @@ import (
 //     XINFO GROUPS, XGROUP CREATE and XADD as in the script;
 //   - the mode key (auto mode) and the position commands: GET, SET, DEL;
 //     run looks for a position under an older key name: EXISTS;
+//   - the relay's record (Record): GET and SET of it, SMEMBERS, SADD and
+//     SREM of the index of records (RecordIndexKey); check and run look
+//     for entries of the table's rows when no position is stored: SCAN,
+//     TYPE, XREVRANGE;
 //   - --trim and --max-len: SCAN, and in the trim script TYPE, XINFO
 //     GROUPS, XPENDING, XLEN and XTRIM;
 //   - status, verify and mark-appended list the streams: SCAN, and TYPE of
@@ -53,7 +57,8 @@ import (
 // ~outbox patterns with patterns matching its streams.
 const ACLRules = "resetkeys ~outbox ~outbox:* ~binlog-outbox:* resetchannels -@all " +
 	"+ping +select +info +evalsha +eval +watch +unwatch +multi +exec +discard +get +set +del +exists +incr +hset +hsetnx +hgetall +type +scan " +
-	"+xadd +xdel +xlen +xrange +xpending +xtrim +xinfo|stream +xinfo|groups +xinfo|consumers +xgroup|create " +
+	"+smembers +sadd +srem " +
+	"+xadd +xdel +xlen +xrange +xrevrange +xpending +xtrim +xinfo|stream +xinfo|groups +xinfo|consumers +xgroup|create " +
 	"+zadd +zscan +zrangebyscore +expire +pexpire +pttl"
 
 // ClusterACLRules are what the relay's user needs on every node of a Redis

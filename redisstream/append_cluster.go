@@ -306,6 +306,8 @@ func (s *clusterAppend) appendSlot(ctx context.Context, g slotGroup, prev, next 
 	} else if code, _ := res[0].(int64); code == 2 {
 		cur, _ := res[1].(string)
 		return fmt.Errorf("append %d events to slot %d: %w", len(g.events), g.slot, s.refusedBy(ctx, g.slot, cur, s.slots.epoch))
+	} else if code == 3 {
+		return sc.wrongTypeReply(len(g.events), res)
 	} else if code != 1 {
 		// The cluster client retries a script whose reply it lost; the
 		// position then shows the first run.

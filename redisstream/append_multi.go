@@ -278,7 +278,7 @@ func (s *multiAppend) check(r watched, n int, prev []byte, lease string) (exists
 			exists[k] = true
 		case "none":
 		default:
-			return nil, fmt.Errorf("append %d events: %w", n, classify(replyError("WRONGTYPE key "+k+" holds a "+t+", not a stream")))
+			return nil, s.wrongType(n, k, t, "stream")
 		}
 	}
 	for i, k := range s.batchNew {

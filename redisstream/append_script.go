@@ -124,10 +124,10 @@ for s = 1, ns do
   local t = redis.call('TYPE', KEYS[base + s])['ok']
   if ARGV[flags + s] == 'z' then
     if t ~= 'zset' and t ~= 'none' then
-      return redis.error_reply('WRONGTYPE key ' .. KEYS[base + s] .. ' holds a ' .. t .. ', not the sorted set of delayed messages')
+      return {3, KEYS[base + s], t, 'zset'}
     end
   elseif t ~= 'stream' and t ~= 'none' then
-    return redis.error_reply('WRONGTYPE key ' .. KEYS[base + s] .. ' holds a ' .. t .. ', not a stream')
+    return {3, KEYS[base + s], t, 'stream'}
   end
   types[s] = t
 end
@@ -217,6 +217,8 @@ func (s *scriptAppend) append(ctx context.Context, events []outbox.Event, prev, 
 		case 2:
 			s.cfg.Lease.lost(lease)
 			return fmt.Errorf("append %d events: %w: it is held by %s", len(events), outbox.ErrLeaseLost, holderOrNobody(cur))
+		case 3:
+			return s.wrongTypeReply(len(events), res)
 		}
 		return mismatch(res[1])
 	}
@@ -230,6 +232,9 @@ func (s *scriptAppend) publish(ctx context.Context, events []outbox.Event) (int,
 	res, err := appendScript.Run(ctx, s.client, s.keys, s.args...).Slice()
 	if err != nil {
 		return 0, fmt.Errorf("publish %d events: %w", len(events), s.scriptError(err))
+	}
+	if code, _ := res[0].(int64); code == 3 {
+		return 0, s.wrongTypeReply(len(events), res)
 	}
 	if len(res) != 3 {
 		return 0, fmt.Errorf("publish: unexpected script reply %v", res)
@@ -355,6 +360,17 @@ func (s *scriptAppend) scriptError(err error) error {
 		keys += fmt.Sprintf(" and %d dedupe keys %s*", n, prefix)
 	}
 	return fmt.Errorf("%w (the script's keys: %s)", err, keys)
+}
+
+// wrongTypeReply is the error of the script's {3, key, type, want}.
+func (s *scriptAppend) wrongTypeReply(n int, res []any) error {
+	if len(res) < 4 {
+		return fmt.Errorf("append: unexpected script reply %v", res)
+	}
+	key, _ := res[1].(string)
+	typ, _ := res[2].(string)
+	want, _ := res[3].(string)
+	return s.wrongType(n, key, typ, want)
 }
 
 // ran records that the script of the last build ran: its streams have every

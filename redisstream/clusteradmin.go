@@ -226,6 +226,12 @@ func ScanStreams(ctx context.Context, client redis.UniversalClient, glob string)
 	return scanKeys(ctx, client, glob, "stream", "streams")
 }
 
+// ScanKeys lists, as ScanStreams does, the keys of any type whose names
+// match glob.
+func ScanKeys(ctx context.Context, client redis.UniversalClient, glob string) ([]string, error) {
+	return scanKeys(ctx, client, glob, "", "keys")
+}
+
 // ScanDelayedSets lists, as ScanStreams does, the sorted sets of delayed
 // symfony-doctrine messages (DelayedSetSuffix) of the streams glob matches.
 func ScanDelayedSets(ctx context.Context, client redis.UniversalClient, glob string) ([]string, error) {

@@ -49,6 +49,7 @@ func (s *base) prepare(e *outbox.Event) {
 		return
 	}
 	s.cfg.Format.prepare(e, !s.cfg.NoAggregateType)
+	s.deadLetterWrongType(e)
 }
 
 // streamKey returns the key e goes to: its template's stream, the

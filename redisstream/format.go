@@ -56,23 +56,23 @@ const (
 // their readers are operators, and nothing may vanish.
 type Format struct {
 	// Name is FormatFlat (default) or FormatMessenger.
-	Name string
+	Name string `json:"name"`
 	// Classes maps an event type to the class of its Messenger message
 	// (FormatMessenger), without a leading backslash, e.g. "order.placed" →
 	// `App\Message\OrderPlaced`. Messenger's Serializer deserializes the
 	// payload into it.
-	Classes map[string]string
+	Classes map[string]string `json:"classes,omitempty"`
 	// Unmapped says what happens to an event type Classes does not name:
 	// UnmappedDeadLetter (default) or "class:<Class>", a class for all of
 	// them. Without a class the event cannot be a message; as a dead letter
 	// it neither blocks the stream nor vanishes.
-	Unmapped string
+	Unmapped string `json:"unmapped,omitempty"`
 	// Stamp, when set, is the class of a stamp (Messenger's StampInterface)
 	// that the entry's X-Message-Stamp-<Stamp> header carries the outbox
 	// fields in: Messenger's decode turns it into a stamp on the Envelope,
 	// which middleware and handlers read, and which retries and the failure
 	// transport keep. The plain headers are gone after decode.
-	Stamp string
+	Stamp string `json:"stamp,omitempty"`
 }
 
 // phpClass matches a fully qualified PHP class name without the leading

@@ -44,10 +44,11 @@ func decodeClaim(v string) ServerIDClaim {
 
 // claimScript takes or renews the claim KEYS[1] for position ARGV[1] with
 // value ARGV[2] for ARGV[3] ms, unless a relay of another position holds
-// it; it returns the other holder's value, or false.
+// it, or, with ARGV[4] "1" (exclusive), another relay of this one; it
+// returns the other holder's value, or false.
 var claimScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\n' then return v end
+if v and (string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\n' or (ARGV[4] == '1' and v ~= ARGV[2])) then return v end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return false
 `)
@@ -68,6 +69,17 @@ type ServerIDClaimer struct {
 	// heldUntil is when the last claim taken expires, counted from before
 	// the script ran; zero before the first.
 	heldUntil time.Time
+	// exclusive refuses relays of the same position too (Exclusive).
+	exclusive bool
+}
+
+// Exclusive makes the claim refuse another relay of the same position as
+// well: a relay without the lease reads alone, and a twin of it (the same
+// configuration started twice) would otherwise connect with the same id
+// and knock it off its binlog connection, again and again.
+func (s *ServerIDClaimer) Exclusive() *ServerIDClaimer {
+	s.exclusive = true
+	return s
 }
 
 // NewServerIDClaimer returns the claimer of server id id for the relay
@@ -80,12 +92,16 @@ func NewServerIDClaimer(client redis.UniversalClient, id uint32, positionKey, ho
 }
 
 // Claim takes or renews the claim for its TTL. When a relay of another
-// position holds it, it changes nothing and returns taken false, other
-// naming that relay and its position.
+// position holds it (with Exclusive, any other relay), it changes nothing
+// and returns taken false, other naming that relay and its position.
 func (s *ServerIDClaimer) Claim(ctx context.Context) (other string, taken bool, err error) {
 	key := ServerIDKey(s.id)
 	start := time.Now()
-	v, err := claimScript.Run(ctx, s.client, []string{key}, s.claim.PositionKey, s.claim.encode(), s.ttl.Milliseconds()).Text()
+	exclusive := "0"
+	if s.exclusive {
+		exclusive = "1"
+	}
+	v, err := claimScript.Run(ctx, s.client, []string{key}, s.claim.PositionKey, s.claim.encode(), s.ttl.Milliseconds(), exclusive).Text()
 	if errors.Is(err, redis.Nil) {
 		s.heldUntil = start.Add(s.ttl)
 		return "", true, nil

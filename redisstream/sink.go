@@ -126,6 +126,9 @@ type base struct {
 	// deadLetterReachable says some event could render the dead-letter
 	// stream's name, so prepare compares each event's stream with it.
 	deadLetterReachable bool
+	// wrong remembers the keys of another type than their events need
+	// (wrongtype.go).
+	wrong *wrongTypes
 }
 
 // appender is one strategy of the append protocol: the append script
@@ -166,7 +169,7 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &base{client: client, cfg: cfg, template: t, groups: newGroupCache(), deadLetterReachable: t.mayRender(cfg.DeadLetterStream)}
+	b := &base{client: client, cfg: cfg, template: t, groups: newGroupCache(), deadLetterReachable: t.mayRender(cfg.DeadLetterStream), wrong: newWrongTypes()}
 	s := &Sink{base: b, script: &scriptAppend{base: b}}
 	switch {
 	case cfg.Cluster:
@@ -221,7 +224,30 @@ func (cfg *Config) validate() (*Template, error) {
 	if err := checkDeadLetterStream(t, cfg.DeadLetterStream); err != nil {
 		return nil, err
 	}
+	if err := checkOwnKeys(t, cfg.PositionKey); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// checkOwnKeys refuses a template that can name one of the relay's own
+// keys: anything under KeyPrefix, the position key (--position-key may lie
+// elsewhere) and the keys named after it (lease, record, slot positions).
+// An event with such a stream would stall the relay for good, or, were
+// its type a string, overwrite its position; every command that builds a
+// sink refuses it alike.
+func checkOwnKeys(t *Template, positionKey string) error {
+	own := ""
+	switch {
+	case t.MayRenderPrefix(KeyPrefix):
+		own = "a key under " + KeyPrefix
+	case positionKey != "" && (t.MayRender(positionKey) || t.MayRenderPrefix(positionKey+":")):
+		own = "the position key " + positionKey + " or a key named after it"
+	default:
+		return nil
+	}
+	return outbox.WithHint(fmt.Errorf("%w: --stream %q can name %s, which the relay keeps for itself", outbox.ErrConfig, t.src, own),
+		"start the template with a literal prefix of its own, e.g. --stream 'events:{aggregate_type}': a placeholder stands for any text a row holds")
 }
 
 // Append implements outbox.Sink: the batch goes to the strategy that takes

@@ -73,7 +73,7 @@ const NameModeSwitch = "mode switch"
 // a line for the mode switch run would refuse (CheckModeSwitch), so that
 // check refuses first what run refuses at start.
 func Check(ctx context.Context, o Options, requested string) preflight.Report {
-	rep := preflight.Run(ctx, PreflightConfig(ctx, o, &o.Format, PollOnSent(o, requested)))
+	rep := runPreflight(ctx, o, &o.Format, PollOnSent(o, requested))
 	if r, ok := modeSwitchResult(ctx, o.Config, rep, requested); ok {
 		rep.Results = append(rep.Results, r)
 	}

@@ -49,7 +49,7 @@ func Run(ctx context.Context, o Options) error {
 
 	format := o.Format
 	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	rep := preflight.Run(checkCtx, PreflightConfig(ctx, o, &format, PollOnSent(o, requested)))
+	rep := runPreflight(checkCtx, o, &format, PollOnSent(o, requested))
 	cancel()
 	if ctx.Err() != nil {
 		return nil
@@ -110,7 +110,7 @@ func runOne(ctx context.Context, o Options, cfg Config, rep preflight.Report, re
 	}
 	return relayIn(ctx, o, cfg, client, relayMode, res.Fields, format,
 		func() error { return runPoll(ctx, o, cfg, rep.Server, db, client, res.Table) },
-		func() error { return runBinlog(ctx, o, cfg, rep.Server, db, client, res.Absent, nil) })
+		func() error { return runBinlog(ctx, o, cfg, rep, db, client, res.Absent, nil) })
 }
 
 // relayIn logs the fields entries carry beside the built-in ones and the
@@ -139,6 +139,16 @@ func relayIn(ctx context.Context, o Options, cfg Config, client redis.UniversalC
 	}
 	defer stopTrim()
 	return poll()
+}
+
+// runPreflight runs the checks of `check` and `run` (PreflightConfig),
+// the relay's state in Redis included, read with a client of its own.
+func runPreflight(ctx context.Context, o Options, format *redisstream.Format, onSent string) preflight.Report {
+	pc := PreflightConfig(ctx, o, format, onSent)
+	client := o.Config.RedisClient()
+	defer client.Close()
+	pc.StateRedis = client
+	return preflight.Run(ctx, pc)
 }
 
 // PreflightConfig is what `check` and `run` check: the table or tables of
@@ -223,7 +233,8 @@ func logFormat(log *slog.Logger, format redisstream.Format) {
 
 // runBinlog relays in binlog mode: the one table of cfg (its absent
 // columns) or, with several, the tables the preflight matched.
-func runBinlog(ctx context.Context, o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, absent []string, tables []preflight.TableMatch) error {
+func runBinlog(ctx context.Context, o Options, cfg Config, rep preflight.Report, db *sql.DB, client redis.UniversalClient, absent []string, tables []preflight.TableMatch) error {
+	srv := rep.Server
 	start, err := position.ParseStart(o.StartFrom)
 	if err != nil {
 		return err
@@ -249,7 +260,7 @@ func runBinlog(ctx context.Context, o Options, cfg Config, srv mysqlserver.Serve
 	if cfg.RedisCluster != nil {
 		cuts = sink
 	}
-	reader, err := newReader(o, cfg, srv, db, appends.Sink(sink), cuts, absent, tables, start, lease, client)
+	reader, err := newReader(o, cfg, srv, db, appends.Sink(sink), cuts, absent, tables, start, lease, client, recorder(client, rep))
 	if err != nil {
 		return err
 	}
@@ -360,7 +371,7 @@ func RequirePositionKey(cfg Config, given string) error {
 // newReader builds the binlog reader; cuts, when not nil, is the sink on
 // Redis Cluster, which says where batches must end. With client (run) the reader claims its server id
 // there before every binlog connection (redisstream.ServerIDClaimer).
-func newReader(o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, cuts canal.Cuts, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease, client redis.UniversalClient) (*canal.Reader, error) {
+func newReader(o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, cuts canal.Cuts, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease, client redis.UniversalClient, rec *startRecord) (*canal.Reader, error) {
 	host, port, err := preflight.BinlogAddr(cfg.MySQL.Net, cfg.MySQL.Addr)
 	if err != nil {
 		return nil, err
@@ -385,7 +396,14 @@ func newReader(o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, sink o
 	rcfg.EventCacheBytes = o.EventCacheBytes
 	if client != nil {
 		host, _ := os.Hostname()
-		rcfg.ServerIDClaim = redisstream.NewServerIDClaimer(client, cfg.ServerID, rcfg.PositionKey, fmt.Sprintf("%s/%d", host, os.Getpid()), 0)
+		claim := redisstream.NewServerIDClaimer(client, cfg.ServerID, rcfg.PositionKey, fmt.Sprintf("%s/%d", host, os.Getpid()), 0)
+		if !o.Lease {
+			claim.Exclusive()
+		}
+		rcfg.ServerIDClaim = claim
+	}
+	if rec != nil {
+		rcfg.Recorder, rcfg.ExpectPosition = rec.write, rec.expectPosition
 	}
 	if lease != nil {
 		// Not a nil *Lease in the interface: the reader would take it for one.
@@ -401,5 +419,5 @@ func newReader(o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, sink o
 // `position set` checks a position with: under positionKey (--position-key),
 // without lease or server id claim, with the reader's defaults.
 func NewReader(cfg Config, positionKey string, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, start position.Start) (*canal.Reader, error) {
-	return newReader(Options{PositionKey: positionKey}, cfg, srv, db, sink, nil, nil, nil, start, nil, nil)
+	return newReader(Options{PositionKey: positionKey}, cfg, srv, db, sink, nil, nil, nil, start, nil, nil, nil)
 }

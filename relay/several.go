@@ -60,7 +60,7 @@ func runSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Report
 	}
 	return relayIn(ctx, o, cfg, client, relayMode, schema.FieldColumns(cfg.Mapping, cfg.Extra), format,
 		func() error { return runPollSeveral(ctx, o, cfg, rep, requested, db, client) },
-		func() error { return runBinlog(ctx, o, cfg, rep.Server, db, client, nil, rep.Tables) })
+		func() error { return runBinlog(ctx, o, cfg, rep, db, client, nil, rep.Tables) })
 }
 
 // canalSources are the reader's sources: each --table value with its

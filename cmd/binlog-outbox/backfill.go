@@ -84,7 +84,19 @@ func runBackfill(c *cli.Context) error {
 	if c.IsSet("live-stream") {
 		live = c.String("live-stream")
 	}
-	liveT, err := admin.BackfillLive(cfg.RedisCluster != nil, relay.StreamTemplate(cfg, live), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
+	client := cfg.RedisClient()
+	defer client.Close()
+	// The relay's streams, which the backfill must not write: its record
+	// says them, and refuses a --live-stream that says otherwise.
+	recorded, _, err := relay.RecordedEntries(c.Context, client, cfg, "", relay.EntryFlags{Stream: live}, "backfill --live-stream")
+	if err != nil {
+		return err
+	}
+	partitions := c.Int("partitions")
+	if recorded.Partitions != 0 {
+		partitions = recorded.Partitions
+	}
+	liveT, err := admin.BackfillLive(cfg.RedisCluster != nil, relay.StreamTemplate(cfg, recorded.Stream), partitions, cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return err
 	}
@@ -92,8 +104,6 @@ func runBackfill(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	client := cfg.RedisClient()
-	defer client.Close()
 	sink, err := relay.EntrySink(client, relay.Options{
 		Config: cfg, Stream: c.String("stream"), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"), Format: format,
 	})

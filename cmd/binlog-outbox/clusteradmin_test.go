@@ -239,12 +239,30 @@ func TestRedisCluster_StatusPositionVerifyMark(t *testing.T) {
 		t.Errorf("%d distinct events in the streams, want %d", len(count), len(entries)-1+len(resumed.Committed))
 	}
 
-	// position set under a running relay fences it: its next store of the
-	// position key, or its next script in a slot it holds, is refused.
+	// position set refuses under a running relay, naming it. Another
+	// writer of the position key (an earlier version's position set) fences
+	// the relay: its next store of the position key, or its next script in
+	// a slot it holds, is refused.
 	p = startRelay(t, env, clusterArgs...)
 	waitLog(t, p, "reading binlog")
-	if out, errOut, code := run(t, cmd("position", "set", "--start-from", "now")...); code != 0 {
-		t.Fatalf("position set under the relay: exit %d\n%s%s", code, out, errOut)
+	if out, errOut, code := run(t, cmd("position", "set", "--start-from", "now")...); code != exitUsage || !strings.Contains(errOut, "reads "+key) {
+		t.Fatalf("position set under the relay: exit %d, want %d naming the relay\n%s%s", code, exitUsage, out, errOut)
+	}
+	raw, err := env.Cluster.Get(ctx, key).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := position.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Writer, other.Seq = "another writer", 1
+	if err := env.Cluster.Set(ctx, key, other.Encode(), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// As position set does after the key.
+	if _, err := redisstream.DeleteSlotPositions(ctx, env.Cluster, key); err != nil {
+		t.Fatal(err)
 	}
 	fenceID := insertEvent(t, env.DB, relaytest.NewProduced(), "fence", 0)
 	if code := p.Wait(t, 30*time.Second); code == 0 || !strings.Contains(p.Out.String(), "error: stored position was advanced by another relay") {

@@ -58,18 +58,19 @@ func deadLettersCommand() *cli.Command {
 // deadLettersOptions resolves the configuration and builds the sink of
 // run's stream and format flags, without a position key.
 func deadLettersOptions(c *cli.Context, cfg config) (admin.DeadLettersOptions, func(), error) {
+	client := cfg.RedisClient()
+	f, err := recordedEntries(c, cfg, client, c.Command.FullName())
+	if err != nil {
+		client.Close()
+		return admin.DeadLettersOptions{}, nil, err
+	}
 	format := redisstream.Format{}
 	if c.Command.Name == "replay" {
-		f, err := entryFormat(c, cfg)
-		if err != nil {
-			return admin.DeadLettersOptions{}, nil, err
-		}
-		format = f
+		format = *f.Format
 	}
-	client := cfg.RedisClient()
 	sink, err := relay.EntrySink(client, relay.Options{
-		Config: cfg, Stream: givenStream(c), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
-		EnsureGroups: ensureGroups(c), Format: format,
+		Config: cfg, Stream: f.Stream, Partitions: f.Partitions, DeadLetterStream: f.DeadLetterStream,
+		EnsureGroups: f.Groups, Format: format,
 	})
 	if err != nil {
 		client.Close()

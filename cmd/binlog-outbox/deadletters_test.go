@@ -76,7 +76,7 @@ func testReplayExactlyOnce(t *testing.T, mode string) {
 	if _, err := env.DB.Exec("ALTER TABLE outbox MODIFY aggregate_id VARCHAR(255) NULL"); err != nil {
 		t.Fatal(err)
 	}
-	startRelay(t, env, append([]string{"--mode", mode}, format...)...)
+	p := startRelay(t, env, append([]string{"--mode", mode}, format...)...)
 	if mode == "binlog" {
 		waitStoredPosition(t, env, posKey(env))
 	}
@@ -126,6 +126,19 @@ func testReplayExactlyOnce(t *testing.T, mode string) {
 		}
 	}
 	fixed := append(format, "--messenger-class", `order.refunded=App\Message\OrderRefunded`)
+	// The class goes to the relay first: a binlog relay records its format,
+	// and a replay in another one is refused.
+	stopRelay(t, p)
+	if mode == "binlog" {
+		_, errOut, code := replayJSON(t, global, append(fixed, "--all")...)
+		if code != exitUsage || !strings.Contains(errOut, "the relay's record") && !strings.Contains(errOut, "its record") {
+			t.Errorf("replay in another format than the relay records: exit %d, want 2 naming the record\n%s", code, errOut)
+		}
+	}
+	p = startRelay(t, env, append([]string{"--mode", mode}, fixed...)...)
+	if mode == "binlog" && !p.Said("reading binlog", 30*time.Second) { // it recorded the fix
+		t.Fatal("the relay with the class did not start reading")
+	}
 
 	// A failure half-way: the stream of the third row is no stream.
 	env.RDB.Set(ctx, "outbox:order.refunded", "in the way", 0)

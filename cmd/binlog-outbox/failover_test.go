@@ -115,16 +115,24 @@ func checkResumedByGTID(t *testing.T, env *relaytest.Env, p *relayProc) {
 // status and to hold want.
 func checkSays(t *testing.T, env *relaytest.Env, dsn, status, want string) {
 	t.Helper()
+	checkLineSays(t, env, dsn, "position on failover", status, want)
+}
+
+// checkLineSays runs check against dsn and wants its line name to have
+// status and say want.
+func checkLineSays(t *testing.T, env *relaytest.Env, dsn, name, status, want string) {
+	t.Helper()
 	out, errOut, _ := run(t, "--mysql-dsn", dsn, "--redis-url", env.RedisURL, "check", "--mode", "binlog")
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "position on failover") {
+		// "STATUS  name  detail": the name follows the status.
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(strings.Join(f[1:], " "), name) {
 			if !strings.HasPrefix(line, status) || !strings.Contains(line, want) {
 				t.Errorf("check says %q, want %s with %q", line, status, want)
 			}
 			return
 		}
 	}
-	t.Errorf("check printed no failover line:\n%s%s", out, errOut)
+	t.Errorf("check printed no %s line:\n%s%s", name, out, errOut)
 }
 
 // TestRun_FailoverToPromotedReplicaByGTID kills the primary in the middle of
@@ -241,7 +249,7 @@ func checkFilePositionRefused(t *testing.T, p *relayProc) {
 		t.Fatalf("the relay exited with 0 on another server's file position")
 	}
 	out := p.Out.String()
-	for _, want := range []string{"belongs to server_id 1", "connected to server_id 2", "file positions are server-local", "--start-from earliest", "--start-from now"} {
+	for _, want := range []string{"belongs to server_id 1", "this is server_id 2", "file positions are server-local", "--start-from earliest", "--start-from now"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the relay's output does not contain %q", want)
 		}
@@ -280,15 +288,15 @@ func TestRun_FilePositionRefusedOnAnotherServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSays(t, f.Env, f.primary.DSN(f.Database), "PASS", "converts it to a GTID position at start")
-	checkSays(t, f.Env, f.replica.DSN(f.Database), "WARN", "the stored file position")
+	checkLineSays(t, f.Env, f.replica.DSN(f.Database), "stored position", "FAIL", "belongs to server_id 1")
 	checkFilePositionRefused(t, startRelayDSN(t, f.Env, f.replica.DSN(f.Database), "--mode", "binlog"))
 }
 
 // TestRun_FailoverLostTransactionsRefused: with asynchronous replication
 // the old primary can commit transactions it never ships, and the relay may
 // append their events before it dies. The stored GTID set then names
-// transactions the promoted replica does not have: check warns, and the
-// relay refuses to resume there with the ways on, rather than guess.
+// transactions the promoted replica does not have: check and the relay
+// refuse to resume there with the ways on, rather than guess.
 func TestRun_FailoverLostTransactionsRefused(t *testing.T) {
 	// Its MariaDB servers are its own.
 	t.Parallel()
@@ -307,7 +315,7 @@ func TestRun_FailoverLostTransactionsRefused(t *testing.T) {
 	f.replica.Exec(t, "INSERT INTO `"+f.Database+"`.`"+f.Table+"` (message_id, aggregate_type, aggregate_id, event_type, payload, headers, occurred_at) "+
 		"VALUES ('"+relaytest.MessageID()+"', 'order', 'new-primary', 'order.changed', '{}', '{}', UTC_TIMESTAMP(6))")
 
-	checkSays(t, f.Env, f.replica.DSN(f.Database), "WARN", "does not have")
+	checkLineSays(t, f.Env, f.replica.DSN(f.Database), "stored position", "FAIL", "never had")
 	p = startRelayDSN(t, f.Env, f.replica.DSN(f.Database), "--mode", "binlog")
 	if code := p.Wait(t, 60*time.Second); code == 0 {
 		t.Fatalf("the relay exited with 0 on a server that lacks transactions it appended")

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
@@ -26,4 +28,45 @@ func entryFormat(c *cli.Context, cfg config) (redisstream.Format, error) {
 		Classes: c.StringSlice("messenger-class"), ClassFile: c.String("messenger-class-file"),
 		Unmapped: c.String("messenger-unmapped"), Stamp: c.String("messenger-stamp"),
 	})
+}
+
+// recordedEntries is the entry flags c was given, completed from the
+// record of the relay of cfg's table (relay.RecordedEntries), which refuses
+// a flag that contradicts it; what neither says has the flags' defaults.
+func recordedEntries(c *cli.Context, cfg config, client redis.UniversalClient, command string) (relay.EntryFlags, error) {
+	f := relay.EntryFlags{Stream: givenStream(c)}
+	if c.IsSet("partitions") {
+		f.Partitions = c.Int("partitions")
+	}
+	if c.IsSet("dead-letter-stream") {
+		f.DeadLetterStream = c.String("dead-letter-stream")
+	}
+	if c.IsSet("ensure-group") {
+		f.Groups = ensureGroups(c)
+	}
+	given := cfg.SourceFormat() != ""
+	for _, name := range []string{"format", "messenger-class", "messenger-class-file", "messenger-unmapped", "messenger-stamp"} {
+		given = given || c.IsSet(name)
+	}
+	format, err := entryFormat(c, cfg)
+	if err != nil && given {
+		return f, err
+	}
+	if given {
+		f.Format = &format
+	}
+	out, _, err := relay.RecordedEntries(c.Context, client, cfg, c.String("position-key"), f, command)
+	if err != nil {
+		return out, err
+	}
+	if out.Partitions == 0 {
+		out.Partitions = c.Int("partitions")
+	}
+	if out.DeadLetterStream == "" {
+		out.DeadLetterStream = c.String("dead-letter-stream")
+	}
+	if out.Format == nil {
+		out.Format = &format
+	}
+	return out, nil
 }

@@ -18,8 +18,8 @@ func positionCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "position",
 		Usage: "show, set or reset the binlog position stored in Redis",
-		Description: "The position is where binlog mode resumes. Stop the relay before set or reset: a running relay\n" +
-			"notices that its position was changed under it and stops (it is fenced) rather than append twice.\n" +
+		Description: "The position is where binlog mode resumes. Set and reset refuse while a relay reads the position\n" +
+			"(it holds the lease, or claims its server id for it): stop the relay and its standbys first.\n" +
 			"With --redis-cluster, show sums up the position of every hash slot too, and set and reset delete them\n" +
 			"(on every master): the position key alone then says where the relay resumes.",
 		Subcommands: []*cli.Command{
@@ -34,12 +34,13 @@ func positionCommand() *cli.Command {
 				Usage: "store a position: --start-from now, earliest, <file>:<offset> or a GTID set",
 				Description: "now skips everything not yet relayed; earliest re-reads all binlog the server has (consumers\n" +
 					"deduplicate by message_id); <file>:<offset> must be the start of a transaction.",
-				Flags:  append(flags, startFromFlag()),
+				Flags: append(flags, &cli.StringFlag{Name: "start-from", Value: "now",
+					Usage: "the position to store: now, earliest, <file>:<offset> at a transaction's start, or a GTID set with every replication domain of the server"}),
 				Action: positionSet,
 			},
 			{
 				Name:   "reset",
-				Usage:  "delete the stored position: the next run starts where --start-from says",
+				Usage:  "delete the stored position and the relay's record: a relay of another position may then take the table; a run of this one refuses to guess where to start while Redis holds entries of the table (repair, or position set)",
 				Flags:  flags,
 				Action: positionReset,
 			},

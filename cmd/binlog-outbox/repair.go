@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/relay"
@@ -24,6 +25,10 @@ func repairCommand() *cli.Command {
 			Usage: "binlog mode, --apply: how the snapshot's binlog position is found: auto (status on MariaDB, lock on MySQL), " +
 				"status (MariaDB's binlog_snapshot_file, no lock), lock (FLUSH TABLES WITH READ LOCK for a few milliseconds, needs RELOAD)",
 			Value: admin.SnapshotAuto,
+		},
+		&cli.StringFlag{
+			Name:  "mode",
+			Usage: "binlog or poll: how the table is relayed, for a Redis that does not say (it lost its data: no mode, position or record of the relay); otherwise leave it out",
 		},
 		&cli.BoolFlag{
 			Name:  "json",
@@ -65,11 +70,11 @@ func runRepair(c *cli.Context) error {
 	if snapshot != admin.SnapshotAuto && snapshot != admin.SnapshotStatus && snapshot != admin.SnapshotLock {
 		return usageError{fmt.Errorf("--snapshot %q: want auto, status or lock", c.String("snapshot"))}
 	}
-	cfg, err := loadOneTableConfig(c)
-	if err != nil {
-		return err
+	repairMode := strings.ToLower(c.String("mode"))
+	if repairMode != "" && repairMode != mode.Binlog && repairMode != mode.Poll {
+		return usageError{fmt.Errorf("--mode %q: want binlog or poll", c.String("mode"))}
 	}
-	format, err := entryFormat(c, cfg)
+	cfg, err := loadOneTableConfig(c)
 	if err != nil {
 		return err
 	}
@@ -88,14 +93,18 @@ func runRepair(c *cli.Context) error {
 	}
 	defer client.Close()
 	keys := redisstream.KeysFor(cfg.Database, cfg.Table, c.String("position-key"))
+	f, err := recordedEntries(c, cfg, client, "repair")
+	if err != nil {
+		return err
+	}
 	sc := relay.EntrySinkConfig(relay.Options{
-		Config: cfg, Stream: givenStream(c), Partitions: c.Int("partitions"),
-		DeadLetterStream: c.String("dead-letter-stream"), Format: format,
+		Config: cfg, Stream: f.Stream, Partitions: f.Partitions,
+		DeadLetterStream: f.DeadLetterStream, Format: *f.Format, EnsureGroups: f.Groups,
 	})
 	sc.PositionKey = keys.Position
 	r, err := admin.Repair(c.Context, admin.RepairOptions{
 		DB: db, Table: outboxTable(cfg, res), Extra: cfg.Extra, Redis: client, Keys: keys, Streams: streams,
-		SinkConfig: sc, Chunk: chunk, Page: page, Apply: apply, Snapshot: snapshot, AcceptForeign: c.Int("accept-foreign"),
+		SinkConfig: sc, Chunk: chunk, Page: page, Apply: apply, Snapshot: snapshot, AcceptForeign: c.Int("accept-foreign"), Mode: repairMode,
 		DeleteRows: onSent == poller.OnSentDelete || !cfg.Mapping.Has(schema.ColSentAt),
 	})
 	if err != nil {

@@ -31,7 +31,7 @@ func positionKeyFlag() cli.Flag {
 }
 
 func startFromFlag() cli.Flag {
-	return &cli.StringFlag{Name: "start-from", Usage: "where binlog mode starts when Redis holds no position: now, earliest, <file>:<offset> or a GTID set", EnvVars: []string{"BINLOG_OUTBOX_START_FROM"}, Value: "now"}
+	return &cli.StringFlag{Name: "start-from", Usage: "where binlog mode starts on a first start (no position stored, and nothing in Redis shows an earlier relay): now, earliest, <file>:<offset> or a GTID set; without it a first start begins now when the tables hold no row, and refuses otherwise (docs/running.md)", EnvVars: []string{"BINLOG_OUTBOX_START_FROM"}}
 }
 
 // runFlags are the flags of run, which check accepts too: every value that

@@ -357,7 +357,7 @@ func TestRun_SentinelFailoverLosesThePosition(t *testing.T) {
 		t.Fatalf("the relay exited with 0 after its position was lost")
 	}
 	out := p.Out.String()
-	for _, want := range []string{"the position was deleted while the relay ran", "Redis lost it", "position set --start-from"} {
+	for _, want := range []string{"the position was deleted while the relay ran", "Redis lost it", "repair --apply"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the relay's output does not say %q:\n%s", want, relaytest.TailLines(out, 10))
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"github.com/binlog-outbox/binlog-outbox/relay"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
@@ -11,6 +10,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -32,12 +32,19 @@ func openUsableTable(ctx context.Context, cfg *config, command string) (*sql.DB,
 // table and opens the Redis client (a cluster client with --redis-cluster);
 // the caller closes the client.
 func openStreams(c *cli.Context, cfg config) (admin.Streams, redis.UniversalClient, error) {
-	tmpl, err := redisstream.ParseTemplate(relay.StreamTemplate(cfg, givenStream(c)), c.Int("partitions"), cfg.Mapping.Has(schema.ColAggregateType))
+	client := cfg.RedisClient()
+	f, err := recordedEntries(c, cfg, client, c.Command.FullName())
 	if err != nil {
+		client.Close()
 		return admin.Streams{}, nil, err
 	}
-	delayed := cfg.SourceFormat() == redisstream.FormatDoctrine || c.String("format") == redisstream.FormatDoctrine
-	return admin.Streams{Glob: tmpl.Glob(), DeadLetter: c.String("dead-letter-stream"), DelayedSets: delayed}, cfg.RedisClient(), nil
+	tmpl, err := redisstream.ParseTemplate(relay.StreamTemplate(cfg, f.Stream), f.Partitions, cfg.Mapping.Has(schema.ColAggregateType))
+	if err != nil {
+		client.Close()
+		return admin.Streams{}, nil, err
+	}
+	delayed := f.Format.Name == redisstream.FormatDoctrine
+	return admin.Streams{Glob: tmpl.Glob(), DeadLetter: f.DeadLetterStream, DelayedSets: delayed}, client, nil
 }
 
 // outboxTable is the resolved table as package outboxsql names it.
