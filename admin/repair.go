@@ -410,6 +410,19 @@ func (o RepairOptions) takeLease(ctx context.Context, r *RepairReport, apply boo
 		}
 		return nil, nil
 	}
+	// A relay without the lease reads under its server id's claim alone.
+	if rec, ok, err := redisstream.ReadRecord(ctx, o.Redis, o.Keys.Position); err != nil {
+		return nil, fmt.Errorf("repair: %w", err)
+	} else if ok && rec.ServerID != 0 {
+		claim, claimed, err := redisstream.ReadServerIDClaim(ctx, o.Redis, rec.ServerID)
+		if err != nil {
+			return nil, fmt.Errorf("repair: %w", err)
+		}
+		if claimed && claim.PositionKey == o.Keys.Position {
+			return nil, refuse(claim.String()+" reads the position without the lease: it is running on it",
+				"stop every relay of this position (run), then repair --apply, then start run again")
+		}
+	}
 	lease, err := redisstream.NewLease(o.Redis, redisstream.LeaseConfig{Key: o.Keys.Lease, Holder: repairHolder(),
 		Cluster: o.SinkConfig.Cluster})
 	if err != nil {

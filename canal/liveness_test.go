@@ -131,7 +131,7 @@ func TestReader_EventCacheBoundedByBytes(t *testing.T) {
 	for i := range rows {
 		insertLargeRow(t, env, fmt.Sprintf("large-%d", i), rowSize)
 	}
-	relaytest.WaitFor(t, 20*time.Second, "the reader to read ahead while its appends are held back", func() bool {
+	relaytest.WaitFor(t, 90*time.Second, "the reader to read ahead while its appends are held back", func() bool {
 		return r.Stats().EventBytesHigh >= budget/2
 	})
 	proxy.Resume()

@@ -270,9 +270,6 @@ type Reader struct {
 	seq    atomic.Uint64 // counts the positions it wrote
 	// recorded says Recorder ran.
 	recorded bool
-	// claimRefused is when another relay's claim of the server id first
-	// refused this one (without the lease), zero while it holds it.
-	claimRefused time.Time
 	// hadPosition says a session found a stored position or stored one: a
 	// later session that finds none must not start over from Config.Start.
 	hadPosition bool

@@ -2,12 +2,12 @@ package canal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/retry"
 )
 
 // ServerIDClaim is the relay's claim on its server id, which keeps relays of
@@ -48,32 +48,30 @@ func (r *Reader) claimServerID(ctx context.Context) error {
 		return nil
 	}
 	other, taken, err := r.cfg.ServerIDClaim.Claim(ctx)
-	if err != nil {
+	if err != nil || taken {
 		return err
 	}
-	if taken {
-		r.claimRefused = time.Time{}
-		return nil
+	if r.cfg.Lease != nil {
+		return r.serverIDTaken(other)
 	}
-	if r.cfg.Lease == nil {
-		// Without the lease the claim refuses a twin of this relay too;
-		// the one refusing it may be this relay's own dead process, whose
-		// claim expires within its TTL: wait that long first.
-		if r.claimRefused.IsZero() {
-			r.claimRefused = time.Now()
+	// Without the lease the claim refuses a twin of this relay too; the
+	// one refusing it may be this relay's own dead process, whose claim
+	// expires within its TTL: wait that long first, as a lease holder's
+	// restart waits for its lease.
+	wait := 4 * r.cfg.ServerIDClaim.Renewal()
+	r.log.Warn("waiting for another relay's claim of the server id to end; a relay that died gives it up within its TTL",
+		"server_id", r.cfg.ServerID, "holder", other, "up_to", wait.Round(time.Second))
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		if !retry.Sleep(ctx, r.cfg.ServerIDClaim.Renewal()/4) {
+			return ctx.Err()
 		}
-		if wait := 4 * r.cfg.ServerIDClaim.Renewal(); time.Since(r.claimRefused) < wait {
-			return fmt.Errorf("%w: server id %d is claimed by %s; waiting up to %s for the claim to end (a relay that died gives it up within its TTL)",
-				errClaimHeld, r.cfg.ServerID, other, wait.Round(time.Second))
+		if other, taken, err = r.cfg.ServerIDClaim.Claim(ctx); err != nil || taken {
+			return err
 		}
 	}
 	return r.serverIDTaken(other)
 }
-
-// errClaimHeld is a claim of the server id held by another relay of this
-// position, which a relay without the lease waits out for a while: it may
-// be its own previous process's.
-var errClaimHeld = errors.New("the server id is claimed by another relay")
 
 func (r *Reader) serverIDTaken(other string) error {
 	return outbox.WithHint(fmt.Errorf("%w: server id %d is in use by %s; this relay opened no binlog connection with it, so that relay reads on undisturbed",

@@ -132,6 +132,13 @@ func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisstr
 	if err != nil {
 		return skip(NameStreamKeys, "not checked: "+err.Error(), binlogOnly)
 	}
+	// The dead letters have nowhere else to go: one of another type
+	// stops the relay at its first dead letter.
+	if typ, err := c.Type(ctx, rec.DeadLetterStream).Result(); err == nil && typ != "stream" && typ != "none" {
+		err := outbox.WithHint(fmt.Errorf("%w: the dead-letter stream %s holds a %s", outbox.ErrConfig, rec.DeadLetterStream, typ),
+			"another application uses the key: rename or delete it, or give --dead-letter-stream a key of its own")
+		return refusal(NameStreamKeys, err, both)
+	}
 	all, err := redisstream.ScanKeys(ctx, c, t.Glob())
 	if err == nil {
 		var streams []string
@@ -182,7 +189,7 @@ func checkWithoutLease(ctx context.Context, c redis.UniversalClient, rec *rediss
 	claim, claimed, err := redisstream.ReadServerIDClaim(ctx, c, rec.ServerID)
 	if err == nil && claimed && claim.PositionKey == rec.PositionKey {
 		return warn(NameWithoutLease, claim.String()+" reads with server id "+strconv.FormatUint(uint64(rec.ServerID), 10)+
-			": a relay without the lease reads alone, so this one waits for that claim to end (its own dead process's ends within 30s), and stops if it does not",
+			": a relay without the lease reads alone, so this one waits for that claim to end (its own dead process's ends within --lease-ttl), and stops if it does not",
 			"stop the other relay of this position, or run both with --lease (the default) to take turns", binlogOnly)
 	}
 	return pass(NameWithoutLease, "no relay holds the lease of "+rec.PositionKey, binlogOnly)

@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -146,8 +147,9 @@ func TestSink_DoctrineDelayedSet(t *testing.T) {
 	t.Run("wrong type", func(t *testing.T) {
 		s, c := newSink(t, r.NewDB(t), Config{Format: Format{Name: FormatDoctrine}})
 		c.Set(ctx, "outbox:default__queue", "x", 0)
-		if err := s.Append(ctx, batch(1), nil, []byte("p1")); err == nil || !strings.Contains(err.Error(), "sorted set of delayed messages") {
-			t.Errorf("append over a string key: %v", err)
+		var wt *WrongTypeError
+		if err := s.Append(ctx, batch(1), nil, []byte("p1")); !errors.As(err, &wt) || wt.Want != "zset" {
+			t.Errorf("append over a string key: %v, want a WrongTypeError for the delayed set", err)
 		}
 		if n := c.XLen(ctx, "outbox:default").Val(); n != 0 {
 			t.Errorf("%d entries appended by a refused batch", n)

@@ -128,6 +128,10 @@ var appendPaths = []struct {
 	multiMin int
 }{{"script", -1}, {"multi", 1}}
 
+// TestSink_AppendWrongTypeWritesNothing: a batch with an event bound for a
+// key of another type is refused whole (a retryable WrongTypeError), and
+// the same events read again make that one a dead letter with the reason:
+// the rest flow, the key stays as it is.
 func TestSink_AppendWrongTypeWritesNothing(t *testing.T) {
 	r := testsvc.SharedRedis(t)
 	for _, path := range appendPaths {
@@ -135,15 +139,37 @@ func TestSink_AppendWrongTypeWritesNothing(t *testing.T) {
 			s, c := newSink(t, r.NewDB(t), Config{MultiMin: path.multiMin})
 			ctx := context.Background()
 			c.Set(ctx, "outbox:invoice", "not a stream", 0)
-			err := s.Append(ctx, []outbox.Event{event(1, "order", "a"), event(2, "invoice", "b")}, nil, []byte("p"))
-			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE key outbox:invoice holds a string, not a stream") || outbox.HintOf(err) == "" {
-				t.Fatalf("Append onto a string key: err = %v, want WRONGTYPE naming outbox:invoice, with a hint", err)
+			batch := func() []outbox.Event {
+				evs := []outbox.Event{event(1, "order", "a"), event(2, "invoice", "b")}
+				for i := range evs {
+					s.Prepare(&evs[i])
+				}
+				return evs
+			}
+			err := s.Append(ctx, batch(), nil, []byte("p"))
+			var wt *WrongTypeError
+			if !errors.As(err, &wt) || wt.Key != "outbox:invoice" || wt.Type != "string" || errors.Is(err, outbox.ErrConfig) {
+				t.Fatalf("Append onto a string key: err = %v, want a retryable WrongTypeError naming outbox:invoice", err)
 			}
 			if n := c.XLen(ctx, "outbox:order").Val(); n != 0 {
 				t.Errorf("XLEN outbox:order = %d after a failed append, want 0", n)
 			}
 			if pos, _ := s.Position(ctx); pos != nil {
 				t.Errorf("position = %q after a failed append, want none", pos)
+			}
+			// Read again, as the reader does after the error.
+			if err := s.Append(ctx, batch(), nil, []byte("p")); err != nil {
+				t.Fatalf("Append read again: %v", err)
+			}
+			if n := c.XLen(ctx, "outbox:order").Val(); n != 1 {
+				t.Errorf("XLEN outbox:order = %d, want 1", n)
+			}
+			dl := c.XRange(ctx, DefaultDeadLetterStream, "-", "+").Val()
+			if len(dl) != 1 || !strings.Contains(fmt.Sprint(dl[0].Values[FieldReason]), "outbox:invoice holds a string, not a stream") {
+				t.Errorf("dead letters %v, want the invoice's with the reason", dl)
+			}
+			if v := c.Get(ctx, "outbox:invoice").Val(); v != "not a stream" {
+				t.Errorf("outbox:invoice = %q, want it left alone", v)
 			}
 		})
 	}

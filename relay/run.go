@@ -396,7 +396,13 @@ func newReader(o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, sink o
 	rcfg.EventCacheBytes = o.EventCacheBytes
 	if client != nil {
 		host, _ := os.Hostname()
-		claim := redisstream.NewServerIDClaimer(client, cfg.ServerID, rcfg.PositionKey, fmt.Sprintf("%s/%d", host, os.Getpid()), 0)
+		var ttl time.Duration // the claim's default
+		if !o.Lease {
+			// The claim is what keeps a twin out; a crashed relay's
+			// restart waits it out, as a lease holder's waits its lease.
+			ttl = o.LeaseTTL
+		}
+		claim := redisstream.NewServerIDClaimer(client, cfg.ServerID, rcfg.PositionKey, fmt.Sprintf("%s/%d", host, os.Getpid()), ttl)
 		if !o.Lease {
 			claim.Exclusive()
 		}

@@ -274,7 +274,7 @@ func streamsOn(t *testing.T, rc *testsvc.RedisCluster, m int) (streams []string,
 
 // tailDepth is how many of a stream's last entries streamTail returns: more
 // than a master can lose for its stopped replica here (lossBacklog).
-const tailDepth = 300
+const tailDepth = 3000
 
 // tailEntry is a stream entry's id and message_id.
 type tailEntry struct{ id, messageID string }
