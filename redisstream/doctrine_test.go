@@ -2,8 +2,8 @@ package redisstream
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
