@@ -123,7 +123,12 @@ func TestReader_EventCacheBoundedByBytes(t *testing.T) {
 	u.Host = proxy.Addr()
 	slow := *env
 	slow.RedisURL = u.String()
-	r, _ = newReader(t, &slow, func(c *Config) { c.EventCacheBytes = budget })
+	r, _ = newReader(t, &slow, func(c *Config) {
+		c.EventCacheBytes = budget
+		// The tests' short timeouts would let a loaded machine close the
+		// link before the rows come, and a new session waits on Redis.
+		c.HeartbeatPeriod, c.ReadTimeout = time.Second, 30*time.Second
+	})
 	stop = startReader(r)
 	defer func() { _ = stop() }()
 	waitStarted(t, r)

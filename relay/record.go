@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -114,20 +115,24 @@ func RecordedEntries(ctx context.Context, client redis.UniversalClient, cfg Conf
 // tables include it; nil when none does. Several records of the table
 // (relays of one table to different streams) need --position-key.
 func findRecord(ctx context.Context, client redis.UniversalClient, cfg Config, positionKey string) (*redisstream.Record, error) {
-	if key := PositionKey(cfg, positionKey); key != "" {
-		r, ok, err := redisstream.ReadRecord(ctx, client, key)
-		switch {
-		case err != nil:
-			return nil, err
-		case ok:
-			return &r, nil
-		case positionKey != "":
-			return nil, nil // the one given has none
-		}
-	}
 	records, err := redisstream.ListRecords(ctx, client)
 	if err != nil {
-		return nil, err
+		var rerr redis.Error
+		if errors.As(err, &rerr) {
+			return nil, err
+		}
+		return nil, outbox.WithHint(fmt.Errorf("read the relays' records: %w", err),
+			"the command takes the relay's stream and format from its record; Redis (on a cluster, the master of %s) is unreachable: run the command again once it answers (a cluster replaces a master within cluster-node-timeout)", redisstream.RecordIndexKey)
+	}
+	if key := PositionKey(cfg, positionKey); key != "" {
+		for _, r := range records {
+			if r.PositionKey == key {
+				return &r, nil
+			}
+		}
+		if positionKey != "" {
+			return nil, nil // the one given has none
+		}
 	}
 	var found []redisstream.Record
 	for _, r := range records {

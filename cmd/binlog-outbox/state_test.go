@@ -244,6 +244,9 @@ func repairThenRun(t *testing.T, env *relaytest.Env, rec *relaytest.Produced, ar
 		t.Fatalf("repair --apply %v: exit %d\n%s%s", args, code, out, errOut)
 	}
 	p := startRelay(t, env)
+	if !p.Said("reading binlog", 30*time.Second) {
+		t.Fatal("the relay did not start after the repair")
+	}
 	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	time.Sleep(300 * time.Millisecond) // a duplicate would show now
 	stopRelay(t, p)
