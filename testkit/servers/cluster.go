@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,11 +29,11 @@ type RedisCluster struct {
 // evenly over the masters, replicas replicas each) and waits until every
 // node sees every slot served. args follow the fixed ones of each node.
 func StartRedisCluster(ctx context.Context, dir string, masters, replicas int, args []string) (*RedisCluster, error) {
-	bin, err := LookBinary("redis-server")
+	bin, err := lookRedis("-server")
 	if err != nil {
 		return nil, err
 	}
-	cli, err := LookBinary("redis-cli")
+	cli, err := lookRedis("-cli")
 	if err != nil {
 		return nil, err
 	}
@@ -61,9 +60,9 @@ func StartRedisCluster(ctx context.Context, dir string, masters, replicas int, a
 	}
 	create := append([]string{"--cluster", "create"}, c.Addrs()...)
 	create = append(create, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-	if out, err := exec.CommandContext(ctx, cli, create...).CombinedOutput(); err != nil {
+	if out, err := cli.command(ctx, create...).CombinedOutput(); err != nil {
 		c.Kill()
-		return nil, fmt.Errorf("redis-cli --cluster create: %v\n%s", err, out)
+		return nil, fmt.Errorf("%s --cluster create: %v\n%s", cli, err, out)
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
 		c.Kill()

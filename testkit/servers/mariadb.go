@@ -19,7 +19,7 @@ const mariadbReadyTimeout = 60 * time.Second
 // MariaDB is a private mariadbd process. Its root user has no password and
 // may connect from 127.0.0.1.
 type MariaDB struct {
-	bin  string
+	bin  binary
 	dir  string
 	args []string
 	port int
@@ -43,11 +43,11 @@ func StartMariaDBFromTemplate(ctx context.Context, templates, dir string, args [
 }
 
 func startMariaDB(ctx context.Context, templates, dir string, args []string) (*MariaDB, error) {
-	bin, err := LookBinary("mariadbd")
+	bin, err := lookBinary("mariadbd")
 	if err != nil {
 		return nil, err
 	}
-	installDB, err := LookBinary("mariadb-install-db")
+	installDB, err := lookBinary("mariadb-install-db")
 	if err != nil {
 		return nil, err
 	}

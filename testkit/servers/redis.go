@@ -16,7 +16,7 @@ const redisReadyTimeout = 30 * time.Second
 
 // Redis is a private redis-server process without a password.
 type Redis struct {
-	bin  string
+	bin  binary
 	dir  string
 	args []string
 	tls  *RedisTLS
@@ -47,7 +47,7 @@ func StartRedis(ctx context.Context, dir string, args []string) (*Redis, error) 
 // StartRedisTLS is StartRedis for a server that speaks TLS only, on the
 // port Addr returns; t nil is StartRedis.
 func StartRedisTLS(ctx context.Context, dir string, args []string, t *RedisTLS) (*Redis, error) {
-	bin, err := LookBinary("redis-server")
+	bin, err := lookRedis("-server")
 	if err != nil {
 		return nil, err
 	}

@@ -36,7 +36,7 @@ type SentinelConfig struct {
 // it learns the other sentinels, the replicas and each failover, and its
 // log in its directory.
 type Sentinel struct {
-	bin  string
+	bin  binary
 	dir  string
 	cfg  SentinelConfig
 	port int
@@ -46,7 +46,7 @@ type Sentinel struct {
 // StartSentinel starts a sentinel on a free loopback port with its
 // configuration and log in dir (which must exist).
 func StartSentinel(ctx context.Context, dir string, cfg SentinelConfig) (*Sentinel, error) {
-	bin, err := LookBinary("redis-server")
+	bin, err := lookRedis("-server")
 	if err != nil {
 		return nil, err
 	}

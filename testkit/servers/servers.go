@@ -33,21 +33,6 @@ var errPortInUse = errors.New("port already in use")
 // startAttempts is how many ports a start tries before it gives up.
 const startAttempts = 3
 
-// LookBinary finds a server binary in PATH or in the sbin directories Debian
-// installs servers to, which are not in a normal user's PATH.
-func LookBinary(name string) (string, error) {
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
-	}
-	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin"} {
-		p := filepath.Join(dir, name)
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%w: %s is not in PATH or /usr/sbin; install it with: %s", ErrNotFound, name, InstallCommand)
-}
-
 // onFreePort runs start on free ports until it does not fail for want of the
 // port, at most startAttempts times.
 func onFreePort(start func(port int) error) (int, error) {
@@ -71,12 +56,15 @@ type process struct {
 
 // startProcess starts bin with its standard output and error appended to
 // outPath.
-func startProcess(bin string, args []string, outPath string) (*process, error) {
+func startProcess(bin binary, args []string, outPath string) (*process, error) {
+	if err := bin.sees(filepath.Dir(outPath)); err != nil {
+		return nil, err
+	}
 	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open server output: %w", err)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := bin.command(context.Background(), args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		out.Close()
@@ -121,7 +109,7 @@ type handle struct {
 }
 
 // run starts bin and waits until ready succeeds (see waitReady).
-func (h *handle) run(ctx context.Context, bin string, args []string, outPath, logPath string, timeout time.Duration, ready func(ctx context.Context) error) error {
+func (h *handle) run(ctx context.Context, bin binary, args []string, outPath, logPath string, timeout time.Duration, ready func(ctx context.Context) error) error {
 	p, err := startProcess(bin, args, outPath)
 	if err != nil {
 		return err

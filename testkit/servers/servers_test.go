@@ -7,11 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 func TestLookBinary_NotFound(t *testing.T) {
-	_, err := LookBinary("binlog-outbox-no-such-server")
+	_, err := lookBinary("binlog-outbox-no-such-server")
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("got %v, want ErrNotFound", err)
 	}
@@ -55,7 +56,7 @@ func TestRedis_StartOnTakenPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	bin, err := LookBinary("redis-server")
+	bin, err := lookBinary("redis-server")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +73,11 @@ func TestRedis_StartOnTakenPort(t *testing.T) {
 // Two starts that find no template build it at once; both must get the one
 // that won, complete, and a copy of it must be a data directory of its own.
 func TestTemplateDataDir_ConcurrentBuilds(t *testing.T) {
-	bin, err := LookBinary("mariadbd")
+	bin, err := lookBinary("mariadbd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	installDB, err := LookBinary("mariadb-install-db")
+	installDB, err := lookBinary("mariadb-install-db")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,5 +120,57 @@ func TestTemplateDataDir_ConcurrentBuilds(t *testing.T) {
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("copy of %s: %d bytes, error %v; want %d bytes equal", name, len(got), err, len(want))
 		}
+	}
+}
+
+func TestRedisProgram(t *testing.T) {
+	tests := []struct {
+		env, suffix, want string
+		wantErr           bool
+	}{
+		{"", "-server", "redis-server", false},
+		{"redis", "-cli", "redis-cli", false},
+		{"valkey", "-server", "valkey-server", false},
+		{"valkey", "-cli", "valkey-cli", false},
+		{"keydb", "-server", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env+tt.suffix, func(t *testing.T) {
+			t.Setenv(EnvRedis, tt.env)
+			got, err := redisProgram(tt.suffix)
+			if got != tt.want || (err != nil) != tt.wantErr {
+				t.Errorf("got %q, %v; want %q, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+// A tree's binary is found inside it and runs chrooted; a directory the
+// tree does not share is refused before a server fails on it.
+func TestLookBinary_InTree(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "usr", "bin", "valkey-server"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvRoot, root)
+	b, err := lookBinary("valkey-server")
+	if err != nil || b.root != root || b.path != "/usr/bin/valkey-server" {
+		t.Fatalf("got %+v, %v; want /usr/bin/valkey-server in %s", b, err, root)
+	}
+	cmd := b.command(context.Background(), "--version")
+	if cmd.Path != "/usr/bin/valkey-server" || cmd.SysProcAttr == nil || cmd.SysProcAttr.Chroot != root || cmd.Dir != "/" {
+		t.Errorf("command %s in %q, chroot %+v; want it chrooted into %s", cmd.Path, cmd.Dir, cmd.SysProcAttr, root)
+	}
+	if _, err := lookBinary("mariadbd"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("mariadbd: got %v, want ErrNotFound", err)
+	}
+	if err := b.sees(t.TempDir()); err == nil || !strings.Contains(err.Error(), "trixie-tree.sh run") {
+		t.Errorf("sees a directory outside the tree: got %v, want the refusal naming trixie-tree.sh run", err)
+	}
+	if err := (binary{path: "/usr/sbin/mariadbd"}).sees(t.TempDir()); err != nil {
+		t.Errorf("a binary of this machine: %v", err)
 	}
 }

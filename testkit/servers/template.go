@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -21,8 +20,11 @@ import (
 const staleTemplateBuild = 30 * time.Minute
 
 // installMariaDB runs mariadb-install-db into datadir.
-func installMariaDB(ctx context.Context, installDB, datadir, tmpdir string) error {
-	install := exec.CommandContext(ctx, installDB, installArgs(datadir, tmpdir)...)
+func installMariaDB(ctx context.Context, installDB binary, datadir, tmpdir string) error {
+	if err := installDB.sees(tmpdir); err != nil {
+		return err
+	}
+	install := installDB.command(ctx, installArgs(datadir, tmpdir)...)
 	if out, err := install.CombinedOutput(); err != nil {
 		return fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
 	}
@@ -38,7 +40,7 @@ func installArgs(datadir, tmpdir string) []string {
 // this pair of binaries under root, making it when it is missing. The
 // install bootstraps a server, which costs most of a start; a copy of its
 // result is the same fresh data directory.
-func templateDataDir(ctx context.Context, root, mariadbd, installDB string) (string, error) {
+func templateDataDir(ctx context.Context, root string, mariadbd, installDB binary) (string, error) {
 	key, err := templateKey(mariadbd, installDB)
 	if err != nil {
 		return "", err
@@ -78,10 +80,10 @@ func templateDataDir(ctx context.Context, root, mariadbd, installDB string) (str
 
 // templateKey names a template by what makes its content: the binaries (an
 // upgrade changes their size or time), the install arguments and the user.
-func templateKey(bins ...string) (string, error) {
+func templateKey(bins ...binary) (string, error) {
 	h := sha256.New()
 	for _, bin := range bins {
-		st, err := os.Stat(bin)
+		st, err := os.Stat(bin.hostPath())
 		if err != nil {
 			return "", fmt.Errorf("mariadb template: %w", err)
 		}

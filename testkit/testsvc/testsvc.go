@@ -15,6 +15,11 @@
 // BINLOG_OUTBOX_TEST_REDIS_URL (e.g. redis://127.0.0.1:6379/0). Tests that must
 // kill or restart a server, or need other server settings, skip in that mode
 // with a log line saying so.
+//
+// Two more choose which binaries the private servers run, which every test
+// may kill and restart as usual: BINLOG_OUTBOX_TEST_ROOT, a Debian 13 tree's
+// root (scripts/trixie-tree.sh), and BINLOG_OUTBOX_TEST_REDIS=valkey for
+// Valkey in place of Redis (testkit/servers).
 package testsvc
 
 import (
