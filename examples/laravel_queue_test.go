@@ -3,7 +3,6 @@ package examples_test
 import (
 	"context"
 	"database/sql"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,9 +26,7 @@ import (
 // nothing is pending, and both workers stop cleanly on SIGTERM.
 func TestLaravelQueue(t *testing.T) {
 	php := requirePHP(t)
-	if _, err := os.Stat(debianLaravel); err != nil {
-		t.Fatalf("Laravel is not installed (%v); install it with: apt-get install -y php-laravel-framework (scripts/test.sh installs it)", err)
-	}
+	requireLaravel(t, php)
 	ctx := context.Background()
 	e := exampletest.NewBareEnv(t)
 	rdb := e.Redis.Client(t, e.RedisURL)

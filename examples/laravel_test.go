@@ -21,6 +21,22 @@ import (
 // example's bootstrap/autoload.php falls back to it without vendor/.
 const debianLaravel = "/usr/share/php/Illuminate/Foundation/Application.php"
 
+// requireLaravel fails, never skips, when the PHP that runs the examples
+// (the machine's, or a Debian 13 tree's: TESTING.md) has no Debian Laravel,
+// and logs the version it has: the suite runs on more than one.
+func requireLaravel(t *testing.T, php string) {
+	t.Helper()
+	// The file's VERSION constant, read without loading the framework.
+	script := `$f = @file_get_contents('` + debianLaravel + `');
+if ($f === false || !preg_match("/const VERSION = '([^']+)'/", $f, $m)) exit(1);
+echo 'PHP ', PHP_VERSION, ', Laravel ', $m[1];`
+	out, err := exec.Command(php, "-r", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("Laravel is not installed (%v %s); install it with: apt-get install -y php-laravel-framework (scripts/test.sh installs it)", err, out)
+	}
+	t.Logf("PHP and Laravel: %s", out)
+}
+
 // checkLaravelEvent checks what the package's Outbox::record wrote, as the relay relayed it:
 // the JSON casts, the microseconds of occurred_at, a ULID message id.
 func checkLaravelEvent(t *testing.T, v map[string]any) {
@@ -210,9 +226,7 @@ func checkPSR4(t *testing.T, dir string, psr4 map[string]string) {
 // exactly the committed events, with their schema version and headers.
 func TestLaravelPackage_Record(t *testing.T) {
 	php := requirePHP(t)
-	if _, err := os.Stat(debianLaravel); err != nil {
-		t.Fatalf("Laravel is not installed (%v); install it with: apt-get install -y php-laravel-framework (scripts/test.sh installs it)", err)
-	}
+	requireLaravel(t, php)
 	e := exampletest.NewBareEnv(t)
 	art := newArtisan(t, php, e)
 	art.run("migrate", "--force")
