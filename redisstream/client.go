@@ -45,7 +45,7 @@ func NewClient(url string) (*redis.Client, error) {
 const DefaultClusterReload = time.Second
 
 // NewClusterClientFromOptions opens a Redis Cluster client (--redis-cluster)
-// with the settings of ClientOptions. It follows MOVED and ASK redirects,
+// with the settings of ClientOptions (no CLIENT SETINFO included). It follows MOVED and ASK redirects,
 // as a failover needs, and retries a command whose reply it lost: the
 // append scripts compare-and-set a position, so a second run of one that
 // ran is refused and recognised (Sink.Append).
@@ -54,6 +54,7 @@ func NewClusterClientFromOptions(o *redis.ClusterOptions) *redis.ClusterClient {
 	c.MaxRetries = -1
 	setTimeouts(&c.DialTimeout, &c.ReadTimeout, &c.WriteTimeout, DefaultTimeout)
 	c.ContextTimeoutEnabled = true
+	c.DisableIdentity = true
 	if c.ClusterStateReloadInterval == 0 {
 		c.ClusterStateReloadInterval = DefaultClusterReload
 	}
@@ -66,11 +67,17 @@ func NewClusterClientFromOptions(o *redis.ClusterOptions) *redis.ClusterClient {
 // check should report the one failure it saw), a dial timeout of 5s unless o
 // has one, read and write timeouts of timeout, and context deadlines honoured
 // on the socket as well. A caller that must answer fast (a preflight check)
-// passes a shorter timeout than DefaultTimeout.
+// passes a shorter timeout than DefaultTimeout. Nor does it send CLIENT
+// SETINFO on each connection, as go-redis does by default: Redis 7.2 and
+// later, Valkey and their sentinels refuse it to a user with the relay's
+// rules (ACLRules, SentinelACLRules) and log each refusal in ACL LOG, and
+// the rules cannot grant it, as Redis 7.0 refuses a rule for a command it
+// does not know (TestRedisACL, TestSentinel_Commands on Redis 8).
 func ClientOptions(o *redis.Options, timeout time.Duration) *redis.Options {
 	o.MaxRetries = -1
 	setTimeouts(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, timeout)
 	o.ContextTimeoutEnabled = true
+	o.DisableIdentity = true
 	return o
 }
 

@@ -25,8 +25,8 @@ func TestClientOptions(t *testing.T) {
 			if o != &in {
 				t.Errorf("ClientOptions returned a copy, want the options it was given")
 			}
-			if o.MaxRetries != -1 || !o.ContextTimeoutEnabled {
-				t.Errorf("MaxRetries %d, ContextTimeoutEnabled %v; want -1, true", o.MaxRetries, o.ContextTimeoutEnabled)
+			if o.MaxRetries != -1 || !o.ContextTimeoutEnabled || !o.DisableIdentity {
+				t.Errorf("MaxRetries %d, ContextTimeoutEnabled %v, DisableIdentity %v; want -1, true, true", o.MaxRetries, o.ContextTimeoutEnabled, o.DisableIdentity)
 			}
 			if o.ReadTimeout != tt.timeout || o.WriteTimeout != tt.timeout {
 				t.Errorf("read/write timeout %s/%s, want %s", o.ReadTimeout, o.WriteTimeout, tt.timeout)
