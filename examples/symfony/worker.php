@@ -4,7 +4,7 @@
 //
 // A Symfony application gets all of this from the framework bundle and
 // `bin/console messenger:consume outbox` (docs/symfony.md); this script
-// wires the same components by hand on Debian's Symfony 5.4 packages
+// wires the same components by hand on Debian's Symfony 5.4 or 6.4 packages
 // (php-symfony-messenger, php-symfony-redis-messenger,
 // php-symfony-serializer, php-symfony-property-access), so that the test
 // suite runs a real Worker without an application:
@@ -28,6 +28,9 @@
 declare(strict_types=1);
 
 require_once 'Symfony/Component/Messenger/autoload.php';
+// Debian's Symfony 6.4 packages the Redis transport with an autoloader of
+// its own, which Messenger's no longer loads (5.4's did).
+require_once 'Symfony/Component/Messenger/Bridge/Redis/autoload.php';
 require_once 'Symfony/Component/Serializer/autoload.php';
 require_once 'Symfony/Component/PropertyAccess/autoload.php';
 require_once 'Symfony/Component/EventDispatcher/autoload.php';
