@@ -14,6 +14,9 @@ return [
     // application keeps its own list (Laravel 10+:
     // ServiceProvider::defaultProviders()->merge([...])).
     'providers' => [
+        // The maintenance mode queue:work asks about (Laravel 9 and later
+        // bind it here).
+        Illuminate\Foundation\Providers\FoundationServiceProvider::class,
         Illuminate\Database\DatabaseServiceProvider::class,
         Illuminate\Filesystem\FilesystemServiceProvider::class,
         // migrate, queue:work, queue:retry and the other commands.
