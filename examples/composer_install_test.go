@@ -11,7 +11,7 @@ import (
 // TestComposerInstall_PathRepository installs binlog-outbox/laravel into a
 // bare Laravel application the way docs/laravel.md tells a shop to: Composer
 // from a path repository (Packagist is switched off, and the framework is
-// "provided" by Debian's Laravel 8). Laravel must then discover the package
+// "provided" by Debian's Laravel, 8 or 10). Laravel must then discover the package
 // from what Composer wrote, without the application listing its provider,
 // and publish its config file and migration.
 func TestComposerInstall_PathRepository(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 )
 
 // TestLaravelQueue runs the package's queue driver in examples/laravel on
-// Debian's Laravel 8: two `queue:work outbox` workers consume outbox:order
+// Debian's Laravel (8 or 10): two `queue:work outbox` workers consume outbox:order
 // through a consumer group while orders:place places orders (some rolled
 // back, each in a nested transaction through the Eloquent trait) and the
 // relay is killed with SIGKILL once. Every fourth order's first attempt

@@ -219,7 +219,7 @@ func checkPSR4(t *testing.T, dir string, psr4 map[string]string) {
 }
 
 // TestLaravelPackage_Record runs integrations/laravel/tests/record.php in
-// examples/laravel on Debian's Laravel 8: Outbox::record outside a
+// examples/laravel on Debian's Laravel (8 or 10): Outbox::record outside a
 // transaction is refused; inside one its row commits or rolls back with the
 // transaction, nested transactions (savepoints) included; the Eloquent trait
 // records with the model as the aggregate. The outbox table then holds

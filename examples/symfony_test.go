@@ -42,7 +42,7 @@ var symfonyClasses = []string{
 }
 
 // TestSymfonyMessengerWorker runs a real Messenger worker (Debian's Symfony
-// 5.4: Worker, Redis transport, Symfony serializer, retries, failure
+// 5.4 or 6.4: Worker, Redis transport, Symfony serializer, retries, failure
 // transport) on what the relay appends in the symfony-messenger format:
 // every committed event handled once (some after a failed first attempt),
 // no rolled-back one; an event type without a class in the dead-letter
