@@ -6,8 +6,11 @@
 #   scripts/trixie-tree.sh            # prepare if missing, print the path
 #   scripts/trixie-tree.sh run CMD... # run CMD where the tree's servers work
 #
-# The tree is kept between runs in $BINLOG_OUTBOX_TRIXIE_DIR (default
+# The tree is kept between runs in $BINLOG_OUTBOX_TREE_DIR (default
 # /var/cache/binlog-outbox/trixie) and made again on a machine that lacks it.
+# BINLOG_OUTBOX_TREE_SUITE makes another Debian release's tree instead (e.g.
+# sid, in /var/cache/binlog-outbox/sid), whose packages have the same names;
+# `run` runs in any root that has the servers installed.
 # Preparing it is idempotent: debootstrap works in DIR.new, which only a
 # complete bootstrap renames to DIR (a killed one is removed and started
 # over), the packages are installed by apt-get, which a later run completes,
@@ -23,8 +26,9 @@
 # current directory. The mounts go away with CMD.
 set -euo pipefail
 
-dir=${BINLOG_OUTBOX_TRIXIE_DIR:-/var/cache/binlog-outbox/trixie}
-mirror=${BINLOG_OUTBOX_TRIXIE_MIRROR:-http://deb.debian.org/debian}
+suite=${BINLOG_OUTBOX_TREE_SUITE:-trixie}
+dir=${BINLOG_OUTBOX_TREE_DIR:-/var/cache/binlog-outbox/$suite}
+mirror=${BINLOG_OUTBOX_TREE_MIRROR:-http://deb.debian.org/debian}
 # What the second and third runs use: the servers (MariaDB 11.8, Redis 8.0,
 # Valkey 8.1 and their command-line clients) and PHP 8.4 with Laravel 10.48
 # and the Symfony 6.4 components the examples use (scripts/test.sh installs
@@ -66,7 +70,7 @@ in_tree() {
 
 if [ "${1:-}" = run ]; then
 	shift
-	if [ ! -f "$dir/.binlog-outbox-packages" ]; then
+	if [ ! -d "$dir/usr/bin" ]; then
 		echo "trixie-tree.sh: no tree in $dir; prepare it first with scripts/trixie-tree.sh" >&2
 		exit 1
 	fi
@@ -99,8 +103,8 @@ if [ ! -d "$dir" ]; then
 		echo "removing the unfinished tree $dir.new" >&2
 		rm -rf "$dir.new"
 	fi
-	echo "debootstrap trixie into $dir.new (a few minutes)" >&2
-	if ! debootstrap --variant=minbase trixie "$dir.new" "$mirror" >"$dir.debootstrap.log" 2>&1; then
+	echo "debootstrap $suite into $dir.new (a few minutes)" >&2
+	if ! debootstrap --variant=minbase "$suite" "$dir.new" "$mirror" >"$dir.debootstrap.log" 2>&1; then
 		echo "trixie-tree.sh: debootstrap failed; its log:" >&2
 		tail -n 30 "$dir.debootstrap.log" >&2
 		exit 1
