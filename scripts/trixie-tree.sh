@@ -121,9 +121,11 @@ unshare --mount --propagation private -- sh -euc '
 	mount -t proc proc "$tree/proc"
 	mount --rbind /dev "$tree/dev"
 	export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8
-	# A run killed during dpkg leaves packages half-configured.
+	# A run killed during dpkg leaves packages half-configured or
+	# dependencies unmet.
 	chroot "$tree" dpkg --configure -a
 	chroot "$tree" apt-get update -qq
+	chroot "$tree" apt-get install -f -y -qq --no-install-recommends
 	chroot "$tree" apt-get install -y -qq --no-install-recommends "$@"
 	chroot "$tree" apt-get clean' sh "$dir" "${packages[@]}" >"$dir.install.log" 2>&1 || {
 	echo "trixie-tree.sh: installing the packages failed; its log:" >&2
