@@ -5,7 +5,9 @@
 //
 // It imports no testing package, so the benchmark's binary can link it; failing a
 // test, cleaning up after one and pointing tests at external servers are
-// testkit/testsvc's business.
+// testkit/testsvc's business. Which binaries it runs, the machine's or a
+// Debian 13 tree's, Redis or Valkey, two environment variables say
+// (EnvRoot, EnvRedis).
 package servers
 
 import (
