@@ -137,12 +137,17 @@ func TestStatus_GroupHealth(t *testing.T) {
 	}
 	c.XDel(ctx, "outbox:order", ids[3])
 	t.Logf("XINFO GROUPS after the XDEL (lag -1: none): %+v", c.XInfoGroups(ctx, "outbox:order").Val())
-	time.Sleep(300 * time.Millisecond)
+	// c2 reads 5 s after c1, and the idle threshold lies between them with
+	// seconds to spare on either side: 200 ms after a 300 ms pause failed
+	// on a loaded machine, where status read the consumers' idle times
+	// seconds after c2's read.
+	time.Sleep(5 * time.Second)
 	c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "billing", Consumer: "c2", Streams: []string{"outbox:order", "0"}, Count: 1, Block: -1})
+	const threshold = 3 * time.Second
 
 	r, err := Status(ctx, StatusOptions{
 		DB: env.DB, Database: env.Database, Table: env.Table, Redis: env.RDB, Keys: keys(env), Streams: streams(t),
-		Dumper: lag.Dumper{Addr: env.MariaDB.Addr(), User: env.MariaDB.User(), Password: env.MariaDB.Password()}, GroupIdleThreshold: 200 * time.Millisecond,
+		Dumper: lag.Dumper{Addr: env.MariaDB.Addr(), User: env.MariaDB.User(), Password: env.MariaDB.Password()}, GroupIdleThreshold: threshold,
 	})
 	if err != nil {
 		t.Fatalf("status: %v", err)
@@ -157,7 +162,7 @@ func TestStatus_GroupHealth(t *testing.T) {
 	if p := b.OldestPending; b.Lag != 3 || b.Pending != 2 || p == nil || p.ID != ids[0] || p.Consumer != "c2" || p.Deliveries != 5 || p.AgeSeconds < 3600 || p.AgeSeconds > 3700 {
 		t.Errorf("billing: %+v, oldest pending %+v; want lag 3, 2 pending, the oldest %s at c2 delivered 5 times an hour ago", b, p, ids[0])
 	}
-	if len(b.IdleConsumers) != 1 || b.IdleConsumers[0].Name != "c1" || b.IdleConsumers[0].IdleSeconds < 0.2 {
+	if len(b.IdleConsumers) != 1 || b.IdleConsumers[0].Name != "c1" || b.IdleConsumers[0].IdleSeconds < threshold.Seconds() {
 		t.Errorf("billing idle consumers: %+v, want c1 alone", b.IdleConsumers)
 	}
 	if !b.HoldsBackTrim || b.TrimHeldID != ids[0] || b.TrimHeldAgeSeconds < 3600 {
@@ -183,7 +188,7 @@ func TestStatus_GroupHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"holds_back_trim":true`, `"holds_back_trim":false`, `"oldest_pending":{"id":"` + ids[0] + `","consumer":"c2","deliveries":5,`,
-		`"idle_consumers":[{"name":"c1","idle_seconds":`, `"trim_held_id":"` + ids[0] + `"`, `"group_idle_threshold_seconds":0.2`} {
+		`"idle_consumers":[{"name":"c1","idle_seconds":`, `"trim_held_id":"` + ids[0] + `"`, `"group_idle_threshold_seconds":3`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("JSON lacks %s:\n%s", want, out)
 		}
