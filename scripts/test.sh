@@ -172,12 +172,16 @@ both+='|TestRun_ZeroEndLogPos|TestRun_KilledRepeatedlyDuringLoadExactlyOnce|Test
 both+='|TestRepair_PurgedBinlogUnderLoad|TestRepair_ExitCodes|TestRepair_RedisCluster|TestRepair_ClusterPositionSetMidRun'
 both+='|TestStatus_.*|TestRedisACL|TestSentinel_Commands|TestRun_SentinelMasterKilledUnderLoad'
 both+='|TestRun_RedisClusterKilledExactlyOnce|TestRun_RedisClusterFailoverNoLoss'
+# The relay's state: what a dump from a GTID set starts with, the scripts'
+# replies for keys of another type, a lost position repaired.
+both+='|TestRun_IdleRestartKeepsThePosition|TestRun_KeysInTheStreamsNamespace|TestRun_LostPositionRefusedThenRepaired'
 # The second run adds poll mode's conformance (MariaDB's SKIP LOCKED), the
 # rest of repair's tests, and the PHP examples on PHP 8.4, Laravel 10.48
 # and Symfony 6.4.
 debian13="$both|TestPoller_Conformance|TestRepair_.*|TestReader_MariaDBCompressedBinlog"
+debian13+='|TestCheckFilePoint|TestServer_CheckGTIDPoint|TestRun_RefusesAPurgedPosition|TestRun_RefusesAStoredPositionTheServerCannotResume'
 debian13+='|TestLaravel.*|TestComposer.*|TestSymfony.*|TestPHPExamples|TestParse_AgreesWithPHPDotenv'
-debian13_pkgs=(cmd/binlog-outbox canal redisstream poller examples admin internal/dotenv)
+debian13_pkgs=(cmd/binlog-outbox canal redisstream poller examples admin internal/dotenv mysqlserver)
 valkey_pkgs=(cmd/binlog-outbox canal redisstream admin)
 versions=$(chroot "$tree" env PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c 'printf "MariaDB %s, Redis %s, Valkey %s, PHP %s, Laravel %s" \
 	"$(mariadbd --version | sed "s/.*Ver \([^ -]*\).*/\1/")" \
