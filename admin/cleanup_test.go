@@ -107,7 +107,7 @@ func TestCleanup_BinlogModeUnderLoad(t *testing.T) {
 	}
 	relaytest.WaitDelivered(t, env, rec, 60*time.Second)
 	// The rows still in the table and the entries of the last day, as
-	// docs/operations.md suggests after a cleanup.
+	// docs/cleanup.md suggests after a cleanup.
 	vo := verifyOptions(t, env)
 	vo.Range = VerifyRange{Since: time.Now().Add(-24 * time.Hour).UTC()}
 	if v := verify(t, vo); !v.Clean() || v.Matched == 0 {

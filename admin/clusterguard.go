@@ -152,7 +152,7 @@ func (g *clusterGuard) replicated(ctx context.Context, wait time.Duration) error
 // changed is the refusal when the masters changed during a round.
 func (g *clusterGuard) changed() error {
 	return outbox.WithHint(errors.New("the cluster's masters changed while cleanup waited for the relay (a failover): a master that died may have lost appends it had not replicated yet, which the relay appends again only at its next append in that slot; the rows stay"),
-		"run cleanup again in a while: the relay re-appends what a failover lost at its next append in each slot (docs/operations.md, cleanup on a Redis Cluster)")
+		"run cleanup again in a while: the relay re-appends what a failover lost at its next append in each slot (docs/cleanup.md, cleanup on a Redis Cluster)")
 }
 
 // replication is what INFO replication says of a master and its replicas.

@@ -298,7 +298,7 @@ func readPosition(ctx context.Context, client redis.UniversalClient, key string,
 	if !m.BehindKnown {
 		p.BehindUnknown, p.SecondsUnknown = "the server no longer has "+b.File, "the server no longer has "+b.File
 		if !b.GTIDMode() {
-			rep.Warnings = append(rep.Warnings, "the server purged "+b.File+", which the position points into: the relay cannot resume by file and offset (see docs/operations.md)")
+			rep.Warnings = append(rep.Warnings, "the server purged "+b.File+", which the position points into: the relay cannot resume by file and offset (see docs/incidents.md)")
 		}
 		return nil
 	}

@@ -176,7 +176,7 @@ func TestDockerfile(t *testing.T) {
 // relayMetrics are the relay's metric names that the alerts and the
 // dashboard may use, with "histogram" for those whose series carry the
 // _bucket, _sum and _count suffixes. Each must be declared in
-// metrics/metrics.go or documented in docs/operations.md.
+// metrics/metrics.go or documented in docs/monitoring.md.
 var relayMetrics = map[string]string{
 	"binlog_outbox_events_appended_total":             "counter",
 	"binlog_outbox_dead_letters_total":                "counter",

@@ -118,7 +118,7 @@ end
 
 // aclHint is the fix of a NOPERM error: the rules the user lacks.
 const aclHint = "the Redis user lacks a permission the relay needs; give it the relay's rules: " +
-	"ACL SETUSER <user> " + ACLRules + " (with key patterns matching --stream and --dead-letter-stream if they differ from outbox:*; see docs/operations.md)"
+	"ACL SETUSER <user> " + ACLRules + " (with key patterns matching --stream and --dead-letter-stream if they differ from outbox:*; see docs/redis-tls-acl.md)"
 
 // ErrPermission means the Redis user's ACL refuses a command the relay
 // needs. It is a configuration error: the relay stops with the refused

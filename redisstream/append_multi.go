@@ -386,7 +386,7 @@ func (s *multiAppend) checkExec(exec *redis.Cmd, cmds []redis.Cmder, n int, prev
 	}
 	return outbox.WithHint(fmt.Errorf("append %d events: %w: %d of %d commands refused (%s): %v",
 		n, ErrPartialTransaction, len(failed), len(cmds), strings.Join(failed, ", "), first),
-		"the Redis user's ACL changed while the relay appended; restore its rules (see docs/operations.md). The new position %s", stored)
+		"the Redis user's ACL changed while the relay appended; restore its rules (see docs/redis-tls-acl.md). The new position %s", stored)
 }
 
 // isReply reports whether err is an error reply of Redis (not a broken

@@ -26,7 +26,7 @@ func cleanupCommand() *cli.Command {
 			"stay. A table without sent_at has nothing to clean in poll mode: the poller deletes the rows it sends.\n" +
 			"With --redis-cluster, rows also wait until every master's replicas hold what it does, and stay when a\n" +
 			"failover happens meanwhile (it may have lost appends).\n" +
-			"Exits 0 when done, 1 on failure, 2 for a usage or configuration error. See docs/operations.md.",
+			"Exits 0 when done, 1 on failure, 2 for a usage or configuration error. See docs/cleanup.md.",
 		Flags: []cli.Flag{
 			positionKeyFlag(),
 			&cli.StringFlag{Name: "older-than", EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_OLDER_THAN"}, Usage: "delete rows whose occurred_at is older than this, e.g. 7d, 36h or 1d12h (required)"},

@@ -59,7 +59,7 @@ func waitAppended(t *testing.T, env *relaytest.Env, n int) {
 // until the replica has every transaction the primary committed: the
 // guarantee of semi-synchronous replication, which private servers cannot
 // give. Without it the old primary's last transactions can be lost, and
-// the relay may have appended them (docs/scaling.md).
+// the relay may have appended them (docs/database-failover.md).
 func (f *failoverEnv) failOver(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()

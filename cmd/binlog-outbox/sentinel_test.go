@@ -262,7 +262,7 @@ func TestRun_SentinelMasterKilledUnderLoad(t *testing.T) {
 
 // TestRun_SentinelFailoverPollMode: poll mode follows a failover too.
 // Between rounds nothing is in flight, so nothing is lost; what a failover
-// does to appends in flight is in docs/scaling.md.
+// does to appends in flight is in docs/redis-sentinel.md.
 func TestRun_SentinelFailoverPollMode(t *testing.T) {
 	// Its Redis servers are its own, its database too.
 	t.Parallel()
@@ -279,7 +279,7 @@ func TestRun_SentinelFailoverPollMode(t *testing.T) {
 	finishAfterFailover(t, env, rec, p, from, to)
 }
 
-// TestRun_SentinelMasterKilledPollMode: what docs/scaling.md says poll mode
+// TestRun_SentinelMasterKilledPollMode: what docs/redis-sentinel.md says poll mode
 // loses to a failover, and how to get it back. The master acknowledges
 // appends its replica never gets (replication cut), poll mode marks their
 // rows sent, and the master is killed: the promoted replica lacks them,

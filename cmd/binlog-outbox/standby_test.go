@@ -73,7 +73,7 @@ func TestRun_StandbyTakesOverExactlyOnce(t *testing.T) {
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
 	args := []string{"--mode", "binlog", "--max-batch-events", "50"}
-	// An id per relay, as docs/scaling.md advises (--server-id-range does it
+	// An id per relay, as docs/standby-relays.md advises (--server-id-range does it
 	// on distinct hosts): a frozen former holder's dump connection, its
 	// socket buffer full, can keep a shared id registered on MariaDB long
 	// after the new holder connected with it, and the new holder then reads

@@ -29,7 +29,7 @@ func verifyCommand() *cli.Command {
 			"Duplicated: a row has more than one entry. Foreign: an entry in the range names no row (e.g. a rolled-\n" +
 			"back transaction's). Poll mode's unsent rows are pending; binlog mode's rows after the stored position\n" +
 			"are not yet relayed. Exits 0 when clean, 1 when not. The entries are indexed in a temporary Redis\n" +
-			"sorted set (about 100 bytes per entry, deleted at the end, expiring after an hour): see docs/operations.md.",
+			"sorted set (about 100 bytes per entry, deleted at the end, expiring after an hour): see docs/verify.md.",
 		Flags:  flags,
 		Action: runVerify,
 	}
