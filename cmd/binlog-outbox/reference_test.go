@@ -40,38 +40,53 @@ This page is generated from the code: after adding or changing a flag, run
 )
 
 // flagReference renders every flag of every command as Markdown tables, from
-// the CLI itself, so that docs/reference.md cannot drift from the code.
+// the CLI itself, so that docs/reference.md cannot drift from the code. A
+// flag another command shares with run, word for word, is named, not
+// described again: the page is read for one command at a time.
 func flagReference() string {
 	app := NewApp()
 	var b strings.Builder
 	b.WriteString(referenceIntro)
-	section := func(title string, flags []cli.Flag) {
+	runRows := map[string]string{}
+	for _, c := range app.Commands {
+		if c.Name == "run" {
+			for _, f := range c.Flags {
+				if row, ok := flagRow(f); ok {
+					runRows[f.Names()[0]] = row
+				}
+			}
+		}
+	}
+	section := func(title string, flags []cli.Flag, isRun bool) {
 		var rows strings.Builder
+		var shared []string
 		for _, f := range flags {
-			df, ok := f.(cli.DocGenerationFlag)
-			if !ok || f.Names()[0] == "help" || (title != globalTitle && isGlobalFlag(f.Names()[0])) {
+			name := f.Names()[0]
+			if name == "help" || (title != globalTitle && isGlobalFlag(name)) {
 				continue
 			}
-			env := ""
-			if ev, ok := f.(interface{ GetEnvVars() []string }); ok && len(ev.GetEnvVars()) > 0 {
-				env = "`" + strings.Join(ev.GetEnvVars(), "`, `") + "`"
+			row, ok := flagRow(f)
+			if !ok {
+				continue
 			}
-			def := df.GetDefaultText()
-			if def == "" {
-				def = df.GetValue()
+			if !isRun && runRows[name] == row {
+				shared = append(shared, "`--"+name+"`")
+				continue
 			}
-			def = strings.Trim(def, `"`)
-			if def != "" {
-				def = "`" + def + "`"
-			}
-			fmt.Fprintf(&rows, "| `--%s` | %s | %s | %s |\n", f.Names()[0], env, def, strings.ReplaceAll(df.GetUsage(), "|", "\\|"))
+			rows.WriteString(row)
 		}
-		if rows.Len() == 0 {
+		if rows.Len() == 0 && len(shared) == 0 {
 			return
 		}
-		fmt.Fprintf(&b, "\n## %s\n\n| flag | environment variable | default | meaning |\n|---|---|---|---|\n%s", title, rows.String())
+		fmt.Fprintf(&b, "\n## %s\n", title)
+		if rows.Len() > 0 {
+			fmt.Fprintf(&b, "\n| flag | environment variable | default | meaning |\n|---|---|---|---|\n%s", rows.String())
+		}
+		if len(shared) > 0 {
+			fmt.Fprintf(&b, "\nAs for [`run`](#binlog-outbox-run): %s.\n", strings.Join(shared, ", "))
+		}
 	}
-	section(globalTitle, app.Flags)
+	section(globalTitle, app.Flags, true)
 	var walk func(prefix string, cmds []*cli.Command)
 	walk = func(prefix string, cmds []*cli.Command) {
 		sorted := append([]*cli.Command(nil), cmds...)
@@ -81,12 +96,33 @@ func flagReference() string {
 				continue
 			}
 			name := strings.TrimSpace(prefix + " " + c.Name)
-			section("`binlog-outbox "+name+"`", c.Flags)
+			section("`binlog-outbox "+name+"`", c.Flags, name == "run")
 			walk(name, c.Subcommands)
 		}
 	}
 	walk("", app.Commands)
 	return b.String()
+}
+
+// flagRow is one flag's table row; ok is false for flags without docs.
+func flagRow(f cli.Flag) (row string, ok bool) {
+	df, ok := f.(cli.DocGenerationFlag)
+	if !ok {
+		return "", false
+	}
+	env := ""
+	if ev, ok := f.(interface{ GetEnvVars() []string }); ok && len(ev.GetEnvVars()) > 0 {
+		env = "`" + strings.Join(ev.GetEnvVars(), "`, `") + "`"
+	}
+	def := df.GetDefaultText()
+	if def == "" {
+		def = df.GetValue()
+	}
+	def = strings.Trim(def, `"`)
+	if def != "" {
+		def = "`" + def + "`"
+	}
+	return fmt.Sprintf("| `--%s` | %s | %s | %s |\n", f.Names()[0], env, def, strings.ReplaceAll(df.GetUsage(), "|", "\\|")), true
 }
 
 // TestReference_IsCurrent fails when a flag was added, removed or reworded
