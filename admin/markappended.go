@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -64,7 +65,7 @@ func MarkAppended(ctx context.Context, o MarkOptions) (MarkReport, error) {
 	for _, key := range keys {
 		info, err := o.Redis.XInfoStream(ctx, key).Result()
 		if err != nil {
-			return r, fmt.Errorf("mark-appended: XINFO STREAM %s: %w", key, redisstream.Classify(err))
+			return r, fmt.Errorf("mark-appended: XINFO STREAM %s: %w", key, redisconn.Classify(err))
 		}
 		switch {
 		case info.EntriesAdded > info.Length && !o.AllowTrimmed:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
@@ -264,7 +265,7 @@ func readPosition(ctx context.Context, client redis.UniversalClient, key string,
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("status: read position %s: %w", key, redisstream.Classify(err))
+		return fmt.Errorf("status: read position %s: %w", key, redisconn.Classify(err))
 	}
 	b, err := position.Decode(raw)
 	if err != nil {
@@ -318,7 +319,7 @@ func readStream(ctx context.Context, client redis.UniversalClient, key string, i
 	s := StreamStatus{Key: key, Groups: []GroupStatus{}}
 	var err error
 	if s.Length, err = client.XLen(ctx, key).Result(); err != nil {
-		return s, fmt.Errorf("status: XLEN %s: %w", key, redisstream.Classify(err))
+		return s, fmt.Errorf("status: XLEN %s: %w", key, redisconn.Classify(err))
 	}
 	groups, err := redisstream.ReadGroupHealth(ctx, client, key, idle)
 	if err != nil {

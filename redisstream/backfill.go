@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // ErrBackfillMoved means the progress key of a backfill no longer holds
@@ -24,7 +25,7 @@ func BackfillProgress(ctx context.Context, client redis.UniversalClient, key str
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("GET %s: %w", key, classify(err))
+		return 0, fmt.Errorf("GET %s: %w", key, redisconn.Classify(err))
 	}
 	id, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
@@ -59,7 +60,7 @@ func (s *Sink) Backfill(ctx context.Context, key string, events []outbox.Event, 
 	}
 	res, err := backfillScript.Run(ctx, s.client, keys, args...).Int64()
 	if err != nil {
-		return fmt.Errorf("backfill of rows up to %d: %w", last, classify(err))
+		return fmt.Errorf("backfill of rows up to %d: %w", last, redisconn.Classify(err))
 	}
 	if res == 0 {
 		return fmt.Errorf("backfill of rows after %d: %w", prev, ErrBackfillMoved)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
@@ -73,7 +74,7 @@ return {1, redis.call('GET', KEYS[2]) or ''}
 func HoldClusterPosition(ctx context.Context, client redis.UniversalClient, positionKey string, prev, mark []byte) (held bool, err error) {
 	res, err := holdScript.Run(ctx, client, []string{positionKey, IntentKey(positionKey)}, string(prev), string(mark)).Slice()
 	if err != nil {
-		return false, fmt.Errorf("mark the position %s: %w", positionKey, classify(err))
+		return false, fmt.Errorf("mark the position %s: %w", positionKey, redisconn.Classify(err))
 	}
 	if len(res) < 2 {
 		return false, fmt.Errorf("mark the position %s: unexpected script reply %v", positionKey, res)
@@ -95,7 +96,7 @@ func HoldClusterPosition(ctx context.Context, client redis.UniversalClient, posi
 		}
 		return nil
 	}); err != nil {
-		return true, fmt.Errorf("mark the %d slot positions of the intent %s: %w", len(slots), IntentKey(positionKey), classify(err))
+		return true, fmt.Errorf("mark the %d slot positions of the intent %s: %w", len(slots), IntentKey(positionKey), redisconn.Classify(err))
 	}
 	return true, nil
 }
@@ -194,10 +195,10 @@ func DeleteSlotPositions(ctx context.Context, client redis.UniversalClient, posi
 	// The record first: left behind the slot positions it describes, it
 	// would make the next start read again from where they were.
 	if err := client.Del(ctx, SlotRecordKey(positionKey)).Err(); err != nil {
-		return 0, fmt.Errorf("delete the slot record %s: %w", SlotRecordKey(positionKey), classify(err))
+		return 0, fmt.Errorf("delete the slot record %s: %w", SlotRecordKey(positionKey), redisconn.Classify(err))
 	}
 	if err := client.Del(ctx, IntentKey(positionKey)).Err(); err != nil {
-		return 0, fmt.Errorf("delete the intent %s: %w", IntentKey(positionKey), classify(err))
+		return 0, fmt.Errorf("delete the intent %s: %w", IntentKey(positionKey), redisconn.Classify(err))
 	}
 	cmds, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for slot := range ClusterSlots {
@@ -206,7 +207,7 @@ func DeleteSlotPositions(ctx context.Context, client redis.UniversalClient, posi
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("delete the slot positions %s:{...}: %w", positionKey, classify(err))
+		return 0, fmt.Errorf("delete the slot positions %s:{...}: %w", positionKey, redisconn.Classify(err))
 	}
 	n := 0
 	for _, c := range cmds {
@@ -249,7 +250,7 @@ func scanKeys(ctx context.Context, client redis.UniversalClient, glob, typ, what
 			keys = append(keys, iter.Val())
 		}
 		if err := iter.Err(); err != nil {
-			return nil, fmt.Errorf("SCAN for %s %s: %w", what, glob, classify(err))
+			return nil, fmt.Errorf("SCAN for %s %s: %w", what, glob, redisconn.Classify(err))
 		}
 		return dedupSorted(keys), nil
 	}
@@ -274,7 +275,7 @@ func scanKeys(ctx context.Context, client redis.UniversalClient, glob, typ, what
 				return outbox.WithHint(fmt.Errorf("SCAN for %s %s on master %s: %w", what, glob, m.Options().Addr, err),
 					"the master is unreachable: wait until the cluster replaced it (its replica takes over after cluster-node-timeout; redis-cli --cluster check <node>), then run the command again")
 			}
-			return fmt.Errorf("SCAN for %s %s on master %s: %w", what, glob, m.Options().Addr, classify(err))
+			return fmt.Errorf("SCAN for %s %s on master %s: %w", what, glob, m.Options().Addr, redisconn.Classify(err))
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -309,7 +310,7 @@ func scanKeys(ctx context.Context, client redis.UniversalClient, glob, typ, what
 func slotMasters(ctx context.Context, cc *redis.ClusterClient) (string, error) {
 	ranges, err := cc.ClusterSlots(ctx).Result()
 	if err != nil {
-		return "", fmt.Errorf("read the cluster's slot map (CLUSTER SLOTS): %w", classify(err))
+		return "", fmt.Errorf("read the cluster's slot map (CLUSTER SLOTS): %w", redisconn.Classify(err))
 	}
 	covered := 0
 	items := make([]string, 0, len(ranges))

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // DeadLetter is one entry of the dead-letter stream as the dead-letters
@@ -123,7 +124,7 @@ func (s *Sink) Replay(ctx context.Context, e *outbox.Event, ids []string) (Repla
 	}
 	res, err := replayScript.Run(ctx, s.client, []string{dead, target}, args...).Slice()
 	if err != nil {
-		return ReplayGone, "", fmt.Errorf("replay of row %d to %s: %w", e.OutboxID, target, classify(err))
+		return ReplayGone, "", fmt.Errorf("replay of row %d to %s: %w", e.OutboxID, target, redisconn.Classify(err))
 	}
 	if len(res) != 2 {
 		return ReplayGone, "", fmt.Errorf("replay of row %d: unexpected reply %v", e.OutboxID, res)
@@ -211,7 +212,7 @@ return {1, id}
 func PurgeDeadLetters(ctx context.Context, client redis.UniversalClient, key string, before time.Time) (int64, error) {
 	n, err := client.XTrimMinID(ctx, key, strconv.FormatInt(before.UnixMilli(), 10)).Result()
 	if err != nil {
-		return 0, fmt.Errorf("XTRIM %s MINID: %w", key, classify(err))
+		return 0, fmt.Errorf("XTRIM %s MINID: %w", key, redisconn.Classify(err))
 	}
 	return n, nil
 }

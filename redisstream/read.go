@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // ListStreams lists the streams whose names match glob (on every master of a
@@ -19,7 +21,7 @@ func ListStreams(ctx context.Context, client redis.UniversalClient, glob, deadLe
 	}
 	typ, err := client.Type(ctx, deadLetter).Result()
 	if err != nil {
-		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, Classify(err))
+		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, redisconn.Classify(err))
 	}
 	if typ == "stream" && !slices.Contains(keys, deadLetter) {
 		keys = append(keys, deadLetter)
@@ -37,7 +39,7 @@ func RangeEntries(ctx context.Context, client redis.UniversalClient, key string,
 	for {
 		msgs, err := client.XRangeN(ctx, key, start, "+", page).Result()
 		if err != nil {
-			return fmt.Errorf("XRANGE %s: %w", key, Classify(err))
+			return fmt.Errorf("XRANGE %s: %w", key, redisconn.Classify(err))
 		}
 		if err := fn(msgs); err != nil {
 			return err

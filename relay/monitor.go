@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -161,14 +162,14 @@ func groupMetric(g redisstream.GroupHealth) metrics.Group {
 func groupStreams(ctx context.Context, client redis.UniversalClient, glob, deadLetter string) ([]string, error) {
 	keys, err := redisstream.ScanStreams(ctx, client, glob)
 	if err != nil {
-		return nil, redisstream.Classify(err)
+		return nil, redisconn.Classify(err)
 	}
 	if slices.Contains(keys, deadLetter) {
 		return keys, nil
 	}
 	typ, err := client.Type(ctx, deadLetter).Result()
 	if err != nil {
-		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, redisstream.Classify(err))
+		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, redisconn.Classify(err))
 	}
 	if typ == "stream" {
 		keys = append(keys, deadLetter)
