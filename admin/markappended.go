@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -106,7 +107,7 @@ func (m *marker) stream(ctx context.Context, client redis.UniversalClient, key s
 	// own is an error of the marking, returned as is; an error of the
 	// XRANGE gets the command's prefix.
 	var own error
-	err := redisstream.RangeEntries(ctx, client, key, m.page, func(msgs []redis.XMessage) error {
+	err := redisadmin.RangeEntries(ctx, client, key, m.page, func(msgs []redis.XMessage) error {
 		for _, msg := range msgs {
 			r.Entries++
 			raw, _ := msg.Values[redisstream.FieldOutboxID].(string)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -60,7 +61,7 @@ func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int,
 	// own is an error of the indexing, returned as is; an error of the
 	// XRANGE gets the command's prefix.
 	var own error
-	err := redisstream.RangeEntries(ctx, x.client, key, x.page, func(msgs []redis.XMessage) error {
+	err := redisadmin.RangeEntries(ctx, x.client, key, x.page, func(msgs []redis.XMessage) error {
 		members := make([]redis.Z, 0, len(msgs))
 		for _, msg := range msgs {
 			id, ok := parseOutboxID(msg.Values[redisstream.FieldOutboxID])

@@ -17,24 +17,6 @@ import (
 // and window ran meanwhile. Nothing was written.
 var ErrBackfillMoved = errors.New("the backfill's progress moved meanwhile")
 
-// BackfillProgress returns the last outbox id a backfill stored under key,
-// 0 when it has stored none.
-func BackfillProgress(ctx context.Context, client redis.UniversalClient, key string) (uint64, error) {
-	s, err := client.Get(ctx, key).Result()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("GET %s: %w", key, redisconn.Classify(err))
-	}
-	id, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, outbox.WithHint(fmt.Errorf("%w: backfill progress %s holds %q, not an outbox id", outbox.ErrConfig, key, s),
-			"delete the key to start this backfill again from its beginning, or fix its value")
-	}
-	return id, nil
-}
-
 // Backfill appends events, prepared by Prepare and in id order, to the
 // streams the sink's template names for them, and replaces the backfill's
 // progress under key, prev (0 for none), with last, in one script: Redis

@@ -14,7 +14,8 @@
 //     stream templates (template.go), key names and hash slots (keys.go),
 //     dedupe keys (dedupe.go);
 //   - the scripts' permission checks and uncertain replies (scripterr.go);
-//   - maintenance: trimming (trim.go), a cluster's positions and streams
+//   - maintenance: trimming (trim.go), listing streams on every master
+//     (scan.go), a cluster's positions for the position commands
 //     (clusteradmin.go).
 package redisstream
 
