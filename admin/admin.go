@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -38,7 +39,7 @@ type Streams struct {
 
 // list lists the streams that exist.
 func (s Streams) list(ctx context.Context, client redis.UniversalClient) ([]string, error) {
-	return redisstream.ListStreams(ctx, client, s.Glob, s.DeadLetter)
+	return redisadmin.ListStreams(ctx, client, s.Glob, s.DeadLetter)
 }
 
 // passedPoll is how often waitPassed reads the stored position again; the

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -139,7 +140,7 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillReport, error) {
 	r.UpTo = uint64(max.Int64)
 	p := newPacer(o.Rate)
 	for {
-		last, err := redisstream.BackfillProgress(ctx, o.Redis, r.ProgressKey)
+		last, err := redisadmin.BackfillProgress(ctx, o.Redis, r.ProgressKey)
 		if err != nil {
 			return r, fmt.Errorf("backfill: %w", err)
 		}

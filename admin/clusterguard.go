@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // replicatedPoll is how often the cluster guard reads the replicas'
@@ -50,7 +50,7 @@ func (g *clusterGuard) begin(ctx context.Context) error {
 func (g *clusterGuard) slotMap(ctx context.Context) (string, map[string]int, error) {
 	text, err := g.client.ClusterNodes(ctx).Result()
 	if err != nil {
-		return "", nil, fmt.Errorf("read the cluster's nodes: %w", redisstream.Classify(err))
+		return "", nil, fmt.Errorf("read the cluster's nodes: %w", redisconn.Classify(err))
 	}
 	return parseClusterNodes(text)
 }
@@ -112,7 +112,7 @@ func (g *clusterGuard) replicated(ctx context.Context, wait time.Duration) error
 		for {
 			info, err := c.Info(ctx, "replication").Result()
 			if err != nil {
-				return fmt.Errorf("INFO replication of master %s: %w", addr, redisstream.Classify(err))
+				return fmt.Errorf("INFO replication of master %s: %w", addr, redisconn.Classify(err))
 			}
 			rep := parseReplication(info)
 			if rep.role != "master" {

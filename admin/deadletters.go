@@ -12,6 +12,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -64,9 +65,9 @@ type DeadLettersReport struct {
 func ListDeadLetters(ctx context.Context, o DeadLettersOptions) (DeadLettersReport, error) {
 	r := DeadLettersReport{Stream: o.Sink.DeadLetterStream(), Entries: []DeadLetterInfo{}}
 	now := time.Now()
-	err := redisstream.RangeEntries(ctx, o.Redis, r.Stream, deadLetterPage, func(msgs []redis.XMessage) error {
+	err := redisadmin.RangeEntries(ctx, o.Redis, r.Stream, deadLetterPage, func(msgs []redis.XMessage) error {
 		for _, m := range msgs {
-			d := redisstream.ParseDeadLetter(m)
+			d := redisadmin.ParseDeadLetter(m)
 			info := DeadLetterInfo{ID: d.ID, MessageID: d.MessageID, Reason: d.Reason, Stream: d.TargetStream,
 				Time: d.Time, AgeSeconds: now.Sub(d.Time).Seconds()}
 			if d.HasOutboxID {
@@ -88,7 +89,7 @@ func ListDeadLetters(ctx context.Context, o DeadLettersOptions) (DeadLettersRepo
 
 // eventOf is the event a dead letter's fields describe, enough to render
 // its stream.
-func (o DeadLettersOptions) eventOf(d redisstream.DeadLetter) *outbox.Event {
+func (o DeadLettersOptions) eventOf(d redisadmin.DeadLetter) *outbox.Event {
 	str := func(name string) string { s, _ := d.Values[name].(string); return s }
 	return &outbox.Event{OutboxID: d.OutboxID, MessageID: d.MessageID, AggregateType: str(redisstream.FieldAggregateType),
 		AggregateID: str(redisstream.FieldAggregateID), EventType: str(redisstream.FieldEventType), Database: o.Database, Table: o.Table}
@@ -97,7 +98,7 @@ func (o DeadLettersOptions) eventOf(d redisstream.DeadLetter) *outbox.Event {
 // PurgeDeadLetters deletes the dead letters older than olderThan and
 // returns how many it deleted.
 func PurgeDeadLetters(ctx context.Context, o DeadLettersOptions, olderThan time.Duration) (int64, error) {
-	n, err := redisstream.PurgeDeadLetters(ctx, o.Redis, o.Sink.DeadLetterStream(), time.Now().Add(-olderThan))
+	n, err := redisadmin.PurgeDeadLetters(ctx, o.Redis, o.Sink.DeadLetterStream(), time.Now().Add(-olderThan))
 	if err != nil {
 		return 0, fmt.Errorf("dead-letters purge: %w", err)
 	}
@@ -212,9 +213,9 @@ func (o ReplayOptions) chosen(ctx context.Context, r *ReplayReport) ([]*ReplayRo
 	matched := map[string]bool{}
 	byID := map[uint64]*ReplayRow{}
 	var rows []*ReplayRow
-	err := redisstream.RangeEntries(ctx, o.Redis, r.DeadLetterStream, deadLetterPage, func(msgs []redis.XMessage) error {
+	err := redisadmin.RangeEntries(ctx, o.Redis, r.DeadLetterStream, deadLetterPage, func(msgs []redis.XMessage) error {
 		for _, m := range msgs {
-			d := redisstream.ParseDeadLetter(m)
+			d := redisadmin.ParseDeadLetter(m)
 			if !o.All && !o.matches(d, matched) {
 				continue
 			}
@@ -244,7 +245,7 @@ func (o ReplayOptions) chosen(ctx context.Context, r *ReplayReport) ([]*ReplayRo
 }
 
 // matches reports whether d is one of the IDs, recording which matched.
-func (o ReplayOptions) matches(d redisstream.DeadLetter, matched map[string]bool) bool {
+func (o ReplayOptions) matches(d redisadmin.DeadLetter, matched map[string]bool) bool {
 	hit := false
 	for _, id := range o.IDs {
 		if id == d.ID || id == d.MessageID || (d.HasOutboxID && id == strconv.FormatUint(d.OutboxID, 10)) {

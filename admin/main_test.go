@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
@@ -74,7 +75,7 @@ func newReader(t testing.TB, env *relaytest.Env, with ...func(*canal.Config, *re
 	t.Helper()
 	var client redis.UniversalClient = env.Cluster
 	if env.Cluster == nil {
-		c, err := redisstream.NewClient(env.RedisURL)
+		c, err := redisconn.NewClient(env.RedisURL)
 		if err != nil {
 			t.Fatal(err)
 		}

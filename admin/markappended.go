@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -64,7 +66,7 @@ func MarkAppended(ctx context.Context, o MarkOptions) (MarkReport, error) {
 	for _, key := range keys {
 		info, err := o.Redis.XInfoStream(ctx, key).Result()
 		if err != nil {
-			return r, fmt.Errorf("mark-appended: XINFO STREAM %s: %w", key, redisstream.Classify(err))
+			return r, fmt.Errorf("mark-appended: XINFO STREAM %s: %w", key, redisconn.Classify(err))
 		}
 		switch {
 		case info.EntriesAdded > info.Length && !o.AllowTrimmed:
@@ -105,7 +107,7 @@ func (m *marker) stream(ctx context.Context, client redis.UniversalClient, key s
 	// own is an error of the marking, returned as is; an error of the
 	// XRANGE gets the command's prefix.
 	var own error
-	err := redisstream.RangeEntries(ctx, client, key, m.page, func(msgs []redis.XMessage) error {
+	err := redisadmin.RangeEntries(ctx, client, key, m.page, func(msgs []redis.XMessage) error {
 		for _, msg := range msgs {
 			r.Entries++
 			raw, _ := msg.Values[redisstream.FieldOutboxID].(string)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
@@ -290,7 +291,7 @@ func (o RepairOptions) hold(ctx context.Context, srv mysqlserver.Server, stored 
 		ok = n == 1
 	}
 	if err != nil {
-		return nil, fmt.Errorf("repair: %w", redisstream.Classify(err))
+		return nil, fmt.Errorf("repair: %w", redisconn.Classify(err))
 	}
 	if !ok {
 		return nil, refuse("the stored position moved before repair could mark it: a relay is running on it", "stop every relay of this position, then repair --apply")
@@ -312,7 +313,7 @@ func (o RepairOptions) giveBack(mark, orig []byte, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, gerr := casPositionScript.Run(ctx, o.Redis, []string{o.Keys.Position}, string(mark), string(orig)).Result(); gerr != nil {
-		return outbox.WithHint(fmt.Errorf("%w (and removing repair's mark from the position failed: %v)", err, redisstream.Classify(gerr)),
+		return outbox.WithHint(fmt.Errorf("%w (and removing repair's mark from the position failed: %v)", err, redisconn.Classify(gerr)),
 			"relays refuse the marked position: run repair --apply again, or binlog-outbox position set")
 	}
 	return err
@@ -544,7 +545,7 @@ func (o RepairOptions) provable(ctx context.Context, v *verifier, r *RepairRepor
 			}
 			info, err := o.Redis.XInfoStream(ctx, key).Result()
 			if err != nil {
-				return fmt.Errorf("repair: XINFO STREAM %s: %w", key, redisstream.Classify(err))
+				return fmt.Errorf("repair: XINFO STREAM %s: %w", key, redisconn.Classify(err))
 			}
 			first, ok := parseOutboxID(info.FirstEntry.Values[redisstream.FieldOutboxID])
 			if info.EntriesAdded > info.Length && ok && first > v.minID {
@@ -645,7 +646,7 @@ func (o RepairOptions) applyCluster(ctx context.Context, conn *sql.Conn, sink *r
 		}
 		now, err := o.Redis.Get(ctx, o.Keys.Position).Bytes()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("repair: read the position: %w", redisstream.Classify(err))
+			return fmt.Errorf("repair: read the position: %w", redisconn.Classify(err))
 		}
 		if string(now) != string(prev) {
 			return moved("the stored position moved")
@@ -678,7 +679,7 @@ func (o RepairOptions) applyCluster(ctx context.Context, conn *sql.Conn, sink *r
 	}
 	ok, err := casPositionScript.Run(ctx, o.Redis, []string{o.Keys.Position}, string(prev), string(next)).Int()
 	if err != nil {
-		return fmt.Errorf("repair: store the position: %w", redisstream.Classify(err))
+		return fmt.Errorf("repair: store the position: %w", redisconn.Classify(err))
 	}
 	if ok != 1 {
 		return moved("the stored position moved")

@@ -15,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
@@ -39,7 +41,7 @@ type StatusOptions struct {
 	Dumper lag.Dumper
 	// GroupIdleThreshold is how long a consumer may go without reading
 	// before status calls it idle (--group-idle-threshold); 0 for
-	// redisstream.DefaultGroupIdleThreshold.
+	// redisadmin.DefaultGroupIdleThreshold.
 	GroupIdleThreshold time.Duration
 }
 
@@ -49,7 +51,7 @@ type StatusOptions struct {
 func Status(ctx context.Context, o StatusOptions) (StatusReport, error) {
 	client, keys := o.Redis, o.Keys
 	rep := StatusReport{Table: o.Database + "." + o.Table, ModeKey: keys.Mode, PositionKey: keys.Position, LeaseKey: keys.Lease}
-	idle := cmp.Or(o.GroupIdleThreshold, redisstream.DefaultGroupIdleThreshold)
+	idle := cmp.Or(o.GroupIdleThreshold, redisadmin.DefaultGroupIdleThreshold)
 	rep.GroupIdleThresholdSeconds = idle.Seconds()
 	var err error
 	if rep.Mode, err = redisstream.NewModeStore(client, keys.Mode).Load(ctx); err != nil {
@@ -192,7 +194,7 @@ type StreamStatus struct {
 	Groups []GroupStatus `json:"groups"`
 }
 
-// GroupStatus is a consumer group of a stream (redisstream.GroupHealth).
+// GroupStatus is a consumer group of a stream (redisadmin.GroupHealth).
 type GroupStatus struct {
 	Name      string `json:"name"`
 	Consumers int64  `json:"consumers"`
@@ -264,7 +266,7 @@ func readPosition(ctx context.Context, client redis.UniversalClient, key string,
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("status: read position %s: %w", key, redisstream.Classify(err))
+		return fmt.Errorf("status: read position %s: %w", key, redisconn.Classify(err))
 	}
 	b, err := position.Decode(raw)
 	if err != nil {
@@ -318,9 +320,9 @@ func readStream(ctx context.Context, client redis.UniversalClient, key string, i
 	s := StreamStatus{Key: key, Groups: []GroupStatus{}}
 	var err error
 	if s.Length, err = client.XLen(ctx, key).Result(); err != nil {
-		return s, fmt.Errorf("status: XLEN %s: %w", key, redisstream.Classify(err))
+		return s, fmt.Errorf("status: XLEN %s: %w", key, redisconn.Classify(err))
 	}
-	groups, err := redisstream.ReadGroupHealth(ctx, client, key, idle)
+	groups, err := redisadmin.ReadGroupHealth(ctx, client, key, idle)
 	if err != nil {
 		return s, fmt.Errorf("status: %w", err)
 	}

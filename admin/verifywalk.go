@@ -14,6 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -59,7 +61,7 @@ func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int,
 	// own is an error of the indexing, returned as is; an error of the
 	// XRANGE gets the command's prefix.
 	var own error
-	err := redisstream.RangeEntries(ctx, x.client, key, x.page, func(msgs []redis.XMessage) error {
+	err := redisadmin.RangeEntries(ctx, x.client, key, x.page, func(msgs []redis.XMessage) error {
 		members := make([]redis.Z, 0, len(msgs))
 		for _, msg := range msgs {
 			id, ok := parseOutboxID(msg.Values[redisstream.FieldOutboxID])
@@ -94,7 +96,7 @@ func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int,
 		pipe.ZAdd(ctx, x.key, members...)
 		pipe.Expire(ctx, x.key, indexTTL)
 		if _, err := pipe.Exec(ctx); err != nil {
-			own = fmt.Errorf("verify: index the entries of %s in %s (ZADD, EXPIRE): %w", key, x.key, redisstream.Classify(err))
+			own = fmt.Errorf("verify: index the entries of %s in %s (ZADD, EXPIRE): %w", key, x.key, redisconn.Classify(err))
 			return own
 		}
 		n += len(members)
@@ -167,14 +169,14 @@ func (x *entryIndex) addDelayed(ctx context.Context, key string, rng VerifyRange
 		members = append(members, redis.Z{Score: float64(id), Member: mid + "\x00" + key + "\x00delayed"})
 	}
 	if err := iter.Err(); err != nil {
-		return n, fmt.Errorf("verify: read the delayed set %s (ZSCAN): %w", key, redisstream.Classify(err))
+		return n, fmt.Errorf("verify: read the delayed set %s (ZSCAN): %w", key, redisconn.Classify(err))
 	}
 	for chunk := range slices.Chunk(members, max(int(x.page), 1)) {
 		pipe := x.client.Pipeline()
 		pipe.ZAdd(ctx, x.key, chunk...)
 		pipe.Expire(ctx, x.key, indexTTL)
 		if _, err := pipe.Exec(ctx); err != nil {
-			return n, fmt.Errorf("verify: index the members of %s in %s (ZADD, EXPIRE): %w", key, x.key, redisstream.Classify(err))
+			return n, fmt.Errorf("verify: index the members of %s in %s (ZADD, EXPIRE): %w", key, x.key, redisconn.Classify(err))
 		}
 		n += len(chunk)
 	}
@@ -199,7 +201,7 @@ func (x *entryIndex) between(ctx context.Context, lo, hi uint64, fn func(indexed
 			Min: "(" + strconv.FormatUint(lo, 10), Max: max, Offset: off, Count: x.page,
 		}).Result()
 		if err != nil {
-			return fmt.Errorf("verify: read the index %s (ZRANGEBYSCORE): %w", x.key, redisstream.Classify(err))
+			return fmt.Errorf("verify: read the index %s (ZRANGEBYSCORE): %w", x.key, redisconn.Classify(err))
 		}
 		for _, z := range zs {
 			m, _ := z.Member.(string)

@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
@@ -355,7 +356,7 @@ func (r *run) connect(ctx context.Context, dsn, redisURL string) error {
 		r.flavor = "mariadb"
 	}
 	// The relay's own client settings: the bench measures what the relay does.
-	if r.rdb, err = redisstream.NewClient(redisURL); err != nil {
+	if r.rdb, err = redisconn.NewClient(redisURL); err != nil {
 		return err
 	}
 	r.redisURL = redisURL

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -109,9 +110,9 @@ func topologyClient(t testing.TB, env *relaytest.Env) redis.UniversalClient {
 		if err != nil {
 			t.Fatal(err)
 		}
-		client = redisstream.NewClusterClientFromOptions(o)
+		client = redisconn.NewClusterClientFromOptions(o)
 	} else {
-		c, err := redisstream.NewClient(env.RedisURL)
+		c, err := redisconn.NewClient(env.RedisURL)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ const (
 	MaxGroupStreams = 1000
 )
 
-// Group is one consumer group of a stream (redisstream.GroupHealth).
+// Group is one consumer group of a stream (redisadmin.GroupHealth).
 type Group struct {
 	Stream, Group string
 	// Pending counts the entries delivered and not acknowledged; Lag the

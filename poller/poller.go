@@ -282,7 +282,7 @@ type Publisher interface {
 	// others were appended before). After an error the events may or may
 	// not be appended (a reply can be lost): the round rolls back and its
 	// rows are published again, so the client must not retry on its own
-	// (redisstream.NewClient sets MaxRetries -1), or a retry whose first
+	// (redisconn.NewClient sets MaxRetries -1), or a retry whose first
 	// reply was lost appends the batch twice.
 	Publish(ctx context.Context, events []outbox.Event) (int, error)
 	// Prepare finishes an event for the publisher's entry format as soon

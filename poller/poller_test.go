@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
@@ -66,7 +67,7 @@ func newPollerWindow(t testing.TB, env *relaytest.Env, window time.Duration, twe
 		if err != nil {
 			t.Fatal(err)
 		}
-		client := redisstream.NewClusterClientFromOptions(o)
+		client := redisconn.NewClusterClientFromOptions(o)
 		t.Cleanup(func() { client.Close() })
 		sc.Cluster = true
 		if pub, err = redisstream.New(client, sc); err != nil {
@@ -85,7 +86,7 @@ func newPollerWindow(t testing.TB, env *relaytest.Env, window time.Duration, twe
 // newPublisher returns the Redis sink at url as a poll-mode publisher.
 func newPublisher(t testing.TB, url string, cfg redisstream.Config) *redisstream.Sink {
 	t.Helper()
-	client, err := redisstream.NewClient(url)
+	client, err := redisconn.NewClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}

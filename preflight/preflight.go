@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -123,7 +124,7 @@ type Config struct {
 	// with the TLS configuration of the --redis-tls-* flags and the
 	// sentinels' credentials, so that the check connects exactly as the
 	// relay does. Run leaves it as it is.
-	Redis *redisstream.Target
+	Redis *redisconn.Target
 	// Table is the outbox table's name in Database, or in the DSN's
 	// database when Database is empty.
 	Table    string

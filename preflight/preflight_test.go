@@ -13,6 +13,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -60,7 +61,7 @@ func newUser(t *testing.T, m *testsvc.MariaDB, grants ...string) string {
 
 func config(t *testing.T, dsn, redisURL string) Config {
 	t.Helper()
-	target, err := redisstream.ParseTarget(redisURL, "")
+	target, err := redisconn.ParseTarget(redisURL, "")
 	if err != nil {
 		t.Fatalf("the test's Redis URL does not parse: %v", err)
 	}

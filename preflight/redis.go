@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // redisTimeout bounds each command of the checks: INFO and CONFIG GET answer
@@ -32,7 +32,7 @@ var errRedisUnchecked = errors.New("the redis check failed")
 // start (checkStartRedis) of keys. With Sentinel it first asks the sentinels for
 // the master, and says what a failover means for each mode. Messages name
 // addresses, never the URL, which may carry a password.
-func checkRedis(ctx context.Context, t *redisstream.Target, positionKey string, start *Start, keys []string) (results []Result, stored []byte, storedErr error) {
+func checkRedis(ctx context.Context, t *redisconn.Target, positionKey string, start *Start, keys []string) (results []Result, stored []byte, storedErr error) {
 	if t == nil {
 		return append([]Result{fail(NameRedis, "no Redis configured", "set --redis-url", both)},
 			skipAll(afterRedis, "not checked: no Redis configured")...), nil, errRedisUnchecked
@@ -64,7 +64,7 @@ func checkRedis(ctx context.Context, t *redisstream.Target, positionKey string, 
 		if errors.As(err, &rerr) {
 			// Redis answered: its error's hint (credentials, permissions)
 			// is the fix.
-			if hint := outbox.HintOf(redisstream.Classify(err)); hint != "" {
+			if hint := outbox.HintOf(redisconn.Classify(err)); hint != "" {
 				fix = hint
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -257,7 +258,7 @@ func checkStartRedis(ctx context.Context, c *redis.Client, s *Start, keys []stri
 	for _, key := range keys {
 		typ, err := keyType(ctx, c, key)
 		if err != nil {
-			out = append(out, fail(NameRedisKeys, fmt.Sprintf("cannot read the type of %s: %v", key, redisstream.Classify(err)), outbox.HintOf(redisstream.Classify(err)), both))
+			out = append(out, fail(NameRedisKeys, fmt.Sprintf("cannot read the type of %s: %v", key, redisconn.Classify(err)), outbox.HintOf(redisconn.Classify(err)), both))
 			continue
 		}
 		if typ != "string" && typ != "none" {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -409,7 +410,7 @@ func entriesOfTables(ctx context.Context, cfg Config, c redis.UniversalClient, r
 			if errors.As(err, &rerr) {
 				continue // not a stream (WRONGTYPE): no entries of ours
 			}
-			return "", fmt.Errorf("XREVRANGE %s: %w", s, redisstream.Classify(err))
+			return "", fmt.Errorf("XREVRANGE %s: %w", s, redisconn.Classify(err))
 		}
 		for _, m := range msgs {
 			if id, ok := m.Values[redisstream.FieldMessageID].(string); ok && id != "" {

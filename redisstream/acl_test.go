@@ -8,6 +8,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
@@ -32,7 +33,7 @@ func TestSink_RefusedCommandWritesNothing(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			user := "u" + string(rune('a'+i))
-			r.SetUser(t, user, "pw", ACLRules, tt.drop)
+			r.SetUser(t, user, "pw", redisconn.ACLRules, tt.drop)
 			admin.FlushDB(ctx)
 			s, _ := newSink(t, "redis://"+user+":pw@"+r.Addr()+"/0", Config{Groups: []string{"g"}, Dedupe: Dedupe{Window: time.Minute}})
 			batch := []outbox.Event{event(1, "order", "o-1")}
@@ -42,10 +43,10 @@ func TestSink_RefusedCommandWritesNothing(t *testing.T) {
 			} else {
 				_, err = s.Publish(ctx, batch)
 			}
-			if !errors.Is(err, ErrPermission) || !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %v, want a final ErrPermission saying %q", err, tt.want)
+			if !errors.Is(err, redisconn.ErrPermission) || !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want a final redisconn.ErrPermission saying %q", err, tt.want)
 			}
-			if hint := outbox.HintOf(err); !strings.Contains(hint, ACLRules) {
+			if hint := outbox.HintOf(err); !strings.Contains(hint, redisconn.ACLRules) {
 				t.Errorf("hint %q, want the rules", hint)
 			}
 			if keys := admin.Keys(ctx, "*").Val(); len(keys) != 0 {

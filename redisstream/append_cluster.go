@@ -13,6 +13,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
@@ -202,10 +203,10 @@ func (s *clusterAppend) append(ctx context.Context, events []outbox.Event, prev,
 		}
 		stored, perr := s.storedPosition(ctx)
 		if perr != nil {
-			return fmt.Errorf("store position %s: %w (and reading it back failed: %v)", s.cfg.PositionKey, classify(err), perr)
+			return fmt.Errorf("store position %s: %w (and reading it back failed: %v)", s.cfg.PositionKey, redisconn.Classify(err), perr)
 		}
 		if !bytes.Equal(stored, next) {
-			return fmt.Errorf("store position %s: %w", s.cfg.PositionKey, classify(err))
+			return fmt.Errorf("store position %s: %w", s.cfg.PositionKey, redisconn.Classify(err))
 		}
 	} else if err := casReply(res, Slot(s.cfg.PositionKey), next); err != nil {
 		return err
@@ -285,12 +286,12 @@ func (s *clusterAppend) appendSlot(ctx context.Context, g slotGroup, prev, next 
 		// last and atomically.
 		stored, gerr := s.client.Get(ctx, key).Bytes()
 		if gerr != nil && !errors.Is(gerr, redis.Nil) {
-			return fmt.Errorf("append %d events to slot %d: %w (and reading its position back failed: %v)", len(g.events), g.slot, classify(err), gerr)
+			return fmt.Errorf("append %d events to slot %d: %w (and reading its position back failed: %v)", len(g.events), g.slot, redisconn.Classify(err), gerr)
 		}
 		switch {
 		case bytes.Equal(stored, next):
 		case bytes.Equal(stored, expect):
-			return fmt.Errorf("append %d events to slot %d: %w", len(g.events), g.slot, classify(err))
+			return fmt.Errorf("append %d events to slot %d: %w", len(g.events), g.slot, redisconn.Classify(err))
 		default:
 			if fence != "" {
 				// Another holder moved the position behind a fence of
@@ -434,7 +435,7 @@ func (s *clusterAppend) position(ctx context.Context) ([]byte, error) {
 		// restart before they are appended again reads from there too.
 		res, err := s.casPosition(ctx, st.base, resume, st.fence, keepIntent, nil)
 		if err != nil {
-			return nil, fmt.Errorf("lower position %s to a slot that lost writes: %w", s.cfg.PositionKey, classify(err))
+			return nil, fmt.Errorf("lower position %s to a slot that lost writes: %w", s.cfg.PositionKey, redisconn.Classify(err))
 		}
 		if err := casReply(res, Slot(s.cfg.PositionKey), resume); err != nil {
 			return nil, err
@@ -670,7 +671,7 @@ func (s *base) readSlots(ctx context.Context, slots []int, out map[int][]byte) e
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("read the slot positions %s:{...}: %w", s.cfg.PositionKey, classify(err))
+		return fmt.Errorf("read the slot positions %s:{...}: %w", s.cfg.PositionKey, redisconn.Classify(err))
 	}
 	for i, c := range cmds {
 		v, err := c.(*redis.StringCmd).Bytes()
@@ -678,7 +679,7 @@ func (s *base) readSlots(ctx context.Context, slots []int, out map[int][]byte) e
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("read the slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, slots[i]), classify(err))
+			return fmt.Errorf("read the slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, slots[i]), redisconn.Classify(err))
 		}
 		out[slots[i]] = v
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
@@ -209,7 +210,7 @@ func TestSink_ClusterSlotsSkipWhatTheyHold(t *testing.T) {
 // hash tag.
 func TestNew_ClusterRefusesALeaseWithoutEpochs(t *testing.T) {
 	r := testsvc.SharedRedis(t)
-	c, err := NewClient(r.NewDB(t))
+	c, err := redisconn.NewClient(r.NewDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +335,7 @@ func TestSink_ClusterWithTheRelaysACL(t *testing.T) {
 	rc := testsvc.StartRedisCluster(t)
 	admin := rc.Client(t)
 	ctx := context.Background()
-	rules := strings.Fields("reset on >pw " + ACLRules + " " + ClusterACLRules)
+	rules := strings.Fields("reset on >pw " + redisconn.ACLRules + " " + redisconn.ClusterACLRules)
 	args := append([]any{"ACL", "SETUSER", "relay"}, toAny(rules)...)
 	for _, addr := range rc.Addrs() {
 		n := redis.NewClient(&redis.Options{Addr: addr})
@@ -344,7 +345,7 @@ func TestSink_ClusterWithTheRelaysACL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := NewClusterClientFromOptions(&redis.ClusterOptions{Addrs: rc.Addrs(), Username: "relay", Password: "pw"})
+	c := redisconn.NewClusterClientFromOptions(&redis.ClusterOptions{Addrs: rc.Addrs(), Username: "relay", Password: "pw"})
 	defer c.Close()
 	// With the lease: its take counts epochs (INCR), and every slot is
 	// fenced before the positions are read.

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // The MULTI append path. The append script makes Redis convert every
@@ -191,7 +192,7 @@ func (s *multiAppend) transact(ctx context.Context, tx *redis.Tx, prev, next []b
 	r, perr := s.round1(ctx, tx, lease)
 	if perr != nil && !isReply(perr) {
 		// Round 1 writes nothing: whatever broke, the batch is not appended.
-		return false, fmt.Errorf("append %d events: %w", n, classify(perr))
+		return false, fmt.Errorf("append %d events: %w", n, redisconn.Classify(perr))
 	}
 	exists, err := s.check(r, n, prev, lease)
 	if err != nil {
@@ -258,7 +259,7 @@ func (s *multiAppend) check(r watched, n int, prev []byte, lease string) (exists
 	}
 	for _, c := range r.cmds {
 		if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) && !isInfo[c] {
-			return nil, fmt.Errorf("append %d events: %s: %w", n, cmdName(c), classify(e))
+			return nil, fmt.Errorf("append %d events: %s: %w", n, cmdName(c), redisconn.Classify(e))
 		}
 	}
 	if lease != "" {
@@ -283,7 +284,7 @@ func (s *multiAppend) check(r watched, n int, prev []byte, lease string) (exists
 	}
 	for i, k := range s.batchNew {
 		if e := r.infos[i].Err(); e != nil && exists[k] {
-			return nil, fmt.Errorf("append %d events: %s: %w", n, cmdName(r.infos[i]), classify(e))
+			return nil, fmt.Errorf("append %d events: %s: %w", n, cmdName(r.infos[i]), redisconn.Classify(e))
 		}
 	}
 	return exists, nil
@@ -314,7 +315,7 @@ func (s *multiAppend) execResult(exec *redis.Cmd, cmds []redis.Cmder, n int, pre
 	// reply says why.
 	for _, c := range cmds[:len(cmds)-1] {
 		if e := c.Err(); e != nil {
-			return false, fmt.Errorf("append %d events: nothing written: %s: %w", n, cmdName(c), classify(e))
+			return false, fmt.Errorf("append %d events: nothing written: %s: %w", n, cmdName(c), redisconn.Classify(e))
 		}
 	}
 	if e := exec.Err(); e != nil {
@@ -327,7 +328,7 @@ func (s *multiAppend) execResult(exec *redis.Cmd, cmds []redis.Cmder, n int, pre
 		if _, cause, ok := strings.Cut(e.Error(), "because of: "); ok {
 			e = replyError(cause)
 		}
-		return false, fmt.Errorf("append %d events: nothing written: EXEC: %w", n, classify(e))
+		return false, fmt.Errorf("append %d events: nothing written: EXEC: %w", n, redisconn.Classify(e))
 	}
 	return false, s.checkExec(exec, cmds[:len(cmds)-1], n, prev)
 }

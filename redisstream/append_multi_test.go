@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
@@ -276,7 +277,7 @@ func TestSink_MultiRefusedCommandWritesNothing(t *testing.T) {
 		{"~outbox:*", []string{"outbox:order", "lacks a permission: NOPERM"}},
 	}
 	t.Run("with the relay's rules", func(t *testing.T) {
-		r.SetUser(t, "relay", "pw", ACLRules)
+		r.SetUser(t, "relay", "pw", redisconn.ACLRules)
 		url := "redis://relay:pw@" + r.Addr() + "/0"
 		_, c := newSink(t, url, Config{})
 		l := newLease(t, c, "host-a/1", 5*time.Second)
@@ -302,7 +303,7 @@ func TestSink_MultiRefusedCommandWritesNothing(t *testing.T) {
 	t.Run("without +discard", func(t *testing.T) {
 		// A refused batch must not leave its connection inside MULTI for
 		// the next command of the client.
-		r.SetUser(t, "nodiscard", "pw", ACLRules, "+discard")
+		r.SetUser(t, "nodiscard", "pw", redisconn.ACLRules, "+discard")
 		admin.FlushDB(ctx)
 		admin.Set(ctx, "binlog-outbox:test:position", "theirs", 0)
 		s, _ := newSink(t, "redis://nodiscard:pw@"+r.Addr()+"/0", Config{MultiMin: 1})
@@ -322,23 +323,23 @@ func TestSink_MultiRefusedCommandWritesNothing(t *testing.T) {
 	for i, tt := range tests {
 		t.Run("without "+tt.drop, func(t *testing.T) {
 			user := "u" + string(rune('a'+i))
-			r.SetUser(t, user, "pw", ACLRules, tt.drop)
+			r.SetUser(t, user, "pw", redisconn.ACLRules, tt.drop)
 			admin.FlushDB(ctx)
 			if tt.drop == "~outbox:*" {
 				// TYPE is refused first otherwise.
-				r.SetUser(t, user, "pw", ACLRules+" %R~outbox:*", tt.drop)
+				r.SetUser(t, user, "pw", redisconn.ACLRules+" %R~outbox:*", tt.drop)
 			}
 			s, _ := newSink(t, "redis://"+user+":pw@"+r.Addr()+"/0", Config{Groups: []string{"g"}, MultiMin: 1})
 			err := s.Append(ctx, []outbox.Event{event(1, "order", "o-1")}, nil, []byte("p1"))
-			if !errors.Is(err, ErrPermission) || !errors.Is(err, outbox.ErrConfig) {
-				t.Fatalf("error %v, want a final ErrPermission", err)
+			if !errors.Is(err, redisconn.ErrPermission) || !errors.Is(err, outbox.ErrConfig) {
+				t.Fatalf("error %v, want a final redisconn.ErrPermission", err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
-			if hint := outbox.HintOf(err); !strings.Contains(hint, ACLRules) {
+			if hint := outbox.HintOf(err); !strings.Contains(hint, redisconn.ACLRules) {
 				t.Errorf("hint %q, want the rules", hint)
 			}
 			if keys := admin.Keys(ctx, "*").Val(); len(keys) != 0 {

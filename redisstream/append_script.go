@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // scriptAppend is the strategy that appends a batch with appendScript: one
@@ -347,8 +348,8 @@ func sameNames(pairs []any, names []string) bool {
 // the script's keys against the user's ACL before it runs it and names none
 // when it refuses one, so a refusal lists the keys of the batch.
 func (s *scriptAppend) scriptError(err error) error {
-	err = classify(err)
-	if !errors.Is(err, ErrPermission) {
+	err = redisconn.Classify(err)
+	if !errors.Is(err, redisconn.ErrPermission) {
 		return err
 	}
 	keys := strings.Join(s.keys[:s.named], ", ")

@@ -9,30 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // ErrBackfillMoved means the progress key of a backfill no longer holds
 // the id the batch was read after: another backfill of the same streams
 // and window ran meanwhile. Nothing was written.
 var ErrBackfillMoved = errors.New("the backfill's progress moved meanwhile")
-
-// BackfillProgress returns the last outbox id a backfill stored under key,
-// 0 when it has stored none.
-func BackfillProgress(ctx context.Context, client redis.UniversalClient, key string) (uint64, error) {
-	s, err := client.Get(ctx, key).Result()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("GET %s: %w", key, classify(err))
-	}
-	id, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, outbox.WithHint(fmt.Errorf("%w: backfill progress %s holds %q, not an outbox id", outbox.ErrConfig, key, s),
-			"delete the key to start this backfill again from its beginning, or fix its value")
-	}
-	return id, nil
-}
 
 // Backfill appends events, prepared by Prepare and in id order, to the
 // streams the sink's template names for them, and replaces the backfill's
@@ -59,7 +42,7 @@ func (s *Sink) Backfill(ctx context.Context, key string, events []outbox.Event, 
 	}
 	res, err := backfillScript.Run(ctx, s.client, keys, args...).Int64()
 	if err != nil {
-		return fmt.Errorf("backfill of rows up to %d: %w", last, classify(err))
+		return fmt.Errorf("backfill of rows up to %d: %w", last, redisconn.Classify(err))
 	}
 	if res == 0 {
 		return fmt.Errorf("backfill of rows after %d: %w", prev, ErrBackfillMoved)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
@@ -39,7 +40,7 @@ func TestAppendMulti_Conformance(t *testing.T) {
 // startMulti starts a binlog reader for env whose sink appends every batch
 // by MULTI/EXEC.
 func startMulti(t *testing.T, env *relaytest.Env) func() error {
-	client, err := redisstream.NewClient(env.RedisURL)
+	client, err := redisconn.NewClient(env.RedisURL)
 	if err != nil {
 		t.Fatal(err)
 	}

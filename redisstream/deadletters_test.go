@@ -28,8 +28,8 @@ func TestSink_ReplayOnce(t *testing.T) {
 	if len(dl) != 1 {
 		t.Fatalf("dead letters %v, want 1", dl)
 	}
-	d := ParseDeadLetter(dl[0])
-	if d.TargetStream != "outbox:order" || d.OutboxID != 7 || !d.HasOutboxID || d.Reason != "payload is NULL" || d.Time.IsZero() {
+	d := dl[0]
+	if v := d.Values; v[FieldTargetStream] != "outbox:order" || v[FieldOutboxID] != "7" || v[FieldReason] != "payload is NULL" {
 		t.Fatalf("dead letter %+v: want target_stream outbox:order, outbox id 7 and the reason", d)
 	}
 

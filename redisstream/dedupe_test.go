@@ -7,6 +7,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
@@ -140,7 +141,7 @@ func TestKeysFor(t *testing.T) {
 func TestModeStore(t *testing.T) {
 	r := testsvc.SharedRedis(t)
 	ctx := context.Background()
-	c, err := NewClient(r.NewDB(t))
+	c, err := redisconn.NewClient(r.NewDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}

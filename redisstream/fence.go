@@ -12,6 +12,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // Standby relays on Redis Cluster (--lease with --redis-cluster).
@@ -235,7 +236,7 @@ func (s *clusterAppend) readHead(ctx context.Context, fence string, epoch int64)
 	keys := []string{FenceKey(pos, Slot(pos)), pos, SlotRecordKey(pos), IntentKey(pos)}
 	res, err := takeScript.Run(ctx, s.client, keys, fence, epoch).Slice()
 	if err != nil {
-		return h, fmt.Errorf("read position %s: %w", pos, classify(err))
+		return h, fmt.Errorf("read position %s: %w", pos, redisconn.Classify(err))
 	}
 	if len(res) < 2 {
 		return h, fmt.Errorf("read position %s: unexpected script reply %v", pos, res)
@@ -302,7 +303,7 @@ func (s *clusterAppend) addIntent(ctx context.Context, slots []int, fence string
 	keys := []string{FenceKey(pos, Slot(pos)), IntentKey(pos), pos}
 	res, err := intentScript.Run(ctx, s.client, keys, fence, formatIntent(slots), string(prev)).Slice()
 	if err != nil {
-		return fmt.Errorf("record the %d hash slots the batch writes in %s: %w", len(slots), IntentKey(pos), classify(err))
+		return fmt.Errorf("record the %d hash slots the batch writes in %s: %w", len(slots), IntentKey(pos), redisconn.Classify(err))
 	}
 	if len(res) < 2 {
 		return fmt.Errorf("record the hash slots the batch writes: unexpected script reply %v", res)
@@ -347,11 +348,11 @@ func (s *clusterAppend) fenceSlots(ctx context.Context, slots []int, fence strin
 			switch {
 			case err == nil:
 			case !redis.HasErrorPrefix(err, "NOSCRIPT"):
-				return nil, fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), classify(err))
+				return nil, fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), redisconn.Classify(err))
 			case !cached:
 				// Cache the script on this slot's node (EVAL).
 				if res, err = fenceScript.Run(ctx, s.client, s.fenceKeys(slot), fence, epoch).Slice(); err != nil {
-					return nil, fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), classify(err))
+					return nil, fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), redisconn.Classify(err))
 				}
 				cached = true
 			default:
@@ -387,7 +388,7 @@ func (s *clusterAppend) fenceKeys(slot int) []string {
 func (s *clusterAppend) fenceOf(ctx context.Context, slot int, fence string) error {
 	cur, err := s.client.Get(ctx, FenceKey(s.cfg.PositionKey, slot)).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("read the fence of hash slot %d: %w", slot, classify(err))
+		return fmt.Errorf("read the fence of hash slot %d: %w", slot, redisconn.Classify(err))
 	}
 	if cur != fence {
 		return fenced(slot, cur)

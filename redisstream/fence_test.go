@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
@@ -92,7 +93,7 @@ func TestSink_ClusterLeaseFencesTheFormerHolder(t *testing.T) {
 	// go-redis runs a command again after a network error up to
 	// maxRedirects times (-1: never, so that a lost reply reaches the sink).
 	through := func(maxRedirects int) *redis.ClusterClient {
-		cc := NewClusterClientFromOptions(&redis.ClusterOptions{Addrs: rc.Addrs(), ClusterStateReloadInterval: time.Hour, MaxRedirects: maxRedirects,
+		cc := redisconn.NewClusterClientFromOptions(&redis.ClusterOptions{Addrs: rc.Addrs(), ClusterStateReloadInterval: time.Hour, MaxRedirects: maxRedirects,
 			Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				if p, ok := proxies[addr]; ok {
 					addr = p.Addr()

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // Keys names every Redis key the relay writes for one outbox table, besides
@@ -81,7 +83,7 @@ func (s *ModeStore) Load(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("GET %s: %w", s.key, classify(err))
+		return "", fmt.Errorf("GET %s: %w", s.key, redisconn.Classify(err))
 	}
 	return v, nil
 }
@@ -89,12 +91,12 @@ func (s *ModeStore) Load(ctx context.Context) (string, error) {
 // Save stores mode, and forgets the prepared switch (Prepare).
 func (s *ModeStore) Save(ctx context.Context, mode string) error {
 	if err := s.client.Set(ctx, s.key, mode, 0).Err(); err != nil {
-		return fmt.Errorf("SET %s: %w", s.key, classify(err))
+		return fmt.Errorf("SET %s: %w", s.key, redisconn.Classify(err))
 	}
 	// Another command than the SET: the two keys may lie in different
 	// slots of a Redis Cluster.
 	if err := s.client.Del(ctx, s.preparedKey()).Err(); err != nil {
-		return fmt.Errorf("DEL %s: %w", s.preparedKey(), classify(err))
+		return fmt.Errorf("DEL %s: %w", s.preparedKey(), redisconn.Classify(err))
 	}
 	return nil
 }
@@ -109,7 +111,7 @@ func (s *ModeStore) Prepared(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("GET %s: %w", s.preparedKey(), classify(err))
+		return "", fmt.Errorf("GET %s: %w", s.preparedKey(), redisconn.Classify(err))
 	}
 	return v, nil
 }
@@ -118,7 +120,7 @@ func (s *ModeStore) Prepared(ctx context.Context) (string, error) {
 // next Save of that mode forgets it.
 func (s *ModeStore) Prepare(ctx context.Context, mode string) error {
 	if err := s.client.Set(ctx, s.preparedKey(), mode, 0).Err(); err != nil {
-		return fmt.Errorf("SET %s: %w", s.preparedKey(), classify(err))
+		return fmt.Errorf("SET %s: %w", s.preparedKey(), redisconn.Classify(err))
 	}
 	return nil
 }

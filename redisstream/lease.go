@@ -16,6 +16,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // Defaults of LeaseConfig and of the holder's renewals.
@@ -160,7 +161,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (held bool, holder string, err e
 			l.tried, l.triedSent = info.Token, sent
 			l.mu.Unlock()
 		}
-		return false, "", fmt.Errorf("take the lease %s: %w", l.cfg.Key, classify(err))
+		return false, "", fmt.Errorf("take the lease %s: %w", l.cfg.Key, redisconn.Classify(err))
 	}
 	if ok {
 		l.hold(value, sent)
@@ -171,7 +172,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (held bool, holder string, err e
 		return false, "", nil
 	}
 	if err != nil {
-		return false, "", fmt.Errorf("read the lease %s: %w", l.cfg.Key, classify(err))
+		return false, "", fmt.Errorf("read the lease %s: %w", l.cfg.Key, redisconn.Classify(err))
 	}
 	l.mu.Lock()
 	tried, triedSent := l.tried, l.triedSent
@@ -245,7 +246,7 @@ return 0
 // failover) and a take with a lower epoch could never fence that slot.
 func (l *Lease) raiseEpoch(ctx context.Context, epoch int64) error {
 	if err := raiseEpochScript.Run(ctx, l.client, []string{EpochKey(l.cfg.Key)}, epoch).Err(); err != nil {
-		return fmt.Errorf("raise the lease's epoch %s to %d: %w", EpochKey(l.cfg.Key), epoch, classify(err))
+		return fmt.Errorf("raise the lease's epoch %s to %d: %w", EpochKey(l.cfg.Key), epoch, redisconn.Classify(err))
 	}
 	return nil
 }
@@ -332,7 +333,7 @@ func (l *Lease) Renew(ctx context.Context) (held bool, err error) {
 	sent := time.Now()
 	n, err := renewScript.Run(rctx, l.client, []string{l.cfg.Key}, value, l.cfg.TTL.Milliseconds()).Int()
 	if err != nil {
-		err = fmt.Errorf("renew the lease %s: %w", l.cfg.Key, classify(err))
+		err = fmt.Errorf("renew the lease %s: %w", l.cfg.Key, redisconn.Classify(err))
 		if time.Now().After(until) {
 			l.lost(value)
 			return false, err
@@ -363,7 +364,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		// A take whose reply was lost may still hold it.
 		cur, err := l.client.Get(ctx, l.cfg.Key).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("release the lease %s: %w", l.cfg.Key, classify(err))
+			return fmt.Errorf("release the lease %s: %w", l.cfg.Key, redisconn.Classify(err))
 		}
 		if tokenOf(cur) == tried {
 			value = cur
@@ -373,7 +374,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return nil
 	}
 	if err := releaseScript.Run(ctx, l.client, []string{l.cfg.Key}, value).Err(); err != nil {
-		return fmt.Errorf("release the lease %s: %w", l.cfg.Key, classify(err))
+		return fmt.Errorf("release the lease %s: %w", l.cfg.Key, redisconn.Classify(err))
 	}
 	return nil
 }
@@ -404,7 +405,7 @@ func ReadLease(ctx context.Context, client redis.UniversalClient, key string) (i
 		return LeaseInfo{}, 0, false, nil
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return LeaseInfo{}, 0, false, fmt.Errorf("read the lease %s: %w", key, classify(err))
+		return LeaseInfo{}, 0, false, fmt.Errorf("read the lease %s: %w", key, redisconn.Classify(err))
 	}
 	if pttl.Val() < 0 {
 		return LeaseInfo{}, 0, false, nil
@@ -426,7 +427,7 @@ func (s *base) leaseLost(ctx context.Context, lease string) error {
 	}
 	cur, err := s.client.Get(ctx, s.cfg.Lease.Key()).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("the position moved and the lease could not be read: %w", classify(err))
+		return fmt.Errorf("the position moved and the lease could not be read: %w", redisconn.Classify(err))
 	}
 	if cur == lease {
 		return nil

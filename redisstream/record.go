@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // Record says what the binlog relay of a position is: the tables it follows,
@@ -65,7 +66,7 @@ func ReadRecord(ctx context.Context, client redis.UniversalClient, positionKey s
 		return Record{}, false, nil
 	}
 	if err != nil {
-		return Record{}, false, fmt.Errorf("GET %s: %w", key, classify(err))
+		return Record{}, false, fmt.Errorf("GET %s: %w", key, redisconn.Classify(err))
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return Record{}, false, fmt.Errorf("the relay's record at %s %q: %w", key, logging.Truncate(string(raw), 200), err)
@@ -78,7 +79,7 @@ func ReadRecord(ctx context.Context, client redis.UniversalClient, positionKey s
 func ListRecords(ctx context.Context, client redis.UniversalClient) ([]Record, error) {
 	keys, err := client.SMembers(ctx, RecordIndexKey).Result()
 	if err != nil {
-		return nil, fmt.Errorf("SMEMBERS %s: %w", RecordIndexKey, classify(err))
+		return nil, fmt.Errorf("SMEMBERS %s: %w", RecordIndexKey, redisconn.Classify(err))
 	}
 	slices.Sort(keys)
 	var out []Record
@@ -103,10 +104,10 @@ func WriteRecord(ctx context.Context, client redis.UniversalClient, r Record) er
 	}
 	key := RecordKey(r.PositionKey)
 	if err := client.Set(ctx, key, raw, 0).Err(); err != nil {
-		return fmt.Errorf("SET %s: %w", key, classify(err))
+		return fmt.Errorf("SET %s: %w", key, redisconn.Classify(err))
 	}
 	if err := client.SAdd(ctx, RecordIndexKey, r.PositionKey).Err(); err != nil {
-		return fmt.Errorf("SADD %s: %w", RecordIndexKey, classify(err))
+		return fmt.Errorf("SADD %s: %w", RecordIndexKey, redisconn.Classify(err))
 	}
 	return nil
 }
@@ -116,10 +117,10 @@ func WriteRecord(ctx context.Context, client redis.UniversalClient, r Record) er
 func DeleteRecord(ctx context.Context, client redis.UniversalClient, positionKey string) error {
 	key := RecordKey(positionKey)
 	if err := client.Del(ctx, key).Err(); err != nil {
-		return fmt.Errorf("DEL %s: %w", key, classify(err))
+		return fmt.Errorf("DEL %s: %w", key, redisconn.Classify(err))
 	}
 	if err := client.SRem(ctx, RecordIndexKey, positionKey).Err(); err != nil {
-		return fmt.Errorf("SREM %s: %w", RecordIndexKey, classify(err))
+		return fmt.Errorf("SREM %s: %w", RecordIndexKey, redisconn.Classify(err))
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // DefaultServerIDClaimTTL is how long a claim outlives its holder's last
@@ -115,7 +117,7 @@ func (s *ServerIDClaimer) Claim(ctx context.Context) (other string, taken bool, 
 			// fail a second way for one outage.
 			return "", true, nil
 		}
-		return "", false, fmt.Errorf("claim server id %d (%s): %w", s.id, key, classify(err))
+		return "", false, fmt.Errorf("claim server id %d (%s): %w", s.id, key, redisconn.Classify(err))
 	}
 	return decodeClaim(v).String(), false, nil
 }
@@ -125,7 +127,7 @@ func (s *ServerIDClaimer) Claim(ctx context.Context) (other string, taken bool, 
 func (s *ServerIDClaimer) Release(ctx context.Context) error {
 	key := ServerIDKey(s.id)
 	if err := releaseClaimScript.Run(ctx, s.client, []string{key}, s.claim.encode()).Err(); err != nil {
-		return fmt.Errorf("release server id %d (%s): %w", s.id, key, classify(err))
+		return fmt.Errorf("release server id %d (%s): %w", s.id, key, redisconn.Classify(err))
 	}
 	s.heldUntil = time.Time{}
 	return nil
@@ -147,7 +149,7 @@ func ReadServerIDClaim(ctx context.Context, client redis.UniversalClient, id uin
 		return ServerIDClaim{}, false, nil
 	}
 	if err != nil {
-		return ServerIDClaim{}, false, fmt.Errorf("GET %s: %w", ServerIDKey(id), classify(err))
+		return ServerIDClaim{}, false, fmt.Errorf("GET %s: %w", ServerIDKey(id), redisconn.Classify(err))
 	}
 	return decodeClaim(v), true, nil
 }

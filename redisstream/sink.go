@@ -13,9 +13,9 @@
 //   - entry encoding: an entry's fields (entry.go), its formats (format.go),
 //     stream templates (template.go), key names and hash slots (keys.go),
 //     dedupe keys (dedupe.go);
-//   - connecting: URLs and Sentinel (target.go), client settings
-//     (client.go), ACL rules (acl.go), error hints (errors.go);
-//   - maintenance: trimming (trim.go), a cluster's positions and streams
+//   - the scripts' permission checks and uncertain replies (scripterr.go);
+//   - maintenance: trimming (trim.go), listing streams on every master
+//     (scan.go), a cluster's positions for the position commands
 //     (clusteradmin.go).
 package redisstream
 
@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
@@ -313,13 +314,13 @@ func (s *base) heldLease(n int) (string, error) {
 func (s *base) resolve(ctx context.Context, n int, err error, prev, next []byte, lease string) error {
 	stored, perr := s.storedPosition(ctx)
 	if perr != nil {
-		return fmt.Errorf("append %d events: %w (and reading the position back failed: %v)", n, classify(err), perr)
+		return fmt.Errorf("append %d events: %w (and reading the position back failed: %v)", n, redisconn.Classify(err), perr)
 	}
 	if string(stored) == string(next) {
 		return nil
 	}
 	if string(stored) == string(prev) {
-		return fmt.Errorf("append %d events: %w", n, classify(err))
+		return fmt.Errorf("append %d events: %w", n, redisconn.Classify(err))
 	}
 	if lerr := s.leaseLost(ctx, lease); lerr != nil {
 		// Another relay moved the position while holding the lease: the
@@ -417,7 +418,7 @@ func (s *base) storedPosition(ctx context.Context) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read position %s: %w", s.cfg.PositionKey, classify(err))
+		return nil, fmt.Errorf("read position %s: %w", s.cfg.PositionKey, redisconn.Classify(err))
 	}
 	return v, nil
 }
@@ -426,7 +427,7 @@ func (s *base) storedPosition(ctx context.Context) ([]byte, error) {
 // A relay running at the same time is fenced: its next append fails.
 func (s *Sink) SetPosition(ctx context.Context, pos []byte) error {
 	if err := s.client.Set(ctx, s.cfg.PositionKey, pos, 0).Err(); err != nil {
-		return fmt.Errorf("write position %s: %w", s.cfg.PositionKey, classify(err))
+		return fmt.Errorf("write position %s: %w", s.cfg.PositionKey, redisconn.Classify(err))
 	}
 	return nil
 }
@@ -434,7 +435,7 @@ func (s *Sink) SetPosition(ctx context.Context, pos []byte) error {
 // DeletePosition removes the stored position (binlog-outbox position reset).
 func (s *Sink) DeletePosition(ctx context.Context) error {
 	if err := s.client.Del(ctx, s.cfg.PositionKey).Err(); err != nil {
-		return fmt.Errorf("delete position %s: %w", s.cfg.PositionKey, classify(err))
+		return fmt.Errorf("delete position %s: %w", s.cfg.PositionKey, redisconn.Classify(err))
 	}
 	return nil
 }

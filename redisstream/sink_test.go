@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) { testsvc.MainParallel(m, 6) }
 
 func newSink(t testing.TB, url string, cfg Config) (*Sink, *redis.Client) {
 	t.Helper()
-	c, err := NewClient(url)
+	c, err := redisconn.NewClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,9 +248,9 @@ func TestSink_OOMWritesNothing(t *testing.T) {
 }
 
 func TestNewClient_RedactsPassword(t *testing.T) {
-	_, err := NewClient("redis://user:s3cret@host:notaport/0")
+	_, err := redisconn.NewClient("redis://user:s3cret@host:notaport/0")
 	if err == nil {
-		t.Fatal("NewClient accepted a bad port")
+		t.Fatal("redisconn.NewClient accepted a bad port")
 	}
 	if strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("error leaks the password: %v", err)
@@ -264,13 +265,13 @@ func TestNewClient_Timeouts(t *testing.T) {
 		{"redis://127.0.0.1:6379/0", 30 * time.Second, 30 * time.Second},
 		{"redis://127.0.0.1:6379/0?read_timeout=2s&write_timeout=1s", 2 * time.Second, time.Second},
 	} {
-		c, err := NewClient(tt.url)
+		c, err := redisconn.NewClient(tt.url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		o := c.Options()
 		if o.ReadTimeout != tt.read || o.WriteTimeout != tt.write {
-			t.Errorf("NewClient(%q): read %s, write %s; want %s, %s", tt.url, o.ReadTimeout, o.WriteTimeout, tt.read, tt.write)
+			t.Errorf("redisconn.NewClient(%q): read %s, write %s; want %s, %s", tt.url, o.ReadTimeout, o.WriteTimeout, tt.read, tt.write)
 		}
 		c.Close()
 	}

@@ -14,6 +14,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/internal/retry"
 )
 
@@ -338,7 +339,7 @@ func (t *Trimmer) streams(ctx context.Context) ([]string, error) {
 func classifyTrim(err error) error {
 	var rerr redis.Error
 	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "NOPERM") {
-		return denied(err, "trimming needs +scan +info +evalsha +eval +type +xinfo|groups +xpending +xlen +xtrim on the streams")
+		return redisconn.Denied(err, "trimming needs +scan +info +evalsha +eval +type +xinfo|groups +xpending +xlen +xtrim on the streams")
 	}
-	return classify(err)
+	return redisconn.Classify(err)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -130,7 +132,7 @@ func groupMetrics(o Options, cfg Config, relayMode string, client redis.Universa
 		var out []metrics.Group
 		var first error
 		for _, key := range keys {
-			groups, err := redisstream.ReadGroupHealth(ctx, client, key, idle)
+			groups, err := redisadmin.ReadGroupHealth(ctx, client, key, idle)
 			if err != nil {
 				// A stream deleted since the SCAN, or a slot failing
 				// over; the others still count.
@@ -147,7 +149,7 @@ func groupMetrics(o Options, cfg Config, relayMode string, client redis.Universa
 }
 
 // groupMetric is the series of --group-metrics of a group.
-func groupMetric(g redisstream.GroupHealth) metrics.Group {
+func groupMetric(g redisadmin.GroupHealth) metrics.Group {
 	m := metrics.Group{Stream: g.Stream, Group: g.Name, Pending: g.Pending, Lag: g.Undelivered, Consumers: g.Consumers,
 		IdleConsumers: int64(len(g.Idle)), HoldsBackTrim: g.HoldsBackTrim, TrimHeldAge: g.HeldAge}
 	if g.Oldest != nil {
@@ -161,14 +163,14 @@ func groupMetric(g redisstream.GroupHealth) metrics.Group {
 func groupStreams(ctx context.Context, client redis.UniversalClient, glob, deadLetter string) ([]string, error) {
 	keys, err := redisstream.ScanStreams(ctx, client, glob)
 	if err != nil {
-		return nil, redisstream.Classify(err)
+		return nil, redisconn.Classify(err)
 	}
 	if slices.Contains(keys, deadLetter) {
 		return keys, nil
 	}
 	typ, err := client.Type(ctx, deadLetter).Result()
 	if err != nil {
-		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, redisstream.Classify(err))
+		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, redisconn.Classify(err))
 	}
 	if typ == "stream" {
 		keys = append(keys, deadLetter)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 	"github.com/binlog-outbox/binlog-outbox/settings"
@@ -189,9 +190,9 @@ func ResolveTable(ctx context.Context, cfg *Config, db *sql.DB) error {
 // with --redis-cluster, a client of cfg.Redis otherwise.
 func (c Config) RedisClient() redis.UniversalClient {
 	if c.RedisCluster != nil {
-		return redisstream.NewClusterClientFromOptions(c.RedisCluster)
+		return redisconn.NewClusterClientFromOptions(c.RedisCluster)
 	}
-	return c.Redis.NewClient(redisstream.DefaultTimeout)
+	return c.Redis.NewClient(redisconn.DefaultTimeout)
 }
 
 // seedTimeout bounds the PING of each node CheckedRedis tries.
@@ -203,14 +204,14 @@ const seedTimeout = 2 * time.Second
 // node (a master that failed over and is not back) must not keep the relay
 // from starting; when none answers, the first is checked, and its failure
 // reported.
-func (c Config) CheckedRedis(ctx context.Context) *redisstream.Target {
+func (c Config) CheckedRedis(ctx context.Context) *redisconn.Target {
 	if c.RedisCluster == nil || len(c.RedisCluster.Addrs) < 2 {
 		return c.Redis
 	}
 	for i, addr := range c.RedisCluster.Addrs {
 		o := *c.Redis.Options
 		o.Addr = addr
-		client := redis.NewClient(redisstream.ClientOptions(&o, seedTimeout))
+		client := redis.NewClient(redisconn.ClientOptions(&o, seedTimeout))
 		pctx, cancel := context.WithTimeout(ctx, seedTimeout)
 		err := client.Ping(pctx).Err()
 		cancel()
@@ -221,7 +222,7 @@ func (c Config) CheckedRedis(ctx context.Context) *redisstream.Target {
 			if i > 0 {
 				c.Logger.Info("the first node of --redis-url does not answer; checking the cluster through another", "first", c.RedisCluster.Addrs[0], "node", addr)
 			}
-			return &redisstream.Target{Options: &o}
+			return &redisconn.Target{Options: &o}
 		}
 	}
 	return c.Redis

@@ -14,6 +14,7 @@ import (
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/mode"
@@ -338,7 +339,7 @@ func checkOldPositionKey(ctx context.Context, o Options, cfg Config, client redi
 	old, key := redisstream.KeyPrefix+"position:"+cfg.Given, PositionKey(cfg, o.PositionKey)
 	n, err := client.Exists(ctx, old).Result()
 	if err != nil {
-		return fmt.Errorf("look for a position stored under %s (EXISTS): %w", old, redisstream.Classify(err))
+		return fmt.Errorf("look for a position stored under %s (EXISTS): %w", old, redisconn.Classify(err))
 	}
 	if n == 0 {
 		return nil

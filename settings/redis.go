@@ -9,7 +9,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // redis resolves the Redis URL (the command line, the environment, the
@@ -43,8 +43,8 @@ func (c *Config) redis(vs values, env *laravelEnv, in Input, files secretReader)
 
 // redisTarget parses the Redis URL with the --redis-sentinel-* and
 // --redis-tls-* flags into the one description every command connects by.
-func redisTarget(vs values, rawURL string, files secretReader) (*redisstream.Target, error) {
-	t, err := redisstream.ParseTarget(rawURL, vs.str(nameSentinelMaster))
+func redisTarget(vs values, rawURL string, files secretReader) (*redisconn.Target, error) {
+	t, err := redisconn.ParseTarget(rawURL, vs.str(nameSentinelMaster))
 	if errors.Is(err, outbox.ErrConfig) {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func withRedisPassword(rawURL, path string, files secretReader) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	out, had, err := redisstream.SetURLPassword(rawURL, pw)
+	out, had, err := redisconn.SetURLPassword(rawURL, pw)
 	if err != nil {
 		return "", outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse", outbox.ErrConfig, logging.RedactURL(rawURL)),
 			"write it as redis://[user@]host:6379/0, or rediss:// for TLS, or redis+sentinel://[user@]host1:26379,host2:26379/<master>/0")
@@ -123,7 +123,7 @@ func (c *Config) redisCluster(vs values, in Input, files secretReader) error {
 		return outbox.WithHint(fmt.Errorf("%w: --redis-url %s does not parse: %s", outbox.ErrConfig, logging.RedactURL(c.RedisURL), withheld(c.RedisURL, err)),
 			"write it as redis://[user:pass@]host1:port1?addr=host2:port2")
 	}
-	c.Redis = &redisstream.Target{Options: first}
+	c.Redis = &redisconn.Target{Options: first}
 	if err := applyRedisTLS(readTLSFiles(vs, "redis"), c.Redis, files); err != nil {
 		return err
 	}

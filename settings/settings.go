@@ -34,6 +34,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -78,7 +79,7 @@ type Config struct {
 	// flags and the --redis-sentinel-* flags. Open clients from it, never
 	// from the URL alone, which lacks the flags. With --redis-cluster it
 	// holds the cluster's first node.
-	Redis *redisstream.Target
+	Redis *redisconn.Target
 	// RedisCluster, with --redis-cluster, is the cluster --redis-url names.
 	RedisCluster *redis.ClusterOptions
 	// RedisURL is the URL as given, with the password from the file; log it

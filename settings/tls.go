@@ -11,7 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // MySQLTLSName is the name the relay's TLS configuration is registered
@@ -84,7 +84,7 @@ func applyMySQLTLS(f TLSFiles, my *mysql.Config, files secretReader) error {
 // one (TLS to the sentinels and the master, each certificate verified for
 // the address dialled). The flags only refine TLS: with a redis:// URL
 // they are an error, since they would be ignored.
-func applyRedisTLS(f TLSFiles, t *redisstream.Target, files secretReader) error {
+func applyRedisTLS(f TLSFiles, t *redisconn.Target, files secretReader) error {
 	if !f.Set() {
 		return nil
 	}

@@ -9,13 +9,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // TestRedisACL: a Redis user with exactly the documented rules
-// (redisstream.ACLRules, which docs/redis-tls-acl.md shows) runs check, run in
+// (redisconn.ACLRules, which docs/redis-tls-acl.md shows) runs check, run in
 // both modes with --ensure-group, --dedupe-window and --trim acked, status,
 // verify, mark-appended, position show and dead-letters list, replay and
 // purge. A user lacking a command or a key
@@ -28,8 +29,8 @@ func TestRedisACL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(doc), redisstream.ACLRules) {
-		t.Errorf("docs/redis-tls-acl.md does not show the rules the relay is tested with:\n%s", redisstream.ACLRules)
+	if !strings.Contains(string(doc), redisconn.ACLRules) {
+		t.Errorf("docs/redis-tls-acl.md does not show the rules the relay is tested with:\n%s", redisconn.ACLRules)
 	}
 	rs := testsvc.StartRedis(t, testsvc.RedisOptions{})
 	srv := testsvc.SharedMariaDB(t)
@@ -37,7 +38,7 @@ func TestRedisACL(t *testing.T) {
 	const pw = "acl-secret-9z"
 	newEnv := func(t *testing.T, user string, drop ...string) (*relaytest.Env, []string) {
 		env := relaytest.NewEnv(t, srv, rs)
-		rs.SetUser(t, user, pw, redisstream.ACLRules, drop...)
+		rs.SetUser(t, user, pw, redisconn.ACLRules, drop...)
 		// The relay's commands go through the user; env.RDB stays the
 		// test's own, unrestricted.
 		env.RedisURL = userURL(env, user+":"+pw)

@@ -3,9 +3,9 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
+	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
 // monitorFlags are the flags of run for the lag probe, /readyz and the
@@ -22,5 +22,5 @@ func monitorFlags() []cli.Flag {
 
 // groupIdleThresholdFlag is --group-idle-threshold of run and status.
 func groupIdleThresholdFlag() cli.Flag {
-	return &cli.DurationFlag{Name: "group-idle-threshold", Usage: "a consumer that has not read for longer is idle (status, --group-metrics); a group that holds back --trim acked with only idle consumers is one nobody reads", EnvVars: []string{"BINLOG_OUTBOX_GROUP_IDLE_THRESHOLD"}, Value: redisstream.DefaultGroupIdleThreshold}
+	return &cli.DurationFlag{Name: "group-idle-threshold", Usage: "a consumer that has not read for longer is idle (status, --group-metrics); a group that holds back --trim acked with only idle consumers is one nobody reads", EnvVars: []string{"BINLOG_OUTBOX_GROUP_IDLE_THRESHOLD"}, Value: redisadmin.DefaultGroupIdleThreshold}
 }

@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
-	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
-	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // userURL is env's Redis URL with the user name (and password, if any) put in.
@@ -80,7 +79,7 @@ func TestRedisTLS(t *testing.T) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), rs)
 
 	const pw = "tls-secret-3q"
-	rs.SetUser(t, "relay", pw, redisstream.ACLRules)
+	rs.SetUser(t, "relay", pw, redisconn.ACLRules)
 	pwFile := filepath.Join(dir, "redis-password")
 	if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
 		t.Fatal(err)

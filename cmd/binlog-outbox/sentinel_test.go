@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,10 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
-	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // sentinelArgs are the global flags of a command against env, whose
@@ -110,12 +109,12 @@ func TestSentinel_Commands(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(string(b), redisstream.SentinelACLRules) {
-				t.Errorf("%s does not show the sentinels' rules the relay is tested with:\n%s", doc, redisstream.SentinelACLRules)
+			if !strings.Contains(string(b), redisconn.SentinelACLRules) {
+				t.Errorf("%s does not show the sentinels' rules the relay is tested with:\n%s", doc, redisconn.SentinelACLRules)
 			}
 		}
-		s.SetSentinelUser(t, "relay-watch", userPW, redisstream.SentinelACLRules)
-		s.SetUser(t, "relay", relayPW, redisstream.ACLRules)
+		s.SetSentinelUser(t, "relay-watch", userPW, redisconn.SentinelACLRules)
+		s.SetUser(t, "relay", relayPW, redisconn.ACLRules)
 		userFile := filepath.Join(t.TempDir(), "sentinel-user-password")
 		if err := os.WriteFile(userFile, []byte(userPW), 0o600); err != nil {
 			t.Fatal(err)
@@ -235,7 +234,7 @@ func TestRun_SentinelMasterKilledUnderLoad(t *testing.T) {
 	t.Parallel()
 	s := testsvc.StartSentinels(t, testsvc.SentinelOptions{})
 	env := relaytest.NewSentinelEnv(t, testsvc.SharedMariaDB(t), s)
-	target, err := redisstream.ParseTarget(env.RedisURL, "")
+	target, err := redisconn.ParseTarget(env.RedisURL, "")
 	if err != nil {
 		t.Fatal(err)
 	}

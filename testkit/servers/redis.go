@@ -87,7 +87,7 @@ func (r *Redis) Start(ctx context.Context) error {
 		"--protected-mode", "no",
 	), r.args...)
 	if err := r.run(ctx, r.bin, args, filepath.Join(r.dir, "stdout.log"), r.LogPath(), redisReadyTimeout, func(ctx context.Context) error {
-		// A bare probe, not redisstream.ClientOptions: redisstream's tests
+		// A bare probe, not redisconn.ClientOptions: redisstream's tests
 		// start their servers through this package. One attempt per poll.
 		c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: time.Second, ContextTimeoutEnabled: true, TLSConfig: probeTLS})
 		defer c.Close()

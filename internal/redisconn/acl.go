@@ -1,4 +1,4 @@
-package redisstream
+package redisconn
 
 import (
 	"fmt"
@@ -86,36 +86,6 @@ const ClusterACLRules = "+cluster|slots +command"
 const SentinelACLRules = "resetchannels &+switch-master &+replica-reconf-done -@all +ping +subscribe " +
 	"+sentinel|get-master-addr-by-name +sentinel|sentinels +sentinel|masters"
 
-// aclCheckLua defines deny(cmd, sub, key, ...), which a script calls before
-// its first write for each command it is going to run (Redis itself checks
-// the script's KEYS before running it, but not the commands it calls on
-// them): a command the user's ACL
-// refuses half-way through a script would leave some entries appended
-// without the position that covers them (appended twice on the retry), or
-// a dedupe key set for an entry that was never appended (lost on the
-// retry). It returns nil when the command is allowed, and otherwise a
-// NOPERM error naming the command, the key and the ACL fix. Redis before
-// 7.0 has no redis.acl_check_cmd; there the script learns of a refusal
-// when it runs the command.
-const aclCheckLua = `
-local function deny(cmd, sub, key, ...)
-  if not redis.acl_check_cmd then return nil end
-  local ok
-  if sub == '' then
-    ok = redis.acl_check_cmd(cmd, key, ...)
-  else
-    ok = redis.acl_check_cmd(cmd, sub, key, ...)
-  end
-  if ok then return nil end
-  local name, rule = cmd, '+' .. string.lower(cmd)
-  if sub ~= '' then
-    name, rule = cmd .. ' ' .. sub, rule .. '|' .. string.lower(sub)
-  end
-  return redis.error_reply('NOPERM the Redis user may not run ' .. name .. ' on ' .. key ..
-    ': grant it ' .. rule .. ' and a key pattern matching ' .. key)
-end
-`
-
 // aclHint is the fix of a NOPERM error: the rules the user lacks.
 const aclHint = "the Redis user lacks a permission the relay needs; give it the relay's rules: " +
 	"ACL SETUSER <user> " + ACLRules + " (with key patterns matching --stream and --dead-letter-stream if they differ from outbox:*; see docs/redis-tls-acl.md)"
@@ -125,7 +95,7 @@ const aclHint = "the Redis user lacks a permission the relay needs; give it the 
 // command, the key and the fix rather than retrying a refusal for ever.
 var ErrPermission = outbox.NewConfigError("the Redis user lacks a permission")
 
-// denied wraps a NOPERM reply in ErrPermission with the fix.
-func denied(err error, hint string) error {
+// Denied wraps a NOPERM reply in ErrPermission with the fix.
+func Denied(err error, hint string) error {
 	return outbox.WithHint(fmt.Errorf("%w: %w", ErrPermission, err), "%s", hint)
 }

@@ -1,4 +1,9 @@
-package redisstream
+// Package redisadmin reads the relay's streams for the operator's commands
+// and for metrics: the streams a template names and their entries, consumer
+// groups' health, dead letters, a backfill's progress. It writes only what
+// an operator asks for (purging dead letters). Appending is redisstream's
+// job; redisadmin reads what redisstream wrote, by redisstream's names.
+package redisadmin
 
 import (
 	"context"
@@ -7,19 +12,22 @@ import (
 	"sort"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
 // ListStreams lists the streams whose names match glob (on every master of a
 // Redis Cluster, ScanStreams), and the dead-letter stream deadLetter when it
 // exists, sorted: the streams a relay with that template writes.
 func ListStreams(ctx context.Context, client redis.UniversalClient, glob, deadLetter string) ([]string, error) {
-	keys, err := ScanStreams(ctx, client, glob)
+	keys, err := redisstream.ScanStreams(ctx, client, glob)
 	if err != nil {
 		return nil, err
 	}
 	typ, err := client.Type(ctx, deadLetter).Result()
 	if err != nil {
-		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, Classify(err))
+		return nil, fmt.Errorf("TYPE %s: %w", deadLetter, redisconn.Classify(err))
 	}
 	if typ == "stream" && !slices.Contains(keys, deadLetter) {
 		keys = append(keys, deadLetter)
@@ -37,7 +45,7 @@ func RangeEntries(ctx context.Context, client redis.UniversalClient, key string,
 	for {
 		msgs, err := client.XRangeN(ctx, key, start, "+", page).Result()
 		if err != nil {
-			return fmt.Errorf("XRANGE %s: %w", key, Classify(err))
+			return fmt.Errorf("XRANGE %s: %w", key, redisconn.Classify(err))
 		}
 		if err := fn(msgs); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package redisstream
+package redisconn
 
 import (
 	"errors"
@@ -8,16 +8,6 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 )
-
-// uncertain reports whether err leaves open whether Redis ran the command: the
-// request may have been written before the connection broke.
-func uncertain(err error) bool {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		return false // Redis answered with an error: it did not run the script
-	}
-	return !errors.Is(err, redis.ErrClosed)
-}
 
 // Classify adds an operator hint to the Redis errors an operator must act
 // on (a full Redis, a replica, refused credentials or permissions, ...), for
@@ -46,7 +36,7 @@ func classify(err error) error {
 	case "NOAUTH", "WRONGPASS":
 		return outbox.WithHint(err, "Redis refused the credentials; check the user in --redis-url and the password (in the URL or --redis-password-file)")
 	case "NOPERM":
-		return denied(err, aclHint)
+		return Denied(err, aclHint)
 	case "WRONGTYPE":
 		return outbox.WithHint(err, "a key the relay appends to is not a stream; rename or delete it, or change --stream")
 	case "MISCONF":

@@ -1,4 +1,4 @@
-package redisstream
+package redisadmin
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
@@ -194,7 +195,7 @@ func TestReadGroupHealth_PendingIdleAndTrim(t *testing.T) {
 
 	// The trimmer stops where ReadGroupHealth says: at billing's oldest
 	// pending entry. Acknowledged everywhere, nothing is held back.
-	tr, err := NewTrimmer(c, TrimConfig{Glob: "outbox:*", Acked: true}, nil)
+	tr, err := redisstream.NewTrimmer(c, redisstream.TrimConfig{Glob: "outbox:*", Acked: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

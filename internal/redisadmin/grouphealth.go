@@ -1,4 +1,4 @@
-package redisstream
+package redisadmin
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
 // DefaultGroupIdleThreshold is how long a consumer may go without reading
@@ -86,11 +88,11 @@ return {#r, r[#r][1]}
 func ReadGroupHealth(ctx context.Context, client redis.UniversalClient, key string, idleThreshold time.Duration) ([]GroupHealth, error) {
 	info, err := client.XInfoStream(ctx, key).Result()
 	if err != nil {
-		return nil, fmt.Errorf("XINFO STREAM %s: %w", key, Classify(err))
+		return nil, fmt.Errorf("XINFO STREAM %s: %w", key, redisconn.Classify(err))
 	}
 	groups, err := client.XInfoGroups(ctx, key).Result()
 	if err != nil {
-		return nil, fmt.Errorf("XINFO GROUPS %s: %w", key, Classify(err))
+		return nil, fmt.Errorf("XINFO GROUPS %s: %w", key, redisconn.Classify(err))
 	}
 	now := time.Now()
 	st := streamSpan{length: info.Length}
@@ -152,7 +154,7 @@ func markHoldsBack(ctx context.Context, client redis.UniversalClient, key string
 	}
 	held, err := client.XRangeN(ctx, key, low.String(), "+", 1).Result()
 	if err != nil {
-		return fmt.Errorf("XRANGE %s: %w", key, Classify(err))
+		return fmt.Errorf("XRANGE %s: %w", key, redisconn.Classify(err))
 	}
 	if len(held) == 0 {
 		return nil
@@ -219,7 +221,7 @@ func countAfter(ctx context.Context, client redis.UniversalClient, key string, i
 func countRange(ctx context.Context, client redis.UniversalClient, key, start, end string) (int64, streamID, error) {
 	res, err := countScript.Run(ctx, client, []string{key}, start, end, countPage).Slice()
 	if err != nil {
-		return 0, streamID{}, fmt.Errorf("count the entries of %s: %w", key, Classify(err))
+		return 0, streamID{}, fmt.Errorf("count the entries of %s: %w", key, redisconn.Classify(err))
 	}
 	if len(res) != 2 {
 		return 0, streamID{}, fmt.Errorf("count the entries of %s: unexpected reply %v", key, res)
@@ -237,7 +239,7 @@ func countRange(ctx context.Context, client redis.UniversalClient, key, start, e
 func oldestPending(ctx context.Context, client redis.UniversalClient, key, group string, now time.Time) (*PendingEntry, error) {
 	ps, err := client.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: key, Group: group, Start: "-", End: "+", Count: 1}).Result()
 	if err != nil {
-		return nil, fmt.Errorf("XPENDING %s %s: %w", key, group, Classify(err))
+		return nil, fmt.Errorf("XPENDING %s %s: %w", key, group, redisconn.Classify(err))
 	}
 	if len(ps) == 0 {
 		return nil, nil // acknowledged since XINFO GROUPS
@@ -254,7 +256,7 @@ func oldestPending(ctx context.Context, client redis.UniversalClient, key, group
 func idleConsumers(ctx context.Context, client redis.UniversalClient, key, group string, threshold time.Duration) (map[string]time.Duration, error) {
 	cs, err := client.XInfoConsumers(ctx, key, group).Result()
 	if err != nil {
-		return nil, fmt.Errorf("XINFO CONSUMERS %s %s: %w", key, group, Classify(err))
+		return nil, fmt.Errorf("XINFO CONSUMERS %s %s: %w", key, group, redisconn.Classify(err))
 	}
 	idle := map[string]time.Duration{}
 	for _, c := range cs {
