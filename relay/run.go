@@ -15,6 +15,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
+	"github.com/binlog-outbox/binlog-outbox/internal/tuning"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/mode"
@@ -36,7 +37,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	cfg := o.Config
 	log := cfg.Logger
-	defer ownMemoryLimit(ctx, log)()
+	defer tuning.OwnMemoryLimit(ctx, log)()
 	log.Info("binlog-outbox starting", "version", o.Version, "config", cfg, "mode", requested)
 
 	if cfg.Several && requested != mode.Poll {
@@ -125,7 +126,7 @@ func relayIn(ctx context.Context, o Options, cfg Config, client redis.UniversalC
 	logFormat(log, format)
 	if o.OwnsProcess {
 		// Start-up is done: what it alone ran need not stay resident.
-		if n, err := unmapStartupPages(); err != nil {
+		if n, err := tuning.UnmapStartupPages(); err != nil {
 			log.Debug("start-up pages of the executable stay mapped", "err", err)
 		} else {
 			log.Debug("unmapped the executable's start-up pages", "resident_kib", n>>10)
@@ -283,9 +284,9 @@ func runBinlog(ctx context.Context, o Options, cfg Config, rep preflight.Report,
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			followCatchUp(pctx, cfg.Logger, func() catchUp {
+			tuning.FollowCatchUp(pctx, cfg.Logger, func() tuning.CatchUp {
 				s := reader.Stats()
-				return catchUp{LastAppend: s.LastAppend, LastCommit: s.LastCommit}
+				return tuning.CatchUp{LastAppend: s.LastAppend, LastCommit: s.LastCommit}
 			})
 		}()
 		defer func() { cancel(); <-done }()

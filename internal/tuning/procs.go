@@ -1,4 +1,4 @@
-package relay
+package tuning
 
 import (
 	"context"
@@ -41,8 +41,8 @@ const (
 	appendedRecently = canal.DefaultIdleCheckpoint + 5*procsTick
 )
 
-// catchUp is what followCatchUp learns from the reader at each look.
-type catchUp struct {
+// CatchUp is what FollowCatchUp learns from the reader at each look.
+type CatchUp struct {
 	// LastAppend is when the reader last appended a batch, LastCommit
 	// the commit time (from the binlog) of its newest transaction.
 	LastAppend, LastCommit time.Time
@@ -53,7 +53,7 @@ type catchUp struct {
 // more. The age compares the server's clock with the relay's, as the lag
 // metric does: a server clock far behind keeps the default, one far ahead
 // the single processor.
-func (c catchUp) behind(now time.Time) bool {
+func (c CatchUp) behind(now time.Time) bool {
 	return now.Sub(c.LastAppend) <= appendedRecently && c.LastAppend.Sub(c.LastCommit) >= behindAge
 }
 
@@ -82,10 +82,10 @@ func (p *procsPolicy) next(behind bool) int {
 	return -1
 }
 
-// followCatchUp sets the process's GOMAXPROCS as procsPolicy says until ctx
+// FollowCatchUp sets the process's GOMAXPROCS as procsPolicy says until ctx
 // ends, then puts the runtime's default back. It does nothing where the
 // environment sets GOMAXPROCS or the default is one processor already.
-func followCatchUp(ctx context.Context, log *slog.Logger, look func() catchUp) {
+func FollowCatchUp(ctx context.Context, log *slog.Logger, look func() CatchUp) {
 	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) <= caughtUpProcs {
 		return
 	}
