@@ -274,7 +274,7 @@ func runBinlog(ctx context.Context, o Options, cfg Config, rep preflight.Report,
 				return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos, Standby: s.Standby}
 			},
 		}
-	}, metrics.BinlogCollector(reader.Stats), appends)
+	}, metrics.BinlogCollector(func() metrics.BinlogStats { return binlogMetric(reader.Stats()) }), appends)
 	if err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ func runBinlog(ctx context.Context, o Options, cfg Config, rep preflight.Report,
 			defer close(done)
 			tuning.FollowCatchUp(pctx, cfg.Logger, func() tuning.CatchUp {
 				s := reader.Stats()
-				return tuning.CatchUp{LastAppend: s.LastAppend, LastCommit: s.LastCommit}
+				return tuning.CatchUp{LastAppend: s.LastAppend, LastCommit: s.LastCommit, Checkpoint: canal.DefaultIdleCheckpoint}
 			})
 		}()
 		defer func() { cancel(); <-done }()

@@ -6,8 +6,6 @@ import (
 	"os"
 	"runtime"
 	"time"
-
-	"github.com/binlog-outbox/binlog-outbox/canal"
 )
 
 // The relay runs its Go code on one processor while the binlog reader is
@@ -34,11 +32,6 @@ const (
 	// and a few loads); it is caught up again after two looks in a row
 	// that say so.
 	procsTick = 100 * time.Millisecond
-	// appendedRecently is how long after its last batch a reader may
-	// still be catching up: over other tables' traffic only it stores
-	// its position about every canal.DefaultIdleCheckpoint, not at each
-	// look.
-	appendedRecently = canal.DefaultIdleCheckpoint + 5*procsTick
 )
 
 // CatchUp is what FollowCatchUp learns from the reader at each look.
@@ -46,7 +39,16 @@ type CatchUp struct {
 	// LastAppend is when the reader last appended a batch, LastCommit
 	// the commit time (from the binlog) of its newest transaction.
 	LastAppend, LastCommit time.Time
+	// Checkpoint is how often the reader stores its position while it
+	// reads only other tables' rows (canal's IdleCheckpoint): over such
+	// traffic it is still catching up though it appends nothing.
+	Checkpoint time.Duration
 }
+
+// appendedRecently is how long after its last batch a reader may still be
+// catching up: it stores its position about every Checkpoint, not at each
+// look.
+func (c CatchUp) appendedRecently() time.Duration { return c.Checkpoint + 5*procsTick }
 
 // behind reports a reader that appended, within appendedRecently, a batch
 // (or stored its position) whose newest transaction was behindAge old or
@@ -54,7 +56,7 @@ type CatchUp struct {
 // metric does: a server clock far behind keeps the default, one far ahead
 // the single processor.
 func (c CatchUp) behind(now time.Time) bool {
-	return now.Sub(c.LastAppend) <= appendedRecently && c.LastAppend.Sub(c.LastCommit) >= behindAge
+	return now.Sub(c.LastAppend) <= c.appendedRecently() && c.LastAppend.Sub(c.LastCommit) >= behindAge
 }
 
 // procsPolicy decides GOMAXPROCS from the looks at the reader.

@@ -7,6 +7,8 @@ import (
 
 func TestCatchUp_Behind(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 10, 0, time.UTC)
+	const checkpoint = time.Second
+	appendedRecently := CatchUp{Checkpoint: checkpoint}.appendedRecently()
 	for _, tt := range []struct {
 		name               string
 		appended, commitTS time.Duration // before now
@@ -22,7 +24,7 @@ func TestCatchUp_Behind(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := CatchUp{}
 			if tt.commitTS > 0 {
-				c = CatchUp{LastAppend: now.Add(-tt.appended), LastCommit: now.Add(-tt.appended - tt.commitTS)}
+				c = CatchUp{LastAppend: now.Add(-tt.appended), LastCommit: now.Add(-tt.appended - tt.commitTS), Checkpoint: checkpoint}
 			}
 			if got := c.behind(now); got != tt.want {
 				t.Errorf("behind = %v, want %v", got, tt.want)
