@@ -184,10 +184,9 @@ func startFlags(o Options, cfg Config, format redisstream.Format) *preflight.Sta
 		BySource:  cfg.Several,
 	}
 	return &preflight.Start{
-		Sink:  sc,
-		Lease: o.Lease, LeaseTTL: o.LeaseTTL, LeaseRenew: o.LeaseRenew,
-		Trim: o.Trim, MaxLen: o.MaxLen, TrimInterval: o.TrimInterval,
-		StartFrom: o.StartFrom, Mode: o.Mode,
+		Sink:    sc,
+		Refused: o.Validate(),
+		Lease:   o.Lease, Trim: o.Trim, Trimming: trimming(o), StartFrom: o.StartFrom, Mode: o.Mode,
 	}
 }
 
@@ -299,9 +298,6 @@ func runBinlog(ctx context.Context, o Options, cfg Config, rep preflight.Report,
 func newLease(o Options, cfg Config, client redis.UniversalClient) (*redisstream.Lease, error) {
 	if !o.Lease {
 		return nil, nil
-	}
-	if err := preflight.CheckLease(o.LeaseTTL, o.LeaseRenew); err != nil {
-		return nil, err
 	}
 	return redisstream.NewLease(client, redisstream.LeaseConfig{Key: redisstream.KeysFor(cfg.Database, cfg.Table, o.PositionKey).Lease, TTL: o.LeaseTTL,
 		Cluster: cfg.RedisCluster != nil})
