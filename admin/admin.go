@@ -18,9 +18,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 

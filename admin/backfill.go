@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )

@@ -12,8 +12,8 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
-	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -344,6 +344,7 @@ func (o ReplayOptions) readRows(ctx context.Context, q *outboxsql.Replay, ids []
 type rowDecoder struct {
 	hasMessageID, hasAggregateType, hasHeaders, payloadJSON bool
 	fields                                                  []schema.ExtraColumn
+	layout                                                  eventrow.Layout
 
 	id                                uint64
 	messageID, aggType, aggID, evType sql.NullString
@@ -364,6 +365,7 @@ func newRowDecoder(t outboxsql.Table, extra []schema.ExtraColumn) *rowDecoder {
 			d.payloadJSON = true
 		}
 	}
+	d.layout = eventrow.Layout{MessageID: d.hasMessageID, AggregateType: d.hasAggregateType, Fields: schema.FieldNames(d.fields)}
 	d.values = make([]sql.NullString, len(d.fields))
 	d.dest = []any{&d.id}
 	if d.hasMessageID {
@@ -388,7 +390,7 @@ func (d *rowDecoder) reset() { d.payload, d.headers = nil, nil }
 
 func (d *rowDecoder) event() outbox.Event {
 	var b eventrow.Builder
-	eventrow.Layout{MessageID: d.hasMessageID, AggregateType: d.hasAggregateType, Fields: d.fields}.Fill(&b, &eventrow.Scanned{
+	d.layout.Fill(&b, &eventrow.Scanned{
 		ID: d.id, MessageID: d.messageID, AggregateType: d.aggType, AggregateID: d.aggID, EventType: d.evType,
 		Payload: d.payload, HasPayload: d.payload != nil, Headers: d.headers, Fields: d.values,
 	})

@@ -7,7 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/poller"
 )
 
 // Appends measures the appends to Redis, each one call of the append
@@ -58,8 +57,18 @@ func (a *Appends) observe(start time.Time, entries int, err error) {
 // Sink returns s, measured.
 func (a *Appends) Sink(s outbox.Sink) outbox.Sink { return &measuredSink{Sink: s, a: a} }
 
+// Publisher is what poll mode appends through (poller.Publisher).
+type Publisher interface {
+	// Publish appends events and returns how many it appended; see
+	// poller.Publisher for the contract, which the measured publisher
+	// keeps.
+	Publish(ctx context.Context, events []outbox.Event) (int, error)
+	// Prepare finishes an event for the entry format as it is read.
+	Prepare(e *outbox.Event)
+}
+
 // Publisher returns p, measured.
-func (a *Appends) Publisher(p poller.Publisher) poller.Publisher {
+func (a *Appends) Publisher(p Publisher) Publisher {
 	return &measuredPublisher{Publisher: p, a: a}
 }
 
@@ -79,13 +88,13 @@ func (s *measuredSink) Append(ctx context.Context, events []outbox.Event, prev, 
 }
 
 type measuredPublisher struct {
-	poller.Publisher
+	Publisher
 	a *Appends
 }
 
-var _ poller.Publisher = (*measuredPublisher)(nil)
+var _ Publisher = (*measuredPublisher)(nil)
 
-// Publish implements poller.Publisher.
+// Publish implements Publisher.
 func (p *measuredPublisher) Publish(ctx context.Context, events []outbox.Event) (int, error) {
 	start := time.Now()
 	n, err := p.Publisher.Publish(ctx, events)

@@ -18,9 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
-	"github.com/binlog-outbox/binlog-outbox/poller"
 )
 
 const namespace = "binlog_outbox"
@@ -61,39 +59,61 @@ func desc(mode, name, help string) *prometheus.Desc {
 	return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, nil, prometheus.Labels{"mode": mode})
 }
 
+// BinlogStats are the binlog reader's counters that metrics reports; the
+// relay fills them from the reader's own stats at each scrape, so this
+// package knows no reader.
+type BinlogStats struct {
+	Events, DeadLetters, Batches, Sessions uint64
+	// StatementDML counts outbox INSERTs seen as statements (lost to the
+	// relay).
+	StatementDML uint64
+	// LastAppend is when the last batch was appended, LastCommit the commit
+	// time of the newest transaction appended.
+	LastAppend, LastCommit time.Time
+	// Leader is true while the relay reads (holds the lease, or runs
+	// without one).
+	Leader bool
+}
+
+// PollStats are a poller's counters that metrics reports, summed over
+// every table's poller.
+type PollStats struct {
+	Events, DeadLetters, Oversize, Duplicates, Rounds, Deferred, Errors uint64
+}
+
 // BinlogCollector exposes a binlog reader's counters.
-func BinlogCollector(stats func() canal.Stats) prometheus.Collector {
+func BinlogCollector(stats func() BinlogStats) prometheus.Collector {
 	const m = "binlog"
-	return &collector[canal.Stats]{
+	return &collector[BinlogStats]{
 		stats: stats,
-		counters: []counter[canal.Stats]{
-			{desc(m, "events_appended_total", "Events appended to streams, dead letters included."), func(s canal.Stats) float64 { return float64(s.Events) }},
-			{desc(m, "dead_letters_total", "Rows moved to the dead-letter stream."), func(s canal.Stats) float64 { return float64(s.DeadLetters) }},
-			{desc(m, "batches_total", "Atomic appends (entries and position in one step)."), func(s canal.Stats) float64 { return float64(s.Batches) }},
-			{desc(m, "reader_sessions_total", "Binlog connections started; more than one means the reader recovered from errors."), func(s canal.Stats) float64 { return float64(s.Sessions) }},
-			{desc(m, "statement_inserts_total", "INSERTs into the outbox logged as statements: their events are lost to the relay. Alert on any."), func(s canal.Stats) float64 { return float64(s.StatementDML) }},
+		counters: []counter[BinlogStats]{
+			{desc(m, "events_appended_total", "Events appended to streams, dead letters included."), func(s BinlogStats) float64 { return float64(s.Events) }},
+			{desc(m, "dead_letters_total", "Rows moved to the dead-letter stream."), func(s BinlogStats) float64 { return float64(s.DeadLetters) }},
+			{desc(m, "batches_total", "Atomic appends (entries and position in one step)."), func(s BinlogStats) float64 { return float64(s.Batches) }},
+			{desc(m, "reader_sessions_total", "Binlog connections started; more than one means the reader recovered from errors."), func(s BinlogStats) float64 { return float64(s.Sessions) }},
+			{desc(m, "statement_inserts_total", "INSERTs into the outbox logged as statements: their events are lost to the relay. Alert on any."), func(s BinlogStats) float64 { return float64(s.StatementDML) }},
 		},
-		gauges: []counter[canal.Stats]{
-			{desc(m, "last_append_timestamp_seconds", "When the last batch was appended (Unix time)."), func(s canal.Stats) float64 { return unix(s.LastAppend) }},
-			{desc(m, "last_commit_timestamp_seconds", "Commit time of the newest transaction appended, from the binlog (Unix time)."), func(s canal.Stats) float64 { return unix(s.LastCommit) }},
-			{desc(m, "leader", "1 while this relay reads (it holds the lease of the position, or runs with --lease=false), 0 while it stands by."), func(s canal.Stats) float64 { return bool01(s.Leader) }},
+		gauges: []counter[BinlogStats]{
+			{desc(m, "last_append_timestamp_seconds", "When the last batch was appended (Unix time)."), func(s BinlogStats) float64 { return unix(s.LastAppend) }},
+			{desc(m, "last_commit_timestamp_seconds", "Commit time of the newest transaction appended, from the binlog (Unix time)."), func(s BinlogStats) float64 { return unix(s.LastCommit) }},
+			{desc(m, "leader", "1 while this relay reads (it holds the lease of the position, or runs with --lease=false), 0 while it stands by."), func(s BinlogStats) float64 { return bool01(s.Leader) }},
 		},
 	}
 }
 
 // PollCollector exposes a poller's counters.
-func PollCollector(stats func() poller.Stats) prometheus.Collector {
+func PollCollector(stats func() PollStats) prometheus.Collector {
 	const m = "poll"
-	return &collector[poller.Stats]{
+	return &collector[PollStats]{
 		stats: stats,
-		counters: []counter[poller.Stats]{
-			{desc(m, "events_appended_total", "Rows relayed (appended or skipped as duplicates, then marked), dead letters included."), func(s poller.Stats) float64 { return float64(s.Events) }},
-			{desc(m, "dead_letters_total", "Rows moved to the dead-letter stream."), func(s poller.Stats) float64 { return float64(s.DeadLetters) }},
-			{desc(m, "oversize_total", "Dead letters whose payload exceeded --max-payload-bytes."), func(s poller.Stats) float64 { return float64(s.Oversize) }},
-			{desc(m, "duplicates_skipped_total", "Re-appends the dedupe window prevented."), func(s poller.Stats) float64 { return float64(s.Duplicates) }},
-			{desc(m, "rounds_total", "Poll transactions that locked at least one row."), func(s poller.Stats) float64 { return float64(s.Rounds) }},
-			{desc(m, "deferred_total", "Rows left for a later round to keep an aggregate in order."), func(s poller.Stats) float64 { return float64(s.Deferred) }},
-			{desc(m, "errors_total", "Failed rounds (retried)."), func(s poller.Stats) float64 { return float64(s.Errors) }},
+		counters: []counter[PollStats]{
+			{desc(m, "events_appended_total", "Rows relayed (appended or skipped as duplicates, then marked), dead letters included."), func(s PollStats) float64 { return float64(s.Events) }},
+			{desc(m, "dead_letters_total", "Rows moved to the dead-letter stream."), func(s PollStats) float64 { return float64(s.DeadLetters) }},
+			{desc(m, "oversize_total", "Dead letters whose payload exceeded --max-payload-bytes."), func(s PollStats) float64 { return float64(s.Oversize) }},
+			{desc(m, "duplicates_skipped_total", "Re-appends the dedupe window prevented."), func(s PollStats) float64 { return float64(s.Duplicates) }},
+			{desc(m, "rounds_total", "Poll transactions that locked at least one row."), func(s PollStats) float64 { return float64(s.Rounds) }},
+			{desc(m, "deferred_total", "Rows left for a later round to keep an aggregate in order."), func(s PollStats) float64 { return float64(s.Deferred) }},
+			{desc(m, "errors_total", "Failed rounds (retried)."), func(s PollStats) float64 { return float64(s.Errors) }},
 		},
 	}
 }

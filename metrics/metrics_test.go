@@ -8,14 +8,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/binlog-outbox/binlog-outbox/canal"
-	"github.com/binlog-outbox/binlog-outbox/poller"
 )
 
 func TestBinlogCollector(t *testing.T) {
-	c := BinlogCollector(func() canal.Stats {
-		return canal.Stats{Events: 42, DeadLetters: 1, Batches: 7, Sessions: 2, StatementDML: 3, LastCommit: time.Unix(1700000000, 0), Leader: true}
+	c := BinlogCollector(func() BinlogStats {
+		return BinlogStats{Events: 42, DeadLetters: 1, Batches: 7, Sessions: 2, StatementDML: 3, LastCommit: time.Unix(1700000000, 0), Leader: true}
 	})
 	want := `
 # HELP binlog_outbox_events_appended_total Events appended to streams, dead letters included.
@@ -41,7 +38,7 @@ binlog_outbox_leader{mode="binlog"} 1
 }
 
 func TestPollCollector(t *testing.T) {
-	c := PollCollector(func() poller.Stats { return poller.Stats{Events: 5, Duplicates: 2} })
+	c := PollCollector(func() PollStats { return PollStats{Events: 5, Duplicates: 2} })
 	if got := testutil.ToFloat64(prometheus.Collector(onlyMetric{c, "binlog_outbox_duplicates_skipped_total"})); got != 2 {
 		t.Errorf("duplicates_skipped_total = %v, want 2", got)
 	}

@@ -31,6 +31,8 @@ type queries struct {
 	// fieldsSize is what their fields add to a row's size beside their
 	// values' lengths (outbox.FieldSize), counting every one, NULL or not.
 	fieldsSize int64
+	// layout builds an event from a fetched row (eventrow.Layout.Fill).
+	layout eventrow.Layout
 	// payloadJSON: dead-letter rows whose payload is not valid JSON.
 	payloadJSON bool
 }
@@ -93,6 +95,7 @@ func buildQueries(cfg Config, tbl *schema.Table) *queries {
 	for _, f := range q.fields {
 		q.fieldsSize += outbox.FieldSize(f.Field, 0)
 	}
+	q.layout = eventrow.Layout{MessageID: q.hasMessageID, AggregateType: q.hasAggregateType, Fields: schema.FieldNames(q.fields)}
 	if tbl != nil {
 		if c, ok := tbl.Column(m[schema.ColPayload]); ok && c.JSON && tbl.MariaDB {
 			q.payloadJSON = true
@@ -250,7 +253,7 @@ func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (
 func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullString, payload []byte, payloadLen int64,
 	headers []byte, occurred any, fields []sql.NullString, now time.Time) (e outbox.Event, oversize bool) {
 	var b eventrow.Builder
-	eventrow.Layout{MessageID: p.q.hasMessageID, AggregateType: p.q.hasAggregateType, Fields: p.q.fields}.Fill(&b, &eventrow.Scanned{
+	p.q.layout.Fill(&b, &eventrow.Scanned{
 		ID: id, MessageID: messageID, AggregateType: aggType, AggregateID: aggID, EventType: evType,
 		Payload: payload, HasPayload: payloadLen >= 0, Headers: headers, Fields: fields,
 	})

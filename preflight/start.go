@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
@@ -38,12 +37,6 @@ const (
 	NameBinlogAddress = "binlog address"
 )
 
-// Values of --trim.
-const (
-	TrimOff   = "off"
-	TrimAcked = "acked"
-)
-
 // Start is what `run` does with its flags at start, beside connecting: the
 // sink it builds, the lease, trimming and where binlog mode starts. Run
 // checks each value as `run` uses it, so that whatever `run` would refuse,
@@ -53,15 +46,17 @@ type Start struct {
 	// for the table (StreamFor), and NoAggregateType and NoHeaders follow
 	// the mapping resolved against it (SinkConfig).
 	Sink redisstream.Config
-	// Lease, LeaseTTL and LeaseRenew are --lease, --lease-ttl and
-	// --lease-renew.
-	Lease                bool
-	LeaseTTL, LeaseRenew time.Duration
-	// Trim, MaxLen and TrimInterval are --trim, --max-len and
-	// --trim-interval.
-	Trim         string
-	MaxLen       int64
-	TrimInterval time.Duration
+	// Refused is what the relay's options refused (relay.Options.Validate:
+	// the lease's timings, --trim, --start-from), nil when they are valid;
+	// joined errors are reported one by one.
+	Refused error
+	// Lease is --lease.
+	Lease bool
+	// Trim is --trim, as the report shows it; Trimming the trimmer's
+	// configuration, nil when run trims nothing, which the preflight
+	// checks Redis against (Trimmer.Check).
+	Trim     string
+	Trimming *redisstream.TrimConfig
 	// StartFrom is --start-from.
 	StartFrom string
 	// Mode is --mode. Auto mode needs what binlog mode needs to decide
@@ -94,27 +89,6 @@ func (s Start) SinkConfig(m schema.Mapping) redisstream.Config {
 	return c
 }
 
-// CheckLease refuses lease timings under which a holder would step down at
-// the first missed renewal.
-func CheckLease(ttl, renew time.Duration) error {
-	if ttl < 100*time.Millisecond || renew <= 0 || renew > ttl/3 {
-		return outbox.WithHint(fmt.Errorf("%w: --lease-ttl %s with --lease-renew %s: the TTL must be at least 100ms and the renewals at most a third of it", outbox.ErrConfig, ttl, renew),
-			"keep the defaults (--lease-ttl 5s --lease-renew 1s), or renew at least three times per TTL so that a missed renewal does not make the holder step down")
-	}
-	return nil
-}
-
-// ParseTrim reads --trim: whether it trims acknowledged entries.
-func ParseTrim(s string) (acked bool, err error) {
-	switch strings.ToLower(s) {
-	case TrimOff:
-		return false, nil
-	case TrimAcked:
-		return true, nil
-	}
-	return false, outbox.WithHint(fmt.Errorf("%w: --trim %q: want off or acked", outbox.ErrConfig, s), "use --trim acked to trim what every consumer group acknowledged, or --trim off")
-}
-
 // BinlogAddr is the host and port binlog mode connects to as a replica: the
 // DSN's address, which must be TCP.
 func BinlogAddr(netw, addr string) (host string, port uint16, err error) {
@@ -135,12 +109,10 @@ func BinlogAddr(netw, addr string) (host string, port uint16, err error) {
 // refusal stops every mode, as it stops `run` whichever mode it picks.
 func checkStart(cfg Config, m schema.Mapping) []Result {
 	s := cfg.Start
-	var errs []error
-	errs = append(errs, CheckLease(s.LeaseTTL, s.LeaseRenew))
-	_, err := ParseTrim(s.Trim)
-	errs = append(errs, err)
-	_, err = position.ParseStart(s.StartFrom)
-	errs = append(errs, err)
+	errs := []error{s.Refused}
+	if joined, ok := s.Refused.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
 	sc := s.SinkConfig(m)
 	errs = append(errs, sc.Validate())
 	var out []Result
@@ -265,8 +237,8 @@ func checkStartRedis(ctx context.Context, c *redis.Client, s *Start, keys []stri
 			out = append(out, refusal(NameRedisKeys, WrongKeyType(key, typ), both))
 		}
 	}
-	if acked, _ := ParseTrim(s.Trim); acked || s.MaxLen != 0 {
-		tr, err := redisstream.NewTrimmer(c, redisstream.TrimConfig{Glob: "*", Acked: acked, MaxLen: s.MaxLen, Interval: s.TrimInterval}, nil)
+	if s.Trimming != nil {
+		tr, err := redisstream.NewTrimmer(c, *s.Trimming, nil)
 		if err == nil {
 			err = tr.Check(ctx)
 		}

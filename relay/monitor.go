@@ -7,14 +7,17 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
+	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
+	"github.com/binlog-outbox/binlog-outbox/poller"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -86,7 +89,7 @@ func startProbe(ctx context.Context, o Options, cfg Config, relayMode string, db
 	if addr == "" {
 		return stopAll, nil
 	}
-	cs = append(cs, metrics.LagCollector(relayMode, mon))
+	cs = append(cs, metrics.LagCollector(relayMode, mon.Ready, func(now time.Time) metrics.Lag { return lagMetric(mon.Latest(), now) }))
 	if o.GroupMetrics {
 		g, err := groupMetrics(o, cfg, relayMode, client)
 		if err != nil {
@@ -177,4 +180,27 @@ func groupStreams(ctx context.Context, client redis.UniversalClient, glob, deadL
 		slices.Sort(keys)
 	}
 	return keys, nil
+}
+
+// lagMetric is what metrics reports of the lag monitor's sample s at now.
+func lagMetric(s lag.Sample, now time.Time) metrics.Lag {
+	if s.At.IsZero() {
+		return metrics.Lag{}
+	}
+	m := metrics.Lag{Sampled: true, Unsent: s.Backlog.Unsent, BytesBehind: s.Binlog.BytesBehind, BytesBehindKnown: s.Binlog.BehindKnown}
+	m.Seconds, m.SecondsKnown = s.SecondsBehind(now)
+	m.Headroom, m.HeadroomKnown = s.Binlog.Retention.Headroom(now)
+	return m
+}
+
+// binlogMetric is what metrics reports of the binlog reader's stats.
+func binlogMetric(s canal.Stats) metrics.BinlogStats {
+	return metrics.BinlogStats{Events: s.Events, DeadLetters: s.DeadLetters, Batches: s.Batches, Sessions: s.Sessions,
+		StatementDML: s.StatementDML, LastAppend: s.LastAppend, LastCommit: s.LastCommit, Leader: s.Leader}
+}
+
+// pollMetric is what metrics reports of the pollers' stats.
+func pollMetric(s poller.Stats) metrics.PollStats {
+	return metrics.PollStats{Events: s.Events, DeadLetters: s.DeadLetters, Oversize: s.Oversize, Duplicates: s.Duplicates,
+		Rounds: s.Rounds, Deferred: s.Deferred, Errors: s.Errors}
 }

@@ -37,7 +37,7 @@ type Options struct {
 	MetricsAddr string
 	// OwnsProcess says the relay is the whole process (the command), not
 	// a part of one (a test, a program embedding it): binlog mode then
-	// sets GOMAXPROCS by whether it is caught up (procs.go).
+	// sets GOMAXPROCS by whether it is caught up (internal/tuning).
 	OwnsProcess bool
 
 	// Binlog mode: the reader's sizes and periods.

@@ -62,7 +62,7 @@ func startPollMonitor(ctx context.Context, o Options, cfg Config, client redis.U
 				return lag.Relay{Events: s.Events, LastProgress: s.LastRelay, Retrying: s.Retrying}
 			},
 		}
-	}, metrics.PollCollector(stats), appends)
+	}, metrics.PollCollector(func() metrics.PollStats { return pollMetric(stats()) }), appends)
 }
 
 func runPoll(ctx context.Context, o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, table *schema.Table) error {

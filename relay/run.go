@@ -15,6 +15,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
+	"github.com/binlog-outbox/binlog-outbox/internal/tuning"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/mode"
@@ -36,7 +37,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	cfg := o.Config
 	log := cfg.Logger
-	defer ownMemoryLimit(ctx, log)()
+	defer tuning.OwnMemoryLimit(ctx, log)()
 	log.Info("binlog-outbox starting", "version", o.Version, "config", cfg, "mode", requested)
 
 	if cfg.Several && requested != mode.Poll {
@@ -125,7 +126,7 @@ func relayIn(ctx context.Context, o Options, cfg Config, client redis.UniversalC
 	logFormat(log, format)
 	if o.OwnsProcess {
 		// Start-up is done: what it alone ran need not stay resident.
-		if n, err := unmapStartupPages(); err != nil {
+		if n, err := tuning.UnmapStartupPages(); err != nil {
 			log.Debug("start-up pages of the executable stay mapped", "err", err)
 		} else {
 			log.Debug("unmapped the executable's start-up pages", "resident_kib", n>>10)
@@ -183,10 +184,9 @@ func startFlags(o Options, cfg Config, format redisstream.Format) *preflight.Sta
 		BySource:  cfg.Several,
 	}
 	return &preflight.Start{
-		Sink:  sc,
-		Lease: o.Lease, LeaseTTL: o.LeaseTTL, LeaseRenew: o.LeaseRenew,
-		Trim: o.Trim, MaxLen: o.MaxLen, TrimInterval: o.TrimInterval,
-		StartFrom: o.StartFrom, Mode: o.Mode,
+		Sink:    sc,
+		Refused: o.Validate(),
+		Lease:   o.Lease, Trim: o.Trim, Trimming: trimming(o), StartFrom: o.StartFrom, Mode: o.Mode,
 	}
 }
 
@@ -273,7 +273,7 @@ func runBinlog(ctx context.Context, o Options, cfg Config, rep preflight.Report,
 				return lag.Relay{Events: s.Events, LastProgress: s.LastAppend, Retrying: s.Retrying, File: s.Stored.File, Pos: s.Stored.Pos, Standby: s.Standby}
 			},
 		}
-	}, metrics.BinlogCollector(reader.Stats), appends)
+	}, metrics.BinlogCollector(func() metrics.BinlogStats { return binlogMetric(reader.Stats()) }), appends)
 	if err != nil {
 		return err
 	}
@@ -283,9 +283,9 @@ func runBinlog(ctx context.Context, o Options, cfg Config, rep preflight.Report,
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			followCatchUp(pctx, cfg.Logger, func() catchUp {
+			tuning.FollowCatchUp(pctx, cfg.Logger, func() tuning.CatchUp {
 				s := reader.Stats()
-				return catchUp{LastAppend: s.LastAppend, LastCommit: s.LastCommit}
+				return tuning.CatchUp{LastAppend: s.LastAppend, LastCommit: s.LastCommit, Checkpoint: canal.DefaultIdleCheckpoint}
 			})
 		}()
 		defer func() { cancel(); <-done }()
@@ -298,9 +298,6 @@ func runBinlog(ctx context.Context, o Options, cfg Config, rep preflight.Report,
 func newLease(o Options, cfg Config, client redis.UniversalClient) (*redisstream.Lease, error) {
 	if !o.Lease {
 		return nil, nil
-	}
-	if err := preflight.CheckLease(o.LeaseTTL, o.LeaseRenew); err != nil {
-		return nil, err
 	}
 	return redisstream.NewLease(client, redisstream.LeaseConfig{Key: redisstream.KeysFor(cfg.Database, cfg.Table, o.PositionKey).Lease, TTL: o.LeaseTTL,
 		Cluster: cfg.RedisCluster != nil})

@@ -8,16 +8,26 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
-	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
+
+// trimming is what the preflight checks Redis against when --trim or
+// --max-len trims: the trimmer's settings over every key; nil when nothing
+// is trimmed or --trim is refused (Options.Validate reports that).
+func trimming(o Options) *redisstream.TrimConfig {
+	acked, err := ParseTrim(o.Trim)
+	if err != nil || (!acked && o.MaxLen == 0) {
+		return nil
+	}
+	return &redisstream.TrimConfig{Glob: "*", Acked: acked, MaxLen: o.MaxLen, Interval: o.TrimInterval}
+}
 
 // startTrimmer starts the stream trimmer of --trim and --max-len, when one
 // is set, after checking that Redis can trim; stop ends it and waits. With
 // a lease (--lease), only its holder trims: a standby's passes are skipped.
 func startTrimmer(ctx context.Context, o Options, cfg Config, client redis.UniversalClient, lease *redisstream.Lease) (stop func(), err error) {
-	acked, err := preflight.ParseTrim(o.Trim)
+	acked, err := ParseTrim(o.Trim)
 	if err != nil {
 		return nil, err
 	}

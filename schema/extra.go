@@ -106,6 +106,15 @@ func FieldColumns(m Mapping, extra []ExtraColumn) []ExtraColumn {
 	return append(out, extra...)
 }
 
+// FieldNames returns the entry field names of cols, in their order.
+func FieldNames(cols []ExtraColumn) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.Field
+	}
+	return out
+}
+
 // DescribeFields says in one phrase which fields beyond the built-in ones
 // the entries carry, for `check` and the start-up log; "" for none.
 func DescribeFields(fields []ExtraColumn) string {

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/binlog-outbox/binlog-outbox/relay"
 	"io"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/binlog-outbox/binlog-outbox/relay"
 
 	"github.com/urfave/cli/v2"
 

@@ -3,9 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/binlog-outbox/binlog-outbox/relay"
 	"io"
 	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/relay"
 
 	"github.com/urfave/cli/v2"
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+
 	"github.com/binlog-outbox/binlog-outbox/relay"
 
 	"github.com/urfave/cli/v2"

@@ -3,9 +3,9 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/binlog-outbox/binlog-outbox/internal/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 )
 
 // monitorFlags are the flags of run for the lag probe, /readyz and the

@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/binlog-outbox/binlog-outbox/relay"
 	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/relay"
 
 	"github.com/urfave/cli/v2"
 

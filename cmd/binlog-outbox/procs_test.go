@@ -23,11 +23,11 @@ const (
 )
 
 // The relay binary runs on one processor while it is caught up and on
-// every processor while it catches up (relay/procs.go): it starts on one,
+// every processor while it catches up (internal/tuning/procs.go): it starts on one,
 // rows committed seconds before it started are a catch-up, and once they
 // are relayed it is caught up again. With GOMAXPROCS in the environment,
 // or run in-process, it never changes it. Likewise only the relay binary
-// unmaps its start-up pages (relay/exepages_linux.go), and relays every
+// unmaps its start-up pages (internal/tuning/exepages_linux.go), and relays every
 // row after it.
 func TestRun_ProcessorsFollowTheCatchUp(t *testing.T) {
 	// Its database, Redis database and server id are its own.

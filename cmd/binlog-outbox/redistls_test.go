@@ -2,15 +2,16 @@ package main
 
 import (
 	"context"
-	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
-	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
-	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/servers"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // userURL is env's Redis URL with the user name (and password, if any) put in.

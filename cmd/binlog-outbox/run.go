@@ -1,8 +1,9 @@
 package main
 
 import (
-	"github.com/binlog-outbox/binlog-outbox/relay"
 	"strings"
+
+	"github.com/binlog-outbox/binlog-outbox/relay"
 
 	"github.com/urfave/cli/v2"
 

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
-	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
-	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +9,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
+	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
+	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
 // sentinelArgs are the global flags of a command against env, whose

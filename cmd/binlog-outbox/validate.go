@@ -1,14 +1,12 @@
 package main
 
 import (
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/urfave/cli/v2"
-
-	"github.com/binlog-outbox/binlog-outbox/preflight"
-	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 // validateFlags refuses a value of a command's flag outside its range
-// (settings.Ranges). Every command runs it before its action, so that check
+// (relay.Ranges, relay.CheckLease). Every command runs it before its action, so that check
 // refuses what run refuses, in the same words, before connecting anywhere.
 func validateFlags(c *cli.Context) error {
 	set := setFlags(c)
@@ -28,12 +26,12 @@ func validateFlags(c *cli.Context) error {
 			// command's to ask for, in its own words.
 			continue
 		}
-		if err := settings.CheckFlag(name, c.Value(name), env, d.GetDefaultText()); err != nil {
+		if err := relay.CheckFlag(name, c.Value(name), env, d.GetDefaultText()); err != nil {
 			return err
 		}
 	}
 	if commandFlag(c.Command, "lease-ttl") != nil {
-		return preflight.CheckLease(c.Duration("lease-ttl"), c.Duration("lease-renew"))
+		return relay.CheckLease(c.Duration("lease-ttl"), c.Duration("lease-renew"))
 	}
 	return nil
 }

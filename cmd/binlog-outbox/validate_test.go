@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/binlog-outbox/binlog-outbox/settings"
+	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
@@ -69,7 +69,12 @@ func commandsWith(name string) [][]string {
 func TestValidateFlags_Refused(t *testing.T) {
 	// Not parallel: its many in-process runs would keep the others
 	// waiting for appMu.
-	for _, r := range settings.Ranges() {
+	flags := []string{"lease-ttl", "lease-renew"} // relay.CheckLease
+	for _, r := range relay.Ranges() {
+		flags = append(flags, r.Flag)
+	}
+	for _, flag := range flags {
+		r := struct{ Flag string }{flag}
 		bad, ok := badValues[r.Flag]
 		if !ok {
 			t.Errorf("no bad values for --%s", r.Flag)

@@ -1,10 +1,6 @@
 package eventrow
 
-import (
-	"database/sql"
-
-	"github.com/binlog-outbox/binlog-outbox/schema"
-)
+import "database/sql"
 
 // Scanned is a row of the outbox table as a text-protocol query reads it
 // (poll mode's batches, dead-letters replay): the values of the columns
@@ -25,7 +21,9 @@ type Scanned struct {
 // know them.
 type Layout struct {
 	MessageID, AggregateType bool
-	Fields                   []schema.ExtraColumn
+	// Fields are the entry field names of the columns carried as fields
+	// of their own (schema.FieldColumns), in their order.
+	Fields []string
 }
 
 // Fill sets the columns of r on b in column order, all but occurred_at and
@@ -51,6 +49,6 @@ func (l Layout) Fill(b *Builder, r *Scanned) {
 		if r.Fields[i].Valid {
 			v = r.Fields[i].String
 		}
-		b.Field(f.Field, v)
+		b.Field(f, v)
 	}
 }

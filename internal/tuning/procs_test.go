@@ -1,4 +1,4 @@
-package relay
+package tuning
 
 import (
 	"testing"
@@ -7,6 +7,8 @@ import (
 
 func TestCatchUp_Behind(t *testing.T) {
 	now := time.Date(2026, 12, 3, 12, 0, 10, 0, time.UTC)
+	const checkpoint = time.Second
+	appendedRecently := CatchUp{Checkpoint: checkpoint}.appendedRecently()
 	for _, tt := range []struct {
 		name               string
 		appended, commitTS time.Duration // before now
@@ -20,9 +22,9 @@ func TestCatchUp_Behind(t *testing.T) {
 		{"nothing appended yet", 0, 0, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := catchUp{}
+			c := CatchUp{}
 			if tt.commitTS > 0 {
-				c = catchUp{LastAppend: now.Add(-tt.appended), LastCommit: now.Add(-tt.appended - tt.commitTS)}
+				c = CatchUp{LastAppend: now.Add(-tt.appended), LastCommit: now.Add(-tt.appended - tt.commitTS), Checkpoint: checkpoint}
 			}
 			if got := c.behind(now); got != tt.want {
 				t.Errorf("behind = %v, want %v", got, tt.want)
@@ -43,7 +45,7 @@ func TestProcsPolicy_Next(t *testing.T) {
 		{"a calm look between catch-up looks does not switch", []bool{false, true, false, true, false, false}, []int{-1, 0, -1, -1, -1, caughtUpProcs}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := procsPolicy{one: true} // as followCatchUp starts
+			p := procsPolicy{one: true} // as FollowCatchUp starts
 			for i, b := range tt.looks {
 				if got := p.next(b); got != tt.wantNs[i] {
 					t.Fatalf("look %d (behind %v): %d, want %d", i, b, got, tt.wantNs[i])

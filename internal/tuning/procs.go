@@ -1,4 +1,4 @@
-package relay
+package tuning
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"os"
 	"runtime"
 	"time"
-
-	"github.com/binlog-outbox/binlog-outbox/canal"
 )
 
 // The relay runs its Go code on one processor while the binlog reader is
@@ -34,27 +32,31 @@ const (
 	// and a few loads); it is caught up again after two looks in a row
 	// that say so.
 	procsTick = 100 * time.Millisecond
-	// appendedRecently is how long after its last batch a reader may
-	// still be catching up: over other tables' traffic only it stores
-	// its position about every canal.DefaultIdleCheckpoint, not at each
-	// look.
-	appendedRecently = canal.DefaultIdleCheckpoint + 5*procsTick
 )
 
-// catchUp is what followCatchUp learns from the reader at each look.
-type catchUp struct {
+// CatchUp is what FollowCatchUp learns from the reader at each look.
+type CatchUp struct {
 	// LastAppend is when the reader last appended a batch, LastCommit
 	// the commit time (from the binlog) of its newest transaction.
 	LastAppend, LastCommit time.Time
+	// Checkpoint is how often the reader stores its position while it
+	// reads only other tables' rows (canal's IdleCheckpoint): over such
+	// traffic it is still catching up though it appends nothing.
+	Checkpoint time.Duration
 }
+
+// appendedRecently is how long after its last batch a reader may still be
+// catching up: it stores its position about every Checkpoint, not at each
+// look.
+func (c CatchUp) appendedRecently() time.Duration { return c.Checkpoint + 5*procsTick }
 
 // behind reports a reader that appended, within appendedRecently, a batch
 // (or stored its position) whose newest transaction was behindAge old or
 // more. The age compares the server's clock with the relay's, as the lag
 // metric does: a server clock far behind keeps the default, one far ahead
 // the single processor.
-func (c catchUp) behind(now time.Time) bool {
-	return now.Sub(c.LastAppend) <= appendedRecently && c.LastAppend.Sub(c.LastCommit) >= behindAge
+func (c CatchUp) behind(now time.Time) bool {
+	return now.Sub(c.LastAppend) <= c.appendedRecently() && c.LastAppend.Sub(c.LastCommit) >= behindAge
 }
 
 // procsPolicy decides GOMAXPROCS from the looks at the reader.
@@ -82,10 +84,10 @@ func (p *procsPolicy) next(behind bool) int {
 	return -1
 }
 
-// followCatchUp sets the process's GOMAXPROCS as procsPolicy says until ctx
+// FollowCatchUp sets the process's GOMAXPROCS as procsPolicy says until ctx
 // ends, then puts the runtime's default back. It does nothing where the
 // environment sets GOMAXPROCS or the default is one processor already.
-func followCatchUp(ctx context.Context, log *slog.Logger, look func() catchUp) {
+func FollowCatchUp(ctx context.Context, log *slog.Logger, look func() CatchUp) {
 	if os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) <= caughtUpProcs {
 		return
 	}

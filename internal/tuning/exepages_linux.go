@@ -1,4 +1,4 @@
-package relay
+package tuning
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 	"syscall"
 )
 
-// unmapStartupPages unmaps the pages of the relay's own executable that
+// UnmapStartupPages unmaps the pages of the relay's own executable that
 // are mapped read-only (its code and constant data), once start-up is done,
 // and returns how many bytes of them were resident.
 //
@@ -32,7 +32,7 @@ import (
 // and on overlayfs (a container's image) with some kernels, a mapping
 // shows the device and inode of the file system below, not those stat
 // gives.
-func unmapStartupPages() (int64, error) {
+func UnmapStartupPages() (int64, error) {
 	exe, err := os.Stat("/proc/self/exe")
 	if err != nil {
 		return 0, fmt.Errorf("stat the executable: %w", err)

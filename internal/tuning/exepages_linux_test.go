@@ -1,4 +1,4 @@
-package relay
+package tuning
 
 import (
 	"crypto/sha256"
@@ -100,7 +100,7 @@ var sentinel = [2]uint64{0x1234, 0x5678}
 func TestUnmapStartupPages(t *testing.T) {
 	sentinel[0] = 42
 	before := rssFileKiB(t)
-	resident, err := unmapStartupPages()
+	resident, err := UnmapStartupPages()
 	if err != nil {
 		t.Fatal(err)
 	}

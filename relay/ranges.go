@@ -1,6 +1,7 @@
-package settings
+package relay
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -13,7 +14,9 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
-// Range is the valid values of one command flag.
+// Range is the valid values of one command flag. The command line checks
+// each flag it was given against its range before it runs anything
+// (CheckFlag); Options.Validate checks what the flags say together.
 type Range struct {
 	// Flag is the flag's name without dashes.
 	Flag string
@@ -52,8 +55,7 @@ func Ranges() []Range {
 		intIn("max-tx-bytes", 1, anyPositiveInt),
 		intIn("event-cache-bytes", 1, anyPositiveInt),
 		durationIn("heartbeat", minDuration, maxHeartbeat),
-		durationIn("lease-ttl", minLeaseTTL, 0),
-		durationIn("lease-renew", minDuration, 0),
+		// --lease-ttl and --lease-renew are checked as a pair: CheckLease.
 		durationIn("lease-step-down", 0, 0),
 		{Flag: "start-from", Want: "now, earliest, <file>:<offset> or a GTID set", ok: func(v any) bool {
 			_, err := position.ParseStart(v.(string))
@@ -174,4 +176,47 @@ func hostPort(addr string) bool {
 	}
 	n, err := strconv.Atoi(port)
 	return err == nil && n >= 0 && n <= maxPortNumber
+}
+
+// Values of --trim.
+const (
+	TrimOff   = "off"
+	TrimAcked = "acked"
+)
+
+// ParseTrim reads --trim: whether it trims acknowledged entries.
+func ParseTrim(s string) (acked bool, err error) {
+	switch strings.ToLower(s) {
+	case TrimOff:
+		return false, nil
+	case TrimAcked:
+		return true, nil
+	}
+	return false, outbox.WithHint(fmt.Errorf("%w: --trim %q: want off or acked", outbox.ErrConfig, s), "use --trim acked to trim what every consumer group acknowledged, or --trim off")
+}
+
+// CheckLease refuses lease timings under which a holder would step down at
+// the first missed renewal: the one rule of --lease-ttl and --lease-renew.
+func CheckLease(ttl, renew time.Duration) error {
+	if ttl < minLeaseTTL || renew <= 0 || renew > ttl/3 {
+		return outbox.WithHint(fmt.Errorf("%w: --lease-ttl %s with --lease-renew %s: the TTL must be at least %s and the renewals at most a third of it", outbox.ErrConfig, ttl, renew, minLeaseTTL),
+			"keep the defaults (--lease-ttl 5s --lease-renew 1s), or renew at least three times per TTL so that a missed renewal does not make the holder step down")
+	}
+	return nil
+}
+
+// Validate refuses options that run would refuse at start, each with its
+// fix: the lease's timings, --trim and --start-from. The preflight reports
+// its result as the settings check (preflight.Start.Refused), so check
+// says what run would refuse; what depends on the table (the sink's
+// stream template against its columns) the preflight checks itself. The
+// refusals are joined: errors.Join, one per rule.
+func (o Options) Validate() error {
+	var errs []error
+	errs = append(errs, CheckLease(o.LeaseTTL, o.LeaseRenew))
+	_, err := ParseTrim(o.Trim)
+	errs = append(errs, err)
+	_, err = position.ParseStart(o.StartFrom)
+	errs = append(errs, err)
+	return errors.Join(errs...)
 }

@@ -1,4 +1,4 @@
-package relay
+package tuning
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func TestOwnMemoryLimit_PutsTheProcessLimitBack(t *testing.T) {
 		debug.SetMemoryLimit(oldLimit)
 		debug.SetGCPercent(oldPercent)
 	})
-	release := ownMemoryLimit(context.Background(), slog.New(slog.DiscardHandler))
+	release := OwnMemoryLimit(context.Background(), slog.New(slog.DiscardHandler))
 	if got := debug.SetMemoryLimit(-1); got != defaultMemoryLimit {
 		t.Fatalf("limit while the relay runs = %d MiB, want %d MiB", got>>20, defaultMemoryLimit>>20)
 	}

@@ -1,4 +1,11 @@
-package relay
+// Package tuning fits the Go runtime to the relay process, which runs
+// beside a busy database on few cores: a soft memory limit that follows the
+// live heap (memlimit.go), one processor while the binlog reader is caught
+// up (procs.go), and the executable's start-up pages given back
+// (exepages_linux.go). Each file's comments give the measurement that
+// justifies it; bench takes those measurements again. The relay's wiring
+// (package relay) calls it at start and around the binlog reader.
+package tuning
 
 import (
 	"context"
@@ -43,11 +50,11 @@ func setMemoryLimit() (restore func()) {
 	}
 }
 
-// ownMemoryLimit sets the relay's memory limit and follows the live heap
+// OwnMemoryLimit sets the relay's memory limit and follows the live heap
 // with it until the returned func is called, which puts the process's
 // limit back: a caller that runs the relay in-process (the tests, a
 // program embedding it) keeps its own limit once Run returns.
-func ownMemoryLimit(ctx context.Context, log *slog.Logger) (release func()) {
+func OwnMemoryLimit(ctx context.Context, log *slog.Logger) (release func()) {
 	restore := setMemoryLimit()
 	if restore == nil {
 		return func() {}
