@@ -14,6 +14,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
+	"github.com/binlog-outbox/binlog-outbox/internal/retry"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
@@ -196,7 +197,7 @@ func Repair(ctx context.Context, o RepairOptions) (r RepairReport, err error) {
 		return r, err
 	}
 	if !binlogApply {
-		if err := o.publish(ctx, conn, sink, missing, &r); err != nil {
+		if err := o.publish(ctx, conn, sink, missing, &r, nil); err != nil {
 			return r, err
 		}
 		r.Applied = true
@@ -447,22 +448,14 @@ func keepLease(ctx context.Context, lease *redisstream.Lease) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(redisstream.DefaultLeaseRenew)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				// A lost lease makes the next append fail (ErrLeaseLost),
-				// which refuses. A renewal that failed (Redis slow or
-				// away) is tried again at the next tick: the lease outlives
-				// it by its TTL, and past that the appends refuse too.
-				if held, err := lease.Renew(ctx); err == nil && !held {
-					return
-				}
-			}
-		}
+		retry.Every(ctx, redisstream.DefaultLeaseRenew, func(ctx context.Context) bool {
+			// A lost lease makes the next append fail (ErrLeaseLost),
+			// which refuses. A renewal that failed (Redis slow or away) is
+			// tried again at the next tick: the lease outlives it by its
+			// TTL, and past that the appends refuse too.
+			held, err := lease.Renew(ctx)
+			return err != nil || held
+		})
 	}()
 	return func() {
 		cancel()
@@ -653,18 +646,7 @@ func (o RepairOptions) applyCluster(ctx context.Context, conn *sql.Conn, sink *r
 		}
 		return nil
 	}
-	err := o.batches(ctx, conn, ids, func(events []outbox.Event, _ bool) error {
-		if err := check(); err != nil {
-			return err
-		}
-		n, err := sink.Publish(ctx, events)
-		if err != nil {
-			return fmt.Errorf("repair: %d entries appended, then: %w", r.Appended, err)
-		}
-		r.Appended += n
-		return nil
-	})
-	if err != nil {
+	if err := o.publish(ctx, conn, sink, ids, r, check); err != nil {
 		return err
 	}
 	if err := check(); err != nil {
@@ -701,12 +683,18 @@ end
 return 1
 `)
 
-// publish appends the missing rows of poll mode a batch at a time, without
-// a position (poll mode keeps its progress in the table). A poller running
-// meanwhile does not double them: it appends only unsent rows, and these
-// are marked sent.
-func (o RepairOptions) publish(ctx context.Context, conn *sql.Conn, sink *redisstream.Sink, ids []uint64, r *RepairReport) error {
+// publish appends the rows ids a batch at a time with Publish, which
+// stores no position, counting them in r; check (nil: none) approves each
+// batch first. Poll mode's missing rows go so (it keeps its progress in the
+// table: a poller running meanwhile appends only unsent rows, and these are
+// marked sent), and a cluster's, whose check holds the lease and the mark.
+func (o RepairOptions) publish(ctx context.Context, conn *sql.Conn, sink *redisstream.Sink, ids []uint64, r *RepairReport, check func() error) error {
 	return o.batches(ctx, conn, ids, func(events []outbox.Event, _ bool) error {
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
 		if len(events) == 0 {
 			return nil
 		}

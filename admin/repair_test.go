@@ -260,35 +260,59 @@ func TestRepair_LockNeedsReload(t *testing.T) {
 
 // TestRepair_LockGivesUp: a long write statement keeps the lock snapshot
 // from taking its lock; it gives up after its wait with a refusal, writes
-// go on, and nothing is written to Redis.
+// go on, and nothing is written to Redis. The statement waits for a user
+// lock the test holds, so it runs exactly as long as the test needs,
+// however loaded the machine.
 func TestRepair_LockGivesUp(t *testing.T) {
 	t.Parallel()
 	env := newEnv(t)
 	ctx := context.Background()
 	rec := relaytest.NewProduced()
 	oneMissing(t, env, rec)
+	lockName := "binlog-outbox-test:" + env.Database + "." + env.Table
+	hold, err := env.DB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	var got sql.NullInt64
+	if err := hold.QueryRowContext(ctx, "SELECT GET_LOCK(?, 10)", lockName).Scan(&got); err != nil || got.Int64 != 1 {
+		t.Fatalf("GET_LOCK = %v, %v", got, err)
+	}
+	longConn, err := env.DB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer longConn.Close()
 	long := make(chan error, 1)
 	go func() {
-		_, err := env.DB.ExecContext(ctx, "UPDATE `"+env.Table+"` SET event_type = event_type WHERE id = 1 AND SLEEP(4) = 0")
+		_, err := longConn.ExecContext(ctx, "UPDATE `"+env.Table+"` SET event_type = event_type WHERE id = 1 AND GET_LOCK(?, 120) = 1", lockName)
 		long <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	relaytest.WaitFor(t, 30*time.Second, "the long statement to wait for the test's lock", func() bool {
+		var n int
+		err := env.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND INFO LIKE ?", "%UPDATE `"+env.Table+"`%").Scan(&n)
+		return err == nil && n > 0
+	})
 	o := repairOptions(t, env, true)
 	o.Snapshot, o.lockWait = SnapshotLock, time.Second
 	start := time.Now()
-	_, err := Repair(ctx, o)
+	_, err = Repair(ctx, o)
 	took := time.Since(start)
 	if !errors.Is(err, ErrRepairRefused) || !strings.Contains(err.Error(), "gave up") || !strings.Contains(outbox.HintOf(err), "SHOW PROCESSLIST") || took > 3*time.Second {
 		t.Fatalf("repair --apply --snapshot lock behind a long write: %v (hint %q) after %s, want a refusal after about 1s", err, outbox.HintOf(err), took)
 	}
 	relaytest.InsertEvent(t, env.DB, rec, "a", 2)
-	if len(long) != 0 {
-		t.Fatal("the long statement ended before the check: the commit above proves nothing")
-	}
 	if n := env.RDB.XLen(ctx, "outbox:order").Val(); n != 1 || env.RDB.Exists(ctx, keys(env).Lease).Val() != 0 {
 		t.Fatalf("the refused repair wrote, or kept the lease: %d entries", n)
 	}
+	if _, err := hold.ExecContext(ctx, "DO RELEASE_LOCK(?)", lockName); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-long; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := longConn.ExecContext(ctx, "DO RELEASE_LOCK(?)", lockName); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -87,25 +87,19 @@ func (r *Reader) renewServerID(ctx context.Context, cancel context.CancelFunc) {
 	if r.cfg.ServerIDClaim == nil {
 		return
 	}
-	t := time.NewTicker(r.cfg.ServerIDClaim.Renewal())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	retry.Every(ctx, r.cfg.ServerIDClaim.Renewal(), func(ctx context.Context) bool {
 		other, taken, err := r.cfg.ServerIDClaim.Claim(ctx)
 		switch {
 		case ctx.Err() != nil:
-			return
+			return false
 		case err != nil:
 			// The claim outlives a few failed renewals; the next tries again.
 			r.log.Debug("renewing the server id claim failed", logging.KeyError, err)
 		case !taken:
 			r.log.Warn("another relay took the server id while this one read; stopping this session", "server_id", r.cfg.ServerID, "holder", other)
 			cancel()
-			return
+			return false
 		}
-	}
+		return true
+	})
 }

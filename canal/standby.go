@@ -161,18 +161,11 @@ func (r *Reader) releaseLease(ctx context.Context) {
 // renewLease renews the lease every LeaseRenew until ctx is done, and
 // cancels ctx with outbox.ErrLeaseLost when a renewal finds it lost.
 func (r *Reader) renewLease(ctx context.Context, cancel context.CancelCauseFunc) {
-	t := time.NewTicker(r.cfg.LeaseRenew)
-	defer t.Stop()
 	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	retry.Every(ctx, r.cfg.LeaseRenew, func(ctx context.Context) bool {
 		held, err := r.cfg.Lease.Renew(ctx)
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		if !held {
 			if err != nil {
@@ -180,7 +173,7 @@ func (r *Reader) renewLease(ctx context.Context, cancel context.CancelCauseFunc)
 			} else {
 				cancel(fmt.Errorf("%w: another relay took it, or it expired", outbox.ErrLeaseLost))
 			}
-			return
+			return false
 		}
 		switch {
 		case err != nil && !failing:
@@ -196,7 +189,8 @@ func (r *Reader) renewLease(ctx context.Context, cancel context.CancelCauseFunc)
 			r.log.Info("renewed the lease again")
 			failing = false
 		}
-	}
+		return true
+	})
 }
 
 // jitter returns d give or take a quarter.

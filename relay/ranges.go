@@ -62,7 +62,10 @@ func Ranges() []Range {
 			return err == nil
 		}},
 		{Flag: "metrics-addr", Want: "empty (off) or host:port, e.g. :9108", ok: func(v any) bool { return v == "" || hostPort(v.(string)) }},
-		oneOf("trim", "off", "acked"),
+		{Flag: "trim", Want: TrimOff + " or " + TrimAcked, ok: func(v any) bool {
+			_, err := ParseTrim(v.(string))
+			return err == nil
+		}},
 		durationIn("trim-interval", minDuration, 0),
 		intIn("max-len", 0, math.MaxInt64),
 		durationIn("probe-interval", minDuration, 0),

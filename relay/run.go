@@ -172,8 +172,19 @@ func PreflightConfig(ctx context.Context, o Options, format *redisstream.Format,
 }
 
 // startFlags is what run does at start with its flags (check has them
-// too): the sink, the lease, trimming, --start-from.
+// too): the sink, the lease, trimming, --start-from, and what Validate
+// refuses of them.
 func startFlags(o Options, cfg Config, format redisstream.Format) *preflight.Start {
+	return &preflight.Start{
+		Sink:    sinkConfig(o, cfg, format),
+		Refused: o.Validate(),
+		Lease:   o.Lease, Trim: o.Trim, Trimming: trimming(o), StartFrom: o.StartFrom, Mode: o.Mode,
+	}
+}
+
+// sinkConfig is the sink's configuration from the flags, before the
+// mapping resolved against the table completes it (Start.SinkConfig).
+func sinkConfig(o Options, cfg Config, format redisstream.Format) redisstream.Config {
 	sc := entryConfig(o, cfg, format)
 	sc.PositionKey = PositionKey(cfg, o.PositionKey)
 	// The same keys as poll mode's, so that a switch between the modes
@@ -183,11 +194,7 @@ func startFlags(o Options, cfg Config, format redisstream.Format) *preflight.Sta
 		KeyPrefix: redisstream.KeysFor(cfg.Database, cfg.Table, "").DedupePrefix,
 		BySource:  cfg.Several,
 	}
-	return &preflight.Start{
-		Sink:    sc,
-		Refused: o.Validate(),
-		Lease:   o.Lease, Trim: o.Trim, Trimming: trimming(o), StartFrom: o.StartFrom, Mode: o.Mode,
-	}
+	return sc
 }
 
 // entryConfig is the part of the sink's configuration that decides which
@@ -306,7 +313,7 @@ func newLease(o Options, cfg Config, client redis.UniversalClient) (*redisstream
 // newSink builds the Redis sink from the stream and format flags; lease,
 // when not nil, is checked with every append.
 func newSink(o Options, cfg Config, client redis.UniversalClient, lease *redisstream.Lease) (*redisstream.Sink, error) {
-	sc := startFlags(o, cfg, o.Format).SinkConfig(cfg.Mapping)
+	sc := preflight.Start{Sink: sinkConfig(o, cfg, o.Format)}.SinkConfig(cfg.Mapping)
 	sc.Lease = lease
 	return redisstream.New(client, sc)
 }

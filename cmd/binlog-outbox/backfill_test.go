@@ -76,7 +76,9 @@ func TestBackfillCommand_RefusesAndRuns(t *testing.T) {
 
 // TestBackfillCommand_KilledExactlyOnce: backfill processes killed with
 // SIGKILL at random moments, each run again with the same command line
-// until one finishes: every row is once in the backfill's stream.
+// until one finishes: every row is once in the backfill's stream. The first
+// is killed once it has appended some rows, so that at least one resume
+// starts half way, however loaded the machine.
 func TestBackfillCommand_KilledExactlyOnce(t *testing.T) {
 	// Its database, Redis database and server id are its own.
 	t.Parallel()
@@ -95,6 +97,16 @@ func TestBackfillCommand_KilledExactlyOnce(t *testing.T) {
 			t.Fatalf("backfill never finished: %d entries", env.RDB.XLen(ctx, "rebuild:order").Val())
 		}
 		p := relaytest.StartProcess(t, binary(t), args...)
+		if attempt == 0 {
+			relaytest.WaitFor(t, 60*time.Second, "the first backfill to append rows", func() bool {
+				return env.RDB.XLen(ctx, "rebuild:order").Val() > 0
+			})
+			p.Signal(t, syscall.SIGKILL)
+			kills++
+			if n := env.RDB.XLen(ctx, "rebuild:order").Val(); n >= rows {
+				t.Fatalf("the first backfill appended all %d rows before it was killed: raise the rows or lower --rate", n)
+			}
+		}
 		select {
 		case <-p.Done():
 		// The window grows with each attempt, so that a loaded machine,

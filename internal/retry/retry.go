@@ -209,3 +209,22 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// Every calls step every period until ctx is done or step returns false.
+// It is the loop of a renewal (a lease, a server id claim): the first call
+// comes one period after the start, which took or claimed the thing, and a
+// step that fails says true to try again at the next tick.
+func Every(ctx context.Context, period time.Duration, step func(ctx context.Context) (again bool)) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !step(ctx) {
+			return
+		}
+	}
+}

@@ -244,3 +244,24 @@ func TestSleep(t *testing.T) {
 		t.Errorf("Sleep on a cancelled context took %s", d)
 	}
 }
+
+// TestEvery: the step runs once a period, not at the start, until it says
+// stop or the context ends.
+func TestEvery(t *testing.T) {
+	start := time.Now()
+	calls := 0
+	retry.Every(context.Background(), time.Millisecond, func(context.Context) bool {
+		calls++
+		return calls < 3
+	})
+	if calls != 3 || time.Since(start) < 3*time.Millisecond {
+		t.Errorf("%d calls in %s; want 3, a period apart", calls, time.Since(start))
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	retry.Every(ctx, time.Millisecond, func(context.Context) bool {
+		t.Error("a step ran after the context ended")
+		return true
+	})
+}
