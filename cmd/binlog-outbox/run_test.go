@@ -301,6 +301,11 @@ func TestRun_SwitchPollToBinlog(t *testing.T) {
 		defer wg.Done()
 		relaytest.Produce(pctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 3, Transactions: 100000, Pause: 2 * time.Millisecond}, rec)
 	}()
+	// The switch is prepared only once the table is known to run in poll
+	// mode: wait for the pollers to record it, however slow their start.
+	relaytest.WaitFor(t, 30*time.Second, "the pollers to record poll mode", func() bool {
+		return env.RDB.Get(ctx, "binlog-outbox:mode:"+env.Database+"."+env.Table).Val() == "poll"
+	})
 	time.Sleep(700 * time.Millisecond)
 	// 1. Record where the binlog relay will start, and the newest row then.
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
