@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -349,7 +350,8 @@ func TestSink_ClusterWithTheRelaysACL(t *testing.T) {
 	defer c.Close()
 	// With the lease: its take counts epochs (INCR), and every slot is
 	// fenced before the positions are read.
-	lease, err := NewLease(c, LeaseConfig{Key: "binlog-outbox:position:app.outbox:lease", Cluster: true})
+	// Nothing renews the lease here: its TTL outlasts a loaded machine's run.
+	lease, err := NewLease(c, LeaseConfig{Key: "binlog-outbox:position:app.outbox:lease", Cluster: true, TTL: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
