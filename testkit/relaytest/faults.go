@@ -194,7 +194,10 @@ func (s *suite) throttledLargeRow(t *testing.T) {
 	WaitDelivered(t, env.Env, rec, deliveryTimeout)
 	env.MySQLProxy.Throttle(0)
 	stopClean(t, stop)
-	s.check(t, env.Env, rec, false, nil)
+	// A poller's mark of rows it appended can time out on the slow link
+	// (on a loaded machine it did): those rows are polled again, the
+	// duplicate at-least-once allows.
+	s.check(t, env.Env, rec, true, nil)
 }
 
 // insertLargeEvent commits one event whose payload is about size bytes, in
