@@ -155,6 +155,10 @@ func (r *Redis) Client(t testing.TB, url string) *redis.Client {
 			t.Fatal(err)
 		}
 	}
+	// The tests read whole streams of large entries with it; on a loaded
+	// machine under the race detector a 17 MiB reply outlasted go-redis's
+	// 3 s default. A dead server still fails at once (a reset, not a wait).
+	o.ReadTimeout = 15 * time.Second
 	c := redis.NewClient(o)
 	t.Cleanup(func() { c.Close() })
 	return c
