@@ -38,6 +38,8 @@ const (
 	DefaultPayloadBytes = 300
 	DefaultLargePayload = 16 << 10
 	DefaultHugePayload  = 512 << 10
+	DefaultGiantPayload = 16 << 20
+	DefaultGiantRows    = 6
 	DefaultStreams      = 16
 	DefaultLiveDuration = 15 * time.Second
 	DefaultBatch        = 2000
@@ -51,6 +53,7 @@ const (
 	WorkTx       = "tx"        // catch-up of Config.TxRows-row transactions
 	WorkLarge    = "large"     // catch-up of 16 KiB payloads
 	WorkHuge     = "huge"      // catch-up of 512 KiB payloads
+	WorkGiant    = "giant"     // catch-up of Config.GiantRows single-row transactions of 16 MiB payloads
 	WorkOneTx    = "onetx"     // catch-up of one Config.Rows-row transaction
 	WorkApp      = "app"       // catch-up of application-shaped transactions
 	WorkPoll     = "poll"      // poll mode catch-up, against the naive relay
@@ -62,7 +65,7 @@ const (
 
 // Workloads returns every workload name, in the order a run takes them.
 func Workloads() []string {
-	return []string{WorkSingle, WorkStreams, WorkTx, WorkLarge, WorkHuge, WorkOneTx, WorkApp, WorkPoll, WorkLiveRate, WorkLiveFlat, WorkLivePoll, WorkTenants}
+	return []string{WorkSingle, WorkStreams, WorkTx, WorkLarge, WorkHuge, WorkGiant, WorkOneTx, WorkApp, WorkPoll, WorkLiveRate, WorkLiveFlat, WorkLivePoll, WorkTenants}
 }
 
 // Config configures a benchmark run.
@@ -89,6 +92,10 @@ type Config struct {
 	// HugeRows is the backlog of 512 KiB payloads (default Rows/5000, at
 	// least 10).
 	HugeRows int
+	// GiantRows is the backlog of 16 MiB payloads (default 6): each row is
+	// larger than the relay's --max-tx-bytes and --event-cache-bytes, so
+	// its peak RSS shows what the relay holds of a row it cannot bound.
+	GiantRows int
 	// NaiveRows is how many rows the naive relay moves (default Rows/200,
 	// at least 1): it is slow, and its rate is flat.
 	NaiveRows int
@@ -136,6 +143,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HugeRows == 0 {
 		c.HugeRows = max(10, c.Rows/5000)
+	}
+	if c.GiantRows == 0 {
+		c.GiantRows = DefaultGiantRows
 	}
 	if c.NaiveRows == 0 {
 		c.NaiveRows = max(1, c.Rows/200)
@@ -449,11 +459,11 @@ func (r *run) selected(work string) bool {
 
 // backlogs are the tables the catch-up workloads read.
 type backlogs struct {
-	single, tx100, large, huge, onetx, app backlog
+	single, tx100, large, huge, giant, onetx, app backlog
 }
 
 func (b *backlogs) all() []*backlog {
-	return []*backlog{&b.single, &b.tx100, &b.large, &b.huge, &b.onetx, &b.app}
+	return []*backlog{&b.single, &b.tx100, &b.large, &b.huge, &b.giant, &b.onetx, &b.app}
 }
 
 func (r *run) all(ctx context.Context) error {
@@ -463,16 +473,18 @@ func (r *run) all(ctx context.Context) error {
 		tx100:  backlog{table: "tx100", rows: int64(c.Rows), payload: DefaultPayloadBytes},
 		large:  backlog{table: "large", rows: int64(c.LargeRows), payload: DefaultLargePayload},
 		huge:   backlog{table: "huge", rows: int64(c.HugeRows), payload: DefaultHugePayload},
+		giant:  backlog{table: "giant", rows: int64(c.GiantRows), payload: DefaultGiantPayload},
 		onetx:  backlog{table: "onetx", rows: int64(c.Rows), payload: DefaultPayloadBytes},
 		app:    backlog{table: "app", rows: int64(c.AppRows), payload: DefaultPayloadBytes},
 	}
-	single, tx100, large, huge, onetx, app := &bl.single, &bl.tx100, &bl.large, &bl.huge, &bl.onetx, &bl.app
+	single, tx100, large, huge, giant, onetx, app := &bl.single, &bl.tx100, &bl.large, &bl.huge, &bl.giant, &bl.onetx, &bl.app
 	catchUps := []catchUp{
 		{WorkSingle, "catch-up 1-row tx, 1 stream", single, 0, func() string { return ceilMySQL(*single) }},
 		{WorkStreams, fmt.Sprintf("catch-up 1-row tx, %d streams", c.Streams), single, c.Streams, func() string { return ceilMySQL(*single) }},
 		{WorkTx, fmt.Sprintf("catch-up %d-row tx", c.TxRows), tx100, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
 		{WorkLarge, "catch-up 1-row tx, 16 KiB payload", large, 0, func() string { return ceilRedisOf(DefaultLargePayload) }},
 		{WorkHuge, "catch-up 1-row tx, 512 KiB payload", huge, 0, func() string { return ceilRedisOf(DefaultHugePayload) }},
+		{WorkGiant, "catch-up 1-row tx, 16 MiB payload", giant, 0, func() string { return "" }},
 		{WorkOneTx, fmt.Sprintf("catch-up one %d-row tx", c.Rows), onetx, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
 		{WorkApp, "catch-up app-shaped tx (2 wide UPDATEs + 1 outbox row)", app, 0, func() string { return ceilMySQL(*app) }},
 	}
@@ -548,7 +560,9 @@ func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs
 	c := r.cfg
 	single, tx100, large, huge, onetx := &bl.single, &bl.tx100, &bl.large, &bl.huge, &bl.onetx
 	for i, b := range bl.all() {
-		if !need[b] || (b == single && !r.selected(WorkSingle) && !r.selected(WorkStreams)) {
+		// The giant rows are measured for memory: there is no rate to
+		// compare.
+		if !need[b] || b == &bl.giant || (b == single && !r.selected(WorkSingle) && !r.selected(WorkStreams)) {
 			continue
 		}
 		if err := r.mysqlCeiling(ctx, b, uint32(2001+i)); err != nil {
@@ -623,7 +637,7 @@ func (r *run) loadAll(ctx context.Context, need map[*backlog]bool, bl *backlogs)
 		b      *backlog
 		txRows int
 		prefix string
-	}{{single, 1, "S"}, {&bl.tx100, c.TxRows, "T"}, {&bl.large, 1, "L"}, {&bl.huge, 1, "H"}} {
+	}{{single, 1, "S"}, {&bl.tx100, c.TxRows, "T"}, {&bl.large, 1, "L"}, {&bl.huge, 1, "H"}, {&bl.giant, 1, "G"}} {
 		if !need[l.b] {
 			continue
 		}

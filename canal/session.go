@@ -146,8 +146,9 @@ func (r *Reader) openStream(ctx context.Context, start position.Point) (st *stre
 		lk: lk, killWait: r.cfg.ReadTimeout,
 	}
 	// go-mysql reads from the connection once it parsed what it read
-	// before: the events held back go to the reader then.
-	lk.beforeRead = func() { _ = st.q.handOverHeld() } // fails only once the session is over
+	// before: the events held back go to the reader then, and a read the
+	// reader paused waits there.
+	lk.beforeRead = st.q.beforeRead
 	st.syncer = replication.NewBinlogSyncer(r.syncerConfig(lk, st.q))
 	sctx, st.cancel = context.WithCancel(ctx)
 	st.spawn(func() {
@@ -238,20 +239,29 @@ type relayLoop struct {
 	f         *flusher
 	m         *machine
 	lastFlush time.Time // when a batch was last handed over
+	// large: an event larger than the whole read-ahead budget was
+	// handled, and its rows may still be held; paused: go-mysql's reads
+	// wait until they are appended (resumeAfterLarge).
+	large, paused bool
 }
 
 // run relays events until an error; ctx is the session's.
 func (l *relayLoop) run(ctx context.Context) error {
 	for {
-		l.st.wd.waiting.Store(true)
-		ev, err := l.f.nextEvent(ctx, l.st.q, len(l.m.pending.events) > 0)
+		// While reads are paused the reader waits for the flusher, not
+		// the server: the watchdog must not count the silence.
+		l.st.wd.waiting.Store(!l.paused)
+		ev, err := l.f.nextEvent(ctx, l.st.q, len(l.m.pending.events) > 0 || l.paused)
 		l.st.wd.waiting.Store(false)
 		l.st.wd.seen.Add(1)
 		if err != nil {
 			if errors.Is(err, errHandOff) && !l.st.wd.fired.Load() && l.f.err() == nil && ctx.Err() == nil {
 				// The flusher went idle while pending waited: hand it over.
-				if err := l.offer(ctx, true); err != nil {
-					return err
+				l.resumeAfterLarge()
+				if len(l.m.pending.events) > 0 {
+					if err := l.offer(ctx, true); err != nil {
+						return err
+					}
 				}
 				continue
 			}
@@ -284,11 +294,15 @@ func (l *relayLoop) readFailed(ctx context.Context, err error) error {
 func (l *relayLoop) event(ctx context.Context, ev queued) error {
 	m := l.m
 	err := m.handle(ctx, ev.ev)
-	// Handled: the rows the batch keeps are copies.
+	// Handled: what the batch keeps of it is out of the budget's hands.
 	l.st.q.release(ev.size)
+	if ev.size > l.st.q.limit {
+		l.large = true
+	}
 	if err != nil {
 		return l.handleFailed(ctx, err)
 	}
+	l.resumeAfterLarge()
 	if m.statementDML > 0 {
 		l.r.mu.Lock()
 		l.r.stats.StatementDML += m.statementDML
@@ -306,6 +320,32 @@ func (l *relayLoop) event(ctx context.Context, ev queued) error {
 		l.r.retry.Progressed()
 	}
 	return nil
+}
+
+// resumeAfterLarge decides when go-mysql reads again after an event larger
+// than the read-ahead budget, which paused its reads (eventQueue.HandleEvent):
+// within that event's transaction at once, since its end is still to come;
+// after it, once the flusher appended everything, since the rows of such an
+// event are slices of it. Reading the next large event meanwhile held two
+// at once: MariaDB's annotate event carrying the statement, then its row,
+// or one transaction's row and the next one's (six 16 MiB rows peaked at
+// 95 MB of live memory).
+func (l *relayLoop) resumeAfterLarge() {
+	if !l.large {
+		return
+	}
+	q := l.st.q
+	switch {
+	case l.m.inTx:
+		q.resumeReads()
+		l.paused = false
+	case len(l.m.pending.events) == 0 && l.f.caughtUp():
+		q.resumeReads()
+		l.large, l.paused = false, false
+	default:
+		q.pauseReads()
+		l.paused = true
+	}
 }
 
 // handleFailed is the session's error after the machine refused an event.
