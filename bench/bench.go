@@ -205,6 +205,12 @@ type Report struct {
 	Duration string    `json:"duration"`
 	// Ceilings are what the parts achieve alone, measured in this run.
 	Ceilings []Figure `json:"ceilings"`
+	// Load is the machine's load average at the start and the end: CPU
+	// per event moves little with it, rates a lot.
+	Load string `json:"load"`
+	// CPU is the headline: each binlog catch-up's CPU per event beside
+	// its ceilings.
+	CPU []CPURow `json:"cpu"`
 	// Results are the relay's workloads.
 	Results []Result `json:"results"`
 	// Idle are what idle relays cost the server (the tenants workload).
@@ -236,8 +242,13 @@ type Result struct {
 	Rows         int64   `json:"rows"`
 	EventsPerSec float64 `json:"events_per_sec"`
 	// Ceiling names the figure Ratio divides by.
-	Ceiling string  `json:"ceiling,omitempty"`
-	Ratio   float64 `json:"ratio,omitempty"`
+	Ceiling string `json:"ceiling,omitempty"`
+	// ReadCeiling and AppendCeiling name the figures of go-mysql reading
+	// the same binlog and of go-redis appending the same payloads, which
+	// the CPU table sets beside the relay's (binlog catch-ups).
+	ReadCeiling   string  `json:"read_ceiling,omitempty"`
+	AppendCeiling string  `json:"append_ceiling,omitempty"`
+	Ratio         float64 `json:"ratio,omitempty"`
 	// Latencies from the return of the producer's COMMIT to the entry
 	// being readable, in milliseconds (live workloads only); negative for
 	// an entry readable before the producer heard back.
@@ -322,6 +333,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	r.rep.Machine = r.machine(ctx)
 	r.mysqlPid = r.findMySQLPid(ctx)
+	loadAtStart := loadAverage()
+	defer func() {
+		r.rep.Load = fmt.Sprintf("load average %s at the start, %s at the end (%d cores)", loadAtStart, loadAverage(), runtime.NumCPU())
+		r.rep.CPU = r.rep.cpuTable()
+	}()
 	if err := r.all(ctx); err != nil {
 		return r.rep, err
 	}
@@ -573,7 +589,7 @@ func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs
 		rows, bytes int
 		used        bool
 	}{
-		{c.Rows, DefaultPayloadBytes, need[tx100] || need[onetx] || r.selected(WorkSingle)},
+		{c.Rows, DefaultPayloadBytes, need[tx100] || need[onetx] || need[&bl.app] || r.selected(WorkSingle) || r.selected(WorkStreams)},
 		{c.LargeRows, DefaultLargePayload, need[large]},
 		{c.HugeRows, DefaultHugePayload, need[huge]},
 	} {
@@ -787,6 +803,7 @@ func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partiti
 	}
 	r.lastSpan = s
 	res := Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(), Ceiling: ceiling,
+		ReadCeiling: ceilMySQL(b), AppendCeiling: ceilRedisOf(b.payload),
 		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6}
 	res.RedisCPUus, res.MySQLCPUus = cpu.perEvent(ctx, s.total)
 	r.result(res)
