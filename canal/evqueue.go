@@ -149,6 +149,13 @@ func (q *eventQueue) pauseReads() {
 	}
 }
 
+// readsPaused reports whether go-mysql's reads are paused.
+func (q *eventQueue) readsPaused() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.paused != nil
+}
+
 // resumeReads lets go-mysql read again. Only the reader calls it.
 func (q *eventQueue) resumeReads() {
 	q.mu.Lock()

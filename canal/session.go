@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -240,10 +241,21 @@ type relayLoop struct {
 	m         *machine
 	lastFlush time.Time // when a batch was last handed over
 	// large: an event larger than the whole read-ahead budget was
-	// handled, and its rows may still be held; paused: go-mysql's reads
-	// wait until they are appended (resumeAfterLarge).
-	large, paused bool
+	// handled, and its rows may still be held; largeOpen: its transaction
+	// is still open; paused: go-mysql's reads wait until its rows are
+	// appended (resumeAfterLarge). largest is the largest such event
+	// since reads last went on after its transaction.
+	large, largeOpen, paused bool
+	largest                  int64
 }
+
+// collectBefore is the event size from which the reader collects garbage
+// before go-mysql reads again (resumeAfterLarge): go-mysql reads an event
+// over 16 MiB into a buffer that doubles, and MariaDB sends the statement
+// of a row (annotate event) before it, as large when its values are
+// literals; collecting once per such event, which takes milliseconds to
+// read, keeps the one being read from landing on the garbage of the last.
+const collectBefore = 8 << 20
 
 // run relays events until an error; ctx is the session's.
 func (l *relayLoop) run(ctx context.Context) error {
@@ -270,6 +282,8 @@ func (l *relayLoop) run(ctx context.Context) error {
 		if err := l.event(ctx, ev); err != nil {
 			return err
 		}
+		// After event returned: ev is no root for a collection any more.
+		l.resumeAfterLarge()
 	}
 }
 
@@ -297,12 +311,11 @@ func (l *relayLoop) event(ctx context.Context, ev queued) error {
 	// Handled: what the batch keeps of it is out of the budget's hands.
 	l.st.q.release(ev.size)
 	if ev.size > l.st.q.limit {
-		l.large = true
+		l.large, l.largeOpen, l.largest = true, m.inTx, max(l.largest, ev.size)
 	}
 	if err != nil {
 		return l.handleFailed(ctx, err)
 	}
-	l.resumeAfterLarge()
 	if m.statementDML > 0 {
 		l.r.mu.Lock()
 		l.r.stats.StatementDML += m.statementDML
@@ -334,17 +347,26 @@ func (l *relayLoop) resumeAfterLarge() {
 	if !l.large {
 		return
 	}
+	if l.largeOpen && !l.m.inTx {
+		// Its transaction ended; one that begins next (its first events
+		// may be read already) is another, which does not resume reads.
+		l.largeOpen = false
+	}
 	q := l.st.q
-	switch {
-	case l.m.inTx:
-		q.resumeReads()
-		l.paused = false
-	case len(l.m.pending.events) == 0 && l.f.caughtUp():
-		q.resumeReads()
-		l.large, l.paused = false, false
-	default:
+	if !l.largeOpen && (len(l.m.pending.events) > 0 || !l.f.caughtUp()) {
 		q.pauseReads()
 		l.paused = true
+		return
+	}
+	if q.readsPaused() {
+		if l.largest >= collectBefore {
+			runtime.GC()
+		}
+		q.resumeReads()
+	}
+	l.paused = false
+	if !l.largeOpen {
+		l.large, l.largest = false, 0
 	}
 }
 
