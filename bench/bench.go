@@ -119,7 +119,7 @@ type Config struct {
 	// streams, app) is measured, its ceiling again before each time, so
 	// that every ratio pairs a relay run with a ceiling of the same minute
 	// (default 1): a ceiling timed over a second moves with the machine's
-	// load, and one ratio over it says little (BENCHMARKS.md).
+	// load, and one ratio over it says little on a shared machine.
 	Pairs int
 	// SkipBigTx leaves out the single Rows-row transaction.
 	SkipBigTx bool

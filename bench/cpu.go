@@ -51,12 +51,12 @@ func (rep *Report) cpuTable() []CPURow {
 			continue // live workloads share the servers with the minimal relay
 		}
 		row := CPURow{Workload: r.Workload, RelayUs: r.CPUSecPerM, RedisUs: r.RedisCPUus, MySQLUs: r.MySQLCPUus, PeakRSSMB: r.PeakRSSMB}
-		if c, ok := ceil[r.ReadCeiling]; ok {
-			row.ReadUs, row.MySQLReadUs = c.CPUSecPerM, c.MySQLCPUus
+		read, okRead := ceil[r.ReadCeiling]
+		add, okAdd := ceil[r.AppendCeiling]
+		if !okRead && !okAdd {
+			continue // no ceiling to set it beside (the giant rows: measured for memory)
 		}
-		if c, ok := ceil[r.AppendCeiling]; ok {
-			row.XAddUs = c.RedisCPUus
-		}
+		row.ReadUs, row.MySQLReadUs, row.XAddUs = read.CPUSecPerM, read.MySQLCPUus, add.RedisCPUus
 		row.RelayRatio, row.RedisRatio, row.MySQLRatio = ratio(row.RelayUs, row.ReadUs), ratio(row.RedisUs, row.XAddUs), ratio(row.MySQLUs, row.MySQLReadUs)
 		rows = append(rows, row)
 	}

@@ -132,7 +132,7 @@ type Config struct {
 	// memory limit: with 8 MiB, 512 KiB rows moved at two thirds of the
 	// rate of 4 MiB, and 1 MiB moved them faster again, at less CPU, and
 	// kept the catch-up of one large transaction under 30 MB of RSS where
-	// 4 MiB made it 33-34 (BENCHMARKS.md).
+	// 4 MiB made it 33-34 (binlog-outbox-bench --workloads huge,onetx).
 	EventCacheCount int
 	EventCacheBytes int
 	// MaxBatchEvents and MaxBatchBytes bound one append (defaults 2000 events,

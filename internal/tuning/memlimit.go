@@ -24,7 +24,7 @@ const defaultMemoryLimit = 20 << 20
 // with GOGC's 100 the collector ran whenever the heap doubled its live
 // part, far below the limit, which a catch-up's small live heap makes
 // often; at 400 the limit decides in most cycles, which spends less CPU per
-// event at the same peak RSS (bench measures both; BENCHMARKS.md).
+// event at the same peak RSS (binlog-outbox-bench prints both).
 const defaultGCPercent = 400
 
 // setMemoryLimit sets the relay's soft memory limit and GOGC, unless the
