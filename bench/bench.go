@@ -246,9 +246,13 @@ type Result struct {
 	// ReadCeiling and AppendCeiling name the figures of go-mysql reading
 	// the same binlog and of go-redis appending the same payloads, which
 	// the CPU table sets beside the relay's (binlog catch-ups).
-	ReadCeiling   string  `json:"read_ceiling,omitempty"`
-	AppendCeiling string  `json:"append_ceiling,omitempty"`
-	Ratio         float64 `json:"ratio,omitempty"`
+	ReadCeiling   string `json:"read_ceiling,omitempty"`
+	AppendCeiling string `json:"append_ceiling,omitempty"`
+	// readAt and appendAt are 1 + the index in Report.Ceilings of the
+	// latest figures of those names when the workload ran (0: none), so
+	// that each of --pairs is set beside the ceiling measured before it.
+	readAt, appendAt int
+	Ratio            float64 `json:"ratio,omitempty"`
 	// Latencies from the return of the producer's COMMIT to the entry
 	// being readable, in milliseconds (live workloads only); negative for
 	// an entry readable before the producer heard back.
@@ -805,6 +809,14 @@ func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partiti
 	res := Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(), Ceiling: ceiling,
 		ReadCeiling: ceilMySQL(b), AppendCeiling: ceilRedisOf(b.payload),
 		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6}
+	for i, c := range r.rep.Ceilings {
+		switch c.Name {
+		case res.ReadCeiling:
+			res.readAt = i + 1
+		case res.AppendCeiling:
+			res.appendAt = i + 1
+		}
+	}
 	res.RedisCPUus, res.MySQLCPUus = cpu.perEvent(ctx, s.total)
 	r.result(res)
 	return nil

@@ -33,11 +33,13 @@ type CPURow struct {
 }
 
 // cpuTable builds the CPU rows of the binlog catch-ups from the results
-// and the ceilings they name.
+// and the ceilings measured last before each.
 func (rep *Report) cpuTable() []CPURow {
-	ceil := map[string]Figure{}
-	for _, c := range rep.Ceilings {
-		ceil[c.Name] = c
+	at := func(i int) (Figure, bool) {
+		if i == 0 {
+			return Figure{}, false
+		}
+		return rep.Ceilings[i-1], true
 	}
 	ratio := func(a, b float64) float64 {
 		if a <= 0 || b <= 0 {
@@ -51,8 +53,8 @@ func (rep *Report) cpuTable() []CPURow {
 			continue // live workloads share the servers with the minimal relay
 		}
 		row := CPURow{Workload: r.Workload, RelayUs: r.CPUSecPerM, RedisUs: r.RedisCPUus, MySQLUs: r.MySQLCPUus, PeakRSSMB: r.PeakRSSMB}
-		read, okRead := ceil[r.ReadCeiling]
-		add, okAdd := ceil[r.AppendCeiling]
+		read, okRead := at(r.readAt)
+		add, okAdd := at(r.appendAt)
 		if !okRead && !okAdd {
 			continue // no ceiling to set it beside (the giant rows: measured for memory)
 		}
