@@ -38,6 +38,8 @@ const (
 	DefaultPayloadBytes = 300
 	DefaultLargePayload = 16 << 10
 	DefaultHugePayload  = 512 << 10
+	DefaultGiantPayload = 16 << 20
+	DefaultGiantRows    = 6
 	DefaultStreams      = 16
 	DefaultLiveDuration = 15 * time.Second
 	DefaultBatch        = 2000
@@ -51,6 +53,7 @@ const (
 	WorkTx       = "tx"        // catch-up of Config.TxRows-row transactions
 	WorkLarge    = "large"     // catch-up of 16 KiB payloads
 	WorkHuge     = "huge"      // catch-up of 512 KiB payloads
+	WorkGiant    = "giant"     // catch-up of Config.GiantRows single-row transactions of 16 MiB payloads
 	WorkOneTx    = "onetx"     // catch-up of one Config.Rows-row transaction
 	WorkApp      = "app"       // catch-up of application-shaped transactions
 	WorkPoll     = "poll"      // poll mode catch-up, against the naive relay
@@ -62,7 +65,7 @@ const (
 
 // Workloads returns every workload name, in the order a run takes them.
 func Workloads() []string {
-	return []string{WorkSingle, WorkStreams, WorkTx, WorkLarge, WorkHuge, WorkOneTx, WorkApp, WorkPoll, WorkLiveRate, WorkLiveFlat, WorkLivePoll, WorkTenants}
+	return []string{WorkSingle, WorkStreams, WorkTx, WorkLarge, WorkHuge, WorkGiant, WorkOneTx, WorkApp, WorkPoll, WorkLiveRate, WorkLiveFlat, WorkLivePoll, WorkTenants}
 }
 
 // Config configures a benchmark run.
@@ -89,6 +92,10 @@ type Config struct {
 	// HugeRows is the backlog of 512 KiB payloads (default Rows/5000, at
 	// least 10).
 	HugeRows int
+	// GiantRows is the backlog of 16 MiB payloads (default 6): each row is
+	// larger than the relay's --max-tx-bytes and --event-cache-bytes, so
+	// its peak RSS shows what the relay holds of a row it cannot bound.
+	GiantRows int
 	// NaiveRows is how many rows the naive relay moves (default Rows/200,
 	// at least 1): it is slow, and its rate is flat.
 	NaiveRows int
@@ -112,7 +119,7 @@ type Config struct {
 	// streams, app) is measured, its ceiling again before each time, so
 	// that every ratio pairs a relay run with a ceiling of the same minute
 	// (default 1): a ceiling timed over a second moves with the machine's
-	// load, and one ratio over it says little (BENCHMARKS.md).
+	// load, and one ratio over it says little on a shared machine.
 	Pairs int
 	// SkipBigTx leaves out the single Rows-row transaction.
 	SkipBigTx bool
@@ -136,6 +143,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HugeRows == 0 {
 		c.HugeRows = max(10, c.Rows/5000)
+	}
+	if c.GiantRows == 0 {
+		c.GiantRows = DefaultGiantRows
 	}
 	if c.NaiveRows == 0 {
 		c.NaiveRows = max(1, c.Rows/200)
@@ -195,6 +205,12 @@ type Report struct {
 	Duration string    `json:"duration"`
 	// Ceilings are what the parts achieve alone, measured in this run.
 	Ceilings []Figure `json:"ceilings"`
+	// Load is the machine's load average at the start and the end: CPU
+	// per event moves little with it, rates a lot.
+	Load string `json:"load"`
+	// CPU is the headline: each binlog catch-up's CPU per event beside
+	// its ceilings.
+	CPU []CPURow `json:"cpu"`
 	// Results are the relay's workloads.
 	Results []Result `json:"results"`
 	// Idle are what idle relays cost the server (the tenants workload).
@@ -226,8 +242,17 @@ type Result struct {
 	Rows         int64   `json:"rows"`
 	EventsPerSec float64 `json:"events_per_sec"`
 	// Ceiling names the figure Ratio divides by.
-	Ceiling string  `json:"ceiling,omitempty"`
-	Ratio   float64 `json:"ratio,omitempty"`
+	Ceiling string `json:"ceiling,omitempty"`
+	// ReadCeiling and AppendCeiling name the figures of go-mysql reading
+	// the same binlog and of go-redis appending the same payloads, which
+	// the CPU table sets beside the relay's (binlog catch-ups).
+	ReadCeiling   string `json:"read_ceiling,omitempty"`
+	AppendCeiling string `json:"append_ceiling,omitempty"`
+	// readAt and appendAt are 1 + the index in Report.Ceilings of the
+	// latest figures of those names when the workload ran (0: none), so
+	// that each of --pairs is set beside the ceiling measured before it.
+	readAt, appendAt int
+	Ratio            float64 `json:"ratio,omitempty"`
 	// Latencies from the return of the producer's COMMIT to the entry
 	// being readable, in milliseconds (live workloads only); negative for
 	// an entry readable before the producer heard back.
@@ -312,6 +337,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	r.rep.Machine = r.machine(ctx)
 	r.mysqlPid = r.findMySQLPid(ctx)
+	loadAtStart := loadAverage()
+	defer func() {
+		r.rep.Load = fmt.Sprintf("load average %s at the start, %s at the end (%d cores)", loadAtStart, loadAverage(), runtime.NumCPU())
+		r.rep.CPU = r.rep.cpuTable()
+	}()
 	if err := r.all(ctx); err != nil {
 		return r.rep, err
 	}
@@ -449,11 +479,11 @@ func (r *run) selected(work string) bool {
 
 // backlogs are the tables the catch-up workloads read.
 type backlogs struct {
-	single, tx100, large, huge, onetx, app backlog
+	single, tx100, large, huge, giant, onetx, app backlog
 }
 
 func (b *backlogs) all() []*backlog {
-	return []*backlog{&b.single, &b.tx100, &b.large, &b.huge, &b.onetx, &b.app}
+	return []*backlog{&b.single, &b.tx100, &b.large, &b.huge, &b.giant, &b.onetx, &b.app}
 }
 
 func (r *run) all(ctx context.Context) error {
@@ -463,16 +493,18 @@ func (r *run) all(ctx context.Context) error {
 		tx100:  backlog{table: "tx100", rows: int64(c.Rows), payload: DefaultPayloadBytes},
 		large:  backlog{table: "large", rows: int64(c.LargeRows), payload: DefaultLargePayload},
 		huge:   backlog{table: "huge", rows: int64(c.HugeRows), payload: DefaultHugePayload},
+		giant:  backlog{table: "giant", rows: int64(c.GiantRows), payload: DefaultGiantPayload},
 		onetx:  backlog{table: "onetx", rows: int64(c.Rows), payload: DefaultPayloadBytes},
 		app:    backlog{table: "app", rows: int64(c.AppRows), payload: DefaultPayloadBytes},
 	}
-	single, tx100, large, huge, onetx, app := &bl.single, &bl.tx100, &bl.large, &bl.huge, &bl.onetx, &bl.app
+	single, tx100, large, huge, giant, onetx, app := &bl.single, &bl.tx100, &bl.large, &bl.huge, &bl.giant, &bl.onetx, &bl.app
 	catchUps := []catchUp{
 		{WorkSingle, "catch-up 1-row tx, 1 stream", single, 0, func() string { return ceilMySQL(*single) }},
 		{WorkStreams, fmt.Sprintf("catch-up 1-row tx, %d streams", c.Streams), single, c.Streams, func() string { return ceilMySQL(*single) }},
 		{WorkTx, fmt.Sprintf("catch-up %d-row tx", c.TxRows), tx100, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
 		{WorkLarge, "catch-up 1-row tx, 16 KiB payload", large, 0, func() string { return ceilRedisOf(DefaultLargePayload) }},
 		{WorkHuge, "catch-up 1-row tx, 512 KiB payload", huge, 0, func() string { return ceilRedisOf(DefaultHugePayload) }},
+		{WorkGiant, "catch-up 1-row tx, 16 MiB payload", giant, 0, func() string { return "" }},
 		{WorkOneTx, fmt.Sprintf("catch-up one %d-row tx", c.Rows), onetx, 0, func() string { return ceilRedisOf(DefaultPayloadBytes) }},
 		{WorkApp, "catch-up app-shaped tx (2 wide UPDATEs + 1 outbox row)", app, 0, func() string { return ceilMySQL(*app) }},
 	}
@@ -548,7 +580,9 @@ func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs
 	c := r.cfg
 	single, tx100, large, huge, onetx := &bl.single, &bl.tx100, &bl.large, &bl.huge, &bl.onetx
 	for i, b := range bl.all() {
-		if !need[b] || (b == single && !r.selected(WorkSingle) && !r.selected(WorkStreams)) {
+		// The giant rows are measured for memory: there is no rate to
+		// compare.
+		if !need[b] || b == &bl.giant || (b == single && !r.selected(WorkSingle) && !r.selected(WorkStreams)) {
 			continue
 		}
 		if err := r.mysqlCeiling(ctx, b, uint32(2001+i)); err != nil {
@@ -559,7 +593,7 @@ func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs
 		rows, bytes int
 		used        bool
 	}{
-		{c.Rows, DefaultPayloadBytes, need[tx100] || need[onetx] || r.selected(WorkSingle)},
+		{c.Rows, DefaultPayloadBytes, need[tx100] || need[onetx] || need[&bl.app] || r.selected(WorkSingle) || r.selected(WorkStreams)},
 		{c.LargeRows, DefaultLargePayload, need[large]},
 		{c.HugeRows, DefaultHugePayload, need[huge]},
 	} {
@@ -623,7 +657,7 @@ func (r *run) loadAll(ctx context.Context, need map[*backlog]bool, bl *backlogs)
 		b      *backlog
 		txRows int
 		prefix string
-	}{{single, 1, "S"}, {&bl.tx100, c.TxRows, "T"}, {&bl.large, 1, "L"}, {&bl.huge, 1, "H"}} {
+	}{{single, 1, "S"}, {&bl.tx100, c.TxRows, "T"}, {&bl.large, 1, "L"}, {&bl.huge, 1, "H"}, {&bl.giant, 1, "G"}} {
 		if !need[l.b] {
 			continue
 		}
@@ -773,7 +807,16 @@ func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partiti
 	}
 	r.lastSpan = s
 	res := Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(), Ceiling: ceiling,
+		ReadCeiling: ceilMySQL(b), AppendCeiling: ceilRedisOf(b.payload),
 		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6}
+	for i, c := range r.rep.Ceilings {
+		switch c.Name {
+		case res.ReadCeiling:
+			res.readAt = i + 1
+		case res.AppendCeiling:
+			res.appendAt = i + 1
+		}
+	}
 	res.RedisCPUus, res.MySQLCPUus = cpu.perEvent(ctx, s.total)
 	r.result(res)
 	return nil

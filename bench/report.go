@@ -10,6 +10,9 @@ import (
 // WriteTable prints the report as aligned text tables.
 func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "machine: %s\n\n", rep.Machine)
+	if err := writeCPU(w, rep); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "ceiling (measured alone, same run)\tevents/s\tCPU s/M ev\tRedis CPU us/ev\tMySQL CPU us/ev\t")
 	for _, c := range rep.Ceilings {

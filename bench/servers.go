@@ -28,6 +28,9 @@ var mariadbArgs = []string{
 	"--innodb-log-file-size=512M",
 	"--max-binlog-size=1G",
 	"--max-connections=200",
+	// Room for the giant workload's 16 MiB rows, and for a statement
+	// carrying one.
+	"--max-allowed-packet=256M",
 	"--skip-name-resolve",
 	"--character-set-server=utf8mb4",
 	"--collation-server=utf8mb4_unicode_ci",

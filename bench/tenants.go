@@ -86,7 +86,7 @@ func (r *run) tenants(ctx context.Context) (err error) {
 	defer func(bin string) { r.cfg.RelayBinary = bin }(r.cfg.RelayBinary)
 	oneName := fmt.Sprintf("catch-up 1-row tx, %d rows in 1 table", r.cfg.Rows)
 	spreadName := fmt.Sprintf("catch-up 1-row tx, the same rows over %d tenants", n)
-	base := map[string]float64{}
+	base, baseCPU := map[string]float64{}, map[string]float64{}
 	for _, bin := range builds {
 		r.cfg.RelayBinary = bin
 		if err := r.catchUpBinlogOf(ctx, oneName, one, backlog{table: one, from: oneFrom, rows: int64(r.cfg.Rows)}, ""); err != nil {
@@ -97,7 +97,8 @@ func (r *run) tenants(ctx context.Context) (err error) {
 		last := len(r.rep.Results) - 1
 		base[bin] = r.rep.Results[last].EventsPerSec
 		r.figure(r.buildName(oneName, bin), base[bin])
-		r.tenantFigure(r.buildName("1 table", bin), r.rep.Results[last], 0)
+		r.tenantFigure(r.buildName("1 table", bin), r.rep.Results[last], 0, 0)
+		baseCPU[bin] = r.rep.Tenants[len(r.rep.Tenants)-1].CPUSecPerM
 		r.rep.Results = r.rep.Results[:last]
 	}
 	for _, bin := range builds {
@@ -106,7 +107,7 @@ func (r *run) tenants(ctx context.Context) (err error) {
 		if err := r.catchUpBinlogOf(ctx, name, tenantPattern, backlog{table: tenantPattern, from: spreadFrom, rows: int64(r.cfg.Rows)}, r.buildName(oneName, bin)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		r.tenantFigure(r.buildName(fmt.Sprintf("%d tenants", n), bin), r.rep.Results[len(r.rep.Results)-1], base[bin])
+		r.tenantFigure(r.buildName(fmt.Sprintf("%d tenants", n), bin), r.rep.Results[len(r.rep.Results)-1], base[bin], baseCPU[bin])
 	}
 	return nil
 }
@@ -133,16 +134,21 @@ type TenantFigure struct {
 	// CPUSecPerM is the relay's CPU seconds per million events from its
 	// first entry to its last.
 	CPUSecPerM float64 `json:"cpu_s_per_m_events"`
-	PeakRSSMB  float64 `json:"peak_rss_mb"`
+	// CPURatio is CPUSecPerM over the one table's (0 for that one).
+	CPURatio  float64 `json:"cpu_ratio,omitempty"`
+	PeakRSSMB float64 `json:"peak_rss_mb"`
 }
 
 // tenantFigure records res, the catch-up just run (r.lastSpan), divided
 // by base when base is not 0.
-func (r *run) tenantFigure(name string, res Result, base float64) {
+func (r *run) tenantFigure(name string, res Result, base, baseCPU float64) {
 	f := TenantFigure{Name: name, EventsPerSec: res.EventsPerSec, ReadySec: r.lastSpan.ready().Seconds(),
 		CPUSecPerM: r.lastSpan.windowCPU(), PeakRSSMB: res.PeakRSSMB}
 	if base > 0 {
 		f.Ratio = res.EventsPerSec / base
+	}
+	if baseCPU > 0 {
+		f.CPURatio = f.CPUSecPerM / baseCPU
 	}
 	r.rep.Tenants = append(r.rep.Tenants, f)
 }
@@ -152,13 +158,9 @@ func writeTenants(w io.Writer, ts []TenantFigure) {
 	if len(ts) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n%-44s %9s %6s %8s %22s %12s\n", "binlog catch-up, one pattern", "events/s", "ratio", "ready s", "CPU s/M ev (catch-up)", "peak RSS MB")
+	fmt.Fprintf(w, "\n%-44s %9s %6s %8s %22s %6s %12s\n", "binlog catch-up, one pattern", "events/s", "ratio", "ready s", "CPU s/M ev (catch-up)", "ratio", "peak RSS MB")
 	for _, f := range ts {
-		ratio := "-"
-		if f.Ratio > 0 {
-			ratio = fmt.Sprintf("%.2fx", f.Ratio)
-		}
-		fmt.Fprintf(w, "%-44s %9.0f %6s %8.1f %22.1f %12.1f\n", f.Name, f.EventsPerSec, ratio, f.ReadySec, f.CPUSecPerM, f.PeakRSSMB)
+		fmt.Fprintf(w, "%-44s %9.0f %6s %8.1f %22.1f %6s %12.1f\n", f.Name, f.EventsPerSec, times(f.Ratio), f.ReadySec, f.CPUSecPerM, times(f.CPURatio), f.PeakRSSMB)
 	}
 }
 

@@ -57,6 +57,9 @@ type eventQueue struct {
 	// cur is the rest of the group the reader took last; only the
 	// reader touches it.
 	cur []queued
+	// paused, while not nil, holds go-mysql's reads of the connection
+	// until it is closed (pauseReads, resumeReads).
+	paused chan struct{}
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -94,6 +97,11 @@ func (q *eventQueue) HandleEvent(e *replication.BinlogEvent) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if n > q.limit && q.paused == nil {
+		// Nothing more is read until the reader has seen this one
+		// (pauseReads).
+		q.paused = make(chan struct{})
+	}
 	q.held = append(q.held, queued{ev: e, size: n})
 	if len(q.held) < maxHeld {
 		return nil
@@ -123,6 +131,57 @@ func (q *eventQueue) handOverLocked() error {
 		return nil
 	case <-q.stop:
 		return errQueueClosed
+	}
+}
+
+// pauseReads makes go-mysql wait before its next read of the connection
+// until resumeReads. Reads pause after an event larger than the whole
+// budget (HandleEvent pauses them) until the reader has handled it and the
+// rows it holds are appended: the budget cannot hold the next such event
+// back, because go-mysql reads an event whole, into a buffer that doubles
+// past 16 MiB, before HandleEvent sees it; only not reading does. Only the
+// reader calls it.
+func (q *eventQueue) pauseReads() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.paused == nil {
+		q.paused = make(chan struct{})
+	}
+}
+
+// readsPaused reports whether go-mysql's reads are paused.
+func (q *eventQueue) readsPaused() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.paused != nil
+}
+
+// resumeReads lets go-mysql read again. Only the reader calls it.
+func (q *eventQueue) resumeReads() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.paused != nil {
+		close(q.paused)
+		q.paused = nil
+	}
+}
+
+// beforeRead runs before every read of the session's connections: it
+// hands over the events held back, then waits while reads are paused or
+// until the session ends. Safe from any goroutine.
+func (q *eventQueue) beforeRead() {
+	if err := q.handOverHeld(); err != nil {
+		return // the session is over
+	}
+	q.mu.Lock()
+	paused := q.paused
+	q.mu.Unlock()
+	if paused == nil {
+		return
+	}
+	select {
+	case <-paused:
+	case <-q.stop:
 	}
 }
 

@@ -219,3 +219,56 @@ func TestEventQueue_HandsOverHeldEventsAtTheEnd(t *testing.T) {
 		t.Fatalf("second next: %v, want %v", err, end)
 	}
 }
+
+// readAsync runs beforeRead, go-mysql's step before each read of the
+// connection, on a goroutine of its own.
+func readAsync(q *eventQueue) <-chan error {
+	done := make(chan error, 1)
+	go func() { q.beforeRead(); done <- nil }()
+	return done
+}
+
+// An event larger than the whole budget pauses go-mysql's reads: it reads
+// an event whole before HandleEvent sees it, so only not reading keeps a
+// second such event out of memory. Reads go on once the reader says so, or
+// when the session ends; a small event pauses nothing.
+func TestEventQueue_PausesReadsAfterALargeEvent(t *testing.T) {
+	var high atomic.Int64
+	q := newEventQueue(16, 100, &high)
+	ctx := context.Background()
+	if err := q.HandleEvent(sizedEvent(10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := returned(t, readAsync(q)); err != nil {
+		t.Fatal(err)
+	}
+	small, _ := q.next(ctx)
+	q.release(small.size)
+
+	if err := q.HandleEvent(sizedEvent(250)); err != nil {
+		t.Fatal(err)
+	}
+	done := readAsync(q)
+	// The read hands the large event over, then waits.
+	large, err := q.next(ctx)
+	if err != nil || large.size != 250 {
+		t.Fatalf("next: %+v, %v; want the 250-byte event", large, err)
+	}
+	blocked(t, done)
+	q.release(large.size)
+	blocked(t, done) // released is not resumed: its rows may be held
+	q.resumeReads()
+	if err := returned(t, done); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := q.HandleEvent(sizedEvent(250)); err != nil {
+		t.Fatal(err)
+	}
+	done = readAsync(q)
+	blocked(t, done)
+	q.close()
+	if err := returned(t, done); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -202,8 +202,10 @@ func TestReader_RowOverOnePacket(t *testing.T) {
 	// tests' short read timeout: the connection is not silent, only busy.
 	_, _, stop := startedReader(t, env, func(c *Config) { c.ReadTimeout = time.Minute })
 	defer func() { _ = stop() }()
-	sizes := map[string]int{"before": 10, "large": big, "after": 20}
-	for _, id := range []string{"before", "large", "after"} {
+	// Two large rows in a row: the second is read only once the first is
+	// appended (resumeAfterLarge), which must not stall the stream.
+	sizes := map[string]int{"before": 10, "large": big, "huge": big, "after": 20}
+	for _, id := range []string{"before", "large", "huge", "after"} {
 		if _, err := db.Exec("INSERT INTO `"+env.Table+"` (message_id, aggregate_type, aggregate_id, event_type, payload) "+
 			"VALUES (?, 'large', ?, 'large.created', CONCAT('{\"pad\":\"', REPEAT(?, ?), '\"}'))", id, id, id[:1], sizes[id]); err != nil {
 			t.Fatalf("insert %s: %v", id, err)

@@ -597,7 +597,11 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 			continue
 		}
 		m.txBytes += m.decode(&m.rows, f, l, row, skipped, h.Timestamp)
-		if m.txBytes > m.maxTxBytes {
+		// A transaction's first row is kept whatever its size: it is a
+		// slice of the event, which is in memory anyway, and reading it
+		// again in chunks would hold the same row a second time for
+		// nothing (a 16 MiB row went through twice).
+		if m.txBytes > m.maxTxBytes && len(m.rows) > 1 {
 			// Holding the whole transaction would take unbounded memory.
 			// Drop what it has; at its commit it is read again in chunks.
 			m.log.Info("transaction too large to buffer; it will be read again and appended in chunks",

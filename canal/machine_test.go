@@ -760,6 +760,27 @@ func TestMachine_Overflow(t *testing.T) {
 	}
 }
 
+// A transaction's one row larger than maxTxBytes is kept whole and committed
+// with the transaction: re-reading it in chunks would hold the same row
+// again. A second row makes the transaction overflow as before.
+func TestMachine_OneLargeRowKeptWhole(t *testing.T) {
+	tm := outboxTableMap(true)
+	big := strings.Repeat("x", 4000)
+	h := newHarness(t, func(m *machine) { m.maxTxBytes = 1000 })
+	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, big))), ev(331, xid(mariaSet(t, "0-1-10"))))
+	if err != nil {
+		t.Fatalf("one row of 4000 bytes over maxTxBytes 1000: got %v, want it committed", err)
+	}
+	if got := ids(h.m.pending.events); !slices.Equal(got, []uint64{1}) || h.m.pending.at.Pos != 331 {
+		t.Errorf("pending: ids %v at %d, want [1] at 331", got, h.m.pending.at.Pos)
+	}
+	err = h.feed(ev(380, mariaGTID(11)), ev(430, tm), ev(600, insert(t, tm, outboxRow(2, big), outboxRow(3, "small"))), ev(631, xid(mariaSet(t, "0-1-11"))))
+	var restart *errChunkRestart
+	if !errors.As(err, &restart) {
+		t.Fatalf("a large row and a second one: got %v, want *errChunkRestart", err)
+	}
+}
+
 // After a transaction the machine keeps the array of its rows for the next
 // one only when it is small: a large one's array would stay allocated for
 // the life of the process. The rows themselves went on to the batch.

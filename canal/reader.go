@@ -13,8 +13,8 @@
 //   - Exactly once: the events of a batch and the position after them are
 //     written by one atomic step (outbox.Sink.Append); after any error the
 //     reader starts over from the position stored in Redis.
-//   - Bounded memory: a transaction larger than MaxTxBytes is read to its end
-//     without keeping its rows, then read again and appended in chunks, each
+//   - Bounded memory: a transaction of several rows larger than MaxTxBytes
+//     is read to its end without keeping its rows, then read again and appended in chunks, each
 //     chunk recording how many rows of the transaction are done; the events
 //     read ahead of the reader are bounded by bytes (EventCacheBytes), not
 //     only by count.
@@ -132,7 +132,7 @@ type Config struct {
 	// memory limit: with 8 MiB, 512 KiB rows moved at two thirds of the
 	// rate of 4 MiB, and 1 MiB moved them faster again, at less CPU, and
 	// kept the catch-up of one large transaction under 30 MB of RSS where
-	// 4 MiB made it 33-34 (BENCHMARKS.md).
+	// 4 MiB made it 33-34 (binlog-outbox-bench --workloads huge,onetx).
 	EventCacheCount int
 	EventCacheBytes int
 	// MaxBatchEvents and MaxBatchBytes bound one append (defaults 2000 events,
@@ -143,7 +143,8 @@ type Config struct {
 	MaxBatchBytes  int
 	// MaxTxBytes is the largest transaction kept in memory (default 4 MiB,
 	// some 10,000 small events); larger ones are read twice and appended in
-	// chunks.
+	// chunks. A transaction of one row is kept whole, however large: its
+	// row is in memory with its event already.
 	MaxTxBytes int
 	// IdleCheckpoint is how often the position is stored while the binlog
 	// moves without outbox rows (default 1s), so that a restart does not

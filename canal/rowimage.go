@@ -19,7 +19,8 @@ import (
 // DECIMAL as text, TIMESTAMP in UTC): every row of the outbox table is
 // decoded, and go-mysql spends on each a map of the columns' signedness,
 // an fmt.Sprintf per DATETIME and a time.Format per TIMESTAMP, which were
-// a tenth of the relay's CPU in single-row catch-up (BENCHMARKS.md).
+// a tenth of the relay's CPU in single-row catch-up (pprof of
+// binlog-outbox-bench --workloads single).
 //
 // It decodes integers, floats, strings, blobs, DATETIME(n) and
 // TIMESTAMP(n) itself. A value of any other type it knows the length of

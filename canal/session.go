@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -146,8 +147,9 @@ func (r *Reader) openStream(ctx context.Context, start position.Point) (st *stre
 		lk: lk, killWait: r.cfg.ReadTimeout,
 	}
 	// go-mysql reads from the connection once it parsed what it read
-	// before: the events held back go to the reader then.
-	lk.beforeRead = func() { _ = st.q.handOverHeld() } // fails only once the session is over
+	// before: the events held back go to the reader then, and a read the
+	// reader paused waits there.
+	lk.beforeRead = st.q.beforeRead
 	st.syncer = replication.NewBinlogSyncer(r.syncerConfig(lk, st.q))
 	sctx, st.cancel = context.WithCancel(ctx)
 	st.spawn(func() {
@@ -238,20 +240,40 @@ type relayLoop struct {
 	f         *flusher
 	m         *machine
 	lastFlush time.Time // when a batch was last handed over
+	// large: an event larger than the whole read-ahead budget was
+	// handled, and its rows may still be held; largeOpen: its transaction
+	// is still open; paused: go-mysql's reads wait until its rows are
+	// appended (resumeAfterLarge). largest is the largest such event
+	// since reads last went on after its transaction.
+	large, largeOpen, paused bool
+	largest                  int64
 }
+
+// collectBefore is the event size from which the reader collects garbage
+// before go-mysql reads again (resumeAfterLarge): go-mysql reads an event
+// over 16 MiB into a buffer that doubles, and MariaDB sends the statement
+// of a row (annotate event) before it, as large when its values are
+// literals; collecting once per such event, which takes milliseconds to
+// read, keeps the one being read from landing on the garbage of the last.
+const collectBefore = 8 << 20
 
 // run relays events until an error; ctx is the session's.
 func (l *relayLoop) run(ctx context.Context) error {
 	for {
-		l.st.wd.waiting.Store(true)
-		ev, err := l.f.nextEvent(ctx, l.st.q, len(l.m.pending.events) > 0)
+		// While reads are paused the reader waits for the flusher, not
+		// the server: the watchdog must not count the silence.
+		l.st.wd.waiting.Store(!l.paused)
+		ev, err := l.f.nextEvent(ctx, l.st.q, len(l.m.pending.events) > 0 || l.paused)
 		l.st.wd.waiting.Store(false)
 		l.st.wd.seen.Add(1)
 		if err != nil {
 			if errors.Is(err, errHandOff) && !l.st.wd.fired.Load() && l.f.err() == nil && ctx.Err() == nil {
 				// The flusher went idle while pending waited: hand it over.
-				if err := l.offer(ctx, true); err != nil {
-					return err
+				l.resumeAfterLarge()
+				if len(l.m.pending.events) > 0 {
+					if err := l.offer(ctx, true); err != nil {
+						return err
+					}
 				}
 				continue
 			}
@@ -260,6 +282,8 @@ func (l *relayLoop) run(ctx context.Context) error {
 		if err := l.event(ctx, ev); err != nil {
 			return err
 		}
+		// After event returned: ev is no root for a collection any more.
+		l.resumeAfterLarge()
 	}
 }
 
@@ -284,8 +308,11 @@ func (l *relayLoop) readFailed(ctx context.Context, err error) error {
 func (l *relayLoop) event(ctx context.Context, ev queued) error {
 	m := l.m
 	err := m.handle(ctx, ev.ev)
-	// Handled: the rows the batch keeps are copies.
+	// Handled: what the batch keeps of it is out of the budget's hands.
 	l.st.q.release(ev.size)
+	if ev.size > l.st.q.limit {
+		l.large, l.largeOpen, l.largest = true, m.inTx, max(l.largest, ev.size)
+	}
 	if err != nil {
 		return l.handleFailed(ctx, err)
 	}
@@ -306,6 +333,41 @@ func (l *relayLoop) event(ctx context.Context, ev queued) error {
 		l.r.retry.Progressed()
 	}
 	return nil
+}
+
+// resumeAfterLarge decides when go-mysql reads again after an event larger
+// than the read-ahead budget, which paused its reads (eventQueue.HandleEvent):
+// within that event's transaction at once, since its end is still to come;
+// after it, once the flusher appended everything, since the rows of such an
+// event are slices of it. Reading the next large event meanwhile held two
+// at once: MariaDB's annotate event carrying the statement, then its row,
+// or one transaction's row and the next one's (six 16 MiB rows peaked at
+// 95 MB of live memory).
+func (l *relayLoop) resumeAfterLarge() {
+	if !l.large {
+		return
+	}
+	if l.largeOpen && !l.m.inTx {
+		// Its transaction ended; one that begins next (its first events
+		// may be read already) is another, which does not resume reads.
+		l.largeOpen = false
+	}
+	q := l.st.q
+	if !l.largeOpen && (len(l.m.pending.events) > 0 || !l.f.caughtUp()) {
+		q.pauseReads()
+		l.paused = true
+		return
+	}
+	if q.readsPaused() {
+		if l.largest >= collectBefore {
+			runtime.GC()
+		}
+		q.resumeReads()
+	}
+	l.paused = false
+	if !l.largeOpen {
+		l.large, l.largest = false, 0
+	}
 }
 
 // handleFailed is the session's error after the machine refused an event.

@@ -15,7 +15,7 @@ import (
 //
 // go-mysql decodes it inside TableMapEvent.Decode, for every table map of
 // every transaction, ignored tables included, into fresh slices: about a
-// twentieth of the reader's CPU on single-row catch-up (BENCHMARKS.md). Its
+// twentieth of the reader's CPU on single-row catch-up (pprof). Its
 // hook, TableMapOptionalMetaDecodeFunc, replaces that decoding but is given
 // the bytes only, not the event. stash keeps the bytes; complete finds the
 // ones of a table map by where they lie: they start right after its

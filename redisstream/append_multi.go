@@ -15,7 +15,7 @@ import (
 // The MULTI append path. The append script makes Redis convert every
 // argument and reply of each XADD between Lua and Redis, which costs it
 // more CPU per entry than a plain XADD (BenchmarkAppend_RedisCPU measures
-// both; figures in BENCHMARKS.md), so in
+// both), so in
 // binlog mode on a standalone Redis without dedupe, Append writes a batch as
 // an optimistic transaction instead, in two round trips on one connection:
 //
@@ -55,7 +55,7 @@ import (
 // hold an entry or a few and Redis CPU is not the bound. From a few dozen
 // entries on (catch-up, multi-row transactions) Redis's CPU is the bound,
 // and the CPU per entry that MULTI saves it outweighs the round trip
-// (BenchmarkAppend_RedisCPU, and bench's live workloads in BENCHMARKS.md).
+// (BenchmarkAppend_RedisCPU, and binlog-outbox-bench's live workloads).
 const DefaultMultiMin = 32
 
 // maxExecAborts bounds how often Append redoes a transaction whose EXEC a
@@ -122,8 +122,8 @@ func (s *multiAppend) takes(events []outbox.Event) bool {
 // multiMinBytes is the payload size from which a batch smaller than
 // Config.MultiMin goes through MULTI/EXEC all the same: the script's cost
 // to Redis grows with the bytes it converts, so with large rows a plain
-// XADD costs Redis a fraction of the script's per entry (bench's huge
-// workload; BENCHMARKS.md).
+// XADD costs Redis a fraction of the script's per entry (binlog-outbox-bench
+// --workloads huge prints Redis's CPU per entry beside bare XADDs).
 const multiMinBytes = 64 << 10
 
 // build fills s.keys (position, lease, streams), s.batchNew and the

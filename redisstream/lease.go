@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -41,6 +42,14 @@ type LeaseConfig struct {
 	// Holder names this process in the lease for logs and status (default
 	// hostname/pid).
 	Holder string
+	// Process identifies this process in the lease (default SelfProcess;
+	// none where /proc cannot tell), so that this relay restarted after a
+	// crash, or another on the same machine and PID namespace, can prove
+	// it gone and take its lease at once instead of waiting out the TTL.
+	Process *Process
+	// Log receives the line that says a lease was taken from a process
+	// proven gone (default: none).
+	Log *slog.Logger
 	// Cluster takes a new epoch with each take (Redis Cluster,
 	// --redis-cluster): the lease key lies in one hash slot, so the append
 	// scripts of the other slots check a per-slot fence of the epoch
@@ -88,6 +97,10 @@ type LeaseInfo struct {
 	// Token is new at each take.
 	Token      string    `json:"token"`
 	AcquiredAt time.Time `json:"acquired_at"`
+	// Process identifies the holder's process, for a relay on the same
+	// machine to prove it gone (LeaseConfig.Process); absent where it
+	// could not be read.
+	Process *Process `json:"process,omitempty"`
 	// Epoch is the take's number on Redis Cluster (LeaseConfig.Cluster):
 	// each take has a higher one than every take before it, 0 elsewhere.
 	Epoch int64 `json:"epoch,omitempty"`
@@ -119,6 +132,14 @@ func NewLease(client redis.UniversalClient, cfg LeaseConfig) (*Lease, error) {
 		host, _ := os.Hostname()
 		cfg.Holder = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
+	if cfg.Process == nil {
+		if p, ok := SelfProcess(); ok {
+			cfg.Process = &p
+		}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Lease{client: client, cfg: cfg}, nil
 }
 
@@ -141,7 +162,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (held bool, holder string, err e
 	if _, err := rand.Read(token); err != nil {
 		return false, "", fmt.Errorf("lease token: %w", err)
 	}
-	info := LeaseInfo{Holder: l.cfg.Holder, Token: hex.EncodeToString(token), AcquiredAt: time.Now().UTC()}
+	info := LeaseInfo{Holder: l.cfg.Holder, Token: hex.EncodeToString(token), AcquiredAt: time.Now().UTC(), Process: l.cfg.Process}
 	raw, err := json.Marshal(info)
 	if err != nil {
 		return false, "", fmt.Errorf("encode lease: %w", err)
@@ -190,8 +211,66 @@ func (l *Lease) TryAcquire(ctx context.Context) (held bool, holder string, err e
 		l.hold(cur, triedSent)
 		return true, holderOf(cur), nil
 	}
+	if took, stored, err := l.takeFromGone(ctx, cur, string(raw)); took || err != nil {
+		return took, holderOf(stored), err
+	}
 	return false, holderOf(cur), nil
 }
+
+// takeFromGone takes the lease held as cur when its holder's process is
+// proven gone (provablyGone): a relay restarted after a crash, as systemd
+// or a supervisor does at once, would otherwise wait out the lease of its
+// own dead process, TTL without delivery after every crash. The take
+// replaces exactly cur, so that a lease renewed or taken meanwhile is left
+// alone; a request the dead process sent before it died is refused by the
+// new token, as after an expiry.
+func (l *Lease) takeFromGone(ctx context.Context, cur, value string) (took bool, stored string, err error) {
+	var info LeaseInfo
+	if err := json.Unmarshal([]byte(cur), &info); err != nil {
+		return false, "", nil
+	}
+	gone, why := provablyGone(info.Process, l.cfg.Process)
+	if !gone {
+		return false, "", nil
+	}
+	sent := time.Now()
+	keys := []string{l.cfg.Key}
+	head, tail := value, ""
+	if l.cfg.Cluster {
+		keys = append(keys, EpochKey(l.cfg.Key))
+		head, _ = strings.CutSuffix(value, "}")
+		head, tail = head+`,"epoch":`, "}"
+	}
+	stored, err = takeGoneScript.Run(ctx, l.client, keys, head, tail, l.cfg.TTL.Milliseconds(), cur).Text()
+	if errors.Is(err, redis.Nil) {
+		return false, "", nil // renewed, released or taken meanwhile
+	}
+	if err != nil {
+		if uncertain(err) {
+			l.mu.Lock()
+			l.tried, l.triedSent = tokenOf(value), sent
+			l.mu.Unlock()
+		}
+		return false, "", fmt.Errorf("take the lease %s from %s, which is gone: %w", l.cfg.Key, info.Holder, redisconn.Classify(err))
+	}
+	l.hold(stored, sent)
+	l.cfg.Log.Info("took the lease of a relay that is gone, without waiting for it to expire",
+		"gone_holder", info.String(), "proof", why+" on this machine (same boot and PID namespace)")
+	return true, stored, nil
+}
+
+// takeGoneScript replaces the lease KEYS[1] when it still is ARGV[4] (held
+// by a process proven gone): ARGV[1] then ARGV[2], with a new epoch from the
+// counter KEYS[2] between them when there is one (Redis Cluster), for
+// ARGV[3] milliseconds. It returns the stored lease, or false when the lease
+// changed.
+var takeGoneScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[4] then return false end
+local value = ARGV[1] .. ARGV[2]
+if #KEYS > 1 then value = ARGV[1] .. redis.call('INCR', KEYS[2]) .. ARGV[2] end
+redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
+return value
+`)
 
 // acquireScript takes the lease KEYS[1] when nobody holds it and, in the
 // same step, a new epoch from the counter KEYS[2] (in the lease's slot):

@@ -307,7 +307,7 @@ func newLease(o Options, cfg Config, client redis.UniversalClient) (*redisstream
 		return nil, nil
 	}
 	return redisstream.NewLease(client, redisstream.LeaseConfig{Key: redisstream.KeysFor(cfg.Database, cfg.Table, o.PositionKey).Lease, TTL: o.LeaseTTL,
-		Cluster: cfg.RedisCluster != nil})
+		Cluster: cfg.RedisCluster != nil, Log: cfg.Logger.With("component", "lease")})
 }
 
 // newSink builds the Redis sink from the stream and format flags; lease,

@@ -62,6 +62,7 @@ func NewApp() *cli.App {
 			&cli.IntFlag{Name: "tx-rows", Usage: "rows per transaction of the multi-row backlog", Value: bench.DefaultTxRows},
 			&cli.IntFlag{Name: "large-rows", Usage: "rows of the 16 KiB backlog (default rows/40)"},
 			&cli.IntFlag{Name: "huge-rows", Usage: "rows of the 512 KiB backlog (default rows/5000, at least 10)"},
+			&cli.IntFlag{Name: "giant-rows", Usage: "rows of the 16 MiB backlog", Value: bench.DefaultGiantRows},
 			&cli.IntFlag{Name: "naive-rows", Usage: "rows the naive polling relay moves (default rows/200)"},
 			&cli.IntFlag{Name: "app-rows", Usage: "transactions of the application-shaped backlog, each updating two wide rows of other tables and inserting one outbox row (default rows/10)"},
 			&cli.IntFlag{Name: "conns", Usage: "producer connections", Value: bench.DefaultConns},
@@ -105,7 +106,7 @@ func runBench(c *cli.Context) error {
 	}
 	rep, err := bench.Run(c.Context, bench.Config{
 		MySQLDSN: c.String("mysql-dsn"), RedisURL: c.String("redis-url"), RelayBinary: bin, BaselineBinary: c.String("baseline-relay-binary"),
-		Rows: c.Int("rows"), TxRows: c.Int("tx-rows"), LargeRows: c.Int("large-rows"), HugeRows: c.Int("huge-rows"), NaiveRows: c.Int("naive-rows"),
+		Rows: c.Int("rows"), TxRows: c.Int("tx-rows"), LargeRows: c.Int("large-rows"), HugeRows: c.Int("huge-rows"), GiantRows: c.Int("giant-rows"), NaiveRows: c.Int("naive-rows"),
 		AppRows: c.Int("app-rows"), Conns: c.Int("conns"), Streams: c.Int("streams"), LiveDuration: c.Duration("live-duration"),
 		LiveRate: c.Float64("live-rate"), SkipBigTx: c.Bool("skip-big-tx"), Tenants: c.Int("tenants"), Pairs: c.Int("pairs"), Workloads: c.StringSlice("workloads"), Log: log.With("component", "bench"),
 	})

@@ -196,3 +196,46 @@ func takeovers(t *testing.T, env *relaytest.Env, active, standby *relayProc, fau
 	}
 	return active, standby
 }
+
+// TestRun_RestartedRelayTakesItsDeadLeaseAtOnce: a relay killed with
+// SIGKILL and started again at once, as systemd or a supervisor does, takes
+// the lease its dead process held without waiting for it to expire
+// (--lease-ttl 60s here): the lease names the process, and on the same boot
+// and PID namespace its absence is a proof. A holder that is alive, here
+// frozen by SIGSTOP, proves nothing: another relay waits for its lease.
+func TestRun_RestartedRelayTakesItsDeadLeaseAtOnce(t *testing.T) {
+	t.Parallel()
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	ctx := context.Background()
+	rec := relaytest.NewProduced()
+	args := []string{"--mode", "binlog", "--lease-ttl", "60s", "--lease-renew", "1s"}
+	first := startRelay(t, env, args...)
+	waitLog(t, first, "reading binlog")
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 20}, rec)
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+
+	first.Signal(t, syscall.SIGKILL)
+	first.Wait(t, 10*time.Second)
+	relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 1, Transactions: 20}, rec)
+	at := time.Now()
+	second := startRelay(t, env, args...)
+	waitLog(t, second, "took the lease of a relay that is gone")
+	// Well within the 60s the dead lease had left.
+	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
+	t.Logf("the restarted relay delivered %s after its start", time.Since(at).Round(time.Millisecond))
+	if got := leaseHolder(env); got != pid(second) {
+		t.Fatalf("lease held by pid %d, want the restarted relay %d", got, pid(second))
+	}
+
+	second.Signal(t, syscall.SIGSTOP)
+	third := startRelayGlobal(t, env, env.MariaDB.DSN(env.Database), []string{"--server-id", strconv.Itoa(5000 + int(crc32.ChecksumIEEE([]byte(env.Database))%1000000))}, args...)
+	waitLog(t, third, "waiting for the lease held by ")
+	time.Sleep(3 * time.Second) // three tries of the standby
+	if got := leaseHolder(env); got != pid(second) || strings.Contains(third.Out.String(), "is gone") {
+		t.Errorf("lease held by pid %d while its holder %d is frozen, want it left to expire:\n%s", got, pid(second), relaytest.TailLines(third.Out.String(), 10))
+	}
+	second.Signal(t, syscall.SIGCONT)
+	stopRelay(t, third)
+	stopRelay(t, second)
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
+}

@@ -20,7 +20,7 @@ import (
 // the preflight checks, code spread over the whole binary: about 300 faults
 // left 16-18 MB of the binary resident, half the relay's peak RSS, though
 // its own memory (anonymous) was 16-17 MB at the peak of a catch-up
-// (BENCHMARKS.md). Unmapped, the pages stay in the page cache, so the code
+// (RssFile and RssAnon of /proc/PID/status). Unmapped, the pages stay in the page cache, so the code
 // the relay runs again comes back at the cost of a minor fault, and only
 // its windows count again. Peak RSS falls by about 5 MB.
 //

@@ -24,7 +24,7 @@ const defaultMemoryLimit = 20 << 20
 // with GOGC's 100 the collector ran whenever the heap doubled its live
 // part, far below the limit, which a catch-up's small live heap makes
 // often; at 400 the limit decides in most cycles, which spends less CPU per
-// event at the same peak RSS (bench measures both; BENCHMARKS.md).
+// event at the same peak RSS (binlog-outbox-bench prints both).
 const defaultGCPercent = 400
 
 // setMemoryLimit sets the relay's soft memory limit and GOGC, unless the
@@ -74,13 +74,21 @@ func OwnMemoryLimit(ctx context.Context, log *slog.Logger) (release func()) {
 
 // memoryLimitFor is the soft limit for a live heap of live bytes beside
 // overhead bytes the runtime holds outside the heap (stacks, metadata,
-// buffers): the default, or enough for the heap to reach twice its live
-// part. The collector's goal under a limit is the limit less that
-// overhead, so a limit near overhead+live makes it run back to back, as it
-// did for a poll relay of many idle tables (BENCHMARKS.md).
+// buffers): the default, or enough for the heap to grow past its live part
+// by as much again, up to followHeadroom. The collector's goal under a
+// limit is the limit less that overhead, so a limit near overhead+live
+// makes it run back to back, as it did for a poll relay of 1,000 idle
+// tables holding 10 MiB, which then spent half a core collecting. Past
+// followHeadroom the garbage a collection waits for costs more memory than
+// the collections it saves cost CPU: a relay reading 16 MiB rows holds 50
+// to 80 MiB live at moments, and twice that was its peak RSS.
 func memoryLimitFor(live, overhead uint64) int64 {
-	return max(defaultMemoryLimit, int64(overhead+2*live))
+	return max(defaultMemoryLimit, int64(overhead+live+min(live, followHeadroom)))
 }
+
+// followHeadroom bounds how far above its live part memoryLimitFor lets
+// the heap grow.
+const followHeadroom = 16 << 20
 
 // The metrics adjustMemoryLimit reads: the heap the last collection found
 // live, and what the memory limit counts (total less released) split into
@@ -103,29 +111,59 @@ func memorySamples() []metrics.Sample {
 	return s
 }
 
-// followLiveHeap keeps the soft limit at memoryLimitFor the live heap,
-// checking every interval until ctx is done, and logs each change at debug
-// level: it tells an operator why the RSS grew past the default.
+// followWindow is how many looks in a row must find a live heap before the
+// limit rises for it. A heap that stays (1,000 idle pollers' 10 MiB) is
+// followed after that many looks; the heap of one huge row is gone by
+// then, and raising the limit for it let the garbage of the rows that came
+// next pile up to twice its size: six 16 MiB rows peaked at 197 MB of RSS
+// with the limit following each look, against 100-130 MB under the
+// default limit alone (binlog-outbox-bench --workloads giant).
+const followWindow = 5
+
+// liveWindow holds the live heap of the last followWindow looks.
+type liveWindow struct {
+	live [followWindow]uint64
+	n    int // looks so far
+}
+
+// add records a look and returns the least live heap of the window: the
+// heap that persisted through all of it.
+func (w *liveWindow) add(live uint64) uint64 {
+	w.live[w.n%followWindow] = live
+	w.n++
+	least := live
+	for _, v := range w.live[:min(w.n, followWindow)] {
+		least = min(least, v)
+	}
+	return least
+}
+
+// followLiveHeap keeps the soft limit at memoryLimitFor the live heap that
+// persisted over the last followWindow looks, looking every interval until
+// ctx is done, and logs each change at debug level: it tells an operator
+// why the RSS grew past the default.
 func followLiveHeap(ctx context.Context, log *slog.Logger, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	sample := memorySamples()
+	var w liveWindow
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if from, to := adjustMemoryLimit(sample); from != to {
+		if from, to := adjustMemoryLimit(sample, &w); from != to {
 			log.Debug("memory limit follows the live heap", "from_mib", from>>20, "to_mib", to>>20)
 		}
 	}
 }
 
-// adjustMemoryLimit sets the limit for what sample reads, unless it is
-// within an eighth of the current one (no churn for small moves), and
-// returns the limit before and after.
-func adjustMemoryLimit(sample []metrics.Sample) (from, to int64) {
+// adjustMemoryLimit sets the limit for what sample reads, the live heap
+// being the least of window w, unless it is within an eighth of the
+// current one (no churn for small moves), and returns the limit before and
+// after.
+func adjustMemoryLimit(sample []metrics.Sample, w *liveWindow) (from, to int64) {
 	metrics.Read(sample)
 	var v [6]uint64
 	for i := range v {
@@ -135,7 +173,7 @@ func adjustMemoryLimit(sample []metrics.Sample) (from, to int64) {
 		}
 		v[i] = sample[i].Value.Uint64()
 	}
-	live, total, released, heap := v[0], v[1], v[2], v[3]+v[4]+v[5]
+	live, total, released, heap := w.add(v[0]), v[1], v[2], v[3]+v[4]+v[5]
 	var overhead uint64
 	if total > released+heap {
 		overhead = total - released - heap

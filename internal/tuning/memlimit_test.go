@@ -17,7 +17,9 @@ func TestMemoryLimitFor(t *testing.T) {
 		{4 << 20, 10 << 20, defaultMemoryLimit},
 		{5 << 20, 10 << 20, defaultMemoryLimit},
 		{10 << 20, 10 << 20, 30 << 20},
-		{30 << 20, 8 << 20, 68 << 20},
+		{16 << 20, 8 << 20, 40 << 20},
+		{30 << 20, 8 << 20, 54 << 20}, // the headroom stops at followHeadroom
+		{80 << 20, 8 << 20, 104 << 20},
 	} {
 		if got := memoryLimitFor(c.live, c.overhead); got != c.want {
 			t.Errorf("memoryLimitFor(%d, %d) = %d, want %d", c.live, c.overhead, got, c.want)
@@ -25,30 +27,53 @@ func TestMemoryLimitFor(t *testing.T) {
 	}
 }
 
+func TestLiveWindow_Add(t *testing.T) {
+	var w liveWindow
+	for i, c := range []struct{ live, want uint64 }{
+		{10, 10}, {50, 10}, {50, 10}, {50, 10}, {50, 10}, // 10 still in the window
+		{50, 50}, // five looks of 50
+		{5, 5},   // down at once
+		{60, 5},
+	} {
+		if got := w.add(c.live); got != c.want {
+			t.Errorf("look %d: add(%d) = %d, want %d", i, c.live, got, c.want)
+		}
+	}
+}
+
 // TestAdjustMemoryLimit_FollowsLiveHeap holds a live heap above the default
-// limit and checks that the limit moves above twice of it, then back to the
-// default once the heap is garbage.
+// limit and checks that the limit moves above it by followHeadroom once the heap
+// stayed for followWindow looks, not at the first (the heap of one huge
+// row is gone by then), then back to the default once the heap is garbage.
 func TestAdjustMemoryLimit_FollowsLiveHeap(t *testing.T) {
 	old := debug.SetMemoryLimit(defaultMemoryLimit)
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
 	sample := memorySamples()
+	var w liveWindow
+	runtime.GC()
+	adjustMemoryLimit(sample, &w) // a look at the small heap
 
 	held := make([][]byte, 32)
 	for i := range held {
 		held[i] = make([]byte, 1<<20)
 	}
 	runtime.GC()
-	if from, to := adjustMemoryLimit(sample); from != defaultMemoryLimit || to < 64<<20 {
-		t.Errorf("adjustMemoryLimit reports %d -> %d MiB, want %d MiB -> at least 64", from>>20, to>>20, defaultMemoryLimit>>20)
+	for look := 1; look < followWindow; look++ {
+		if from, to := adjustMemoryLimit(sample, &w); from != to || to != defaultMemoryLimit {
+			t.Fatalf("look %d at 32 MiB live: %d -> %d MiB, want the default %d MiB kept", look, from>>20, to>>20, defaultMemoryLimit>>20)
+		}
 	}
-	if got := debug.SetMemoryLimit(-1); got < 64<<20 {
-		t.Fatalf("limit with 32 MiB live = %d MiB, want at least 64 MiB", got>>20)
+	if from, to := adjustMemoryLimit(sample, &w); from != defaultMemoryLimit || to < 48<<20 {
+		t.Errorf("adjustMemoryLimit reports %d -> %d MiB, want %d MiB -> at least 48", from>>20, to>>20, defaultMemoryLimit>>20)
+	}
+	if got := debug.SetMemoryLimit(-1); got < 48<<20 {
+		t.Fatalf("limit with 32 MiB live = %d MiB, want at least 48 MiB", got>>20)
 	}
 	runtime.KeepAlive(held)
 
 	held = nil
 	runtime.GC()
-	adjustMemoryLimit(sample)
+	adjustMemoryLimit(sample, &w)
 	if got := debug.SetMemoryLimit(-1); got != defaultMemoryLimit {
 		t.Fatalf("limit after the heap is garbage = %d MiB, want the default %d MiB", got>>20, defaultMemoryLimit>>20)
 	}

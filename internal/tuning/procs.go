@@ -19,7 +19,8 @@ import (
 // the kernel to run it: flat out on 2 cores the relay's p99 was about 1 ms
 // (up to 3.4 ms) over the minimal relay's on the default, and within half
 // a millisecond in most runs on one processor, which serves thousands of
-// transactions a second (BENCHMARKS.md). A catch-up on one processor is
+// transactions a second (binlog-outbox-bench --workloads live-flat). A
+// catch-up on one processor is
 // 12-20% slower, because parsing and relaying then share a core; hence the
 // switch back.
 const (
