@@ -276,12 +276,19 @@ func (r *ReplayReport) Text() string {
 }
 
 // Err is replay's verdict: nil when every row it took was delivered (or
-// gone), else how many stay dead letters, with which the command exits 1.
+// gone) and every --id named a dead letter, else what stays and which ids
+// matched none, with which the command exits 1: a mistyped id is no
+// success.
 func (r *ReplayReport) Err() error {
-	if r.Stay == 0 {
+	switch {
+	case r.Stay == 0 && len(r.Unmatched) == 0:
 		return nil
+	case len(r.Unmatched) > 0:
+		return outbox.WithHint(fmt.Errorf("dead-letters replay: %d rows stay in the dead-letter stream; no dead letter has --id %s", r.Stay, strings.Join(r.Unmatched, ", ")),
+			"an --id is a dead letter's entry id, outbox_id or message_id as `binlog-outbox dead-letters list` prints them; one replayed or purged before is gone from the stream")
 	}
-	return fmt.Errorf("dead-letters replay: %d rows stay in the dead-letter stream", r.Stay)
+	return outbox.WithHint(fmt.Errorf("dead-letters replay: %d rows stay in the dead-letter stream", r.Stay),
+		"each row's reason says what to fix in the outbox table (UPDATE the row); then run the replay again (docs/dead-letters.md)")
 }
 
 // Text is the report as `backfill` prints it at its end.

@@ -42,3 +42,18 @@ func WithLoginHint(err error) error {
 	}
 	return outbox.WithHint(err, "%s", LoginRefusedHint)
 }
+
+// Denied reports whether err is MySQL's refusal of a statement for want of
+// a privilege: on a table (1142), a column (1143), a database (1044), or a
+// global one such as RELOAD (1227).
+func Denied(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case 1142, 1143, 1044, 1227:
+		return true
+	}
+	return false
+}
