@@ -327,6 +327,11 @@ func (cl *cleaner) deleteAll(ctx context.Context, ids []uint64) error {
 			}
 		}
 		res, err := cl.db.ExecContext(ctx, cl.q.Delete(chunk))
+		if mysqlserver.Denied(err) {
+			return outbox.WithHint(fmt.Errorf("delete rows %d to %d: %w", chunk[0], chunk[n-1], err),
+				"the MySQL user needs the DELETE privilege on the outbox table, which the relay itself does not: GRANT DELETE ON %s TO <user>; or run cleanup as a user that has it (docs/cleanup.md); the rows deleted before stay deleted, and a rerun goes on",
+				cl.res.Table)
+		}
 		if err != nil {
 			return fmt.Errorf("delete rows %d to %d: %w", chunk[0], chunk[n-1], err)
 		}

@@ -397,7 +397,7 @@ func (d *rowDecoder) event() outbox.Event {
 	if d.payload != nil && d.payloadJSON && !json.Valid(d.payload) {
 		b.Problem("payload is not valid JSON")
 	}
-	b.OccurredAt(d.occurred, time.Now().UTC())
+	b.OccurredAt(d.occurred)
 	return b.Event()
 }
 

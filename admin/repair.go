@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -435,6 +437,9 @@ func (o RepairOptions) takeLease(ctx context.Context, r *RepairReport, apply boo
 		return nil, fmt.Errorf("repair: take the lease %s: %w", o.Keys.Lease, err)
 	}
 	if !held {
+		if info, ttl, ok, err := redisstream.ReadLease(ctx, o.Redis, o.Keys.Lease); err == nil && ok && strings.HasPrefix(info.Holder, "repair ") {
+			return nil, repairHolds(info.Holder, o.Keys.Lease, ttl)
+		}
 		return nil, refuse(fmt.Sprintf("a relay holds the lease %s (%s): it is running on the position", o.Keys.Lease, holder),
 			"stop every relay of this position (run), then repair --apply, then start run again")
 	}
@@ -480,6 +485,34 @@ func foreignList(examples []VerifyExample) string {
 }
 
 // refuse builds the error of a refusal.
+// repairHolds is the refusal of a repair --apply whose lease another
+// repair holds (holder: "repair <host>/<pid>"): one still running, or one
+// killed whose lease has not expired yet, which a rerun right after the
+// kill meets. It says which, where it can tell, and when to retry.
+func repairHolds(holder, key string, ttl time.Duration) error {
+	wait := ttl.Round(time.Second) + time.Second
+	state := "running, or killed without giving the lease back"
+	host, _ := os.Hostname()
+	if h, pid, ok := strings.Cut(strings.TrimPrefix(holder, "repair "), "/"); ok && h == host {
+		if n, err := strconv.Atoi(pid); err == nil && !processAlive(n) {
+			state = fmt.Sprintf("no longer running (no process %d on this host)", n)
+		}
+	}
+	return refuse(fmt.Sprintf("an earlier %s holds the lease %s for another %s: it is %s", holder, key, ttl.Round(100*time.Millisecond), state),
+		fmt.Sprintf("if that repair was stopped or killed, run repair --apply again in %s, once its lease has expired: it goes on from the earlier run's mark and appends only the rows still missing; if it is running, let it finish", wait))
+}
+
+// processAlive reports whether a process pid may run on this host: false
+// only when the system says it does not.
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil || pid <= 0 {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return !errors.Is(err, os.ErrProcessDone) && !errors.Is(err, syscall.ESRCH)
+}
+
 func refuse(why, hint string) error {
 	err := fmt.Errorf("%w: %s", ErrRepairRefused, why)
 	if hint != "" {

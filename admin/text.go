@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 )
 
@@ -174,6 +175,12 @@ func (r *VerifyReport) Text() string {
 	for _, e := range r.Examples.Foreign {
 		fmt.Fprintf(&b, "    entry %s (outbox_id=%d message_id=%s) names no row\n", strings.Join(e.Entries, ", "), e.OutboxID, e.MessageID)
 	}
+	if r.SharedIDs > 0 {
+		fmt.Fprintf(&b, "  shared ids:      %d message ids held by more than one row (consumers that deduplicate by message_id drop all but the first)\n", r.SharedIDs)
+		for _, s := range r.Examples.SharedIDs {
+			fmt.Fprintf(&b, "    message_id=%s: %d rows, ids %d to %d\n", s.MessageID, s.Rows, s.FirstID, s.LastID)
+		}
+	}
 	if r.Later+r.Deleted > 0 {
 		fmt.Fprintf(&b, "  not compared:    %d entries of rows committed after the snapshot, %d of rows deleted since\n", r.Later, r.Deleted)
 	}
@@ -190,7 +197,19 @@ func (r *VerifyReport) Err() error {
 	if r.Clean() {
 		return nil
 	}
-	return fmt.Errorf("verify: %d missing, %d duplicated, %d foreign", r.Missing, r.Duplicated, r.Foreign)
+	err := fmt.Errorf("verify: %d missing, %d duplicated, %d foreign", r.Missing, r.Duplicated, r.Foreign)
+	var hints []string
+	if r.Missing > 0 {
+		hints = append(hints, "`binlog-outbox repair` lists the missing rows and `repair --apply` appends them once (docs/incidents.md)")
+	}
+	if r.Duplicated+r.Foreign > 0 {
+		hints = append(hints, "docs/verify.md says what duplicated and foreign entries mean and what to do")
+	}
+	if r.SharedIDs > 0 {
+		err = fmt.Errorf("%w, %d message ids held by more than one row", err, r.SharedIDs)
+		hints = append(hints, "the table has no unique key on message_id: give each producer's row an id of its own (a ULID), then ALTER TABLE ... ADD UNIQUE KEY (message_id) once no id repeats")
+	}
+	return outbox.WithHint(err, "%s", strings.Join(hints, "; "))
 }
 
 // Text is the report as `cleanup` prints it.
@@ -257,12 +276,19 @@ func (r *ReplayReport) Text() string {
 }
 
 // Err is replay's verdict: nil when every row it took was delivered (or
-// gone), else how many stay dead letters, with which the command exits 1.
+// gone) and every --id named a dead letter, else what stays and which ids
+// matched none, with which the command exits 1: a mistyped id is no
+// success.
 func (r *ReplayReport) Err() error {
-	if r.Stay == 0 {
+	switch {
+	case r.Stay == 0 && len(r.Unmatched) == 0:
 		return nil
+	case len(r.Unmatched) > 0:
+		return outbox.WithHint(fmt.Errorf("dead-letters replay: %d rows stay in the dead-letter stream; no dead letter has --id %s", r.Stay, strings.Join(r.Unmatched, ", ")),
+			"an --id is a dead letter's entry id, outbox_id or message_id as `binlog-outbox dead-letters list` prints them; one replayed or purged before is gone from the stream")
 	}
-	return fmt.Errorf("dead-letters replay: %d rows stay in the dead-letter stream", r.Stay)
+	return outbox.WithHint(fmt.Errorf("dead-letters replay: %d rows stay in the dead-letter stream", r.Stay),
+		"each row's reason says what to fix in the outbox table (UPDATE the row); then run the replay again (docs/dead-letters.md)")
 }
 
 // Text is the report as `backfill` prints it at its end.

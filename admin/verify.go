@@ -99,7 +99,40 @@ func Verify(ctx context.Context, o VerifyOptions) (VerifyReport, error) {
 	if err := v.walk(ctx, conn, idx); err != nil {
 		return *r, err
 	}
+	if o.Table.Mapping.Has(schema.ColMessageID) {
+		if err := sharedMessageIDs(ctx, conn, o, r); err != nil {
+			return *r, err
+		}
+	}
 	return *r, nil
+}
+
+// sharedMessageIDs counts, in the snapshot conn holds, the message ids that
+// more than one row in range holds, with the first examples.
+func sharedMessageIDs(ctx context.Context, conn *sql.Conn, o VerifyOptions, r *VerifyReport) error {
+	examples, count, args := outboxsql.NewVerify(o.Table).SharedMessageIDs(o.Range.FromID, o.Range.Since, verifyExamples)
+	if err := conn.QueryRowContext(ctx, count, args...).Scan(&r.SharedIDs); err != nil {
+		return fmt.Errorf("verify: count shared message ids: %w", err)
+	}
+	if r.SharedIDs == 0 {
+		return nil
+	}
+	rows, err := conn.QueryContext(ctx, examples, args...)
+	if err != nil {
+		return fmt.Errorf("verify: read shared message ids: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s SharedID
+		if err := rows.Scan(&s.MessageID, &s.Rows, &s.FirstID, &s.LastID); err != nil {
+			return fmt.Errorf("verify: read shared message ids: %w", err)
+		}
+		r.Examples.SharedIDs = append(r.Examples.SharedIDs, s)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("verify: read shared message ids: %w", err)
+	}
+	return nil
 }
 
 // VerifyRange says which rows and entries verify compares.
@@ -173,11 +206,16 @@ type VerifyReport struct {
 	Later   int `json:"committed_after_snapshot"`
 	Deleted int `json:"rows_deleted"`
 
-	Missing    int            `json:"missing"`
-	Duplicated int            `json:"duplicated"`
-	Foreign    int            `json:"foreign"`
-	Examples   VerifyExamples `json:"examples"`
-	Warnings   []string       `json:"warnings,omitempty"`
+	Missing    int `json:"missing"`
+	Duplicated int `json:"duplicated"`
+	Foreign    int `json:"foreign"`
+	// SharedIDs counts the message ids that more than one row in the range
+	// holds (a table without a unique key on message_id): each row's event
+	// is relayed, and consumers that deduplicate by message_id drop all
+	// but the first.
+	SharedIDs int            `json:"shared_message_ids"`
+	Examples  VerifyExamples `json:"examples"`
+	Warnings  []string       `json:"warnings,omitempty"`
 }
 
 // VerifyExamples holds the first examples of each problem.
@@ -185,10 +223,20 @@ type VerifyExamples struct {
 	Missing    []VerifyExample `json:"missing"`
 	Duplicated []VerifyExample `json:"duplicated"`
 	Foreign    []VerifyExample `json:"foreign"`
+	SharedIDs  []SharedID      `json:"shared_message_ids"`
+}
+
+// SharedID is a message id that more than one row holds.
+type SharedID struct {
+	MessageID string `json:"message_id"`
+	Rows      int    `json:"rows"`
+	// FirstID and LastID are the lowest and highest ids of its rows.
+	FirstID uint64 `json:"first_id"`
+	LastID  uint64 `json:"last_id"`
 }
 
 // Clean reports whether verify found nothing wrong.
-func (r *VerifyReport) Clean() bool { return r.Missing+r.Duplicated+r.Foreign == 0 }
+func (r *VerifyReport) Clean() bool { return r.Missing+r.Duplicated+r.Foreign+r.SharedIDs == 0 }
 
 // String describes the range for the report.
 func (r VerifyRange) String() string {

@@ -62,7 +62,7 @@ func TestDecodeRow_Charsets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := decodeRow(l, row(), nil, 1700000000)
+			e := decodeRow(l, row())
 			if tt.invalid != "" {
 				if !strings.Contains(e.Invalid, tt.invalid) || !strings.Contains(e.Invalid, "CONVERT TO CHARACTER SET utf8mb4") {
 					t.Errorf("Invalid = %q, want it to say %q and the fix", e.Invalid, tt.invalid)
@@ -111,7 +111,7 @@ func TestTableSet_SharedDecoderKeepsEachTablesCharsets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e := decodeRow(l, row, nil, 1700000000); e.AggregateID != c.aggregateID {
+		if e := decodeRow(l, row); e.AggregateID != c.aggregateID {
 			t.Errorf("table map %d (%s): aggregate_id %q, want %q", i, c.tm.Schema, e.AggregateID, c.aggregateID)
 		}
 	}

@@ -364,15 +364,9 @@ func compatible(binlogType byte, dataType string) bool {
 // bytes, and go-mysql allocates each event afresh. Problems with the row's content do
 // not fail the decoding: they mark the Event invalid, and it goes to the
 // dead-letter stream with the reason.
-func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Event {
+func decodeRow(l layout, row []any) outbox.Event {
 	if len(row) != l.columnCount {
 		return outbox.Event{Invalid: fmt.Sprintf("row has %d values, the table map %d columns", len(row), l.columnCount)}
-	}
-	for _, i := range skipped {
-		if i == l.id || i == l.messageID || i == l.aggregateType || i == l.aggregateID || i == l.eventType || i == l.payload || i == l.headers || i == l.occurredAt ||
-			slices.ContainsFunc(l.fields, func(f fieldIndex) bool { return f.index == i }) {
-			return outbox.Event{Invalid: fmt.Sprintf("column %d is missing from the row image: the writing session used binlog_row_image=MINIMAL or NOBLOB; set binlog_row_image=FULL", i+1)}
-		}
 	}
 	var b eventrow.Builder
 	id, ok := eventrow.ToUint64(row[l.id])
@@ -417,18 +411,46 @@ func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Eve
 		}
 		b.Field(f.name, v)
 	}
-	// The binlog timestamp of the transaction stands in for a NULL or zero
-	// occurred_at. The syncer renders DATETIME and TIMESTAMP as text; a
-	// number in the column is no time (only poll mode reads TIMESTAMPs as
-	// UNIX_TIMESTAMP numbers).
+	// The syncer renders DATETIME and TIMESTAMP as text; a number in the
+	// column is no time (only poll mode reads TIMESTAMPs as UNIX_TIMESTAMP
+	// numbers).
 	occurred := row[l.occurredAt]
 	switch occurred.(type) {
 	case string, time.Time:
 	default:
 		occurred = nil
 	}
-	b.OccurredAt(occurred, time.Unix(int64(commitTime), 0).UTC())
+	b.OccurredAt(occurred)
 	return b.Event()
+}
+
+// skippedColumn returns the logical name and the position (from 1) of the
+// first column the relay reads that skipped (the columns a row image left
+// out: binlog_row_image=MINIMAL or NOBLOB in the writing session) holds, or
+// ok false. Such a row is not in the binlog whole: a missing value is
+// neither NULL nor the column's default, and an event made of it would be
+// invented (TestRun_RowImageWithoutColumnsStops).
+func (l layout) skippedColumn(skipped []int) (name string, pos int, ok bool) {
+	for _, i := range skipped {
+		for _, c := range []struct {
+			name  string
+			index int
+		}{
+			{schema.ColID, l.id}, {schema.ColMessageID, l.messageID}, {schema.ColAggregateType, l.aggregateType},
+			{schema.ColAggregateID, l.aggregateID}, {schema.ColEventType, l.eventType}, {schema.ColPayload, l.payload},
+			{schema.ColHeaders, l.headers}, {schema.ColOccurredAt, l.occurredAt},
+		} {
+			if c.index == i {
+				return c.name, i + 1, true
+			}
+		}
+		for _, f := range l.fields {
+			if f.index == i {
+				return f.name, i + 1, true
+			}
+		}
+	}
+	return "", 0, false
 }
 
 // unsignedValue reads the value of an UNSIGNED integer column that the syncer

@@ -315,6 +315,10 @@ func ddlTargets(def, q []byte, match func(database, table string) bool) [][2]str
 	if !ddl {
 		return nil
 	}
+	toks := identTokens(q)
+	if !changesTables(toks) {
+		return nil
+	}
 	var out [][2]string
 	add := func(db, table string) {
 		if !match(db, table) {
@@ -327,7 +331,6 @@ func ddlTargets(def, q []byte, match func(database, table string) bool) [][2]str
 		}
 		out = append(out, [2]string{db, table})
 	}
-	toks := identTokens(q)
 	for i, t := range toks {
 		if t.dot || t.name == "" {
 			continue
@@ -345,6 +348,22 @@ func ddlTargets(def, q []byte, match func(database, table string) bool) [][2]str
 		}
 	}
 	return out
+}
+
+// changesTables reports whether a DDL statement's object, the first of its
+// words that names a kind of object, can change a table's columns. A
+// routine, trigger, event or view whose body names the outbox table leaves
+// the table as it is, and was logged as "DDL on the outbox table" (issue 41).
+func changesTables(toks []token) bool {
+	for _, t := range toks[:min(len(toks), 16)] {
+		switch strings.ToUpper(t.name) {
+		case "PROCEDURE", "FUNCTION", "TRIGGER", "EVENT", "VIEW", "USER", "ROLE", "SERVER", "PACKAGE":
+			return false
+		case "TABLE", "TABLES", "INDEX", "DATABASE", "SCHEMA", "SEQUENCE":
+			return true
+		}
+	}
+	return true
 }
 
 // token is an identifier or a dot of a statement; a token with neither

@@ -186,7 +186,14 @@ func TestDDLTargets(t *testing.T) {
 		// outbox.t may be a column of the table as well: a false yes only
 		// costs a re-read of the layout.
 		{"a schema named like the table", "app", "ALTER TABLE outbox.t ADD x INT", true},
-		{"a column of the table", "app", "CREATE VIEW v AS SELECT outbox.id FROM outbox", true},
+		{"a column of the table", "app", "ALTER TABLE orders ADD CONSTRAINT fk FOREIGN KEY (x) REFERENCES outbox (id)", true},
+		// Objects whose body names the table leave its columns alone.
+		{"a view over the table", "app", "CREATE VIEW v AS SELECT outbox.id FROM outbox", false},
+		{"a procedure inserting into the table", "app", "CREATE DEFINER=`root`@`localhost` PROCEDURE add_event(IN p JSON) BEGIN INSERT INTO outbox (payload) VALUES (p); END", false},
+		{"a function", "app", "CREATE OR REPLACE FUNCTION n() RETURNS INT RETURN (SELECT COUNT(*) FROM outbox)", false},
+		{"a trigger on the table", "app", "CREATE TRIGGER t BEFORE INSERT ON outbox FOR EACH ROW SET NEW.sent_at = NULL", false},
+		{"an event", "app", "CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO DELETE FROM outbox WHERE sent_at IS NOT NULL", false},
+		{"drop procedure", "app", "DROP PROCEDURE IF EXISTS outbox", false},
 		{"other table with the name inside", "app", "ALTER TABLE outbox_archive ADD x INT", false},
 		{"name in a string", "app", "ALTER TABLE orders COMMENT 'feeds the outbox'", false},
 		{"name in a comment", "app", "ALTER TABLE orders /* see outbox */ ADD x INT", false},

@@ -112,8 +112,8 @@ type machine struct {
 // entry format, and returns its Size. The event is prepared where it lies in
 // dst: a pointer to a local passed to prepare would put every row's Event on
 // the heap once more.
-func (m *machine) decode(dst *[]outbox.Event, f *followed, l layout, row []any, skipped []int, commitTime uint32) int {
-	*dst = append(*dst, decodeRow(l, row, skipped, commitTime))
+func (m *machine) decode(dst *[]outbox.Event, f *followed, l layout, row []any) int {
+	*dst = append(*dst, decodeRow(l, row))
 	ev := &(*dst)[len(*dst)-1]
 	ev.Database, ev.Table = f.name.Database, f.name.Table
 	if m.prepare != nil {
@@ -480,7 +480,8 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 		m.statementDML++
 		m.log.Error("an INSERT into the outbox table was logged as a statement, not as rows: its events cannot be relayed",
 			"file", m.file, "pos", h.LogPos, "schema", string(e.Schema), "query", logging.Truncate(string(q), 300),
-			logging.KeyHint, "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, then re-insert the lost events")
+			logging.KeyHint, "the producer's session used binlog_format=STATEMENT or MIXED; set binlog_format=ROW globally and do not override it per session, "+
+				"then stop the relay and run `binlog-outbox repair --apply` with run's flags: it appends the rows no stream holds from the table, once (re-inserting them would repeat their message_id)")
 		return
 	}
 	for _, t := range ddlTargets(e.Schema, q, m.tables.src.matchesFold) {
@@ -566,16 +567,17 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		return err
 	}
 	for i, row := range e.Rows {
-		var skipped []int
 		if i < len(e.SkippedColumns) {
-			skipped = e.SkippedColumns[i]
+			if name, pos, ok := l.skippedColumn(e.SkippedColumns[i]); ok {
+				return m.rowImageError(f, name, pos)
+			}
 		}
 		if m.chunked {
 			if m.done < m.skip {
 				m.done++
 				continue
 			}
-			m.pending.bytes += m.decode(&m.pending.events, f, l, row, skipped, h.Timestamp)
+			m.pending.bytes += m.decode(&m.pending.events, f, l, row)
 			m.done++
 			// The batch must be appendable at any moment (the flusher may
 			// take it when idle), so its position follows every row.
@@ -596,7 +598,7 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		if m.overflow {
 			continue
 		}
-		m.txBytes += m.decode(&m.rows, f, l, row, skipped, h.Timestamp)
+		m.txBytes += m.decode(&m.rows, f, l, row)
 		// A transaction's first row is kept whatever its size: it is a
 		// slice of the event, which is in memory anyway, and reading it
 		// again in chunks would hold the same row a second time for
@@ -612,6 +614,19 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		}
 	}
 	return nil
+}
+
+// rowImageError stops the relay at a row whose image lacks a column the
+// relay reads. Dead-lettered, such a row became an entry of empty fields
+// that no replay could place; the rows are whole in the table, where
+// repair reads them, and the position stays before their transaction.
+func (m *machine) rowImageError(f *followed, column string, pos int) error {
+	return outbox.WithHint(fmt.Errorf("%w: a row of %s.%s in the transaction at %s has no value for %s (column %d) in the binlog: "+
+		"the writing session logged binlog_row_image=MINIMAL or NOBLOB, which leaves out columns the INSERT did not set",
+		outbox.ErrConfig, f.name.Database, f.name.Table, m.txStart.String(), column, pos),
+		"set binlog_row_image=FULL (SET GLOBAL binlog_row_image=FULL, and in my.cnf [mysqld]; sessions opened before keep their setting, so reconnect the producers); "+
+			"then, with the relay stopped, run `binlog-outbox repair --apply` with run's flags, which appends the rows the binlog lacks from the table "+
+			"and stores a position past them, and start the relay again (docs/incidents.md)")
 }
 
 // commit ends the current transaction at an XID event or COMMIT query.

@@ -12,12 +12,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 )
 
@@ -162,7 +164,13 @@ func Serve(ctx context.Context, addr string, ready Readiness, log *slog.Logger, 
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
+		hint := "give --metrics-addr a host:port this process may listen on"
+		if errors.Is(err, syscall.EADDRINUSE) {
+			// Most often a second relay on the same host, or one that
+			// has not exited yet.
+			hint = "another process listens on that port (ss -ltnp 'sport = :<port>' names it): a second relay on this host needs a --metrics-addr of its own, or stop the other one"
+		}
+		return nil, outbox.WithHint(fmt.Errorf("metrics: listen on %s: %w", addr, err), "%s", hint)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {

@@ -90,6 +90,25 @@ func (v *Verify) Rows(after uint64, since time.Time, limit int) (string, []any) 
 		" WHERE " + where + " ORDER BY " + id + " LIMIT ?", append(args, limit)
 }
 
+// SharedMessageIDs reads the message ids that more than one row in range
+// holds (after the id from, occurred_at not before since): the id, how
+// many rows hold it, and the lowest and highest of their ids, at most
+// limit of them; and the query counting all such ids. Without a unique key
+// on message_id both rows are relayed, and consumers that deduplicate by
+// it drop the second event. A table without message_id holds none.
+func (v *Verify) SharedMessageIDs(from uint64, since time.Time, limit int) (examples, count string, args []any) {
+	m, id := v.t.Col(schema.ColMessageID), v.t.Col(schema.ColID)
+	where, args := id+" >= ?", []any{from}
+	if !since.IsZero() {
+		cond, arg := v.t.timeBound(schema.ColOccurredAt, ">=", since)
+		where += " AND " + cond
+		args = append(args, arg)
+	}
+	group := " FROM " + v.t.Ref() + " WHERE " + where + " GROUP BY " + m + " HAVING COUNT(*) > 1"
+	return "SELECT /* binlog-outbox */ " + m + ", COUNT(*), MIN(" + id + "), MAX(" + id + ")" + group + " ORDER BY MIN(" + id + ") LIMIT " + strconv.Itoa(limit),
+		"SELECT /* binlog-outbox */ COUNT(*) FROM (SELECT 1" + group + ") AS t", args
+}
+
 // Recheck reads the rows ids as they are: id and message_id.
 func (v *Verify) Recheck(ids []uint64) string {
 	return inList("SELECT /* binlog-outbox */ "+v.t.Col(schema.ColID)+", "+v.t.messageID()+" FROM "+v.t.Ref()+" WHERE "+v.t.Col(schema.ColID)+" IN (", ids, ")")

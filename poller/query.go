@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
@@ -215,7 +214,6 @@ func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (
 	for i := range fields {
 		dest = append(dest, &fields[i])
 	}
-	now := time.Now().UTC()
 	read, got := 0, 0
 	for rs.Next() {
 		// Scan into fresh slices: the events keep them.
@@ -229,7 +227,7 @@ func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (
 		}
 		read += len(payload) + len(headers)
 		got++
-		rows[i].ev, rows[i].oversize = p.decode(id, messageID, aggType, aggID, evType, payload, rows[i].payloadLen, headers, occurred, fields, now)
+		rows[i].ev, rows[i].oversize = p.decode(id, messageID, aggType, aggID, evType, payload, rows[i].payloadLen, headers, occurred, fields)
 		p.pub.Prepare(&rows[i].ev)
 		rows[i].size += len(rows[i].ev.Envelope)
 	}
@@ -251,7 +249,7 @@ func (p *Poller) fetch(ctx context.Context, tx *sql.Tx, rows []row, ok []bool) (
 // payloadLen is the payload's length as lockBatch read it (-1 for NULL): with
 // OnSentMark an oversize payload is not fetched at all.
 func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullString, payload []byte, payloadLen int64,
-	headers []byte, occurred any, fields []sql.NullString, now time.Time) (e outbox.Event, oversize bool) {
+	headers []byte, occurred any, fields []sql.NullString) (e outbox.Event, oversize bool) {
 	var b eventrow.Builder
 	p.q.layout.Fill(&b, &eventrow.Scanned{
 		ID: id, MessageID: messageID, AggregateType: aggType, AggregateID: aggID, EventType: evType,
@@ -271,8 +269,7 @@ func (p *Poller) decode(id uint64, messageID, aggType, aggID, evType sql.NullStr
 	case p.q.payloadJSON && !json.Valid(payload):
 		b.Problem("payload is not valid JSON")
 	}
-	// As binlog mode uses the commit time: the closest truth at hand.
-	b.OccurredAt(occurred, now)
+	b.OccurredAt(occurred)
 	e = b.Event()
 	e.Database, e.Table = p.cfg.Database, p.cfg.Table
 	return e, oversize

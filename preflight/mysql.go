@@ -121,8 +121,8 @@ func checkMySQL(ctx context.Context, cfg Config) (srv mysqlserver.Server, res *s
 	srv, err = mysqlserver.Detect(ctx, db)
 	if err != nil {
 		fix := "check host and port in --mysql-dsn, that the server runs and accepts TCP connections from this host"
-		if isMySQLError(err, 1045) {
-			fix = "check the user name and password in --mysql-dsn, and that the account exists for this client host"
+		if mysqlserver.LoginRefused(err) {
+			fix = mysqlserver.LoginRefusedHint
 		}
 		if f := tlsFix(err, "mysql", dsn.TLS); f != "" {
 			fix = f

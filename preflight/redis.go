@@ -66,6 +66,11 @@ func checkRedis(ctx context.Context, t *redisconn.Target, positionKey string, st
 			// is the fix.
 			if hint := outbox.HintOf(redisconn.Classify(err)); hint != "" {
 				fix = hint
+			} else if opts.DB != 0 && dbZeroAnswers(ctx, t) {
+				// The connection's SELECT failed where database 0
+				// answers: the server has fewer databases.
+				fix = fmt.Sprintf("Redis has no database %d (redis.conf's databases, 16 by default, counts them; a Redis Cluster has only 0): "+
+					"end --redis-url with /0 or another database the server has", opts.DB)
 			}
 		}
 		if f := tlsFix(err, "redis", opts.TLSConfig); f != "" {
@@ -183,4 +188,16 @@ func atoi(s string) int {
 		return -1
 	}
 	return n
+}
+
+// dbZeroAnswers reports whether t's Redis answers on database 0: when it
+// does and t's database refuses, the database is what is wrong.
+func dbZeroAnswers(ctx context.Context, t *redisconn.Target) bool {
+	z := *t
+	o := *t.Options
+	o.DB = 0
+	z.Options = &o
+	c := z.NewClient(redisTimeout)
+	defer c.Close()
+	return c.Ping(ctx).Err() == nil
 }

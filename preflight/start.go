@@ -95,7 +95,8 @@ func BinlogAddr(netw, addr string) (host string, port uint16, err error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil || netw != "tcp" {
 		return "", 0, outbox.WithHint(fmt.Errorf("%w: binlog mode needs a TCP address in --mysql-dsn, got %s(%s)", outbox.ErrConfig, netw, addr),
-			"write the DSN as user:pass@tcp(host:3306)/app")
+			"the binlog is read over TCP: write the DSN as user:pass@tcp(host:3306)/app (on the server's own host tcp(127.0.0.1:3306), with the account allowed from 127.0.0.1; "+
+				"with --laravel-env, set DB_HOST and DB_PORT and leave DB_SOCKET empty), or run --mode poll, which works over the socket")
 	}
 	p, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil {

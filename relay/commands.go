@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/canal"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
@@ -75,7 +76,13 @@ func CheckVerdict(rep preflight.Report, requested string) error {
 	for i, f := range failed {
 		names[i] = f.Name
 	}
-	return fmt.Errorf("%w for %s mode: %s", preflight.ErrRequirements, requested, strings.Join(names, ", "))
+	err := fmt.Errorf("%w for %s mode: %s", preflight.ErrRequirements, requested, strings.Join(names, ", "))
+	// The way out on the hint line too, where the eye ends: with one
+	// failure its fix, with more the lines that hold theirs.
+	if len(failed) == 1 && failed[0].Fix != "" {
+		return outbox.WithHint(err, "%s", failed[0].Fix)
+	}
+	return outbox.WithHint(err, "fix each FAIL line above as its fix: line says, then run check again")
 }
 
 // PositionReader connects to MySQL and builds the binlog reader that

@@ -38,6 +38,10 @@ const (
 	minLeaseTTL    = 100 * time.Millisecond
 	maxPortNumber  = 65535
 	anyPositiveInt = math.MaxInt
+	// minTxBytes: below it nearly every transaction overflows the buffer
+	// and is read twice, with a log line each time (--max-tx-bytes 1 was
+	// accepted and doubled the binlog reading).
+	minTxBytes = 64 << 10
 	// maxBackfillRate: more a second than one Redis appends while it
 	// serves the relay would only mean "unbounded"; 0 says that.
 	maxBackfillRate = 1000000
@@ -52,7 +56,7 @@ func Ranges() []Range {
 		nonEmpty("stream", "a stream key template, e.g. outbox:{aggregate_type}"),
 		nonEmpty("dead-letter-stream", "a stream key, e.g. outbox:dead-letter"),
 		intIn("max-batch-events", 1, maxBatch),
-		intIn("max-tx-bytes", 1, anyPositiveInt),
+		intIn("max-tx-bytes", minTxBytes, anyPositiveInt),
 		intIn("event-cache-bytes", 1, anyPositiveInt),
 		durationIn("heartbeat", minDuration, maxHeartbeat),
 		// --lease-ttl and --lease-renew are checked as a pair: CheckLease.

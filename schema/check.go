@@ -85,9 +85,9 @@ var typeRules = map[string]typeRule{
 	ColSentAt:        {timeTypes, "DATETIME or TIMESTAMP"},
 }
 
-// nullWarnings are the columns whose NULLs the relay cannot turn into a
-// meaningful event field; it relays NULL as "" (or the commit time for
-// occurred_at), which consumers rarely expect.
+// nullWarnings are the columns whose NULLs the relay cannot turn into an
+// event field: a row with NULL there is a dead letter (package eventrow),
+// which consumers do not get until it is fixed and replayed.
 var nullWarnings = []string{ColMessageID, ColAggregateID, ColEventType, ColPayload, ColOccurredAt}
 
 // Check compares the table with what the relay needs under mapping m and
@@ -134,7 +134,13 @@ func (t *Table) Check(m Mapping) []Problem {
 			add(SeverityError, l, "%s is NOT NULL; it must allow NULL, which marks a row as unsent: ALTER TABLE %s MODIFY %s %s NULL",
 				what, QuoteIdent(t.Name), QuoteIdent(c.Name), strings.ToUpper(c.ColumnType))
 		case slices.Contains(nullWarnings, l) && c.Nullable:
-			add(SeverityWarning, l, "%s allows NULL; the relay sends NULL as an empty value, so make it NOT NULL", what)
+			add(SeverityWarning, l, "%s allows NULL; a row with NULL there goes to the dead-letter stream instead of its stream, so make it NOT NULL", what)
+		}
+		if l == ColMessageID && !t.View && !t.hasUniqueKeyOn(c.Name) {
+			// Two rows with one id are both relayed; consumers that
+			// deduplicate by it drop the second event without a word.
+			add(SeverityWarning, l, "%s has no unique key, so two rows may share an id and consumers that deduplicate by it drop the second event; add one: ALTER TABLE %s ADD UNIQUE KEY (%s) (`binlog-outbox verify` reports ids the table holds twice)",
+				what, QuoteIdent(t.Name), QuoteIdent(c.Name))
 		}
 		if l == ColSentAt && !t.hasIndexStartingWith(c.Name) {
 			add(SeverityWarning, l, "no index starts with %s, so the poller's WHERE %s IS NULL ORDER BY id scans the whole table; add KEY (%s, %s)",
@@ -175,6 +181,17 @@ func (t *Table) checkPrimaryKey(m Mapping, add func(Severity, string, string, ..
 	} else if c.DataType != "bigint" {
 		add(SeverityWarning, ColID, "%s has type %s; use BIGINT UNSIGNED so that the AUTO_INCREMENT counter cannot run out", what, strings.ToUpper(c.ColumnType))
 	}
+}
+
+// hasUniqueKeyOn reports whether a unique key (or the primary key) has col
+// as its only column: a key over more columns lets col's values repeat.
+func (t *Table) hasUniqueKeyOn(col string) bool {
+	for _, ix := range t.Indexes {
+		if ix.Unique && len(ix.Columns) == 1 && strings.EqualFold(ix.Columns[0], col) {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *Table) hasIndexStartingWith(col string) bool {

@@ -29,6 +29,7 @@ func mysqlOutbox() *Table {
 		{Name: "schema_version", DataType: "int", ColumnType: "int unsigned", Unsigned: true, Nullable: true},
 	}, PrimaryKey: []string{"id"}, AutoIncrementPK: "id", Indexes: []Index{
 		{Name: "PRIMARY", Unique: true, Columns: []string{"id"}},
+		{Name: "message_id", Unique: true, Columns: []string{"message_id"}},
 		{Name: IndexUnsent, Columns: []string{"sent_at", "id"}},
 	}}
 	for i := range t.Columns {
@@ -78,9 +79,18 @@ func TestTable_Check(t *testing.T) {
 			modify: func(t *Table) { t.Columns[1].Nullable, t.Columns[7].Nullable = true, true },
 			m:      DefaultMapping(),
 			want: []Problem{
-				{SeverityWarning, ColMessageID, "column message_id allows NULL; the relay sends NULL as an empty value, so make it NOT NULL"},
-				{SeverityWarning, ColOccurredAt, "column occurred_at allows NULL; the relay sends NULL as an empty value, so make it NOT NULL"},
+				{SeverityWarning, ColMessageID, "column message_id allows NULL; a row with NULL there goes to the dead-letter stream instead of its stream, so make it NOT NULL"},
+				{SeverityWarning, ColOccurredAt, "column occurred_at allows NULL; a row with NULL there goes to the dead-letter stream instead of its stream, so make it NOT NULL"},
 			},
+		},
+		{
+			name: "message_id without a unique key of its own",
+			modify: func(t *Table) {
+				t.Indexes[1] = Index{Name: "message_id", Unique: true, Columns: []string{"message_id", "aggregate_id"}}
+			},
+			m: DefaultMapping(),
+			want: []Problem{{SeverityWarning, ColMessageID,
+				"column message_id has no unique key, so two rows may share an id and consumers that deduplicate by it drop the second event; add one: ALTER TABLE `outbox` ADD UNIQUE KEY (`message_id`) (`binlog-outbox verify` reports ids the table holds twice)"}},
 		},
 		{
 			name:   "errors sort before warnings",
@@ -88,7 +98,7 @@ func TestTable_Check(t *testing.T) {
 			m:      Mapping{ColID: "id", ColMessageID: "message_id", ColAggregateID: "aggregate_id", ColEventType: "event_type", ColPayload: "payload", ColOccurredAt: "occurred_at"},
 			want: []Problem{
 				{SeverityError, "", "engine MEMORY: use InnoDB (the binlog only marks transaction boundaries with XID for transactional engines); run ALTER TABLE `outbox` ENGINE=InnoDB"},
-				{SeverityWarning, ColMessageID, "column message_id allows NULL; the relay sends NULL as an empty value, so make it NOT NULL"},
+				{SeverityWarning, ColMessageID, "column message_id allows NULL; a row with NULL there goes to the dead-letter stream instead of its stream, so make it NOT NULL"},
 			},
 		},
 	}

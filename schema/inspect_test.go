@@ -187,8 +187,8 @@ func TestValidate_BrokenTables(t *testing.T) {
 				"ALTER TABLE outbox DROP INDEX " + IndexUnsent},
 			want: []Problem{
 				{SeverityWarning, ColID, "column id has type INT(10) UNSIGNED; use BIGINT UNSIGNED so that the AUTO_INCREMENT counter cannot run out"},
-				{SeverityWarning, ColEventType, "column event_type allows NULL; the relay sends NULL as an empty value, so make it NOT NULL"},
-				{SeverityWarning, ColPayload, "column payload allows NULL; the relay sends NULL as an empty value, so make it NOT NULL"},
+				{SeverityWarning, ColEventType, "column event_type allows NULL; a row with NULL there goes to the dead-letter stream instead of its stream, so make it NOT NULL"},
+				{SeverityWarning, ColPayload, "column payload allows NULL; a row with NULL there goes to the dead-letter stream instead of its stream, so make it NOT NULL"},
 				{SeverityWarning, ColSentAt, "no index starts with column sent_at, so the poller's WHERE `sent_at` IS NULL ORDER BY id scans the whole table; add KEY (`sent_at`, `id`)"},
 			},
 		},

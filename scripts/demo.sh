@@ -328,10 +328,11 @@ ${B}What to try next${N} (in another terminal; the servers and the relay keep ru
     kill -9 $RELAY_PID
     go-producer --orders 5                        # written while no relay runs
     binlog-outbox position show                   # where the relay will resume
-    binlog-outbox run --mode binlog               # catches up, then Ctrl-C
+    binlog-outbox run --mode binlog 2>relay.log & # catches up and keeps relaying
     go-consumer --group $GROUP --drain
 
-  Run the PHP examples (apt-get install php-cli php-mysql php-redis):
+  Run the PHP examples (apt-get install php-cli php-mysql php-redis); the relay
+  started above relays their events (stop it with kill %1 when done):
 
     php examples/php/producer.php --orders 3
     php examples/php/consumer.php --group php-billing --drain

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/internal/exitcode"
+	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
@@ -164,6 +165,8 @@ func setUsageErrorHandler(cmds []*cli.Command) {
 // the exit code: 0 for nil, 2 for usage and configuration errors, 1 for
 // everything else.
 func reportError(w io.Writer, err error) int {
+	// Every command meets a refused login first; its fix is one for all.
+	err = mysqlserver.WithLoginHint(err)
 	return exitcode.Report(w, err, func(err error) bool {
 		var ue usageError
 		return errors.As(err, &ue)

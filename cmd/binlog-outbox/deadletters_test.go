@@ -174,10 +174,13 @@ func testReplayExactlyOnce(t *testing.T, mode string) {
 	if len(dl) != 1 || dl[0].Values[redisstream.FieldMessageID] != "dl-stays" || !strings.Contains(dl[0].Values[redisstream.FieldReason].(string), `payload "0" is empty to PHP`) {
 		t.Errorf("dead letters %v: want dl-stays alone, with its new reason", dl)
 	}
-	// Replaying a row by --id once more appends nothing.
-	out, errOut, code = run(t, append(append(global, "dead-letters", "replay", "--id", "dl-unmapped"), fixed...)...)
-	if code != 0 || !strings.Contains(out, "--id dl-unmapped: no dead letter has it") {
-		t.Errorf("replay --id of a replayed row: exit %d, want 0 and why nothing was done\n%s%s", code, out, errOut)
+	// Replaying a row by --id once more appends nothing, and says so with
+	// exit 1, as an --id that names nothing (issue 41: garbage exited 0).
+	for _, id := range []string{"dl-unmapped", "garbage"} {
+		out, errOut, code = run(t, append(append(global, "dead-letters", "replay", "--id", id), fixed...)...)
+		if code != exitFailure || !strings.Contains(out, "--id "+id+": no dead letter has it") || !strings.Contains(errOut, "hint: an --id is") {
+			t.Errorf("replay --id %s: exit %d, want 1, why nothing was done and a hint\n%s%s", id, code, out, errOut)
+		}
 	}
 
 	// The relay kept running: later events land after the replayed ones.

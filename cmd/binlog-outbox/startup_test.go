@@ -165,10 +165,11 @@ func TestRun_StartFailuresHint(t *testing.T) {
 		fix      string
 	}{
 		{"unreachable mysql", fmt.Sprintf("relay:pw@tcp(127.0.0.1:%d)/app", closedPort(t)), env.RedisURL, nil, "check host and port in --mysql-dsn"},
-		{"wrong mysql password", m.UserDSN(m.User(), "wrong-pw", env.Database), env.RedisURL, nil, "check the user name and password"},
+		{"wrong mysql password", m.UserDSN(m.User(), "wrong-pw", env.Database), env.RedisURL, nil, "the password in --mysql-dsn"},
 		{"unreachable redis", env.MariaDB.DSN(env.Database), fmt.Sprintf("redis://127.0.0.1:%d/0", closedPort(t)), nil, "check host, port and password in --redis-url"},
 		{"wrong redis password", env.MariaDB.DSN(env.Database), "redis://:wrong-pw@" + locked.Addr() + "/0", nil, "password"},
 		{"missing table", env.MariaDB.DSN(env.Database), env.RedisURL, []string{"--table", "no_such_outbox"}, "binlog-outbox schema apply"},
+		{"redis database out of range", env.MariaDB.DSN(env.Database), "redis://" + env.Redis.Addr() + "/99", nil, "Redis has no database 99"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			global := append([]string{"--mysql-dsn", tt.dsn, "--redis-url", tt.url}, tt.more...)

@@ -18,7 +18,7 @@ var badValues = map[string][]string{
 	"stream":                 {"", " "},
 	"dead-letter-stream":     {""},
 	"max-batch-events":       {"0", "-1", "100001"},
-	"max-tx-bytes":           {"0", "-1"},
+	"max-tx-bytes":           {"0", "-1", "1", "65535"},
 	"event-cache-bytes":      {"0", "-1"},
 	"heartbeat":              {"0", "-1s", "500us", "5000000s"},
 	"lease-ttl":              {"0", "50ms"},

@@ -1,7 +1,8 @@
 // Package eventrow holds the rules by which both relay modes turn a row of the
 // outbox table into an outbox.Event: which NULLs make the row a dead letter
 // and with what reason, the message ID of a table without a message_id
-// column, the fallback for an occurred_at that is NULL or zero, the fields
+// column, that an occurred_at that is NULL or zero makes a dead letter too
+// (no mode invents a time), the fields
 // of the columns carried as fields of their own, and how the values MySQL
 // sends (binlog row images, text-protocol results) convert.
 //
@@ -51,10 +52,15 @@ func (b *Builder) MessageIDFromID() { b.e.MessageID = strconv.FormatUint(b.e.Out
 
 // AggregateType sets the aggregate_type column's value; ok false means NULL.
 // Leave it unset for a table without the column.
+// An empty one is a problem too: it would name a stream of its own
+// ("outbox:") under the default template, and no consumer reads that.
 func (b *Builder) AggregateType(s string, ok bool) {
 	b.e.AggregateType = s
-	if !ok {
+	switch {
+	case !ok:
 		b.Problem("aggregate_type is NULL")
+	case s == "":
+		b.Problem("aggregate_type is empty")
 	}
 }
 
@@ -66,11 +72,15 @@ func (b *Builder) AggregateID(s string, ok bool) {
 	}
 }
 
-// EventType sets the event_type column's value; ok false means NULL.
+// EventType sets the event_type column's value; ok false means NULL. An
+// empty one names no event a consumer could dispatch: a problem as well.
 func (b *Builder) EventType(s string, ok bool) {
 	b.e.EventType = s
-	if !ok {
+	switch {
+	case !ok:
 		b.Problem("event_type is NULL")
+	case s == "":
+		b.Problem("event_type is empty")
 	}
 }
 
@@ -87,15 +97,18 @@ func (b *Builder) Payload(p []byte, ok bool) {
 func (b *Builder) Headers(h []byte) { b.e.Headers = h }
 
 // OccurredAt sets occurred_at from a value ToTime reads. A NULL or zero
-// occurred_at is no reason to hold an event back: fallback (the commit time
-// of the row's transaction, or the time the row was read) is the closest
-// truth there is.
-func (b *Builder) OccurredAt(v any, fallback time.Time) {
-	if t, ok := ToTime(v); ok {
-		b.e.OccurredAt = t
-	} else {
-		b.e.OccurredAt = fallback
+// occurred_at ('0000-00-00 00:00:00', which a relaxed sql_mode lets in) is a
+// problem: a stand-in would be the commit time in binlog mode and the read
+// time in poll mode, a time the row never held, and consumers could not
+// tell it from a real one. The dead letter's row can be corrected and
+// replayed.
+func (b *Builder) OccurredAt(v any) {
+	t, ok := ToTime(v)
+	if !ok {
+		b.Problem("occurred_at is NULL or a zero date; the relay does not invent a time")
+		return
 	}
+	b.e.OccurredAt = t
 }
 
 // Field adds the field of a column the entries carry as a field of its own

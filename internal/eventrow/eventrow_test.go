@@ -11,7 +11,6 @@ import (
 )
 
 func TestBuilder_Event(t *testing.T) {
-	fallback := time.Unix(1700000000, 0).UTC()
 	at := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
 	full := func(b *Builder) {
 		b.ID(7)
@@ -21,8 +20,9 @@ func TestBuilder_Event(t *testing.T) {
 		b.EventType("created", true)
 		b.Payload([]byte(`{}`), true)
 		b.Headers([]byte(`{"k":"v"}`))
-		b.OccurredAt(at, fallback)
+		b.OccurredAt(at)
 	}
+	const noTime = "occurred_at is NULL or a zero date; the relay does not invent a time"
 	tests := []struct {
 		name  string
 		build func(b *Builder)
@@ -36,8 +36,8 @@ func TestBuilder_Event(t *testing.T) {
 			b.AggregateID("a", true)
 			b.EventType("e", true)
 			b.Payload([]byte{}, true)
-			b.OccurredAt(nil, fallback)
-		}, outbox.Event{OutboxID: math.MaxUint64, MessageID: "18446744073709551615", AggregateID: "a", EventType: "e", Payload: []byte{}, OccurredAt: fallback}},
+			b.OccurredAt(at)
+		}, outbox.Event{OutboxID: math.MaxUint64, MessageID: "18446744073709551615", AggregateID: "a", EventType: "e", Payload: []byte{}, OccurredAt: at}},
 		{"NULL message_id", func(b *Builder) { full(b); b.MessageID("", false) },
 			outbox.Event{Invalid: "message_id is NULL or empty"}},
 		{"empty message_id", func(b *Builder) { full(b); b.MessageID("", true) },
@@ -53,11 +53,13 @@ func TestBuilder_Event(t *testing.T) {
 			b.EventType("", false)
 			b.Payload(nil, false)
 			b.Problem("payload is not valid JSON")
-			b.OccurredAt(nil, fallback)
-		}, outbox.Event{Invalid: "id x is not an unsigned integer; aggregate_id is NULL; event_type is NULL; payload is NULL; payload is not valid JSON"}},
-		{"zero occurred_at falls back", func(b *Builder) { full(b); b.OccurredAt("0000-00-00 00:00:00", fallback) },
-			outbox.Event{OutboxID: 7, MessageID: "m-7", AggregateType: "order", AggregateID: "42", EventType: "created",
-				Payload: []byte(`{}`), Headers: []byte(`{"k":"v"}`), OccurredAt: fallback}},
+			b.OccurredAt(nil)
+		}, outbox.Event{Invalid: "id x is not an unsigned integer; aggregate_id is NULL; event_type is NULL; payload is NULL; payload is not valid JSON; " + noTime}},
+		{"zero occurred_at", func(b *Builder) { full(b); b.OccurredAt("0000-00-00 00:00:00") }, outbox.Event{Invalid: noTime}},
+		{"zero occurred_at(6)", func(b *Builder) { full(b); b.OccurredAt("0000-00-00 00:00:00.000000") }, outbox.Event{Invalid: noTime}},
+		{"zero time.Time", func(b *Builder) { full(b); b.OccurredAt(time.Time{}) }, outbox.Event{Invalid: noTime}},
+		{"empty aggregate_type", func(b *Builder) { full(b); b.AggregateType("", true) }, outbox.Event{Invalid: "aggregate_type is empty"}},
+		{"empty event_type", func(b *Builder) { full(b); b.EventType("", true) }, outbox.Event{Invalid: "event_type is empty"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

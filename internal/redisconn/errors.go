@@ -16,6 +16,13 @@ func Classify(err error) error {
 	if err == nil {
 		return nil
 	}
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		// A command gives up, and a relay starting now would exit 1:
+		// "the relay retries" (classify's) holds for a running relay only.
+		return outbox.WithHint(err, "Redis is unreachable: start it, or fix host, port and password in --redis-url (redis-cli -u <url> PING tells); "+
+			"a running relay retries until it is back, one starting now exits 1")
+	}
 	return classify(err)
 }
 

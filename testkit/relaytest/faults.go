@@ -268,10 +268,26 @@ func (s *suite) deadLetters(t *testing.T) {
 	} else if _, err := conn.ExecContext(ctx, "INSERT INTO `"+env.Table+"` (message_id, aggregate_type, aggregate_id, event_type, payload) VALUES ('dl-notjson', 'raw', 'dl', 'raw.changed', '{\"n\":')"); err != nil {
 		t.Fatalf("insert a payload that is not JSON: %v", err)
 	}
+	// Values the relay would have to invent a meaning for (issue 41): a
+	// zero occurred_at, which a relaxed sql_mode lets in, and empty types.
+	// Each is a dead letter with its reason, in both modes alike.
+	if _, err := conn.ExecContext(ctx, "SET SESSION sql_mode = ''"); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"INSERT INTO `" + env.Table + "` (message_id, aggregate_type, aggregate_id, event_type, payload, occurred_at) VALUES ('dl-zerotime', 'order', 'dl', 'order.changed', '{}', '0000-00-00 00:00:00')",
+		"INSERT INTO `" + env.Table + "` (message_id, aggregate_type, aggregate_id, event_type, payload) VALUES ('dl-emptyaggtype', '', 'dl', 'order.changed', '{}')",
+		"INSERT INTO `" + env.Table + "` (message_id, aggregate_type, aggregate_id, event_type, payload) VALUES ('dl-emptytype', 'order', 'dl', '', '{}')",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
 	conn.Close()
 	Produce(ctx, t, env.DB, env.Table, ProduceOptions{Producers: 2, Transactions: 5, RollbackRatio: 0.0001}, rec)
 
-	wantDead := map[string]string{"dl-nulltype": "event_type is NULL"}
+	wantDead := map[string]string{"dl-nulltype": "event_type is NULL", "dl-zerotime": "occurred_at is NULL or a zero date",
+		"dl-emptyaggtype": "aggregate_type is empty", "dl-emptytype": "event_type is empty"}
 	if notJSON && s.f.DeadLettersInvalidJSON {
 		wantDead["dl-notjson"] = "payload is not valid JSON"
 	}
@@ -315,7 +331,11 @@ func (s *suite) deadLetters(t *testing.T) {
 	// No duplicates in any mode: poll mode once appended the batch again
 	// every round, because MariaDB checked the payload's json_valid CHECK
 	// again on the UPDATE that sets sent_at.
-	s.check(t, env.Env, rec, false, map[string]bool{"dl-nulltype": true, "dl-notjson": true})
+	skip := map[string]bool{"dl-notjson": true}
+	for id := range wantDead {
+		skip[id] = true
+	}
+	s.check(t, env.Env, rec, false, skip)
 }
 
 func insertRaw(t *testing.T, db *sql.DB, q string, args ...any) {
