@@ -418,12 +418,20 @@ func decodeRow(l layout, row []any, skipped []int, commitTime uint32) outbox.Eve
 		b.Field(f.name, v)
 	}
 	// The binlog timestamp of the transaction stands in for a NULL or zero
-	// occurred_at. The syncer renders DATETIME and TIMESTAMP as text; a
-	// number in the column is no time (only poll mode reads TIMESTAMPs as
-	// UNIX_TIMESTAMP numbers).
+	// occurred_at. The syncer renders DATETIME and TIMESTAMP as text; an
+	// INT or BIGINT column holds Unix seconds (Laravel's jobs.available_at,
+	// INT UNSIGNED, which the syncer decodes as signed for want of
+	// signedness in the table map).
 	occurred := row[l.occurredAt]
-	switch occurred.(type) {
+	switch x := occurred.(type) {
 	case string, time.Time:
+	case int32:
+		occurred = int64(uint32(x))
+	case int64:
+	case uint32:
+		occurred = int64(x)
+	case uint64:
+		occurred = int64(x)
 	default:
 		occurred = nil
 	}

@@ -387,6 +387,7 @@ func newReader(o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, sink o
 		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
 		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
 		Start: start, PositionKey: PositionKey(cfg, o.PositionKey), Cuts: cuts,
+		UpdateWarning: cfg.UpdateWarning(),
 	}
 	if cfg.Resolved {
 		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}

@@ -34,7 +34,10 @@ func entryFormat(c *cli.Context, cfg config) (redisstream.Format, error) {
 // record of the relay of cfg's table (relay.RecordedEntries), which refuses
 // a flag that contradicts it; what neither says has the flags' defaults.
 func recordedEntries(c *cli.Context, cfg config, client redis.UniversalClient, command string) (relay.EntryFlags, error) {
-	f := relay.EntryFlags{Stream: givenStream(c)}
+	f := relay.EntryFlags{}
+	if c.IsSet("stream") {
+		f.Stream = c.String("stream")
+	}
 	if c.IsSet("partitions") {
 		f.Partitions = c.Int("partitions")
 	}
@@ -54,6 +57,11 @@ func recordedEntries(c *cli.Context, cfg config, client redis.UniversalClient, c
 	}
 	if given {
 		f.Format = &format
+		if f.Stream == "" {
+			if f.Stream, err = cfg.SourceStream(format.Name); err != nil {
+				return f, err
+			}
+		}
 	}
 	out, _, err := relay.RecordedEntries(c.Context, client, cfg, c.String("position-key"), f, command)
 	if err != nil {
