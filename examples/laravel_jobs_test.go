@@ -180,3 +180,41 @@ func TestLaravelJobs_RedisQueue(t *testing.T) {
 		t.Errorf("%d dead letters", n)
 	}
 }
+
+// TestLaravelJobs_Streams is the jobs table as the outbox, delivered to one
+// Redis stream per queue for the package's outbox connector (--format
+// laravel-stream): two `queue:work outbox-jobs` workers read the streams
+// through a consumer group and run the jobs' payloads as Laravel runs any
+// job (LaravelJob), the delayed ones moved to the streams once due, each
+// committed job once across the relay's SIGKILL (runLaravelJobs,
+// jobsRun.check). Each stream holds every job of its queue once, nothing
+// is left pending or delayed.
+func TestLaravelJobs_Streams(t *testing.T) {
+	r := runLaravelJobs(t, "laravel-stream", "outbox-jobs")
+	r.check(t, "outbox-jobs")
+	rdb := r.e.Redis.Client(t, r.e.RedisURL)
+	ctx := context.Background()
+	seen := map[string]int{}
+	total := 0
+	for _, q := range []string{"default", "emails"} {
+		stream := "outbox:jobs:" + q
+		for _, entry := range rdb.XRange(ctx, stream, "-", "+").Val() {
+			seen[entry.Values["message_id"].(string)]++
+			total++
+		}
+		if p := rdb.XPending(ctx, stream, "laravel-jobs").Val(); p == nil || p.Count != 0 {
+			t.Errorf("%s: pending %v after the workers stopped, want none", stream, p)
+		}
+		if n := rdb.ZCard(ctx, stream+":delayed").Val(); n != 0 {
+			t.Errorf("%s:delayed still holds %d jobs", stream, n)
+		}
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("job %s is in the streams %d times, want once", id, n)
+		}
+	}
+	if want := len(r.produced.Committed) + len(r.failing); total != want {
+		t.Errorf("the streams hold %d jobs, want the %d committed ones", total, want)
+	}
+}
