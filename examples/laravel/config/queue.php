@@ -37,16 +37,8 @@ return [
         // commits or rolls back with the transaction, and the relay
         // (--source laravel-jobs) delivers it to the redis connection below
         // or, with --format laravel-stream, to outbox-jobs. No worker may
-        // run on this connection, and after_commit must stay false
-        // (docs/laravel.md, "Your jobs, exactly once").
-        'database' => [
-            'driver' => 'database',
-            'connection' => null,
-            'table' => 'jobs',
-            'queue' => 'default',
-            'retry_after' => 90,
-            'after_commit' => false,
-        ],
+        // run on this connection (docs/laravel.md, "Your jobs, exactly once").
+        'database' => BinlogOutbox\Laravel\JobsQueue::connection(),
 
         // Laravel's Redis queue, where the relay pushes the jobs:
         // `php artisan queue:work redis` (or Horizon) runs them.
@@ -56,22 +48,15 @@ return [
             'queue' => 'default',
             'retry_after' => 90,
             'block_for' => 1,
-            'after_commit' => false,
         ],
 
         // The relay's streams of jobs (--format laravel-stream), one per
         // queue: `php artisan queue:work outbox-jobs --queue=default,emails`.
-        'outbox-jobs' => [
-            'driver' => 'outbox',
+        'outbox-jobs' => BinlogOutbox\Laravel\JobsQueue::streams([
             'connection' => env('OUTBOX_REDIS_CONNECTION', 'outbox'),
-            'stream_prefix' => 'outbox:jobs:',
-            'queue' => 'default',
-            'group' => 'laravel-jobs',
             'consumer' => env('OUTBOX_CONSUMER', gethostname() . '-' . getmypid()),
             'retry_after' => (int) env('OUTBOX_RETRY_AFTER', 90),
-            'block_for' => 1,
-            'dead_letter_stream' => env('OUTBOX_DEAD_LETTER_STREAM', 'outbox:dead-letter'),
-        ],
+        ]),
     ],
 
     // Bus::batch's table, on the application's connection.
