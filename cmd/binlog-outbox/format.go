@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/binlog-outbox/binlog-outbox/settings"
@@ -76,5 +79,22 @@ func recordedEntries(c *cli.Context, cfg config, client redis.UniversalClient, c
 	if out.Format == nil {
 		out.Format = &format
 	}
-	return out, nil
+	return out, refuseJobsEntries(command, out.Format.Name)
+}
+
+// refuseJobsEntries refuses, for the formats of Laravel's jobs table, the
+// commands that find a row by its entry: a job leaves Laravel's queue when a
+// worker takes it, and the outbox connector's entries are named otherwise,
+// so verify would call every job missing and repair would deliver it again,
+// to run twice.
+func refuseJobsEntries(command, format string) error {
+	if format != redisstream.FormatLaravelQueue && format != redisstream.FormatLaravelStream {
+		return nil
+	}
+	switch command {
+	case "verify", "repair", "mark-appended", "dead-letters replay":
+		return outbox.WithHint(fmt.Errorf("%w: %s does not work with --format %s: it finds rows by their entries, and jobs leave Laravel's queues as workers take them", outbox.ErrConfig, command, format),
+			"binlog mode delivers each committed job once by itself; `binlog-outbox status` shows how far the relay is, and `php artisan queue:failed` the jobs that failed")
+	}
+	return nil
 }

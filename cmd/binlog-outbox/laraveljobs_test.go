@@ -123,6 +123,17 @@ func TestRun_LaravelJobs(t *testing.T) {
 		t.Errorf("the preflight did not take Laravel's lists for its keys:\n%s", relaytest.TailLines(p.Out.String(), 20))
 	}
 
+	// verify and repair find rows by their entries, which workers take off
+	// Laravel's lists: they refuse rather than call every job missing.
+	admin := append([]string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}, global...)
+	if out, errOut, code := run(t, append(admin, "status")...); code != 0 {
+		t.Errorf("status: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, cmd := range [][]string{{"verify"}, {"repair"}} {
+		if out, errOut, code := run(t, append(admin, cmd...)...); code != exitUsage || !strings.Contains(errOut, "does not work with --format laravel-queue") {
+			t.Errorf("%s: exit %d, want %d and the refusal\n%s%s", cmd[0], code, exitUsage, out, errOut)
+		}
+	}
 	out, errOut, code := run(t, append([]string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}, append(global, "cleanup", "--older-than", "1s")...)...)
 	var left int
 	if err := env.DB.QueryRow("SELECT COUNT(*) FROM jobs").Scan(&left); err != nil {
