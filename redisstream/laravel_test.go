@@ -225,3 +225,52 @@ func TestSink_LaravelStream(t *testing.T) {
 		})
 	}
 }
+
+// FuzzPrepareLaravel: whatever a jobs row's payload holds, the relay either
+// dead-letters it with a reason or writes JSON that Laravel's worker
+// decodes: for laravel-queue an object with the id and attempts 0 that
+// RedisQueue adds, and the payload's own fields unchanged.
+func FuzzPrepareLaravel(f *testing.F) {
+	f.Add(jobPayload("u-1"), false)
+	f.Add(`{"job":"X@handle","data":[]}`, true)
+	f.Add(`{}`, false)
+	f.Add(`{"job":"x"}  `, false)
+	f.Fuzz(func(t *testing.T, payload string, delayed bool) {
+		at := time.Now().Add(-time.Minute)
+		if delayed {
+			at = time.Now().Add(time.Hour)
+		}
+		for _, name := range []string{FormatLaravelQueue, FormatLaravelStream} {
+			f := Format{Name: name}
+			e := jobsRow(1, "default", payload, at)
+			f.prepare(&e, true)
+			if e.Invalid != "" {
+				if e.Envelope != nil {
+					t.Fatalf("%s: invalid %q with an envelope", name, e.Invalid)
+				}
+				continue
+			}
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(laravelBody(&e), &m); err != nil {
+				t.Fatalf("%s: %q becomes %q, no JSON object: %v", name, payload, laravelBody(&e), err)
+			}
+			if _, d := laravelDue(&e); d != delayed {
+				t.Fatalf("%s: delayed %v, want %v", name, d, delayed)
+			}
+			if name == FormatLaravelStream && delayed {
+				continue // the member holds the entry's fields
+			}
+			var orig map[string]json.RawMessage
+			_ = json.Unmarshal([]byte(payload), &orig)
+			for k, v := range orig {
+				if string(m[k]) != string(v) {
+					t.Fatalf("%s: field %s is %s, was %s", name, k, m[k], v)
+				}
+			}
+			if name == FormatLaravelQueue && (string(m["attempts"]) != "0" || len(m["id"]) < 3) {
+				t.Fatalf("%s: %s lacks the id or attempts 0", name, laravelBody(&e))
+			}
+		}
+	})
+}
+

@@ -144,3 +144,34 @@ func TestRun_LaravelJobs(t *testing.T) {
 		t.Errorf("cleanup: exit %d, %d rows left, want 0 and the delayed one\n%s%s", code, left, out, errOut)
 	}
 }
+
+// TestRun_LaravelJobsPoll relays jobs rows in poll mode, deleting each row
+// it pushed (--on-sent delete: the table has no sent_at): available_at, an
+// INT UNSIGNED, is read as the delayed job's time there too.
+func TestRun_LaravelJobsPoll(t *testing.T) {
+	t.Parallel()
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	if _, err := env.DB.Exec(jobsTableDDL); err != nil {
+		t.Fatal(err)
+	}
+	env.Table = "jobs"
+	ctx := context.Background()
+	insertJob(t, env, "default", "u1", 0)
+	insertJob(t, env, "default", "u2", time.Hour)
+	p := startRelayGlobal(t, env, env.MariaDB.DSN(env.Database), []string{"--source", "laravel-jobs", "--laravel-redis-prefix", ""},
+		"--mode", "poll", "--on-sent", "delete", "--poll-interval", "100ms")
+	rdb := env.RDB
+	relaytest.WaitFor(t, 30*time.Second, "the jobs and their rows deleted", func() bool {
+		var left int
+		if err := env.DB.QueryRow("SELECT COUNT(*) FROM jobs").Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		return left == 0 && rdb.LLen(ctx, "queues:default").Val() == 1
+	})
+	z := rdb.ZRangeWithScores(ctx, "queues:default:delayed", 0, -1).Val()
+	if len(z) != 1 || z[0].Score < float64(time.Now().Add(50*time.Minute).Unix()) || rdb.LLen(ctx, "queues:default:notify").Val() != 1 {
+		t.Errorf("delayed set %v, notify %d; want u2 due in an hour and one notification", z, rdb.LLen(ctx, "queues:default:notify").Val())
+	}
+	p.Signal(t, 15)
+	p.Wait(t, 30*time.Second)
+}
