@@ -273,4 +273,3 @@ func FuzzPrepareLaravel(f *testing.F) {
 		}
 	})
 }
-
