@@ -122,7 +122,9 @@ type Config struct {
 	// for a table whose rows another consumer works too (Laravel's jobs
 	// table, which a `queue:work database` reserves by UPDATE before it
 	// runs the job the relay delivers as well). The relay goes on: the
-	// rows it delivers are still every committed one, once.
+	// rows it delivers are still every committed one, once. DELETEs are
+	// not reported: cleanup deletes relayed rows, and such a worker
+	// reserves a row by UPDATE before it deletes it.
 	UpdateWarning string
 
 	// HeartbeatPeriod asks the server for a heartbeat when the binlog is idle

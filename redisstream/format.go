@@ -156,6 +156,10 @@ func (f *Format) Validate() error {
 	case FormatMessenger:
 	case FormatDoctrine, FormatLaravelQueue, FormatLaravelStream:
 		if len(f.Classes) > 0 || f.Stamp != "" || (f.Unmapped != "" && f.Unmapped != UnmappedDeadLetter) {
+			if f.Name != FormatDoctrine {
+				return outbox.WithHint(fmt.Errorf("%w: --messenger-* options are set with --format %s", outbox.ErrConfig, f.Name),
+					"drop them: a job's payload names its class already")
+			}
 			return outbox.WithHint(fmt.Errorf("%w: --messenger-* options are set with --source %s", outbox.ErrConfig, f.Name),
 				"drop them: the rows' headers name each message's class already")
 		}
