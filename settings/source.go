@@ -205,3 +205,13 @@ func (c Config) UpdateWarning() string {
 	return "jobs run twice: a worker of Laravel's database queue (queue:work database) is reserving rows of the jobs table, whose jobs the relay delivers to Redis as well; " +
 		"hint: stop every worker and Horizon supervisor whose connection is the database one (run them on the redis or outbox connection) (docs/laravel.md, \"Your jobs, exactly once\")"
 }
+
+// ReservedColumn is the column of the source's table that another worker
+// sets on the rows it takes, for check to warn about (preflight), "" for a
+// source no other worker reads: Laravel's jobs.reserved_at.
+func (c Config) ReservedColumn() string {
+	if c.Values[NameSource].First() == SourceLaravelJobs {
+		return "reserved_at"
+	}
+	return ""
+}

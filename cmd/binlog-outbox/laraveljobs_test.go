@@ -48,9 +48,20 @@ func TestCheck_LaravelJobsSource(t *testing.T) {
 		for _, format := range []string{"laravel-queue", "laravel-stream"} {
 			// No sent_at: poll mode deletes the rows it relayed.
 			out, errOut, code := run(t, append(global, "--laravel-redis-prefix", "app_database_", "check", "--mode", mode, "--format", format, "--on-sent", "delete")...)
-			if code != 0 || !strings.Contains(out, "PASS  "+preflight.NameFormat) || !strings.Contains(out, format+": jobs rows") {
+			if code != 0 || !strings.Contains(out, "PASS  "+preflight.NameFormat) || !strings.Contains(out, format+": jobs rows") ||
+				!strings.Contains(out, "PASS  "+preflight.NameOtherWorkers) {
 				t.Errorf("check --mode %s --format %s: exit %d, want 0 with the format\n%s%s", mode, format, code, out, errOut)
 			}
+		}
+	}
+	// A row a database queue worker reserved: both modes warn.
+	if _, err := m.Open(t, dbName).Exec("INSERT INTO jobs (queue, payload, attempts, reserved_at, available_at, created_at) VALUES ('default', '{}', 1, UNIX_TIMESTAMP(), UNIX_TIMESTAMP(), UNIX_TIMESTAMP())"); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"binlog", "poll"} {
+		out, errOut, _ := run(t, append(global, "--laravel-redis-prefix", "app_database_", "check", "--mode", mode, "--on-sent", "delete", "--start-from", "now")...)
+		if !strings.Contains(out, "WARN  "+preflight.NameOtherWorkers) || !strings.Contains(out, "a row of") {
+			t.Errorf("check --mode %s of a reserved row: no warning\n%s%s", mode, out, errOut)
 		}
 	}
 	if _, errOut, code := run(t, append(global, "check", "--mode", "binlog")...); code != exitUsage || !strings.Contains(errOut, "--laravel-redis-prefix") {
