@@ -411,12 +411,20 @@ func decodeRow(l layout, row []any) outbox.Event {
 		}
 		b.Field(f.name, v)
 	}
-	// The syncer renders DATETIME and TIMESTAMP as text; a number in the
-	// column is no time (only poll mode reads TIMESTAMPs as UNIX_TIMESTAMP
-	// numbers).
+	// The syncer renders DATETIME and TIMESTAMP as text; an INT or BIGINT
+	// column holds Unix seconds (Laravel's jobs.available_at, INT UNSIGNED,
+	// which the syncer decodes as signed for want of signedness in the
+	// table map). Anything else is no time: the row is a dead letter.
 	occurred := row[l.occurredAt]
-	switch occurred.(type) {
+	switch x := occurred.(type) {
 	case string, time.Time:
+	case int32:
+		occurred = int64(uint32(x))
+	case int64:
+	case uint32:
+		occurred = int64(x)
+	case uint64:
+		occurred = int64(x)
 	default:
 		occurred = nil
 	}

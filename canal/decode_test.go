@@ -395,9 +395,14 @@ func TestDecodeRow(t *testing.T) {
 		{name: "zero DATETIME(6)", l: l, row: with(7, "0000-00-00 00:00:00.000000"), want: outbox.Event{Invalid: noTime}},
 		{name: "zero time.Time", l: l, row: with(7, time.Time{}), want: outbox.Event{Invalid: noTime}},
 		{name: "garbage occurred_at", l: l, row: with(7, "yesterday"), want: outbox.Event{Invalid: noTime}},
-		{name: "number occurred_at", l: l, row: with(7, int64(1700000000)), want: outbox.Event{Invalid: noTime}},
 		{name: "DATETIME without fraction", l: l, row: with(7, "2024-05-06 07:08:09"), want: outbox.Event{OccurredAt: at.Truncate(time.Second)}},
 		{name: "DATETIME(3)", l: l, row: with(7, "2024-05-06 07:08:09.120"), want: outbox.Event{OccurredAt: at.Truncate(time.Second).Add(120 * time.Millisecond)}},
+		// Laravel's jobs.available_at: INT UNSIGNED of Unix seconds, which
+		// the syncer decodes as a signed int32 (past 2038 negative).
+		{name: "INT of Unix seconds", l: l, row: with(7, int32(at.Unix())), want: outbox.Event{OccurredAt: at.Truncate(time.Second)}},
+		{name: "INT UNSIGNED past 2038", l: l, row: with(7, int32(-1)), want: outbox.Event{OccurredAt: time.Unix(1<<32-1, 0).UTC()}},
+		{name: "BIGINT of Unix seconds", l: l, row: with(7, at.Unix()), want: outbox.Event{OccurredAt: at.Truncate(time.Second)}},
+		{name: "zero INT", l: l, row: with(7, int32(0)), want: outbox.Event{Invalid: noTime}},
 		{
 			name: "time.Time in another zone",
 			l:    l, row: with(7, at.In(time.FixedZone("CEST", 2*3600))),

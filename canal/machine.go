@@ -104,6 +104,8 @@ type machine struct {
 
 	// Counters for metrics and tests.
 	statementDML uint64
+	// updates reports UPDATEs of the followed tables (nil: ignored).
+	updates *updateWarner
 
 	guard eventGuard // for the events the switch has no case for
 }
@@ -539,6 +541,12 @@ func hasPrefixFold(b []byte, prefix string) bool {
 func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
 	if err := m.unknownRows(h, e); err != nil {
 		return err
+	}
+	if m.updates != nil && e.Table != nil && e.Type() == replication.EnumRowsEventTypeUpdate {
+		if f := m.tables.lookup(e.Table); f != nil {
+			m.updates.saw(m.log, f.name, m.file, h.LogPos)
+		}
+		return nil
 	}
 	if e.Table == nil || e.Type() != replication.EnumRowsEventTypeInsert {
 		return nil

@@ -117,6 +117,15 @@ type Config struct {
 	Start position.Start
 	// PositionKey is only used in log lines.
 	PositionKey string
+	// UpdateWarning, when set, is logged at error level, at most once a
+	// minute, when the binlog carries an UPDATE of a followed table's rows:
+	// for a table whose rows another consumer works too (Laravel's jobs
+	// table, which a `queue:work database` reserves by UPDATE before it
+	// runs the job the relay delivers as well). The relay goes on: the
+	// rows it delivers are still every committed one, once. DELETEs are
+	// not reported: cleanup deletes relayed rows, and such a worker
+	// reserves a row by UPDATE before it deletes it.
+	UpdateWarning string
 
 	// HeartbeatPeriod asks the server for a heartbeat when the binlog is idle
 	// (default 5s); ReadTimeout (default 3 heartbeats) then notices a silently
@@ -271,6 +280,9 @@ type Reader struct {
 	seq    atomic.Uint64 // counts the positions it wrote
 	// recorded says Recorder ran.
 	recorded bool
+	// updates reports UPDATEs of the followed tables (Config.UpdateWarning)
+	// across sessions; nil without the warning.
+	updates *updateWarner
 	// hadPosition says a session found a stored position or stored one: a
 	// later session that finds none must not start over from Config.Start.
 	hadPosition bool
@@ -356,8 +368,12 @@ func New(db *sql.DB, sink outbox.Sink, cfg Config, logger *slog.Logger) (*Reader
 	}
 	host, _ := os.Hostname()
 	log := logger.With("component", "binlog")
+	var updates *updateWarner
+	if cfg.UpdateWarning != "" {
+		updates = &updateWarner{text: cfg.UpdateWarning}
+	}
 	return &Reader{
-		cfg: cfg, db: db, sink: sink, log: log,
+		cfg: cfg, db: db, sink: sink, log: log, updates: updates,
 		retry: retry.New(log, retry.Config{
 			Message: "binlog reader stopped; restarting from the stored position",
 			MaxWait: cfg.MaxBackoff,

@@ -215,6 +215,7 @@ func (r *Reader) newMachine(start position.Point, proof layoutProof, f *flusher)
 		log:        r.log,
 		maxTxBytes: r.cfg.MaxTxBytes, maxBatchEvents: r.cfg.MaxBatchEvents, maxBatchBytes: r.cfg.MaxBatchBytes,
 		file: start.File, boundary: start, gset: start.GTIDSet, pending: f.take(), prepare: r.sink.Prepare,
+		updates: r.updates,
 	}
 	m.pending.at = start
 	if r.chunkNext || start.TxRows > 0 {

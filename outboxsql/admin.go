@@ -12,10 +12,13 @@ import (
 // at", and the parameter it takes: a DATETIME holds UTC, as the relay reads
 // it (eventrow.ToTime), and compares with the instant as is; a TIMESTAMP
 // compares in the session's time zone, in which FROM_UNIXTIME renders the
-// instant.
+// instant; an integer column holds Unix seconds.
 func (t Table) timeBound(logical, op string, at time.Time) (string, any) {
 	if t.isTimestamp(logical) {
 		return t.Col(logical) + " " + op + " FROM_UNIXTIME(?)", float64(at.UnixMicro()) / 1e6
+	}
+	if t.isUnixSeconds(logical) {
+		return t.Col(logical) + " " + op + " ?", at.Unix()
 	}
 	return t.Col(logical) + " " + op + " ?", at
 }

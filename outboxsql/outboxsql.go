@@ -53,6 +53,16 @@ func (t Table) isTimestamp(logical string) bool {
 	return ok && c.DataType == "timestamp"
 }
 
+// isUnixSeconds reports whether the column of logical is an integer, which
+// holds Unix seconds (Laravel's jobs.available_at).
+func (t Table) isUnixSeconds(logical string) bool {
+	if t.Info == nil {
+		return false
+	}
+	c, ok := t.Info.Column(t.Mapping[logical])
+	return ok && (c.DataType == "int" || c.DataType == "bigint")
+}
+
 // readTime is the expression that reads the time column of logical: a
 // TIMESTAMP as its epoch value, the same in any session time zone (binlog
 // mode sends it in UTC); a DATETIME as it is, which holds UTC as the relay

@@ -41,6 +41,7 @@ const (
 	NameTable             = "outbox table"
 	NameSkipLocked        = "skip locked"
 	NamePollWrite         = "poll write privilege"
+	NameOtherWorkers      = "other workers"
 	NameRedisSentinel     = "redis sentinel"
 	NameRedis             = "redis server"
 	NameRedisEviction     = "redis maxmemory-policy"

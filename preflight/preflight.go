@@ -147,6 +147,11 @@ type Config struct {
 	Extra []schema.ExtraColumn
 	// ServerID is the relay's replica server id (--server-id).
 	ServerID uint32
+	// ReservedColumn, when set, is the column another worker of the table
+	// sets on a row it takes (Laravel's jobs.reserved_at, which its
+	// database queue worker sets): a row with it set is a job that worker
+	// runs while the relay delivers it too, and Run warns.
+	ReservedColumn string
 	// OnSent is what poll mode does with a relayed row: "mark" (UPDATE its
 	// sent_at) or "delete". Empty checks that at least one of them is allowed.
 	OnSent string

@@ -140,13 +140,17 @@ func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisstr
 			"another application uses the key: rename or delete it, or give --dead-letter-stream a key of its own")
 		return refusal(NameStreamKeys, err, both)
 	}
+	if rec.Format.Name == redisstream.FormatLaravelQueue {
+		return checkLaravelQueueKeys(ctx, c, t.Glob())
+	}
 	all, err := redisstream.ScanKeys(ctx, c, t.Glob())
 	if err == nil {
 		var streams []string
 		if streams, err = redisstream.ScanStreams(ctx, c, t.Glob()); err == nil {
 			var others []string
 			for _, k := range all {
-				if slices.Contains(streams, k) || k == rec.DeadLetterStream || strings.HasSuffix(k, redisstream.DelayedSetSuffix) {
+				if slices.Contains(streams, k) || k == rec.DeadLetterStream || strings.HasSuffix(k, redisstream.DelayedSetSuffix) ||
+					(rec.Format.Name == redisstream.FormatLaravelStream && strings.HasSuffix(k, redisstream.LaravelDelayedSuffix)) {
 					continue
 				}
 				typ, err := c.Type(ctx, k).Result()
@@ -165,6 +169,32 @@ func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisstr
 		}
 	}
 	return skip(NameStreamKeys, "not checked: "+err.Error(), both)
+}
+
+// checkLaravelQueueKeys is checkStreamKeys for Laravel's Redis queue
+// (redisstream.FormatLaravelQueue), whose keys under glob are lists (the
+// queues and their notify lists) and sorted sets (delayed and reserved
+// jobs).
+func checkLaravelQueueKeys(ctx context.Context, c redis.UniversalClient, glob string) Result {
+	all, err := redisstream.ScanKeys(ctx, c, glob)
+	if err != nil {
+		return skip(NameStreamKeys, "not checked: "+err.Error(), both)
+	}
+	var others []string
+	for _, k := range all {
+		typ, err := c.Type(ctx, k).Result()
+		if err != nil || typ == "list" || typ == "zset" || typ == "none" {
+			continue
+		}
+		if others = append(others, k+" ("+typ+")"); len(others) == 5 {
+			break
+		}
+	}
+	if len(others) > 0 {
+		return warn(NameStreamKeys, "keys where Laravel's queues lie hold other types than lists and sorted sets: "+strings.Join(others, ", ")+"; the jobs bound for them go to the dead-letter stream, with the reason",
+			"another application uses these keys: rename or delete them, or check --laravel-redis-prefix; then replay the dead letters (binlog-outbox dead-letters replay)", both)
+	}
+	return pass(NameStreamKeys, "the keys under "+glob+" are Laravel queues' lists and sorted sets", both)
 }
 
 // NameWithoutLease is the requirement that a relay without the lease

@@ -78,7 +78,34 @@ func checkTable(ctx context.Context, db *sql.DB, srv mysqlserver.Server, databas
 
 	out = append(out, checkSkipLocked(ctx, db, srv, qtable, readable, acct))
 	out = append(out, checkPollWrite(ctx, db, qtable, name, acct, cfg))
+	if cfg.ReservedColumn != "" && res != nil {
+		out = append(out, checkOtherWorkers(ctx, db, qtable, name, cfg.ReservedColumn))
+	}
 	return res, out
+}
+
+// checkOtherWorkers warns when rows of the table are reserved by another
+// worker (Config.ReservedColumn set): in binlog mode the relay reports
+// such a worker's UPDATEs as they come, but poll mode cannot see them, and
+// a worker that ran before the relay started left no trace but these rows.
+func checkOtherWorkers(ctx context.Context, db *sql.DB, qtable, name, col string) Result {
+	var n int
+	q := "SELECT /* binlog-outbox */ COUNT(*) FROM (SELECT 1 FROM " + qtable + " WHERE " + schema.QuoteIdent(col) + " IS NOT NULL LIMIT 1000) AS r"
+	if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		return skip(NameOtherWorkers, "not checked: "+err.Error(), both)
+	}
+	if n > 0 {
+		rows := fmt.Sprintf("%d rows of %s have", n, name)
+		switch n {
+		case 1:
+			rows = "a row of " + name + " has"
+		case 1000:
+			rows = "1000 or more rows of " + name + " have"
+		}
+		return warn(NameOtherWorkers, fmt.Sprintf("%s %s set: a worker of Laravel's database queue (queue:work database) has taken them, and it runs jobs the relay delivers as well: they run twice", rows, col),
+			"stop every worker and Horizon supervisor whose connection is the database one (run them on the redis or outbox connection); docs/laravel.md, \"Your jobs, exactly once\"", both)
+	}
+	return pass(NameOtherWorkers, "no row of "+name+" is reserved by another worker ("+col+" is NULL in every row)", both)
 }
 
 // validateTable resolves the mapping against the table (schema.Resolve) and

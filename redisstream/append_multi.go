@@ -94,9 +94,13 @@ type multiAppend struct {
 // takes reports whether the batch events goes through MULTI/EXEC rather
 // than the append script: from Config.MultiMin entries on, or from
 // multiMinBytes of payloads, unless it holds a delayed symfony-doctrine
-// message.
+// message or Laravel job, or is Laravel's Redis queue.
 func (s *multiAppend) takes(events []outbox.Event) bool {
-	if s.cfg.Format.Name == FormatDoctrine {
+	if s.cfg.Format.Name == FormatLaravelQueue {
+		// The script alone pushes to Laravel's lists.
+		return false
+	}
+	if s.cfg.Format.Name == FormatDoctrine || s.cfg.Format.Name == FormatLaravelStream {
 		// The script alone adds delayed messages to their sets.
 		for i := range events {
 			s.prepare(&events[i])

@@ -52,7 +52,9 @@ type scriptAppend struct {
 // as this relay holds it (with the lease only), then the G group names,
 // then S flags ("1": make sure the stream has every group; "z": the key
 // is a delayed set, whose runs hold a score and a member per entry, added
-// with ZADD NX, see prepareDoctrine), then the
+// with ZADD NX, see prepareDoctrine; "l": the key is a Laravel queue's
+// list, whose runs hold a member per entry, RPUSHed with a 1 on
+// <key>:notify as Laravel's push script does, see prepareLaravel), then the
 // entries in runs: consecutive entries of one stream with the same field
 // names share a header (stream index into KEYS, the first entry's dedupe key
 // index into KEYS (0: none; the run's others follow it), number of fields F,
@@ -84,6 +86,9 @@ for s = 1, ns do
   local key = KEYS[base + s]
   if ARGV[flags + s] == 'z' then
     denied = deny('TYPE', '', key) or deny('ZADD', '', key, 'NX', '0', 'm')
+  elseif ARGV[flags + s] == 'l' then
+    denied = deny('TYPE', '', key) or deny('RPUSH', '', key, 'm') or
+      deny('TYPE', '', key .. ':notify') or deny('RPUSH', '', key .. ':notify', '1')
   else
     denied = deny('TYPE', '', key) or deny('XADD', '', key, '*', 'f', 'v')
   end
@@ -127,6 +132,14 @@ for s = 1, ns do
     if t ~= 'zset' and t ~= 'none' then
       return {3, KEYS[base + s], t, 'zset'}
     end
+  elseif ARGV[flags + s] == 'l' then
+    if t ~= 'list' and t ~= 'none' then
+      return {3, KEYS[base + s], t, 'list'}
+    end
+    local n = redis.call('TYPE', KEYS[base + s] .. ':notify')['ok']
+    if n ~= 'list' and n ~= 'none' then
+      return {3, KEYS[base + s] .. ':notify', n, 'list'}
+    end
   elseif t ~= 'stream' and t ~= 'none' then
     return {3, KEYS[base + s], t, 'stream'}
   end
@@ -161,6 +174,7 @@ local fv = {}
 while i <= n do
   local key = KEYS[tonumber(ARGV[i])]
   local z = ARGV[flags + tonumber(ARGV[i]) - base] == 'z'
+  local l = ARGV[flags + tonumber(ARGV[i]) - base] == 'l'
   local d = tonumber(ARGV[i + 1])
   local f = tonumber(ARGV[i + 2])
   local m = tonumber(ARGV[i + 3])
@@ -176,6 +190,9 @@ while i <= n do
       end
       if z then
         redis.call('ZADD', key, 'NX', fv[2], fv[4])
+      elseif l then
+        redis.call('RPUSH', key, fv[2])
+        redis.call('RPUSH', key .. ':notify', 1)
       else
         redis.call('XADD', key, '*', unpack(fv, 1, 2 * f))
       end
@@ -271,6 +288,8 @@ func (s *scriptAppend) build(events []outbox.Event, positionKey string, prev, ne
 		flag := "0"
 		if s.sets[first+j+1] {
 			flag = "z"
+		} else if s.lists[first+j+1] {
+			flag = "l"
 		} else if s.checkGroups(s.base, key) {
 			flag = "1"
 		}
@@ -297,7 +316,13 @@ func (s *scriptAppend) addRuns(events []outbox.Event, window int64) {
 			dedupe = len(s.keys)
 		}
 		if due, ok := s.delayed(e); ok {
-			s.pairs = append(s.pairs[:0], fieldScore, strconv.FormatInt(due, 10), fieldMember, e.Envelope)
+			member := e.Envelope
+			if isLaravel(s.cfg.Format.Name) {
+				member = laravelBody(e)
+			}
+			s.pairs = append(s.pairs[:0], fieldScore, strconv.FormatInt(due, 10), fieldMember, member)
+		} else if s.list(e) {
+			s.pairs = append(s.pairs[:0], fieldMember, laravelBody(e))
 		} else {
 			s.pairs = s.appendFields(s.pairs[:0], e)
 		}

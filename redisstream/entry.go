@@ -66,7 +66,7 @@ func (s *base) appendStreamKey(b []byte, e *outbox.Event) []byte {
 	}
 	b = s.template.AppendTo(b, e)
 	if _, ok := s.delayed(e); ok {
-		b = append(b, DelayedSetSuffix...)
+		b = append(b, s.cfg.Format.delayedSuffix()...)
 	}
 	return b
 }
@@ -83,9 +83,12 @@ func (s *base) appendFields(args []any, e *outbox.Event) []any {
 		args = append(args, FieldAggregateType, &e.AggregateType)
 	}
 	args = append(args, FieldAggregateID, &e.AggregateID, FieldEventType, &e.EventType)
-	if messenger {
+	switch {
+	case messenger && s.cfg.Format.Name == FormatLaravelStream:
+		args = append(args, FieldJob, laravelBody(e))
+	case messenger:
 		args = append(args, FieldMessage, e.Envelope)
-	} else {
+	default:
 		args = append(args, FieldPayload, e.Payload)
 	}
 	args = append(args,

@@ -154,15 +154,19 @@ func (f *Format) Validate() error {
 		}
 		return nil
 	case FormatMessenger:
-	case FormatDoctrine:
+	case FormatDoctrine, FormatLaravelQueue, FormatLaravelStream:
 		if len(f.Classes) > 0 || f.Stamp != "" || (f.Unmapped != "" && f.Unmapped != UnmappedDeadLetter) {
+			if f.Name != FormatDoctrine {
+				return outbox.WithHint(fmt.Errorf("%w: --messenger-* options are set with --format %s", outbox.ErrConfig, f.Name),
+					"drop them: a job's payload names its class already")
+			}
 			return outbox.WithHint(fmt.Errorf("%w: --messenger-* options are set with --source %s", outbox.ErrConfig, f.Name),
 				"drop them: the rows' headers name each message's class already")
 		}
 		return nil
 	default:
 		return outbox.WithHint(fmt.Errorf("%w: --format %q is not an entry format", outbox.ErrConfig, f.Name),
-			"use --format %s (one field per column) or --format %s", FormatFlat, FormatMessenger)
+			"use --format %s (one field per column) or --format %s; with --source laravel-jobs, --format %s or %s", FormatFlat, FormatMessenger, FormatLaravelQueue, FormatLaravelStream)
 	}
 	if f.Unmapped == "" {
 		f.Unmapped = UnmappedDeadLetter
@@ -208,6 +212,12 @@ func (f *Format) String() string {
 	if f.Name == FormatDoctrine {
 		return FormatDoctrine + ": messenger_messages rows as the Redis transport's messages (body and headers as Doctrine's serializer wrote them); delayed ones (DelayStamp) to <stream>" + DelayedSetSuffix + " until available_at"
 	}
+	if f.Name == FormatLaravelQueue {
+		return FormatLaravelQueue + ": jobs rows as Laravel's Redis queue pushes them (RPUSH <stream> and <stream>" + LaravelNotifySuffix + ", payload with id and attempts); delayed ones to <stream>" + LaravelDelayedSuffix + " until available_at"
+	}
+	if f.Name == FormatLaravelStream {
+		return FormatLaravelStream + ": jobs rows as entries of the outbox queue connector (payload in the " + FieldJob + " field); delayed ones to <stream>" + LaravelDelayedSuffix + " until available_at"
+	}
 	if f.Name != FormatMessenger {
 		return FormatFlat + ": one field per column"
 	}
@@ -250,6 +260,10 @@ func (f *Format) String() string {
 func (f *Format) prepare(e *outbox.Event, withAggregateType bool) {
 	if f.Name == FormatDoctrine {
 		prepareDoctrine(e)
+		return
+	}
+	if isLaravel(f.Name) {
+		prepareLaravel(e, f.Name)
 		return
 	}
 	if f.Name != FormatMessenger || e.Invalid != "" || e.Envelope != nil {

@@ -347,6 +347,9 @@ type batchKeys struct {
 	// sets holds the indexes into keys of the delayed sets
 	// (DelayedSetSuffix) among the streams: they get a ZADD, not an XADD.
 	sets map[int]bool
+	// lists holds the indexes of Laravel queues' lists (FormatLaravelQueue):
+	// they get an RPUSH and a notification.
+	lists map[int]bool
 }
 
 // streams prepares each event (one the format cannot carry becomes a dead
@@ -356,9 +359,11 @@ func (k *batchKeys) streams(s *base, events []outbox.Event) int {
 	if k.keyIdx == nil {
 		k.keyIdx = map[string]int{}
 		k.sets = map[int]bool{}
+		k.lists = map[int]bool{}
 	}
 	clear(k.keyIdx)
 	clear(k.sets)
+	clear(k.lists)
 	first := len(k.keys)
 	k.streamOf = k.streamOf[:0]
 	for i := range events {
@@ -374,6 +379,8 @@ func (k *batchKeys) streams(s *base, events []outbox.Event) int {
 		k.streamOf = append(k.streamOf, idx)
 		if _, ok := s.delayed(&events[i]); ok {
 			k.sets[idx] = true
+		} else if s.list(&events[i]) {
+			k.lists[idx] = true
 		}
 	}
 	k.named = len(k.keys)

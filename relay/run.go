@@ -161,7 +161,7 @@ func PreflightConfig(ctx context.Context, o Options, format *redisstream.Format,
 	cfg := o.Config
 	pc := preflight.Config{
 		MySQLDSN: cfg.DSN(), Redis: cfg.CheckedRedis(ctx), Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
-		Extra: cfg.Extra, ServerID: cfg.ServerID, OnSent: onSent, PositionKey: PositionKey(cfg, o.PositionKey),
+		Extra: cfg.Extra, ServerID: cfg.ServerID, ReservedColumn: cfg.ReservedColumn(), OnSent: onSent, PositionKey: PositionKey(cfg, o.PositionKey),
 		Format: format, Stream: o.Stream, Partitions: o.Partitions,
 		Start: startFlags(o, cfg, *format),
 	}
@@ -387,6 +387,7 @@ func newReader(o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, sink o
 		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
 		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
 		Start: start, PositionKey: PositionKey(cfg, o.PositionKey), Cuts: cuts,
+		UpdateWarning: cfg.UpdateWarning(),
 	}
 	if cfg.Resolved {
 		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}

@@ -81,8 +81,10 @@ var typeRules = map[string]typeRule{
 	ColSchemaVersion: {fieldTypes, fieldTypesWant},
 	ColPayload:       {documentTypes, "JSON, TEXT, LONGTEXT, MEDIUMTEXT, BLOB, MEDIUMBLOB, LONGBLOB, VARCHAR or VARBINARY"},
 	ColHeaders:       {documentTypes, "JSON, TEXT, LONGTEXT, MEDIUMTEXT, BLOB, MEDIUMBLOB, LONGBLOB, VARCHAR or VARBINARY"},
-	ColOccurredAt:    {timeTypes, "DATETIME or TIMESTAMP"},
-	ColSentAt:        {timeTypes, "DATETIME or TIMESTAMP"},
+	// An integer occurred_at holds Unix seconds, as Laravel's jobs table's
+	// available_at does.
+	ColOccurredAt: {append(slices.Clone(timeTypes), "int", "bigint"), "DATETIME, TIMESTAMP, or INT or BIGINT of Unix seconds"},
+	ColSentAt:     {timeTypes, "DATETIME or TIMESTAMP"},
 }
 
 // nullWarnings are the columns whose NULLs the relay cannot turn into an

@@ -170,7 +170,7 @@ func TestValidate_BrokenTables(t *testing.T) {
 			name:  "sent_at NOT NULL and occurred_at text",
 			alter: []string{"ALTER TABLE outbox MODIFY sent_at DATETIME(6) NOT NULL, MODIFY occurred_at VARCHAR(40) NOT NULL"},
 			want: []Problem{
-				{SeverityError, ColOccurredAt, "column occurred_at has type VARCHAR; it must be DATETIME or TIMESTAMP"},
+				{SeverityError, ColOccurredAt, "column occurred_at has type VARCHAR; it must be DATETIME, TIMESTAMP, or INT or BIGINT of Unix seconds"},
 				{SeverityError, ColSentAt, "column sent_at is NOT NULL; it must allow NULL, which marks a row as unsent: ALTER TABLE `outbox` MODIFY `sent_at` DATETIME(6) NULL"},
 			},
 		},

@@ -96,13 +96,14 @@ const (
 	nameServerID          = "server-id"
 	nameServerIDRange     = "server-id-range"
 	nameLaravelEnv        = "laravel-env"
+	nameLaravelPrefix     = "laravel-redis-prefix"
 	nameRedisCluster      = "redis-cluster"
 )
 
 // Flags lists the global settings in the order --help shows them. Every
 // command takes them, before or after its name.
 func Flags() []Flag {
-	return append(append(coreFlags(), sourceFlag(), laravelFlag(), clusterFlag()), append(tlsFlags("mysql"), tlsFlags("redis")...)...)
+	return append(append(coreFlags(), sourceFlag(), laravelFlag(), laravelPrefixFlag(), clusterFlag()), append(tlsFlags("mysql"), tlsFlags("redis")...)...)
 }
 
 // Env returns the environment variable of the setting name, "" for an
@@ -163,6 +164,11 @@ func laravelFlag() Flag {
 	return Flag{Name: nameLaravelEnv, Env: "BINLOG_OUTBOX_LARAVEL_ENV",
 		Usage: "read MySQL and Redis from a Laravel application's .env (DB_HOST, DB_PORT, DB_DATABASE, DB_USERNAME, DB_PASSWORD, DB_SOCKET, " +
 			"REDIS_HOST, REDIS_PORT, REDIS_USERNAME, REDIS_PASSWORD, REDIS_DB, REDIS_SCHEME); --mysql-dsn, --redis-url, --mysql-user and the password files win"}
+}
+
+func laravelPrefixFlag() Flag {
+	return Flag{Name: nameLaravelPrefix, Env: "BINLOG_OUTBOX_LARAVEL_REDIS_PREFIX",
+		Usage: "--source laravel-jobs: the Redis key prefix of the Laravel application (config('database.redis.options.prefix'), e.g. laravel_database_) that --format laravel-queue pushes jobs under; by default REDIS_PREFIX or APP_NAME of --laravel-env, as config/database.php derives it"}
 }
 
 func clusterFlag() Flag {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -179,4 +180,60 @@ func (e *laravelEnv) redisURL(withPassword bool) (string, error) {
 		u.User = url.User(user)
 	}
 	return u.String(), nil
+}
+
+// redisPrefix is the key prefix of the application's Redis connections as
+// Laravel's config/database.php sets it: REDIS_PREFIX when the file sets it
+// (empty too: no prefix), else Str::slug(APP_NAME, '_') followed by
+// "_database_", APP_NAME being "laravel" when unset.
+func (e *laravelEnv) redisPrefix() (string, error) {
+	if v, ok := e.vars["REDIS_PREFIX"]; ok {
+		p, _ := e.get("REDIS_PREFIX")
+		if v == "" {
+			p = ""
+		}
+		return p, nil
+	}
+	name, ok := e.get("APP_NAME")
+	if !ok {
+		name = "laravel"
+	}
+	slug, ok := laravelSlug(name)
+	if !ok {
+		return "", e.configError("set REDIS_PREFIX in the file, or give --laravel-redis-prefix with the prefix config('database.redis.options.prefix') shows",
+			"APP_NAME %q has characters other than ASCII, which Laravel transliterates to make the Redis prefix", name)
+	}
+	return slug + "_database_", nil
+}
+
+// laravelSlug is Laravel's Str::slug(s, '_') for an ASCII s (false for
+// another: Laravel transliterates it first): hyphens become underscores,
+// @ becomes _at_, what is neither a letter, a digit, an underscore nor a
+// space goes, runs of underscores and spaces become one underscore, and
+// none is left at either end; letters are lowered.
+func laravelSlug(s string) (string, bool) {
+	var b strings.Builder
+	sep := false
+	for _, r := range s {
+		if r > unicode.MaxASCII {
+			return "", false
+		}
+		switch {
+		case r == '-' || r == '_' || unicode.IsSpace(r):
+			sep = true
+		case r == '@':
+			if b.Len() > 0 {
+				b.WriteByte('_')
+			}
+			b.WriteString("at")
+			sep = true
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			if sep && b.Len() > 0 {
+				b.WriteByte('_')
+			}
+			sep = false
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String(), true
 }

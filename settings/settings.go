@@ -104,6 +104,11 @@ type Config struct {
 	ServerID uint32
 	// LaravelEnv is the .env file --laravel-env read, "" for none.
 	LaravelEnv string
+	// LaravelRedisPrefix is the key prefix of the Laravel application's
+	// Redis connection (--laravel-redis-prefix, or derived from
+	// --laravel-env); LaravelRedisPrefixKnown says either gave it.
+	LaravelRedisPrefix      string
+	LaravelRedisPrefixKnown bool
 	// Logger is configured from --log-format and --log-level.
 	Logger *slog.Logger
 	// Values are every global setting as resolved, by name.
@@ -141,6 +146,14 @@ func Resolve(in Input) (Config, error) {
 		if env, err = readLaravelEnv(vs.str(nameLaravelEnv), in.LookupEnv); err != nil {
 			return Config{}, err
 		}
+	}
+	if vs[nameLaravelPrefix].Source > Default {
+		cfg.LaravelRedisPrefix, cfg.LaravelRedisPrefixKnown = vs.str(nameLaravelPrefix), true
+	} else if env != nil {
+		if cfg.LaravelRedisPrefix, err = env.redisPrefix(); err != nil {
+			return Config{}, err
+		}
+		cfg.LaravelRedisPrefixKnown = true
 	}
 	files := secretReader{log: log}
 	if err := cfg.redis(vs, env, in, files); err != nil {

@@ -65,3 +65,81 @@ func TestKnowsCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestConfig_LaravelJobs: --source laravel-jobs reads jobs through the
+// preset's mapping, takes --format laravel-queue (its default) or
+// laravel-stream and no other, and names Laravel's queue keys with the
+// application's Redis prefix, which it refuses to guess.
+func TestConfig_LaravelJobs(t *testing.T) {
+	cfg := resolveSource(t, SourceLaravelJobs)
+	if cfg.Table != LaravelJobsTable || cfg.Mapping["occurred_at"] != "available_at" || cfg.Mapping["aggregate_type"] != "queue" || cfg.Mapping.Has("message_id") {
+		t.Errorf("table %q, mapping %v", cfg.Table, cfg.Mapping)
+	}
+	for _, tc := range []struct {
+		f    FormatFlags
+		want string
+	}{
+		{FormatFlags{Name: redisstream.FormatFlat}, redisstream.FormatLaravelQueue},
+		{FormatFlags{Name: redisstream.FormatLaravelStream, NameGiven: true}, redisstream.FormatLaravelStream},
+		{FormatFlags{Name: redisstream.FormatLaravelQueue, NameGiven: true}, redisstream.FormatLaravelQueue},
+		{FormatFlags{Name: redisstream.FormatFlat, NameGiven: true}, ""},
+		{FormatFlags{Name: redisstream.FormatDoctrine, NameGiven: true}, ""},
+	} {
+		got, err := cfg.EntryFormat(tc.f)
+		if tc.want == "" {
+			if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), "laravel-queue or laravel-stream") {
+				t.Errorf("--format %s: %v (hint %q), want a refusal naming the two", tc.f.Name, err, outbox.HintOf(err))
+			}
+			continue
+		}
+		if err != nil || got.Name != tc.want {
+			t.Errorf("--format %s (given %v): %q, %v; want %q", tc.f.Name, tc.f.NameGiven, got.Name, err, tc.want)
+		}
+	}
+	if _, err := cfg.SourceStream(redisstream.FormatLaravelQueue); !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), "--laravel-redis-prefix") {
+		t.Errorf("laravel-queue without a prefix: %v, want a refusal", err)
+	}
+	if s, err := cfg.SourceStream(redisstream.FormatLaravelStream); err != nil || s != "outbox:jobs:{aggregate_type}" {
+		t.Errorf("laravel-stream: %q, %v", s, err)
+	}
+	if err := cfg.OwnTable(); !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), "queue:table") {
+		t.Errorf("OwnTable: %v", err)
+	}
+
+	given, err := Resolve(Input{CommandLine: map[string][]string{"source": {SourceLaravelJobs}, "laravel-redis-prefix": {""}}, Command: "run", NoMySQL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := given.SourceStream(redisstream.FormatLaravelQueue); err != nil || s != "queues:{aggregate_type}" {
+		t.Errorf("--laravel-redis-prefix '': %q, %v; want queues:{aggregate_type}", s, err)
+	}
+}
+
+// TestLaravelEnv_RedisPrefix derives the prefix as config/database.php does:
+// REDIS_PREFIX as set (empty too), else Str::slug(APP_NAME, '_') and
+// _database_.
+func TestLaravelEnv_RedisPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		env, want string
+		ok        bool
+	}{
+		{"", "laravel_database_", true},
+		{"APP_NAME=Laravel", "laravel_database_", true},
+		{`APP_NAME="My Shop-2 @ Home!"`, "my_shop_2_at_home_database_", true},
+		{"APP_NAME=My.App__x", "myapp_x_database_", true},
+		{"APP_NAME=shop\nREDIS_PREFIX=app:", "app:", true},
+		{"APP_NAME=shop\nREDIS_PREFIX=", "", true},
+		{"APP_NAME=Café", "", false},
+	} {
+		env := &laravelEnv{path: ".env", vars: map[string]string{}}
+		for _, line := range strings.Split(tc.env, "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				env.vars[k] = v
+			}
+		}
+		got, err := env.redisPrefix()
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%q: %q, %v; want %q (ok %v)", tc.env, got, err, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/binlog-outbox/binlog-outbox/settings"
@@ -12,7 +15,7 @@ import (
 // formatFlags are the flags of the entry format, shared by run and check.
 func formatFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "format", Usage: "entry format: flat (one field per column) or symfony-messenger (a message field Symfony Messenger's Redis transport reads; docs/symfony.md)", EnvVars: []string{"BINLOG_OUTBOX_FORMAT"}, Value: redisstream.FormatFlat},
+		&cli.StringFlag{Name: "format", Usage: "entry format: flat (one field per column) or symfony-messenger (a message field Symfony Messenger's Redis transport reads; docs/symfony.md); with --source laravel-jobs, laravel-queue (Laravel's Redis queue, the default) or laravel-stream (a stream per queue for the outbox connector; docs/laravel.md)", EnvVars: []string{"BINLOG_OUTBOX_FORMAT"}, Value: redisstream.FormatFlat},
 		&cli.StringSliceFlag{Name: "messenger-class", Usage: "symfony-messenger: the message class of an event type, `event_type=Class` (e.g. order.placed=App\\Message\\OrderPlaced); repeatable, comma-separated in the environment variable", EnvVars: []string{"BINLOG_OUTBOX_MESSENGER_CLASS"}},
 		&cli.StringFlag{Name: "messenger-class-file", Usage: "symfony-messenger: read event_type=Class lines (# comments) from this file, besides --messenger-class", EnvVars: []string{"BINLOG_OUTBOX_MESSENGER_CLASS_FILE"}},
 		&cli.StringFlag{Name: "messenger-unmapped", Usage: "symfony-messenger: where an event type without a class goes: dead-letter (the dead-letter stream, with the reason) or class:<Class> (delivered as that class)", EnvVars: []string{"BINLOG_OUTBOX_MESSENGER_UNMAPPED"}, Value: redisstream.UnmappedDeadLetter},
@@ -34,7 +37,10 @@ func entryFormat(c *cli.Context, cfg config) (redisstream.Format, error) {
 // record of the relay of cfg's table (relay.RecordedEntries), which refuses
 // a flag that contradicts it; what neither says has the flags' defaults.
 func recordedEntries(c *cli.Context, cfg config, client redis.UniversalClient, command string) (relay.EntryFlags, error) {
-	f := relay.EntryFlags{Stream: givenStream(c)}
+	f := relay.EntryFlags{}
+	if c.IsSet("stream") {
+		f.Stream = c.String("stream")
+	}
 	if c.IsSet("partitions") {
 		f.Partitions = c.Int("partitions")
 	}
@@ -54,6 +60,11 @@ func recordedEntries(c *cli.Context, cfg config, client redis.UniversalClient, c
 	}
 	if given {
 		f.Format = &format
+		if f.Stream == "" {
+			if f.Stream, err = cfg.SourceStream(format.Name); err != nil {
+				return f, err
+			}
+		}
 	}
 	out, _, err := relay.RecordedEntries(c.Context, client, cfg, c.String("position-key"), f, command)
 	if err != nil {
@@ -68,5 +79,22 @@ func recordedEntries(c *cli.Context, cfg config, client redis.UniversalClient, c
 	if out.Format == nil {
 		out.Format = &format
 	}
-	return out, nil
+	return out, refuseJobsEntries(command, out.Format.Name)
+}
+
+// refuseJobsEntries refuses, for the formats of Laravel's jobs table, the
+// commands that find a row by its entry: a job leaves Laravel's queue when a
+// worker takes it, and the outbox connector's entries are named otherwise,
+// so verify would call every job missing and repair would deliver it again,
+// to run twice.
+func refuseJobsEntries(command, format string) error {
+	if format != redisstream.FormatLaravelQueue && format != redisstream.FormatLaravelStream {
+		return nil
+	}
+	switch command {
+	case "verify", "repair", "mark-appended", "dead-letters replay":
+		return outbox.WithHint(fmt.Errorf("%w: %s does not work with --format %s: it finds rows by their entries, and jobs leave Laravel's queues as workers take them", outbox.ErrConfig, command, format),
+			"binlog mode delivers each committed job once by itself; `binlog-outbox status` shows how far the relay is, and `php artisan queue:failed` the jobs that failed")
+	}
+	return nil
 }

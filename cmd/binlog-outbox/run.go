@@ -104,6 +104,10 @@ func optionsFrom(c *cli.Context, cfg config) (relay.Options, error) {
 	if err != nil {
 		return relay.Options{}, err
 	}
+	stream, err := givenStream(c, cfg, format.Name)
+	if err != nil {
+		return relay.Options{}, err
+	}
 	return relay.Options{
 		Config: cfg, Version: versionString(), Mode: c.String("mode"),
 		PositionKey: c.String("position-key"), StartFrom: c.String("start-from"), MetricsAddr: c.String("metrics-addr"),
@@ -111,7 +115,7 @@ func optionsFrom(c *cli.Context, cfg config) (relay.Options, error) {
 		MaxTxBytes: c.Int("max-tx-bytes"), EventCacheBytes: c.Int("event-cache-bytes"),
 		Lease: c.Bool("lease"), LeaseTTL: c.Duration("lease-ttl"), LeaseRenew: c.Duration("lease-renew"),
 		LeaseStepDown: c.Duration("lease-step-down"),
-		Stream:        givenStream(c), Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
+		Stream:        stream, Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"),
 		Format: format, EnsureGroups: ensureGroups(c), DedupeWindow: c.Duration("dedupe-window"),
 		Trim: c.String("trim"), MaxLen: c.Int64("max-len"), TrimInterval: c.Duration("trim-interval"),
 		ProbeInterval: c.Duration("probe-interval"), ReadyMaxStall: c.Duration("ready-max-stall"),
@@ -134,11 +138,12 @@ func ensureGroups(c *cli.Context) []string {
 	return out
 }
 
-// givenStream returns --stream when it is set, or "" for the default,
+// givenStream returns --stream when it is set, else the stream of the
+// source in format (settings.Config.SourceStream), or "" for the default,
 // which depends on the table (the preflight resolves it).
-func givenStream(c *cli.Context) string {
+func givenStream(c *cli.Context, cfg config, format string) (string, error) {
 	if !c.IsSet("stream") {
-		return ""
+		return cfg.SourceStream(format)
 	}
-	return c.String("stream")
+	return c.String("stream"), nil
 }

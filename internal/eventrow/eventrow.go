@@ -276,6 +276,8 @@ func ToTime(v any) (time.Time, bool) {
 		return parseTime(x)
 	case int64:
 		return time.Unix(x, 0).UTC(), x > 0
+	case uint64:
+		return time.Unix(int64(x), 0).UTC(), x > 0 && x < 1<<62
 	case float64:
 		return time.UnixMicro(int64(x*1e6 + 0.5)).UTC(), x > 0
 	}

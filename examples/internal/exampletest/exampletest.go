@@ -137,11 +137,18 @@ type Relay struct {
 // committed afterwards is relayed. It is killed when the test ends.
 func StartRelay(t testing.TB, e *Env, args ...string) *Relay {
 	t.Helper()
+	return StartRelayOn(t, e, "outbox", args...)
+}
+
+// StartRelayOn is StartRelay for the relay of another table than outbox;
+// args may hold global flags too (--source, --table).
+func StartRelayOn(t testing.TB, e *Env, table string, args ...string) *Relay {
+	t.Helper()
 	full := append([]string{"--mysql-dsn", e.DSN, "--redis-url", e.RedisURL, "--log-format", "json",
 		"--server-id", strconv.Itoa(5000 + int(time.Now().UnixNano()%1000000)), "run", "--mode", "binlog"}, args...)
 	r := &Relay{relaytest.StartProcess(t, Build(t, "./cmd/binlog-outbox"), full...)}
 	rdb := e.Redis.Client(t, e.RedisURL)
-	key := redisstream.KeysFor(e.Database, "outbox", "").Position
+	key := redisstream.KeysFor(e.Database, table, "").Position
 	relaytest.WaitFor(t, 30*time.Second, "the relay's start position", func() bool {
 		select {
 		case <-r.Done():

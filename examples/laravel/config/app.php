@@ -23,6 +23,8 @@ return [
         Illuminate\Foundation\Providers\ConsoleSupportServiceProvider::class,
         Illuminate\Cache\CacheServiceProvider::class,
         Illuminate\Queue\QueueServiceProvider::class,
+        // Bus::chain and Bus::batch (jobs:dispatch).
+        Illuminate\Bus\BusServiceProvider::class,
         Illuminate\Redis\RedisServiceProvider::class,
         // binlog-outbox/laravel's; Composer's package discovery adds it in an
         // installed application, Debian's autoloader does not.

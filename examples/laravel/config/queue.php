@@ -31,6 +31,38 @@ return [
                 'order.paid' => BillOrder::class,
             ],
         ],
+
+        // The database queue on the application's connection: a job
+        // dispatched here inside DB::transaction is a row of jobs that
+        // commits or rolls back with the transaction, and the relay
+        // (--source laravel-jobs) delivers it to the redis connection below
+        // or, with --format laravel-stream, to outbox-jobs. No worker may
+        // run on this connection (docs/laravel.md, "Your jobs, exactly once").
+        'database' => BinlogOutbox\Laravel\JobsQueue::connection(),
+
+        // Laravel's Redis queue, where the relay pushes the jobs:
+        // `php artisan queue:work redis` (or Horizon) runs them.
+        'redis' => [
+            'driver' => 'redis',
+            'connection' => 'default',
+            'queue' => 'default',
+            'retry_after' => 90,
+            'block_for' => 1,
+        ],
+
+        // The relay's streams of jobs (--format laravel-stream), one per
+        // queue: `php artisan queue:work outbox-jobs --queue=default,emails`.
+        'outbox-jobs' => BinlogOutbox\Laravel\JobsQueue::streams([
+            'connection' => env('OUTBOX_REDIS_CONNECTION', 'outbox'),
+            'consumer' => env('OUTBOX_CONSUMER', gethostname() . '-' . getmypid()),
+            'retry_after' => (int) env('OUTBOX_RETRY_AFTER', 90),
+        ]),
+    ],
+
+    // Bus::batch's table, on the application's connection.
+    'batching' => [
+        'database' => env('DB_CONNECTION', 'mysql'),
+        'table' => 'job_batches',
     ],
 
     // queue:failed, queue:retry.

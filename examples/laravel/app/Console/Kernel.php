@@ -12,5 +12,6 @@ class Kernel extends ConsoleKernel
 {
     protected $commands = [
         Commands\PlaceOrders::class,
+        Commands\DispatchJobs::class,
     ];
 }

@@ -16,8 +16,12 @@ use RedisException;
  * entry through the consumer group (XAUTOCLAIM of entries pending longer
  * than retry_after first, so a failed or abandoned attempt comes back, then
  * XREADGROUP), and the job acknowledges it (XACK) once its handler's
- * transaction committed. The streams carry outbox events only: pushRaw
- * appends a failed job's entry again for queue:retry, push refuses.
+ * transaction committed. The streams carry outbox events, and the jobs of
+ * the application's database queue that the relay delivers with --format
+ * laravel-stream (an entry with a job field: LaravelJob runs its payload;
+ * a delayed one waits in <stream>:delayed until pop moves it to the stream).
+ * pushRaw appends a failed job's entry again for queue:retry, push refuses:
+ * dispatch on the database connection, in the transaction of the change.
  */
 class OutboxQueue extends Queue implements QueueContract
 {
@@ -76,13 +80,24 @@ class OutboxQueue extends Queue implements QueueContract
 
     public function push($job, $data = '', $queue = null)
     {
-        throw new LogicException('the outbox queue carries outbox events: record them with Outbox::record in the transaction of the change');
+        throw new LogicException('the outbox queue carries what the relay delivers: record events with Outbox::record, or dispatch jobs on the database connection, in the transaction of the change');
     }
 
-    /** pushRaw appends the entry of a job's payload (queue:retry of a failed job) to its stream. */
+    /**
+     * pushRaw appends the entry of a job's payload (queue:retry of a failed
+     * job) to its stream: an outbox event's entry as it was, or a Laravel
+     * job as an entry with its payload in the job field.
+     */
     public function pushRaw($payload, $queue = null, array $options = [])
     {
         $decoded = json_decode($payload, true, 512, JSON_THROW_ON_ERROR);
+        if (!isset($decoded['data']['entry']) && isset($decoded['job'])) {
+            return $this->redis->xAdd($this->getQueue($queue), '*', [
+                'message_id' => (string) ($decoded['uuid'] ?? ''),
+                'event_type' => (string) ($decoded['displayName'] ?? ''),
+                'job' => $payload,
+            ]);
+        }
         $entry = $decoded['data']['entry'] ?? throw new LogicException('not an outbox job payload: no data.entry');
         return $this->redis->xAdd($this->getQueue($queue ?? $decoded['data']['stream'] ?? null), '*', $entry);
     }
@@ -96,6 +111,7 @@ class OutboxQueue extends Queue implements QueueContract
     {
         $stream = $this->getQueue($queue);
         $this->ensureGroup($stream);
+        $this->migrateDelayed($stream);
         // Entries without a job class are acknowledged unprocessed, so that a
         // new event type does not block the group; then read on.
         for ($i = 0; $i < 100; $i++) {
@@ -104,6 +120,9 @@ class OutboxQueue extends Queue implements QueueContract
                 return null;
             }
             [$id, $fields, $deliveries] = $read;
+            if (isset($fields['job'])) {
+                return new LaravelJob($this->container, $this, $queue ?: $this->options->stream, $stream, $id, $fields, $deliveries, $this->connectionName);
+            }
             $class = $this->options->jobs[$fields['event_type'] ?? ''] ?? null;
             if ($class === null) {
                 $this->ack($stream, $id);
@@ -114,9 +133,45 @@ class OutboxQueue extends Queue implements QueueContract
         return null;
     }
 
+    /**
+     * getQueue is the stream of a queue: with stream_prefix, the prefix and
+     * the queue's name (the relay's stream per queue of the jobs table),
+     * else the stream the name is.
+     */
     public function getQueue(?string $queue): string
     {
+        if ($this->options->streamPrefix !== null) {
+            return $this->options->streamPrefix . ($queue ?: $this->options->stream);
+        }
         return $queue ?: $this->options->stream;
+    }
+
+    /**
+     * MIGRATE_DELAYED moves up to 100 due members of a stream's delayed set
+     * (the relay's delayed jobs, scored by their available_at) to the
+     * stream, each in the order of a flat entry's fields, and removes them
+     * from the set in the same step: a job moves once, whichever worker
+     * runs the script.
+     */
+    private const MIGRATE_DELAYED = <<<'LUA'
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 100)
+for _, m in ipairs(due) do
+  local f = cjson.decode(m)
+  redis.call('XADD', KEYS[2], '*', 'message_id', f.message_id, 'aggregate_type', f.aggregate_type,
+    'aggregate_id', f.aggregate_id, 'event_type', f.event_type, 'job', f.job,
+    'occurred_at', f.occurred_at, 'outbox_id', f.outbox_id)
+  redis.call('ZREM', KEYS[1], m)
+end
+return #due
+LUA;
+
+    /** migrateDelayed moves the delayed jobs that are due to the stream (stream_prefix only). */
+    private function migrateDelayed(string $stream): void
+    {
+        if ($this->options->streamPrefix === null) {
+            return;
+        }
+        $this->redis->eval(self::MIGRATE_DELAYED, [$stream . ':delayed', $stream, (string) time()], 2);
     }
 
     public function options(): QueueOptions

@@ -9,8 +9,10 @@ namespace BinlogOutbox\Laravel\Queue;
  */
 final class QueueOptions
 {
-    /** the stream read when queue:work names none */
+    /** the stream read when queue:work names none (with stream_prefix: the queue) */
     public string $stream;
+    /** with the relay's streams of jobs (--format laravel-stream), what starts every queue's stream, e.g. outbox:jobs: */
+    public ?string $streamPrefix;
     public string $group;
     /** unique in the group and stable across restarts, e.g. the host and a process number */
     public string $consumer;
@@ -26,6 +28,7 @@ final class QueueOptions
     public function __construct(array $config)
     {
         $this->stream = $config['queue'] ?? 'outbox:default';
+        $this->streamPrefix = $config['stream_prefix'] ?? null;
         $this->group = $config['group'] ?? 'laravel';
         $this->consumer = (string) ($config['consumer'] ?? (gethostname() . '-' . getmypid()));
         $this->retryAfter = (int) ($config['retry_after'] ?? 90);
