@@ -145,6 +145,9 @@ func TestRun_LaravelJobs(t *testing.T) {
 			t.Errorf("%s: exit %d, want %d and the refusal\n%s%s", cmd[0], code, exitUsage, out, errOut)
 		}
 	}
+	// available_at holds whole seconds: the rows must be older than
+	// --older-than by more than one.
+	time.Sleep(2500 * time.Millisecond)
 	out, errOut, code := run(t, append([]string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}, append(global, "cleanup", "--older-than", "1s")...)...)
 	var left int
 	if err := env.DB.QueryRow("SELECT COUNT(*) FROM jobs").Scan(&left); err != nil {
