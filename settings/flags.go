@@ -129,25 +129,25 @@ func coreFlags() []Flag {
 		{Name: nameMySQLDSN, Env: "BINLOG_OUTBOX_MYSQL_DSN", Secret: true,
 			Usage: "go-sql-driver DSN of the relay user, e.g. `user:pass@tcp(127.0.0.1:3306)/app`; its database holds the outbox table"},
 		{Name: nameRedisURL, Env: "BINLOG_OUTBOX_REDIS_URL", Secret: true, Default: []string{DefaultRedisURL},
-			Usage: "Redis to append to: redis://[user:pass@]host:port/db, or rediss:// for TLS; a master found through Redis Sentinel: redis+sentinel://[user:pass@]host1:26379,host2:26379/<master>/db (rediss+sentinel:// for TLS)"},
+			Usage: "Redis to append to: redis://[user:pass@]host:port/db, rediss:// for TLS, or redis+sentinel://[user:pass@]host1:26379,host2:26379/<master>/db"},
 		{Name: nameMySQLUser, Env: "BINLOG_OUTBOX_MYSQL_USER",
-			Usage: "MySQL user of the relay, for a --mysql-dsn without one or in place of the DB_USERNAME of --laravel-env (whose DB_PASSWORD is then not used)"},
+			Usage: "MySQL user of the relay, for a DSN without one or instead of --laravel-env's DB_USERNAME (and DB_PASSWORD)"},
 		{Name: nameMySQLPasswordFile, Env: "BINLOG_OUTBOX_MYSQL_PASSWORD_FILE",
-			Usage: "read the MySQL password from this file (as Docker and Kubernetes mount them) instead of the DSN; one trailing newline is dropped"},
+			Usage: "read the MySQL password from this file instead of the DSN; one trailing newline is dropped"},
 		{Name: nameRedisPasswordFile, Env: "BINLOG_OUTBOX_REDIS_PASSWORD_FILE",
 			Usage: "read the Redis password from this file instead of --redis-url; one trailing newline is dropped"},
 		{Name: nameSentinelMaster, Env: "BINLOG_OUTBOX_REDIS_SENTINEL_MASTER",
-			Usage: "name of the master the sentinels monitor; makes the hosts of a redis:// or rediss:// --redis-url sentinels (the same as redis+sentinel://hosts/<master>/db)"},
+			Usage: "master name the sentinels monitor; makes the --redis-url hosts sentinels (like redis+sentinel://hosts/<master>/db)"},
 		{Name: nameSentinelUser, Env: "BINLOG_OUTBOX_REDIS_SENTINEL_USER",
 			Usage: "user the relay authenticates as to the sentinels (an ACL user of sentinel.conf); the URL's user is the master's"},
 		{Name: nameSentinelPWFile, Env: "BINLOG_OUTBOX_REDIS_SENTINEL_PASSWORD_FILE",
-			Usage: "read the sentinels' password (requirepass or the --redis-sentinel-user's, in sentinel.conf) from this file; the URL's password is the master's"},
+			Usage: "read the sentinels' password (sentinel.conf) from this file; the URL's password is the master's"},
 		{Name: nameTable, Env: "BINLOG_OUTBOX_TABLE", Kind: List, Default: []string{DefaultTable},
-			Usage: "the outbox table: `table` (in the DSN's database) or database.table; repeatable, and a pattern with * (tenant_*.outbox) follows every table it matches, those created later too: in binlog mode with one position, in poll mode with a poller per table (docs/many-tables.md); comma-separated in the environment variable"},
+			Usage: "the outbox table: `table` or database.table, or a pattern like tenant_*.outbox (docs/many-tables.md); repeatable"},
 		{Name: nameColumn, Env: "BINLOG_OUTBOX_COLUMNS", Kind: List,
-			Usage: "map a logical column to the table's column, `logical=physical` (logical=- if the table has none), for every table or, as table:logical=physical with a --table value, for its tables; repeatable, comma-separated in the environment variable"},
+			Usage: "map a logical column to the table's, `logical=physical` (logical=- if absent), or table:logical=physical; repeatable"},
 		{Name: nameExtraColumn, Env: "BINLOG_OUTBOX_EXTRA_COLUMNS", Kind: List,
-			Usage: "carry a further column of the table (tenant, trace id, aggregate version) as an entry field of its own, `column[=field]`; integer or text columns; NULL leaves the field out; repeatable, comma-separated in the environment variable"},
+			Usage: "carry a further integer or text column as an entry field, `column[=field]`; NULL omits it; repeatable"},
 		{Name: nameLogFormat, Env: "BINLOG_OUTBOX_LOG_FORMAT", Default: []string{logging.DefaultFormat},
 			Usage: "log format: text (coloured on a terminal) or json"},
 		{Name: nameLogLevel, Env: "BINLOG_OUTBOX_LOG_LEVEL", Default: []string{logging.DefaultLevel},
@@ -156,31 +156,30 @@ func coreFlags() []Flag {
 			Shown: "from 1000000000 to 1999999999, taken from the host name and the position key",
 			Usage: "replica server id of the relay; unique among the servers and replicas of the topology"},
 		{Name: nameServerIDRange, Env: "BINLOG_OUTBOX_SERVER_ID_RANGE", Kind: Uint, Default: []string{"1"},
-			Usage: "N > 1: add a number from 0 to N-1 taken from the host name to --server-id (1001 when not given), so that standby relays started from one configuration (the replicas of a Kubernetes Deployment) read the binlog with different ids; keep --server-id to --server-id+N-1 free of other servers' and relays' ids"},
+			Usage: "N > 1: add 0..N-1, from the host name, to --server-id (default 1001) so standbys of one config differ (docs/standby-relays.md)"},
 	}
 }
 
 func laravelFlag() Flag {
 	return Flag{Name: nameLaravelEnv, Env: "BINLOG_OUTBOX_LARAVEL_ENV",
-		Usage: "read MySQL and Redis from a Laravel application's .env (DB_HOST, DB_PORT, DB_DATABASE, DB_USERNAME, DB_PASSWORD, DB_SOCKET, " +
-			"REDIS_HOST, REDIS_PORT, REDIS_USERNAME, REDIS_PASSWORD, REDIS_DB, REDIS_SCHEME); --mysql-dsn, --redis-url, --mysql-user and the password files win"}
+		Usage: "read MySQL and Redis from a Laravel .env (DB_*, REDIS_*; docs/laravel-env.md); explicit flags win"}
 }
 
 func laravelPrefixFlag() Flag {
 	return Flag{Name: nameLaravelPrefix, Env: "BINLOG_OUTBOX_LARAVEL_REDIS_PREFIX",
-		Usage: "--source laravel-jobs: the Redis key prefix of the Laravel application (config('database.redis.options.prefix'), e.g. laravel_database_) that --format laravel-queue pushes jobs under; by default REDIS_PREFIX or APP_NAME of --laravel-env, as config/database.php derives it"}
+		Usage: "--source laravel-jobs: the Laravel app's Redis key prefix, e.g. laravel_database_; default from --laravel-env (docs/laravel.md)"}
 }
 
 func clusterFlag() Flag {
 	return Flag{Name: nameRedisCluster, Env: "BINLOG_OUTBOX_REDIS_CLUSTER", Kind: Bool, Default: []string{"false"},
-		Usage: "--redis-url names a Redis Cluster by some of its nodes, redis://[user:pass@]host1:port1?addr=host2:port2&addr=host3:port3 (rediss:// and the --redis-tls-* flags for TLS); binlog mode keeps a position per hash slot, and --lease a fence per hash slot (docs/redis-cluster.md)"}
+		Usage: "--redis-url names a Redis Cluster by some of its nodes, redis://host1:port1?addr=host2:port2 (docs/redis-cluster.md)"}
 }
 
 // tlsFlags are the TLS flags of server, "mysql" or "redis".
 func tlsFlags(server string) []Flag {
 	env := "BINLOG_OUTBOX_MYSQL_TLS_"
 	usage := [4]string{
-		"CA bundle (PEM file) that signed the MySQL server's certificate, e.g. a managed service's; turns TLS on for the SQL and the binlog connections",
+		"CA bundle (PEM) that signed the MySQL server's certificate; turns TLS on for SQL and binlog connections",
 		"client certificate (PEM file) for MySQL, with --mysql-tls-key",
 		"private key (PEM file) of --mysql-tls-cert",
 		"name the MySQL server's certificate must carry (default: the host of --mysql-dsn)",
@@ -188,10 +187,10 @@ func tlsFlags(server string) []Flag {
 	if server == "redis" {
 		env = "BINLOG_OUTBOX_REDIS_TLS_"
 		usage = [4]string{
-			"CA bundle (PEM file) that signed the Redis server's certificate, for a rediss:// --redis-url; without it the system's roots are trusted",
+			"CA bundle (PEM) that signed the Redis server's certificate, for rediss://; default: the system's roots",
 			"client certificate (PEM file) for Redis (tls-auth-clients), with --redis-tls-key",
 			"private key (PEM file) of --redis-tls-cert",
-			"name the Redis server's certificate must carry (default: the host of --redis-url), e.g. when connecting through a tunnel",
+			"name the Redis server's certificate must carry (default: the host of --redis-url)",
 		}
 	}
 	p := server + "-tls-"

@@ -64,7 +64,7 @@ const LaravelStreamPrefix = "outbox:jobs:"
 
 func sourceFlag() Flag {
 	return Flag{Name: NameSource, Env: "BINLOG_OUTBOX_SOURCE", Default: []string{SourceOutbox},
-		Usage: "what the table is: outbox (the relay's layout, --column to map it) or symfony-doctrine (Symfony Messenger's Doctrine transport table, messenger_messages by default, relayed to Messenger's Redis transport, one stream per queue_name; docs/symfony.md) or laravel-jobs (Laravel's database queue table, jobs by default, relayed to Laravel's Redis queue or, with --format laravel-stream, to the outbox connector's streams; docs/laravel.md)"}
+		Usage: "what the table is: outbox (--column maps it), symfony-doctrine (docs/symfony.md) or laravel-jobs (docs/laravel.md)"}
 }
 
 // applySource puts the preset of --source under the table and column

@@ -32,7 +32,7 @@ func cleanupCommand() *cli.Command {
 			&cli.StringFlag{Name: "older-than", EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_OLDER_THAN"}, Usage: "delete rows whose occurred_at is older than this, e.g. 7d, 36h or 1d12h (required)"},
 			&cli.IntFlag{Name: "batch", EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_BATCH"}, Usage: "rows per DELETE; each DELETE is its own transaction, so this bounds how long row locks are held", Value: admin.DefaultCleanupBatch},
 			&cli.DurationFlag{Name: "pause", EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_PAUSE"}, Usage: "pause between two DELETEs, to leave the server and replicas room"},
-			&cli.DurationFlag{Name: "wait", EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_WAIT"}, Usage: "binlog mode: how long to wait for the relay's stored position to pass the rows chosen before giving up (with --redis-cluster, and for the replicas to acknowledge the appends)", Value: admin.DefaultCleanupWait},
+			&cli.DurationFlag{Name: "wait", EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_WAIT"}, Usage: "binlog mode: how long to wait for the relay's position to pass the chosen rows (docs/cleanup.md)", Value: admin.DefaultCleanupWait},
 			&cli.BoolFlag{Name: "dry-run", EnvVars: []string{"BINLOG_OUTBOX_CLEANUP_DRY_RUN"}, Usage: "count the rows that would be deleted, deleting none"},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 		},

@@ -14,7 +14,7 @@ import (
 
 func markAppendedCommand() *cli.Command {
 	flags := append(streamFlags(), onSentFlag(),
-		&cli.BoolFlag{Name: "allow-trimmed", Usage: "go on when a stream lost entries (XTRIM, MAXLEN, XDEL): the rows of the lost entries stay unsent and poll mode appends them again"})
+		&cli.BoolFlag{Name: "allow-trimmed", Usage: "go on although a stream lost entries (XTRIM, MAXLEN, XDEL); poll mode appends their rows again"})
 	return &cli.Command{
 		Name:  "mark-appended",
 		Usage: "mark sent (or delete) every unsent outbox row whose event is in a stream: the switch from binlog to poll mode",

@@ -12,12 +12,12 @@ func pollFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "poll-interval", Usage: "poll mode: longest wait between polls of an idle table (a full batch is followed by the next poll at once)", EnvVars: []string{"BINLOG_OUTBOX_POLL_INTERVAL"}, Value: poller.DefaultPollInterval},
 		&cli.IntFlag{Name: "batch-size", Usage: "poll mode: most rows one poll locks and appends", EnvVars: []string{"BINLOG_OUTBOX_BATCH_SIZE"}, Value: poller.DefaultBatchSize},
-		&cli.IntFlag{Name: "max-batch-bytes", Usage: "poll mode: most payload and header bytes one poll reads and appends, which bounds the memory (a single larger row goes alone)", EnvVars: []string{"BINLOG_OUTBOX_MAX_BATCH_BYTES"}, Value: poller.DefaultMaxBatchBytes},
+		&cli.IntFlag{Name: "max-batch-bytes", Usage: "poll mode: most payload and header bytes per poll (a single larger row goes alone)", EnvVars: []string{"BINLOG_OUTBOX_MAX_BATCH_BYTES"}, Value: poller.DefaultMaxBatchBytes},
 		onSentFlag(),
-		&cli.DurationFlag{Name: "dedupe-window", Usage: "remember appended message ids this long and skip re-appends: effectively once in poll mode, and no duplicates while switching between the modes (docs/switching-modes.md); 0 is off", EnvVars: []string{"BINLOG_OUTBOX_DEDUPE_WINDOW"}},
+		&cli.DurationFlag{Name: "dedupe-window", Usage: "skip re-appends of message ids seen this long: effectively once in poll mode (docs/switching-modes.md); 0: off", EnvVars: []string{"BINLOG_OUTBOX_DEDUPE_WINDOW"}},
 		&cli.IntFlag{Name: "max-payload-bytes", Usage: "poll mode: larger payloads go to the dead-letter stream", EnvVars: []string{"BINLOG_OUTBOX_MAX_PAYLOAD_BYTES"}, Value: poller.DefaultMaxPayloadBytes},
-		&cli.DurationFlag{Name: "shutdown-grace", Usage: "poll mode: how long a stop lets the poll in flight finish its append and COMMIT; a poll cut short is appended again at the next start", EnvVars: []string{"BINLOG_OUTBOX_SHUTDOWN_GRACE"}, Value: poller.DefaultShutdownGrace},
-		&cli.DurationFlag{Name: "poll-list-interval", Usage: "poll mode with several tables or a pattern: how often the tables are listed again, to poll those created since (from their first row) and stop polling those dropped", EnvVars: []string{"BINLOG_OUTBOX_POLL_LIST_INTERVAL"}, Value: relay.DefaultPollListInterval},
+		&cli.DurationFlag{Name: "shutdown-grace", Usage: "poll mode: how long a stop lets the poll in flight finish; one cut short is appended again", EnvVars: []string{"BINLOG_OUTBOX_SHUTDOWN_GRACE"}, Value: poller.DefaultShutdownGrace},
+		&cli.DurationFlag{Name: "poll-list-interval", Usage: "poll mode, several tables: how often the tables are listed again, to follow created and dropped ones", EnvVars: []string{"BINLOG_OUTBOX_POLL_LIST_INTERVAL"}, Value: relay.DefaultPollListInterval},
 	}
 }
 

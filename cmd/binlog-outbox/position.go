@@ -36,12 +36,12 @@ func positionCommand() *cli.Command {
 				Description: "now skips everything not yet relayed; earliest re-reads all binlog the server has (consumers\n" +
 					"deduplicate by message_id); <file>:<offset> must be the start of a transaction.",
 				Flags: append(flags, &cli.StringFlag{Name: "start-from", Value: "now",
-					Usage: "the position to store: now, earliest, <file>:<offset> at a transaction's start, or a GTID set with every replication domain of the server"}),
+					Usage: "position to store: now, earliest, <file>:<offset> at a transaction's start, or a GTID set of every domain"}),
 				Action: positionSet,
 			},
 			{
 				Name:   "reset",
-				Usage:  "delete the stored position and the relay's record: a relay of another position may then take the table; a run of this one refuses to guess where to start while Redis holds entries of the table (repair, or position set)",
+				Usage:  "delete the stored position and the relay's record (docs/incidents.md)",
 				Flags:  flags,
 				Action: positionReset,
 			},

@@ -19,16 +19,15 @@ import (
 func repairCommand() *cli.Command {
 	flags := append(append(append(streamFlags(), positionKeyFlag(), onSentFlag(),
 		&cli.BoolFlag{Name: "apply", Usage: "append the missing rows and, in binlog mode, store the position run resumes from (without it repair writes nothing)"},
-		&cli.IntFlag{Name: "accept-foreign", Usage: "--apply despite this many foreign entries (naming rows the table lacks, e.g. lost by a failover), which a dry run listed: they stay in the streams; any other count refuses"},
+		&cli.IntFlag{Name: "accept-foreign", Usage: "--apply despite exactly this many foreign entries (rows the table lacks) that a dry run listed"},
 		&cli.StringFlag{
-			Name: "snapshot",
-			Usage: "binlog mode, --apply: how the snapshot's binlog position is found: auto (status on MariaDB, lock on MySQL), " +
-				"status (MariaDB's binlog_snapshot_file, no lock), lock (FLUSH TABLES WITH READ LOCK for a few milliseconds, needs RELOAD)",
+			Name:  "snapshot",
+			Usage: "binlog mode, --apply: how the snapshot's position is found: auto, status (MariaDB, no lock) or lock (needs RELOAD)",
 			Value: admin.SnapshotAuto,
 		},
 		&cli.StringFlag{
 			Name:  "mode",
-			Usage: "binlog or poll: how the table is relayed, for a Redis that does not say (it lost its data: no mode, position or record of the relay); otherwise leave it out",
+			Usage: "binlog or poll, only for a Redis that lost its data (no mode, position or relay record)",
 		},
 		&cli.BoolFlag{
 			Name:  "json",

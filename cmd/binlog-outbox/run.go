@@ -16,7 +16,7 @@ import (
 // shares the ones that name the position key.
 func streamFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "stream", Usage: "stream key template; placeholders {aggregate_type}, {aggregate_id}, {event_type}, {partition}, {database}, {table} (default \"outbox\" when the table has no aggregate_type column)", EnvVars: []string{"BINLOG_OUTBOX_STREAM"}, Value: redisstream.DefaultStream},
+		&cli.StringFlag{Name: "stream", Usage: "stream key template: {aggregate_type}, {aggregate_id}, {event_type}, {partition}, {database}, {table} (docs/entries.md)", EnvVars: []string{"BINLOG_OUTBOX_STREAM"}, Value: redisstream.DefaultStream},
 		&cli.IntFlag{Name: "partitions", Usage: "number of partitions {partition} ranges over: crc32(aggregate_id) % N, as PHP's crc32() computes it", EnvVars: []string{"BINLOG_OUTBOX_PARTITIONS"}, Value: 1},
 		&cli.StringFlag{Name: "dead-letter-stream", Usage: "stream for rows that cannot be delivered (NULL in a required column, ...), with the reason", EnvVars: []string{"BINLOG_OUTBOX_DEAD_LETTER_STREAM"}, Value: redisstream.DefaultDeadLetterStream},
 	}
@@ -24,33 +24,33 @@ func streamFlags() []cli.Flag {
 
 // ensureGroupFlag is --ensure-group of run.
 func ensureGroupFlag() cli.Flag {
-	return &cli.StringSliceFlag{Name: "ensure-group", Usage: "consumer group every stream has from its first entry: created with the stream (at id 0), before any entry is appended to it; repeatable, comma-separated in the environment variable", EnvVars: []string{"BINLOG_OUTBOX_ENSURE_GROUP"}}
+	return &cli.StringSliceFlag{Name: "ensure-group", Usage: "consumer group created with every stream (at id 0) before its first entry; repeatable", EnvVars: []string{"BINLOG_OUTBOX_ENSURE_GROUP"}}
 }
 
 func positionKeyFlag() cli.Flag {
-	return &cli.StringFlag{Name: "position-key", Usage: "Redis key of the binlog position (default binlog-outbox:position:<database>.<table>; required with several tables or a pattern)", EnvVars: []string{"BINLOG_OUTBOX_POSITION_KEY"}}
+	return &cli.StringFlag{Name: "position-key", Usage: "Redis key of the binlog position (default binlog-outbox:position:<database>.<table>; required for several tables)", EnvVars: []string{"BINLOG_OUTBOX_POSITION_KEY"}}
 }
 
 func startFromFlag() cli.Flag {
-	return &cli.StringFlag{Name: "start-from", Usage: "where binlog mode starts on a first start (no position stored, and nothing in Redis shows an earlier relay): now, earliest, <file>:<offset> or a GTID set; without it a first start begins now when the tables hold no row, and refuses otherwise (docs/running.md)", EnvVars: []string{"BINLOG_OUTBOX_START_FROM"}}
+	return &cli.StringFlag{Name: "start-from", Usage: "binlog mode, first start: now, earliest, <file>:<offset> or a GTID set; unset, an empty table starts now (docs/running.md)", EnvVars: []string{"BINLOG_OUTBOX_START_FROM"}}
 }
 
 // runFlags are the flags of run, which check accepts too: every value that
 // shapes the start is checked by both the same way (preflight.Start).
 func runFlags() []cli.Flag {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "mode", Usage: "binlog (tail the binary log), poll (SELECT ... FOR UPDATE SKIP LOCKED) or auto (binlog when its requirements are met, else poll); with several tables one mode for all of them", EnvVars: []string{"BINLOG_OUTBOX_MODE"}, Value: mode.Auto},
+		&cli.StringFlag{Name: "mode", Usage: "binlog, poll (SELECT ... FOR UPDATE SKIP LOCKED) or auto (binlog when its requirements are met); one for all tables", EnvVars: []string{"BINLOG_OUTBOX_MODE"}, Value: mode.Auto},
 		positionKeyFlag(),
 		startFromFlag(),
 		&cli.DurationFlag{Name: "heartbeat", Usage: "binlog heartbeat period; a connection silent for 3 periods is rebuilt", EnvVars: []string{"BINLOG_OUTBOX_HEARTBEAT"}, Value: canal.DefaultHeartbeatPeriod},
 		&cli.StringFlag{Name: "metrics-addr", Usage: "serve Prometheus /metrics, /healthz (liveness) and /readyz (readiness) on this address, e.g. :9108 (off when empty)", EnvVars: []string{"BINLOG_OUTBOX_METRICS_ADDR"}},
 		&cli.IntFlag{Name: "max-batch-events", Usage: "most events appended in one Redis round trip", EnvVars: []string{"BINLOG_OUTBOX_MAX_BATCH_EVENTS"}, Value: canal.DefaultMaxBatchEvents},
 		&cli.IntFlag{Name: "max-tx-bytes", Usage: "largest transaction held in memory; larger ones are re-read and appended in chunks", EnvVars: []string{"BINLOG_OUTBOX_MAX_TX_BYTES"}, Value: canal.DefaultMaxTxBytes},
-		&cli.BoolFlag{Name: "lease", Usage: "binlog mode: relays of one position take turns: the one holding a lease in Redis reads, the others stand by and take over within --lease-ttl of its death or pause; false: a second relay is fenced by the position and exits", EnvVars: []string{"BINLOG_OUTBOX_LEASE"}, Value: true},
-		&cli.DurationFlag{Name: "lease-ttl", Usage: "binlog mode: how long the lease outlives its holder's last renewal; a standby takes over within about this plus --lease-renew", EnvVars: []string{"BINLOG_OUTBOX_LEASE_TTL"}, Value: redisstream.DefaultLeaseTTL},
-		&cli.DurationFlag{Name: "lease-renew", Usage: "binlog mode: how often the holder renews the lease and a standby tries to take it; at most a third of --lease-ttl", EnvVars: []string{"BINLOG_OUTBOX_LEASE_RENEW"}, Value: redisstream.DefaultLeaseRenew},
-		&cli.DurationFlag{Name: "lease-step-down", Usage: "binlog mode: the holder gives the lease up after failing to read or append for this long (MySQL unreachable from its host, say), so that a standby that can reach the servers takes over; 0: never", EnvVars: []string{"BINLOG_OUTBOX_LEASE_STEP_DOWN"}, Value: canal.DefaultLeaseStepDown},
-		&cli.IntFlag{Name: "event-cache-bytes", Usage: "binlog mode: most bytes of binlog events read ahead of the relay (one larger event still passes, alone)", EnvVars: []string{"BINLOG_OUTBOX_EVENT_CACHE_BYTES"}, Value: canal.DefaultEventCacheBytes},
+		&cli.BoolFlag{Name: "lease", Usage: "binlog mode: one relay holds a lease and reads, others stand by and take over (docs/standby-relays.md); false: fenced", EnvVars: []string{"BINLOG_OUTBOX_LEASE"}, Value: true},
+		&cli.DurationFlag{Name: "lease-ttl", Usage: "binlog mode: lease lifetime after its last renewal; a standby takes over within about this plus --lease-renew", EnvVars: []string{"BINLOG_OUTBOX_LEASE_TTL"}, Value: redisstream.DefaultLeaseTTL},
+		&cli.DurationFlag{Name: "lease-renew", Usage: "binlog mode: how often the lease is renewed or tried; at most a third of --lease-ttl", EnvVars: []string{"BINLOG_OUTBOX_LEASE_RENEW"}, Value: redisstream.DefaultLeaseRenew},
+		&cli.DurationFlag{Name: "lease-step-down", Usage: "binlog mode: give the lease up after failing to read or append this long, for a standby to take over; 0: never", EnvVars: []string{"BINLOG_OUTBOX_LEASE_STEP_DOWN"}, Value: canal.DefaultLeaseStepDown},
+		&cli.IntFlag{Name: "event-cache-bytes", Usage: "binlog mode: most bytes of binlog events read ahead (one larger event passes alone)", EnvVars: []string{"BINLOG_OUTBOX_EVENT_CACHE_BYTES"}, Value: canal.DefaultEventCacheBytes},
 	}
 	flags = append(flags, streamFlags()...)
 	flags = append(flags, formatFlags()...)

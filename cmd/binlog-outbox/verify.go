@@ -18,7 +18,7 @@ func verifyCommand() *cli.Command {
 		&cli.DurationFlag{Name: "since", Usage: "verify the rows whose occurred_at is within this duration, e.g. 24h (and the entries whose occurred_at is)"},
 		&cli.Uint64Flag{Name: "from-id", Usage: "verify the rows with id >= N (and the entries whose outbox_id is)"},
 		&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
-		&cli.DurationFlag{Name: "wait", Usage: "binlog mode: how long to wait for the relay's stored position to pass the snapshot verify reads; rows after it are reported as not yet relayed", Value: admin.DefaultVerifyWait})
+		&cli.DurationFlag{Name: "wait", Usage: "binlog mode: how long to wait for the relay's position to pass verify's snapshot", Value: admin.DefaultVerifyWait})
 	flags = append(flags, walkFlags()...)
 	return &cli.Command{
 		Name:  "verify",
