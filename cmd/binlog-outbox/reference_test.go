@@ -33,9 +33,6 @@ naming the flag and its range.
 Passwords in DSNs and URLs are never printed (logs, errors, ` + "`--help`" + `); keep them in files
 with ` + "`--mysql-password-file`" + ` and ` + "`--redis-password-file`" + `
 ([connections.md](connections.md#secrets)).
-
-This page is generated from the code: after adding or changing a flag, run
-` + "`" + regenerate + "`" + `. The test ` + "`TestReference_IsCurrent`" + ` fails while it is out of date.
 `
 )
 
