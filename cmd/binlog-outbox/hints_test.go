@@ -65,3 +65,18 @@ func TestRun_MetricsAddrInUse(t *testing.T) {
 		}
 	}
 }
+
+// TestStatus_RedisDownHint follows issue 41's reproduction: status with
+// Redis down said "the relay retries", where a relay starting then exits 1.
+// Its hint now says to start Redis or fix the URL.
+func TestStatus_RedisDownHint(t *testing.T) {
+	// Its database is its own.
+	t.Parallel()
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", fmt.Sprintf("redis://127.0.0.1:%d/0", closedPort(t))}
+	_, errOut, code := run(t, append(global, "status")...)
+	hint := hintLine(errOut)
+	if code == 0 || !strings.Contains(hint, "Redis is unreachable: start it") || strings.Contains(hint, "the relay retries and appends nothing") {
+		t.Errorf("status with Redis down: exit %d, hint %q; want one that says to start Redis or fix --redis-url\n%s", code, hint, errOut)
+	}
+}
