@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/internal/exitcode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/settings"
@@ -167,8 +168,12 @@ func setUsageErrorHandler(cmds []*cli.Command) {
 func reportError(w io.Writer, err error) int {
 	// Every command meets a refused login first; its fix is one for all.
 	err = mysqlserver.WithLoginHint(err)
+	var ue usageError
+	if errors.As(err, &ue) && outbox.HintOf(err) == "" {
+		// The flag's message says what it wants; --help says the rest.
+		err = outbox.WithHint(err, "the command's --help lists its flags, each with what it takes and its default")
+	}
 	return exitcode.Report(w, err, func(err error) bool {
-		var ue usageError
 		return errors.As(err, &ue)
 	})
 }

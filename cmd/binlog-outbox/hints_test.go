@@ -48,14 +48,15 @@ func TestCleanup_WithoutDeleteGrant(t *testing.T) {
 func TestRun_MetricsAddrInUse(t *testing.T) {
 	// Its database, Redis database and server id are its own.
 	t.Parallel()
-	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
 	for _, m := range []string{"binlog", "poll"} {
+		// A table of its own per mode: the first run records its mode.
+		env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+		global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
 		_, errOut, code, stopped := runUntil(t, 60*time.Second, append(global, "run", "--mode", m, "--metrics-addr", ln.Addr().String())...)
 		if !stopped || code == 0 || !strings.Contains(errOut, "address already in use") {
 			t.Fatalf("run --mode %s on a port in use: exit %d (stopped %v), want a refusal\n%s", m, code, stopped, relaytest.TailLines(errOut, 10))
@@ -63,5 +64,20 @@ func TestRun_MetricsAddrInUse(t *testing.T) {
 		if hint := hintLine(errOut); !strings.Contains(hint, "another process listens on that port") {
 			t.Errorf("run --mode %s: hint %q, want what to do", m, hint)
 		}
+	}
+}
+
+// TestStatus_RedisDownHint follows issue 41's reproduction: status with
+// Redis down said "the relay retries", where a relay starting then exits 1.
+// Its hint says what the operator does instead.
+func TestStatus_RedisDownHint(t *testing.T) {
+	// Its database is its own.
+	t.Parallel()
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", fmt.Sprintf("redis://127.0.0.1:%d/0", closedPort(t))}
+	_, errOut, code := run(t, append(global, "status")...)
+	hint := hintLine(errOut)
+	if code == 0 || !strings.Contains(hint, "is unreachable") || strings.Contains(hint, "the relay retries") {
+		t.Errorf("status with Redis down: exit %d, hint %q; want one that says to start Redis or fix --redis-url\n%s", code, hint, errOut)
 	}
 }

@@ -23,12 +23,12 @@ func TestLogin_AnonymousAccountOutranksUser(t *testing.T) {
 	m := testsvc.StartMariaDB(t, testsvc.MariaDBOptions{Args: []string{"--skip-name-resolve=0"}})
 	env := relaytest.NewEnv(t, m, testsvc.SharedRedis(t))
 	m.Exec(t,
-		"CREATE USER 'relay'@'%' IDENTIFIED BY 'relay-pw'",
+		"CREATE USER 'relay'@'%' IDENTIFIED BY 's3cret-9'",
 		"GRANT ALL ON `"+env.Database+"`.* TO 'relay'@'%'",
 		"GRANT REPLICATION SLAVE, REPLICATION CLIENT, RELOAD ON *.* TO 'relay'@'%'",
 		"CREATE USER ''@'localhost'",
 	)
-	global := []string{"--mysql-dsn", m.UserDSN("relay", "relay-pw", env.Database), "--redis-url", env.RedisURL}
+	global := []string{"--mysql-dsn", m.UserDSN("relay", "s3cret-9", env.Database), "--redis-url", env.RedisURL}
 	commands := [][]string{
 		{"schema", "apply"},
 		{"check", "--mode", "binlog"},

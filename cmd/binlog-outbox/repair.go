@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/poller"
@@ -113,7 +114,7 @@ func runRepair(c *cli.Context) error {
 		return err
 	}
 	if !apply && r.Missing > 0 {
-		return errRepairMissing{r.Missing}
+		return outbox.WithHint(errRepairMissing{r.Missing}, "with every relay of the position stopped, run repair --apply with run's flags, then start run again (docs/incidents.md)")
 	}
 	return nil
 }

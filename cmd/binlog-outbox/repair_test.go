@@ -34,7 +34,8 @@ func TestRepair_ExitCodes(t *testing.T) {
 	}
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
 	out, errOut, code := run(t, append(global, "repair")...)
-	if code != 1 || !strings.Contains(out, "missing:    1") || !strings.Contains(out, "row id=3 message_id="+mids[2]) || !strings.Contains(out, "dry run: nothing written") {
+	if code != 1 || !strings.Contains(out, "missing:    1") || !strings.Contains(out, "row id=3 message_id="+mids[2]) || !strings.Contains(out, "dry run: nothing written") ||
+		!strings.Contains(errOut, "hint: with every relay of the position stopped, run repair --apply") {
 		t.Fatalf("repair dry run: exit %d, want 1 and the missing row\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = run(t, append(global, "repair", "--json")...)
@@ -46,8 +47,8 @@ func TestRepair_ExitCodes(t *testing.T) {
 		t.Fatalf("the dry run wrote: %d entries, want 2", n)
 	}
 	for _, args := range [][]string{{"--chunk-rows", "0"}, {"--apply", "--snapshot", "later"}, {"--apply", "--accept-foreign", "-1"}, {"--on-sent", "keep"}} {
-		if _, errOut, code := run(t, append(append(global, "repair"), args...)...); code != 2 {
-			t.Fatalf("repair %s: exit %d, want 2\n%s", strings.Join(args, " "), code, errOut)
+		if _, errOut, code := run(t, append(append(global, "repair"), args...)...); code != 2 || !strings.Contains(errOut, "\nhint: ") {
+			t.Fatalf("repair %s: exit %d, want 2 and a hint\n%s", strings.Join(args, " "), code, errOut)
 		}
 	}
 	out, errOut, code = run(t, append(global, "repair", "--apply")...)

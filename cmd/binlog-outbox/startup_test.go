@@ -42,8 +42,8 @@ func runUntil(t *testing.T, d time.Duration, args ...string) (stdout, stderr str
 }
 
 // wrapped is run's error for a requirement check reports on a line of its
-// own: "requirements not met: <name> (<detail>)".
-var wrapped = regexp.MustCompile(`^requirements not met: (.+?) \((.*)\)$`)
+// own: "requirements not met[ for <mode> mode]: <name> (<detail>)".
+var wrapped = regexp.MustCompile(`^requirements not met(?: for \w+ mode)?: (.+?) \((.*)\)$`)
 
 // sameRefusal runs check and then run with the same flags, and wants run to
 // stop at its start with one error and a hint, and check to have failed
@@ -169,7 +169,9 @@ func TestRun_StartFailuresHint(t *testing.T) {
 		{"unreachable redis", env.MariaDB.DSN(env.Database), fmt.Sprintf("redis://127.0.0.1:%d/0", closedPort(t)), nil, "check host, port and password in --redis-url"},
 		{"wrong redis password", env.MariaDB.DSN(env.Database), "redis://:wrong-pw@" + locked.Addr() + "/0", nil, "password"},
 		{"missing table", env.MariaDB.DSN(env.Database), env.RedisURL, []string{"--table", "no_such_outbox"}, "binlog-outbox schema apply"},
-		{"redis database out of range", env.MariaDB.DSN(env.Database), "redis://" + env.Redis.Addr() + "/99", nil, "Redis has no database 99"},
+		// Issue 41's /99 on a default Redis (16 databases); the test
+		// servers have 10000.
+		{"redis database out of range", env.MariaDB.DSN(env.Database), "redis://" + env.Redis.Addr() + "/10000", nil, "Redis has no database 10000"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			global := append([]string{"--mysql-dsn", tt.dsn, "--redis-url", tt.url}, tt.more...)
