@@ -112,6 +112,8 @@ func globalCases(t *testing.T) []globalCase {
 		{name: "server-id-range", flag: "3", env: "1", effect: func(c config) string { return fmt.Sprint(c.ServerID >= 1001 && c.ServerID < 1004) },
 			fromFlag: "true", fromEnv: "false"},
 		{name: "laravel-env", flag: dotenv("flaghost"), env: dotenv("envhost"), effect: addr, fromFlag: "flaghost:3306", fromEnv: "envhost:3306"},
+		{name: "laravel-redis-prefix", flag: "flag_database_", env: "env_database_",
+			effect: func(c config) string { return c.LaravelRedisPrefix }, fromFlag: "flag_database_", fromEnv: "env_database_"},
 		{name: "redis-cluster", base: []string{"--redis-url", "redis://127.0.0.1:7000"}, flag: "false", env: "true",
 			effect: func(c config) string { return fmt.Sprint(c.RedisCluster != nil) }, fromFlag: "false", fromEnv: "true"},
 		{name: "mysql-tls-ca", base: []string{"--mysql-dsn", dsn}, flag: caFile, env: copyOf(caFile, "ca2.pem")},
