@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,13 +171,17 @@ func TestProxy_Throttle(t *testing.T) {
 	if d, want := time.Since(begin), 200*time.Millisecond; d < want {
 		t.Errorf("%d bytes at %d B/s took %s, want at least %s", size, rate, d, want)
 	}
+	// Unthrottled, 2 MiB would take 8 s at the old rate: a bound far from
+	// both, which a loaded machine's scheduling does not reach (150 ms for
+	// 64 KiB did).
 	p.Throttle(0)
+	big := strings.Repeat("y", 2<<20)
 	begin = time.Now()
-	if _, err := roundTrip(dialProxy(t, p), msg, 5*time.Second); err != nil {
-		t.Fatal(err)
+	if got, err := roundTrip(dialProxy(t, p), big, 10*time.Second); err != nil || len(got) != len(big) {
+		t.Fatalf("unthrottled: got %d bytes, %v", len(got), err)
 	}
-	if d := time.Since(begin); d > 150*time.Millisecond {
-		t.Errorf("unthrottled: %d bytes took %s", size, d)
+	if d := time.Since(begin); d > 4*time.Second {
+		t.Errorf("unthrottled: %d bytes took %s, as if still throttled", len(big), d)
 	}
 	// Both directions: the request itself takes a quarter of a second to
 	// reach the server.
