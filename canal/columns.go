@@ -79,7 +79,7 @@ func (r *Reader) restoredColumnError(ctx context.Context, ce *columnError) error
 	if d == nil {
 		return outbox.WithHint(fmt.Errorf("%w; %s", ce, why),
 			"find the ALTER TABLE that added it again with `mysqlbinlog --start-position=%d %s`, then `binlog-outbox position set --start-from <file:pos after it>`, "+
-				"and republish the outbox rows committed in between, which the relay skips, with `binlog-outbox run --mode poll` (docs/switching-modes.md)", ce.at.Pos, ce.at.File)
+				"and republish the outbox rows committed in between, which the relay skips: then, with the relay stopped, `binlog-outbox repair --apply` appends those rows, which no stream holds, once each (docs/incidents.md)", ce.at.Pos, ce.at.File)
 	}
 	resume := fmt.Sprintf("%s:%d", d.file, d.end)
 	if !d.gset.IsZero() {
@@ -88,9 +88,9 @@ func (r *Reader) restoredColumnError(ctx context.Context, ce *columnError) error
 	return outbox.WithHint(fmt.Errorf("%w; %s, up to `%s` at %s:%d (%s)", ce, why, logging.Truncate(d.query, 200), d.file, d.start,
 		time.Unix(int64(d.when), 0).UTC().Format(time.RFC3339)),
 		"1) `binlog-outbox position set --start-from %s` to resume right after that DDL; "+
-			"2) republish the outbox rows committed from %s:%d to %s:%d, which the relay skips: find their ids with "+
-			"`mysqlbinlog --base64-output=decode-rows -v --start-position=%d --stop-position=%d %s` and relay them with `binlog-outbox run --mode poll` (docs/switching-modes.md)",
-		resume, ce.at.File, ce.at.Pos, d.file, d.end, ce.at.Pos, d.end, d.file)
+			"2) republish the outbox rows committed from %s:%d to %s:%d, which the relay skips: "+
+			"then, with the relay stopped, `binlog-outbox repair --apply` appends those rows, which no stream holds, once each (docs/incidents.md)",
+		resume, ce.at.File, ce.at.Pos, d.file, d.end)
 }
 
 // hasColumn reports whether database.table has the column now.

@@ -174,7 +174,7 @@ func TestReader_RestoredColumnHintGoesOn(t *testing.T) {
 		t.Errorf("error %q does not name the DDL that restored the column", err)
 	}
 	m := regexp.MustCompile("position set --start-from ([^`]+)`").FindStringSubmatch(hint)
-	if m == nil || !strings.Contains(hint, "--mode poll") {
+	if m == nil || !strings.Contains(hint, "repair --apply") {
 		t.Fatalf("hint %q names no position to resume from, or no way to republish the rows skipped", hint)
 	}
 	// Follow the hint: the position after the DDL.

@@ -293,9 +293,9 @@ func (m *machine) unknownLayoutError(d *ddlEvent, tm *replication.TableMapEvent)
 		time.Unix(int64(d.when), 0).UTC().Format(time.RFC3339)),
 		"1) set binlog_row_metadata=FULL (SET GLOBAL binlog_row_metadata=FULL and in my.cnf [mysqld]) so that rows carry their column names and this never recurs; "+
 			"2) `binlog-outbox position set --start-from %s` to resume right after that DDL; "+
-			"3) republish the outbox rows committed from %s:%d to %s:%d, which the relay skips: find their ids with "+
-			"`mysqlbinlog --base64-output=decode-rows -v --start-position=%d --stop-position=%d %s` and relay them with `binlog-outbox run --mode poll` (docs/switching-modes.md)",
-		resume, m.txStart.File, m.txStart.Pos, d.file, d.end, m.txStart.Pos, d.end, d.file)
+			"3) republish the outbox rows committed from %s:%d to %s:%d, which the relay skips: "+
+			"then, with the relay stopped, `binlog-outbox repair --apply` appends those rows, which no stream holds, once each (docs/incidents.md)",
+		resume, m.txStart.File, m.txStart.Pos, d.file, d.end)
 }
 
 // ddlTargets returns the tables that q, run with default schema def, names

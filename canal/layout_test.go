@@ -95,7 +95,7 @@ func TestReader_NamelessRowsBeforeAlterWhileStopped(t *testing.T) {
 				t.Fatalf("Run over rows before an ALTER returned %v, want ErrConfig", err)
 			}
 			hint := outbox.HintOf(err)
-			for _, want := range []string{"binlog_row_metadata=FULL", "position set --start-from " + resume + "`", "mysqlbinlog", "--mode poll"} {
+			for _, want := range []string{"binlog_row_metadata=FULL", "position set --start-from " + resume + "`", "repair --apply"} {
 				if !strings.Contains(hint, want) {
 					t.Errorf("hint %q does not mention %q", hint, want)
 				}
