@@ -57,7 +57,7 @@ func NewApp() *cli.App {
 		ExitErrHandler: func(*cli.Context, error) {},
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usageError{fmt.Errorf("unknown command %q", c.Args().First())}
+				return usageError{outbox.WithHint(fmt.Errorf("unknown command %q", c.Args().First()), "binlog-outbox --help lists the commands")}
 			}
 			return cli.ShowAppHelp(c)
 		},

@@ -281,7 +281,9 @@ func TestReportError(t *testing.T) {
 		{fmt.Errorf("run: %w", outbox.WithHint(errors.New("binlog_format is STATEMENT"), "set binlog_format=ROW")),
 			"error: run: binlog_format is STATEMENT\nhint: set binlog_format=ROW\n", 1},
 		{outbox.WithHint(fmt.Errorf("%w: bad flag", outbox.ErrConfig), "fix it"), "error: invalid configuration: bad flag\nhint: fix it\n", 2},
-		{usageError{errors.New("unknown command")}, "error: unknown command\n", 2},
+		// Every usage error ends with a hint; one without its own gets --help's.
+		{usageError{errors.New("flag provided but not defined: -x")},
+			"error: flag provided but not defined: -x\nhint: the command's --help lists its flags, each with what it takes and its default\n", 2},
 	}
 	for _, tt := range tests {
 		var b bytes.Buffer
