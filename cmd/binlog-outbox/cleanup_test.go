@@ -5,59 +5,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
-
-func TestParseAge(t *testing.T) {
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"7d", 7 * 24 * time.Hour, true},
-		{"36h", 36 * time.Hour, true},
-		{"1d12h", 36 * time.Hour, true},
-		{"2w", 14 * 24 * time.Hour, true},
-		{"1w2d3h", 9*24*time.Hour + 3*time.Hour, true},
-		{"90m", 90 * time.Minute, true},
-		{" 7d ", 7 * 24 * time.Hour, true},
-		{"", 0, false},
-		{"0d", 0, false},
-		{"0s", 0, false},
-		{"-7d", 0, false},
-		{"7", 0, false},
-		{"d", 0, false},
-		{"7days", 0, false},
-		{"1d-1h", 0, false},
-		{"999999d", 0, false},
-		{"2562047h", 0, false},
-	}
-	for _, tt := range tests {
-		got, err := parseAge(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseAge(%q) = %v, %v; want %v, ok %v", tt.in, got, err, tt.want, tt.ok)
-		}
-	}
-}
-
-func FuzzParseAge(f *testing.F) {
-	for _, s := range []string{"7d", "1w2d3h", "36h", "1d-1h", "99999w999999d"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		d, err := parseAge(s)
-		if err == nil && (d <= 0 || d > (maxAgeDays*2)*24*time.Hour) {
-			t.Errorf("parseAge(%q) = %v, want a positive age of at most two centuries", s, d)
-		}
-		if err != nil && d != 0 {
-			t.Errorf("parseAge(%q) = %v with error %v", s, d, err)
-		}
-	})
-}
 
 // cleanupJSON runs cleanup --json and decodes what it printed on success.
 func cleanupJSON(t *testing.T, global []string, args ...string) (r admin.CleanupReport, stderr string, code int) {

@@ -134,7 +134,7 @@ func runDeadLettersReplay(c *cli.Context) error {
 }
 
 func runDeadLettersPurge(c *cli.Context) error {
-	age, err := parseAge(c.String("older-than"))
+	age, err := admin.ParseAge(c.String("older-than"))
 	if err != nil {
 		return usageError{err}
 	}
