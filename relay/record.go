@@ -110,6 +110,44 @@ func RecordedEntries(ctx context.Context, client redis.UniversalClient, cfg Conf
 	return out, r, nil
 }
 
+// CommandEntries is RecordedEntries for an admin command: what neither the
+// flags nor the record say takes the flags' defaults (def), and the formats
+// of Laravel's jobs table are refused for the commands that find a row by
+// its entry.
+func CommandEntries(ctx context.Context, client redis.UniversalClient, cfg Config, positionKey string, f, def EntryFlags, command string) (EntryFlags, error) {
+	out, _, err := RecordedEntries(ctx, client, cfg, positionKey, f, command)
+	if err != nil {
+		return out, err
+	}
+	if out.Partitions == 0 {
+		out.Partitions = def.Partitions
+	}
+	if out.DeadLetterStream == "" {
+		out.DeadLetterStream = def.DeadLetterStream
+	}
+	if out.Format == nil {
+		out.Format = def.Format
+	}
+	return out, refuseJobsEntries(command, out.Format.Name)
+}
+
+// refuseJobsEntries refuses, for the formats of Laravel's jobs table, the
+// commands that find a row by its entry: a job leaves Laravel's queue when a
+// worker takes it, and the outbox connector's entries are named otherwise,
+// so verify would call every job missing and repair would deliver it again,
+// to run twice.
+func refuseJobsEntries(command, format string) error {
+	if format != redisstream.FormatLaravelQueue && format != redisstream.FormatLaravelStream {
+		return nil
+	}
+	switch command {
+	case "verify", "repair", "mark-appended", "dead-letters replay":
+		return outbox.WithHint(fmt.Errorf("%w: %s does not work with --format %s: it finds rows by their entries, and jobs leave Laravel's queues as workers take them", outbox.ErrConfig, command, format),
+			"binlog mode delivers each committed job once by itself; `binlog-outbox status` shows how far the relay is, and `php artisan queue:failed` the jobs that failed")
+	}
+	return nil
+}
+
 // findRecord finds the record of the relay of cfg's table: at positionKey
 // when given, else at the table's default key, else the one record whose
 // tables include it; nil when none does. Several records of the table

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/binlog-outbox/binlog-outbox/settings"
@@ -34,7 +31,7 @@ func entryFormat(c *cli.Context, cfg config) (redisstream.Format, error) {
 }
 
 // recordedEntries is the entry flags c was given, completed from the
-// record of the relay of cfg's table (relay.RecordedEntries), which refuses
+// record of the relay of cfg's table (relay.CommandEntries), which refuses
 // a flag that contradicts it; what neither says has the flags' defaults.
 func recordedEntries(c *cli.Context, cfg config, client redis.UniversalClient, command string) (relay.EntryFlags, error) {
 	f := relay.EntryFlags{}
@@ -60,41 +57,10 @@ func recordedEntries(c *cli.Context, cfg config, client redis.UniversalClient, c
 	}
 	if given {
 		f.Format = &format
-		if f.Stream == "" {
-			if f.Stream, err = cfg.SourceStream(format.Name); err != nil {
-				return f, err
-			}
+		if f.Stream, err = givenStream(c, cfg, format.Name); err != nil {
+			return f, err
 		}
 	}
-	out, _, err := relay.RecordedEntries(c.Context, client, cfg, c.String("position-key"), f, command)
-	if err != nil {
-		return out, err
-	}
-	if out.Partitions == 0 {
-		out.Partitions = c.Int("partitions")
-	}
-	if out.DeadLetterStream == "" {
-		out.DeadLetterStream = c.String("dead-letter-stream")
-	}
-	if out.Format == nil {
-		out.Format = &format
-	}
-	return out, refuseJobsEntries(command, out.Format.Name)
-}
-
-// refuseJobsEntries refuses, for the formats of Laravel's jobs table, the
-// commands that find a row by its entry: a job leaves Laravel's queue when a
-// worker takes it, and the outbox connector's entries are named otherwise,
-// so verify would call every job missing and repair would deliver it again,
-// to run twice.
-func refuseJobsEntries(command, format string) error {
-	if format != redisstream.FormatLaravelQueue && format != redisstream.FormatLaravelStream {
-		return nil
-	}
-	switch command {
-	case "verify", "repair", "mark-appended", "dead-letters replay":
-		return outbox.WithHint(fmt.Errorf("%w: %s does not work with --format %s: it finds rows by their entries, and jobs leave Laravel's queues as workers take them", outbox.ErrConfig, command, format),
-			"binlog mode delivers each committed job once by itself; `binlog-outbox status` shows how far the relay is, and `php artisan queue:failed` the jobs that failed")
-	}
-	return nil
+	def := relay.EntryFlags{Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"), Format: &format}
+	return relay.CommandEntries(c.Context, client, cfg, c.String("position-key"), f, def, command)
 }
