@@ -80,11 +80,7 @@ func TestCheck_LaravelJobsSource(t *testing.T) {
 // relayed rows.
 func TestRun_LaravelJobs(t *testing.T) {
 	t.Parallel()
-	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
-	if _, err := env.DB.Exec(jobsTableDDL); err != nil {
-		t.Fatal(err)
-	}
-	env.Table = "jobs"
+	env := jobsEnv(t)
 	ctx := context.Background()
 	global := []string{"--source", "laravel-jobs", "--laravel-redis-prefix", "shop_database_"}
 	p := startRelayGlobal(t, env, env.MariaDB.DSN(env.Database), global, "--mode", "binlog")
@@ -164,11 +160,7 @@ func TestRun_LaravelJobs(t *testing.T) {
 // INT UNSIGNED, is read as the delayed job's time there too.
 func TestRun_LaravelJobsPoll(t *testing.T) {
 	t.Parallel()
-	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
-	if _, err := env.DB.Exec(jobsTableDDL); err != nil {
-		t.Fatal(err)
-	}
-	env.Table = "jobs"
+	env := jobsEnv(t)
 	ctx := context.Background()
 	insertJob(t, env, "default", "u1", 0)
 	insertJob(t, env, "default", "u2", time.Hour)
@@ -188,4 +180,16 @@ func TestRun_LaravelJobsPoll(t *testing.T) {
 	}
 	p.Signal(t, 15)
 	p.Wait(t, 30*time.Second)
+}
+
+// jobsEnv is a test's own database with Laravel's jobs table as the table
+// under test.
+func jobsEnv(t *testing.T) *relaytest.Env {
+	t.Helper()
+	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
+	if _, err := env.DB.Exec(jobsTableDDL); err != nil {
+		t.Fatal(err)
+	}
+	env.Table = "jobs"
+	return env
 }
