@@ -104,25 +104,7 @@ func runLaravelJobs(t *testing.T, format, connection string) jobsRun {
 func (r jobsRun) check(t *testing.T, connection string) {
 	t.Helper()
 	db := r.e.DB
-	ran := map[string]string{}
-	rows, err := db.Query("SELECT job_key, COUNT(*) FROM job_runs GROUP BY job_key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k, n string
-		if err := rows.Scan(&k, &n); err != nil {
-			t.Fatal(err)
-		}
-		if n != "1" {
-			t.Errorf("job %s ran %s times, want once", k, n)
-		}
-		ran[k] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	ran := exampletest.CountedOnce(t, db, "SELECT job_key, COUNT(*) FROM job_runs GROUP BY job_key")
 	exampletest.CheckExactlyOnce(t, ran, r.produced)
 	if n := count(t, db, "SELECT COUNT(*) FROM job_runs WHERE ran_at < not_before"); n != 0 {
 		t.Errorf("%d delayed jobs ran before their available_at", n)

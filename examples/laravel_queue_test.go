@@ -102,25 +102,7 @@ func TestLaravelQueue(t *testing.T) {
 			t.Errorf("worker-%d exited with %d after SIGTERM, want 0:\n%s", i+1, code, w.Out.String())
 		}
 	}
-	billed := map[string]string{}
-	rows, err := e.DB.Query("SELECT message_id, COUNT(*) FROM invoice_lines GROUP BY message_id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, n string
-		if err := rows.Scan(&id, &n); err != nil {
-			t.Fatal(err)
-		}
-		if n != "1" {
-			t.Errorf("event %s billed %s times, want once", id, n)
-		}
-		billed[id] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	billed := exampletest.CountedOnce(t, e.DB, "SELECT message_id, COUNT(*) FROM invoice_lines GROUP BY message_id")
 	exampletest.CheckExactlyOnce(t, billed, produced)
 	if n := count(t, e.DB, "SELECT COUNT(*) FROM failed_jobs"); n != 0 {
 		t.Errorf("%d failed jobs after queue:retry all, want 0", n)

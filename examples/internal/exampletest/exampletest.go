@@ -225,6 +225,34 @@ func ProcessedIDs(t testing.TB, db *sql.DB, group string) map[string]string {
 	return out
 }
 
+// CountedOnce runs query, which returns a key and a count per key (e.g.
+// SELECT message_id, COUNT(*) ... GROUP BY message_id), fails the test for
+// each key counted more than once, and returns the counts by key for
+// CheckExactlyOnce.
+func CountedOnce(t testing.TB, db *sql.DB, query string) map[string]string {
+	t.Helper()
+	counted := map[string]string{}
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, n string
+		if err := rows.Scan(&k, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n != "1" {
+			t.Errorf("%s handled %s times, want once", k, n)
+		}
+		counted[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return counted
+}
+
 // CheckExactlyOnce fails the test unless the group processed every committed
 // event and no rolled-back one.
 func CheckExactlyOnce(t testing.TB, processed map[string]string, p Produced) {
