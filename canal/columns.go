@@ -7,50 +7,45 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/binlogrow"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
 // columnError stops the reader at rows of a followed table that have a
-// column the relay did not expect, or lack one it maps. Which step goes on
-// depends on the table as it is now: a column added since the start is
-// relayed after a restart, but after one dropped since the rows were
-// written, or dropped and added again, a restart stops at the same rows
-// again. So the reader asks the table (explainColumn) before it stops.
+// column the relay did not expect, or lack one it maps
+// (binlogrow.ColumnError). Which step goes on depends on the table as it is
+// now: a column added since the start is relayed after a restart, but after
+// one dropped since the rows were written, or dropped and added again, a
+// restart stops at the same rows again. So the reader asks the table
+// (explainColumn) before it stops.
 type columnError struct {
-	db, table         string
-	physical, logical string
-	// appeared: the rows have a column the table lacked at start-up;
-	// otherwise they lack one the mapping (or --extra-column) names.
-	appeared, extra bool
+	*binlogrow.ColumnError
 	// at is the start of the transaction of the rows.
 	at position.Point
-	// err is the error, with the hint for when the table cannot be asked.
-	err error
 }
 
-func (e *columnError) Error() string { return e.err.Error() }
-func (e *columnError) Unwrap() error { return e.err }
+func (e *columnError) Unwrap() error { return e.ColumnError }
 
 // explainColumn returns ce with the hint that goes on from where the table
 // is now. It runs after the session ended: the scan for the DDL that
 // restored a column uses the session's server id.
 func (r *Reader) explainColumn(ctx context.Context, ce *columnError) error {
-	has, err := r.hasColumn(ctx, ce.db, ce.table, ce.physical)
+	has, err := r.hasColumn(ctx, ce.Database, ce.Table, ce.Physical)
 	if err != nil {
-		return fmt.Errorf("%w (whether %s.%s has the column %s now is unknown: %v)", ce, ce.db, ce.table, ce.physical, err)
+		return fmt.Errorf("%w (whether %s.%s has the column %s now is unknown: %v)", ce, ce.Database, ce.Table, ce.Physical, err)
 	}
-	absent := "--column " + ce.logical + "=-"
+	absent := "--column " + ce.Logical + "=-"
 	switch {
-	case ce.appeared && has:
+	case ce.Appeared && has:
 		return outbox.WithHint(ce, "restart the relay: it resumes at this transaction (%s) and relays the column from here on; or keep entries without it with %s", ce.at.String(), absent)
-	case ce.appeared:
+	case ce.Appeared:
 		return outbox.WithHint(ce, "the column was dropped after these rows were written, so a plain restart stops here again: restart with %s, "+
-			"which relays these rows and all later ones without %s, as the table has it no more", absent, ce.logical)
-	case !has && ce.extra:
-		return outbox.WithHint(ce, "restore the column, or drop --extra-column %s and restart", ce.physical)
+			"which relays these rows and all later ones without %s, as the table has it no more", absent, ce.Logical)
+	case !has && ce.Extra:
+		return outbox.WithHint(ce, "restore the column, or drop --extra-column %s and restart", ce.Physical)
 	case !has:
-		return outbox.WithHint(ce, "if the column was renamed, map it with --column %s=<name>; if it was dropped, restore it", ce.logical)
+		return outbox.WithHint(ce, "if the column was renamed, map it with --column %s=<name>; if it was dropped, restore it", ce.Logical)
 	}
 	return r.restoredColumnError(ctx, ce)
 }
@@ -61,7 +56,7 @@ func (r *Reader) explainColumn(ctx context.Context, ce *columnError) error {
 // The way on is the one past rows of an unknown layout: resume after the DDL
 // that restored the column, and republish the rows in between.
 func (r *Reader) restoredColumnError(ctx context.Context, ce *columnError) error {
-	why := fmt.Sprintf("%s.%s has the column %s again, but the rows from %s on were written while it had none", ce.db, ce.table, ce.physical, ce.at.String())
+	why := fmt.Sprintf("%s.%s has the column %s again, but the rows from %s on were written while it had none", ce.Database, ce.Table, ce.Physical, ce.at.String())
 	file, pos, err := r.currentPosition(ctx)
 	if err != nil {
 		return fmt.Errorf("%w; %s (finding where it came back: %w)", ce, why, err)
@@ -72,7 +67,7 @@ func (r *Reader) restoredColumnError(ctx context.Context, ce *columnError) error
 	}
 	var d *ddlEvent
 	for _, x := range ddls {
-		if strings.EqualFold(x.db, ce.db) && strings.EqualFold(x.table, ce.table) {
+		if strings.EqualFold(x.db, ce.Database) && strings.EqualFold(x.table, ce.Table) {
 			d = x
 		}
 	}

@@ -14,42 +14,23 @@ import (
 	"github.com/google/uuid"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/binlogrow"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/testkit/binlogtest"
 )
 
-// The files in testdata/mysql8 were recorded by real MySQL 8.0 (and 9.6)
-// servers; README.md there says where each comes from and what it covers.
-// No MySQL server runs where these tests run, so they are the only check of
-// the reader's MySQL paths against bytes a MySQL server actually wrote.
-const fixtureDir = "testdata/mysql8"
-
-// newFixtureParser builds a parser the way replication.NewBinlogSyncer builds
-// the syncer's, from the reader's own decodeConfig: the events it yields are
-// the ones the live reader's machine gets.
-func newFixtureParser(cfg replication.BinlogSyncerConfig) *replication.BinlogParser {
-	p := replication.NewBinlogParser()
-	p.SetFlavor(cfg.Flavor)
-	p.SetRawMode(cfg.RawModeEnabled)
-	p.SetParseTime(cfg.ParseTime)
-	p.SetTimestampStringLocation(cfg.TimestampStringLocation)
-	p.SetUseDecimal(cfg.UseDecimal)
-	p.SetUseFloatWithTrailingZero(cfg.UseFloatWithTrailingZero)
-	p.SetRenderJSONAsMySQLText(cfg.RenderJSONAsMySQLText)
-	p.SetVerifyChecksum(cfg.VerifyChecksum)
-	p.SetPayloadDecoderConcurrency(cfg.PayloadDecoderConcurrency)
-	p.SetRowsEventDecodeFunc(cfg.RowsEventDecodeFunc)
-	p.SetTableMapOptionalMetaDecodeFunc(cfg.TableMapOptionalMetaDecodeFunc)
-	return p
-}
+// The fixture tests replay binlog files recorded by real MySQL servers
+// (binlogtest.FixtureDir) through the reader's own decoding
+// (binlogrow.DecodeConfig) and machine.
 
 // fixtureTable says which table of a fixture plays the outbox, and how its
 // columns map. The fixtures' tables were not made for an outbox, so one
 // physical column may stand for several logical ones.
 type fixtureTable struct {
 	database, table string
-	mapping         map[string]string // logical -> physical; unmapped optional columns are absent
-	columns         []Column          // for files without column names only
+	mapping         map[string]string  // logical -> physical; unmapped optional columns are absent
+	columns         []binlogrow.Column // for files without column names only
 }
 
 func (ft fixtureTable) schemaMapping() schema.Mapping {
@@ -137,7 +118,7 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 	t.Helper()
 	start := position.Point{File: file, Pos: 4}
 	h := newHarness(t, func(m *machine) {
-		m.tables = oneTable(schema.Name{Database: ft.database, Table: ft.table}, newRowDecoder(ft.schemaMapping(), nil, ft.columns, nil))
+		m.tables = oneTable(schema.Name{Database: ft.database, Table: ft.table}, binlogrow.NewDecoder(ft.schemaMapping(), nil, ft.columns, nil, nil))
 		m.file, m.boundary = file, start
 		if tweak != nil {
 			tweak(m)
@@ -165,8 +146,8 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 		gs = &gtidStandIn{}
 	}
 	ctx := context.Background()
-	p := newFixtureParser(decodeConfig(position.FlavorMySQL, schema.Name{Database: ft.database, Table: ft.table}.Matches))
-	err := p.ParseFile(filepath.Join(fixtureDir, file), 0, func(ev *replication.BinlogEvent) error {
+	p := binlogtest.NewParser(binlogrow.DecodeConfig(position.FlavorMySQL, tableMatcher(schema.Name{Database: ft.database, Table: ft.table}.Matches)))
+	err := p.ParseFile(filepath.Join(binlogtest.FixtureDir(), file), 0, func(ev *replication.BinlogEvent) error {
 		count(ev)
 		if gs != nil {
 			gs.see(t, ev)
@@ -184,11 +165,11 @@ func replay(t *testing.T, file string, ft fixtureTable, gtidMode bool, tweak fun
 			// attach, after every event.
 			t.Errorf("%s:%d: the machine's GTID set is %s, the syncer's would be %s", file, ev.Header.LogPos, h.m.gset, gs.set)
 		}
-		if dec := h.m.tables.only().dec; ft.columns != nil && dec.columns == nil {
-			// The machine forgot the layout at a DDL on the table (the
+		if _, ok := ev.Event.(*replication.QueryEvent); ok && ft.columns != nil {
+			// The machine forgets the layout at a DDL on the table (the
 			// fixtures create their tables). The fixture's columns are
 			// the layout after it: what the reader's proof would find.
-			dec.columns = ft.columns
+			h.m.tables.only().dec = binlogrow.NewDecoder(ft.schemaMapping(), nil, ft.columns, nil, nil)
 		}
 		if !h.m.inTx && h.m.pending.dirty {
 			return h.m.flush(ctx)
@@ -268,22 +249,22 @@ var (
 	// AS (json_col->>'$.name'), age INT AS (json_col->'$.age')), no names.
 	jsonTable = fixtureTable{database: "mysql", table: "t", mapping: map[string]string{
 		schema.ColID: "id", schema.ColAggregateID: "name", schema.ColEventType: "age", schema.ColPayload: "json_col", schema.ColOccurredAt: "age",
-	}, columns: []Column{{Name: "id", DataType: "int"}, {Name: "json_col", DataType: "json"}, {Name: "name", DataType: "varchar"}, {Name: "age", DataType: "int"}}}
+	}, columns: []binlogrow.Column{{Name: "id", DataType: "int"}, {Name: "json_col", DataType: "json"}, {Name: "name", DataType: "varchar"}, {Name: "age", DataType: "int"}}}
 	// transaction_compression.000001: test.tb1 with one INT column, no names.
 	compressedInsert = fixtureTable{database: "test", table: "tb1", mapping: map[string]string{
 		schema.ColID: "a", schema.ColAggregateID: "a", schema.ColEventType: "a", schema.ColPayload: "a", schema.ColOccurredAt: "a",
-	}, columns: []Column{{Name: "a", DataType: "int"}}}
+	}, columns: []binlogrow.Column{{Name: "a", DataType: "int"}}}
 	// mysql-bin.compressed: demo.movies (id INT, title, year INT, and eight
 	// more VARCHAR columns), no names.
 	compressedUpdate = fixtureTable{database: "demo", table: "movies", mapping: map[string]string{
 		schema.ColID: "id", schema.ColAggregateID: "title", schema.ColEventType: "country", schema.ColPayload: "genres", schema.ColOccurredAt: "year",
-	}, columns: []Column{{Name: "id", DataType: "int"}, {Name: "title", DataType: "varchar"}, {Name: "year", DataType: "int"}, {Name: "country", DataType: "varchar"}, {Name: "genres", DataType: "varchar"},
+	}, columns: []binlogrow.Column{{Name: "id", DataType: "int"}, {Name: "title", DataType: "varchar"}, {Name: "year", DataType: "int"}, {Name: "country", DataType: "varchar"}, {Name: "genres", DataType: "varchar"},
 		{Name: "c6", DataType: "varchar"}, {Name: "c7", DataType: "varchar"}, {Name: "c8", DataType: "varchar"}, {Name: "c9", DataType: "varchar"}, {Name: "c10", DataType: "varchar"}, {Name: "c11", DataType: "varchar"}}}
 	// binlog_transaction_with_GTID_TAG.000001: test.orders (id INT, a second
 	// INT, a DECIMAL), no names.
 	taggedOrders = fixtureTable{database: "test", table: "orders", mapping: map[string]string{
 		schema.ColID: "id", schema.ColAggregateID: "customer_id", schema.ColEventType: "customer_id", schema.ColPayload: "total", schema.ColOccurredAt: "customer_id",
-	}, columns: []Column{{Name: "id", DataType: "int"}, {Name: "customer_id", DataType: "int"}, {Name: "total", DataType: "decimal"}}}
+	}, columns: []binlogrow.Column{{Name: "id", DataType: "int"}, {Name: "customer_id", DataType: "int"}, {Name: "total", DataType: "decimal"}}}
 )
 
 const (
@@ -619,7 +600,7 @@ func TestReader_SyncerDecodesAsFixtures(t *testing.T) {
 	for _, flavor := range []string{position.FlavorMySQL, position.FlavorMariaDB} {
 		r := &Reader{cfg: Config{Flavor: flavor, Database: "app", Table: "outbox", ServerID: 1001}, log: testLogger(t)}
 		r.sources = newSourceSet([]Source{{Pattern: schema.Pattern{Database: "app", Table: "outbox"}}}, 0, nil)
-		got, want := r.syncerConfig(nil, nil), decodeConfig(flavor, schema.Name{Database: "app", Table: "outbox"}.Matches)
+		got, want := r.syncerConfig(nil, nil), binlogrow.DecodeConfig(flavor, tableMatcher(schema.Name{Database: "app", Table: "outbox"}.Matches))
 		type decoding struct {
 			Flavor                                         string
 			RawMode, ParseTime, UseDecimal, TrailingZero   bool

@@ -12,6 +12,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/testkit/binlogtest"
 )
 
 // anonymousUUID is what go-mysql's syncer adds to its GTID set for an
@@ -43,13 +44,13 @@ func rowsPostHeader(tableID uint64) []byte {
 }
 
 func TestMachine_AnonymousTransactionInGTIDMode(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	set := func(s string) mysql.GTIDSet { return mysqlSet(t, testSID.String()+":"+s) }
 	h := newHarness(t, func(m *machine) { m.boundary.GTIDSet = position.GTIDSetOf(set("1-5")) })
 	h.m.pending.at = h.m.boundary
 	err := h.feed(
-		ev(100, mysqlGTID(6)), ev(160, query("BEGIN")), ev(210, tm), ev(400, insert(t, tm, outboxRow(1, "a"))), ev(481, xid(set("1-6"))),
-		anonymousGTID(560), ev(636, query("BEGIN")), ev(700, tm), ev(800, insert(t, tm, outboxRow(2, "b"))),
+		ev(100, mysqlGTID(6)), ev(160, query("BEGIN")), ev(210, tm), ev(400, insert(t, tm, binlogtest.OutboxRow(1, "a"))), ev(481, xid(set("1-6"))),
+		anonymousGTID(560), ev(636, query("BEGIN")), ev(700, tm), ev(800, insert(t, tm, binlogtest.OutboxRow(2, "b"))),
 		// What the syncer attaches after adding the anonymous transaction.
 		ev(831, xid(mysqlSet(t, testSID.String()+":1-6,"+anonymousUUID+":0"))),
 	)
@@ -74,9 +75,9 @@ func TestMachine_AnonymousTransactionInGTIDMode(t *testing.T) {
 
 func TestMachine_AnonymousTransactionInFileMode(t *testing.T) {
 	// With file positions, anonymous transactions are ordinary ones.
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	h := newHarness(t, nil)
-	err := h.feed(anonymousGTID(79), ev(160, query("BEGIN")), ev(210, tm), ev(400, insert(t, tm, outboxRow(1, "a"))), ev(481, xid(nil)))
+	err := h.feed(anonymousGTID(79), ev(160, query("BEGIN")), ev(210, tm), ev(400, insert(t, tm, binlogtest.OutboxRow(1, "a"))), ev(481, xid(nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestFixture_AnonymousTransactionInGTIDMode(t *testing.T) {
 }
 
 func TestMachine_UndecodedRowsEvents(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	tm.TableID = 7
 	orders := other()
 	orders.TableID = 8
@@ -134,14 +135,14 @@ func TestMachine_UndecodedRowsEvents(t *testing.T) {
 			name: "compressed rows of version 2 for another table",
 			events: []*replication.BinlogEvent{
 				ev(100, mariaGTID(10)), ev(150, orders), rawEvent(200, mariadbUpdateRowsCompressed, 0, rowsPostHeader(8)),
-				ev(250, tm), ev(300, insert(t, tm, outboxRow(1, "a"))), ev(331, xid(nil)),
+				ev(250, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a"))), ev(331, xid(nil)),
 			},
 			pending: []uint64{1},
 		},
 		{
 			name: "the outbox table's id reused by another table",
 			events: []*replication.BinlogEvent{
-				ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, "a"))), ev(331, xid(nil)),
+				ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a"))), ev(331, xid(nil)),
 				ev(400, mariaGTID(11)), ev(450, reused), rawEvent(500, mariadbDeleteRowsCompressed, 0, rowsPostHeader(7)), ev(531, xid(nil)),
 			},
 			pending: []uint64{1},
@@ -164,7 +165,7 @@ func TestMachine_UndecodedRowsEvents(t *testing.T) {
 			name: "unknown event type the server marks ignorable",
 			events: []*replication.BinlogEvent{
 				ev(100, mariaGTID(10)), ev(150, tm), rawEvent(200, 200, replication.LOG_EVENT_IGNORABLE_F, nil),
-				ev(300, insert(t, tm, outboxRow(1, "a"))), ev(331, xid(nil)),
+				ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a"))), ev(331, xid(nil)),
 			},
 			pending: []uint64{1},
 		},
@@ -172,7 +173,7 @@ func TestMachine_UndecodedRowsEvents(t *testing.T) {
 			name: "known events without rows",
 			events: []*replication.BinlogEvent{
 				rawEvent(50, replication.MARIADB_START_ENCRYPTION_EVENT, 0, nil), rawEvent(60, replication.IGNORABLE_EVENT, 0, nil),
-				ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, "a"))), ev(331, xid(nil)),
+				ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a"))), ev(331, xid(nil)),
 			},
 			pending: []uint64{1},
 		},
@@ -180,7 +181,7 @@ func TestMachine_UndecodedRowsEvents(t *testing.T) {
 			name: "rows event of a type go-mysql cannot name",
 			events: []*replication.BinlogEvent{
 				ev(100, mariaGTID(10)), ev(150, tm),
-				{Header: &replication.EventHeader{LogPos: 300, EventType: 172}, Event: &replication.RowsEvent{Table: tm, Rows: [][]any{outboxRow(1, "a")}}},
+				{Header: &replication.EventHeader{LogPos: 300, EventType: 172}, Event: &replication.RowsEvent{Table: tm, Rows: [][]any{binlogtest.OutboxRow(1, "a")}}},
 			},
 			stop: true, inHint: "upgrade binlog-outbox",
 		},

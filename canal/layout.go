@@ -26,7 +26,6 @@ package canal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -36,15 +35,12 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/binlogrow"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/sqlscan"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
-
-// errNoLayout is the decoder's answer for a row without column names while no
-// layout is proven.
-var errNoLayout = errors.New("no column layout proven for rows without column names")
 
 // errLayoutRestart asks the reader to prove the column layout and read
 // again from the transaction that has the first row of table without names.
@@ -72,8 +68,8 @@ type ddlEvent struct {
 // per table either its columns, in force from the start on, or the DDL
 // ahead before which no layout can be proven.
 type layoutProof struct {
-	columns map[string][]Column // by tableKey
-	ddl     []*ddlEvent         // the first DDL ahead on each table it names
+	columns map[string][]binlogrow.Column // by tableKey
+	ddl     []*ddlEvent                   // the first DDL ahead on each table it names
 }
 
 // ddlFor returns the DDL ahead on database.table (any letter case), or nil.
@@ -107,7 +103,7 @@ func (p *layoutProof) forget(database, table string) {
 // whatever DDL lies ahead, up to the stream's next DDL on their table.
 // Without them a table created, or a reconnect, while the relay lags behind
 // another table's ALTER would stop the relay at rows whose layout it knows.
-func (r *Reader) proveLayout(ctx context.Context, start position.Point, want schema.Name, carried map[string][]Column) (layoutProof, error) {
+func (r *Reader) proveLayout(ctx context.Context, start position.Point, want schema.Name, carried map[string][]binlogrow.Column) (layoutProof, error) {
 	cols, err := r.tableColumns(ctx)
 	if err != nil {
 		return layoutProof{}, err
@@ -159,7 +155,7 @@ func (r *Reader) proveLayout(ctx context.Context, start position.Point, want sch
 	return proof, nil
 }
 
-func columnNames(cols []Column, sep string) string {
+func columnNames(cols []binlogrow.Column, sep string) string {
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = c.Name
@@ -172,8 +168,8 @@ func columnNames(cols []Column, sep string) string {
 // sets: part of the layout, since rows without names carry neither on
 // MariaDB. One query per
 // --table value, whatever the number of tables it matches.
-func (r *Reader) tableColumns(ctx context.Context) (map[string][]Column, error) {
-	out := map[string][]Column{}
+func (r *Reader) tableColumns(ctx context.Context) (map[string][]binlogrow.Column, error) {
+	out := map[string][]binlogrow.Column{}
 	for _, src := range r.sources.list {
 		p := src.Pattern
 		where, args := "TABLE_SCHEMA = ? AND TABLE_NAME = ?", []any{p.Database, p.Table}
@@ -187,7 +183,7 @@ func (r *Reader) tableColumns(ctx context.Context) (map[string][]Column, error) 
 	return out, nil
 }
 
-func (r *Reader) readColumns(ctx context.Context, where string, args []any, what string, out map[string][]Column) error {
+func (r *Reader) readColumns(ctx context.Context, where string, args []any, what string, out map[string][]binlogrow.Column) error {
 	rows, err := r.db.QueryContext(ctx, `SELECT /* binlog-outbox */ TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, COLUMN_TYPE LIKE '%unsigned%',
 		COALESCE(CHARACTER_SET_NAME, '')
 		FROM information_schema.COLUMNS WHERE `+where+`
@@ -198,7 +194,7 @@ func (r *Reader) readColumns(ctx context.Context, where string, args []any, what
 	defer rows.Close()
 	for rows.Next() {
 		var db, table string
-		var c Column
+		var c binlogrow.Column
 		if err := rows.Scan(&db, &table, &c.Name, &c.DataType, &c.Unsigned, &c.Charset); err != nil {
 			return fmt.Errorf("read the columns of %s: %w", what, err)
 		}
@@ -225,7 +221,7 @@ func (r *Reader) scanForDDL(ctx context.Context, start position.Point, endFile s
 	cfg := r.syncerConfig(nil, nil)
 	cfg.RowsEventDecodeFunc = func(*replication.RowsEvent, []byte) error { return nil }
 	// Nor table maps' optional metadata, which would otherwise wait for
-	// rows decoding that never comes (tableMetas).
+	// rows decoding that never comes (binlogrow.DecodeConfig).
 	cfg.TableMapOptionalMetaDecodeFunc = func([]byte) error { return nil }
 	// In GTID mode only a heartbeat may say where the stream is once it
 	// reached the end; the scan is not the hot path, a read deadline is fine.

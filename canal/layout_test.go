@@ -10,6 +10,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/testkit/binlogtest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
@@ -214,8 +215,8 @@ func TestDDLTargets(t *testing.T) {
 // next table map without names has the same count and types, and must not
 // reuse the layout from before the DDL.
 func TestMachine_DDLForgetsPositionalLayout(t *testing.T) {
-	tm := outboxTableMap(false)
-	row := func(id int64) []any { return outboxRow(id, "{}") }
+	tm := binlogtest.OutboxTableMap(false)
+	row := func(id int64) []any { return binlogtest.OutboxRow(id, "{}") }
 	h := newHarness(t, nil)
 	err := h.feed(
 		ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, row(1))), ev(331, xid(nil)),
@@ -249,13 +250,13 @@ func TestMachine_DDLForgetsPositionalLayout(t *testing.T) {
 // A row without names before the DDL the proof found ahead stops the reader
 // with the range and the recovery.
 func TestMachine_NamelessRowBeforeDDLAhead(t *testing.T) {
-	tm := outboxTableMap(false)
+	tm := binlogtest.OutboxTableMap(false)
 	h := newHarness(t, func(m *machine) {
 		f := m.tables.only()
-		f.dec.forget()
+		f.dec.Forget()
 		f.ddlAhead = &ddlEvent{db: "app", table: "outbox", file: testFile, start: 900, end: 1000, query: "ALTER TABLE outbox DROP COLUMN headers"}
 	})
-	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, "{}"))))
+	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "{}"))))
 	if !errors.Is(err, outbox.ErrConfig) {
 		t.Fatalf("got %v, want ErrConfig", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/binlogrow"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
@@ -114,8 +115,8 @@ type machine struct {
 // entry format, and returns its Size. The event is prepared where it lies in
 // dst: a pointer to a local passed to prepare would put every row's Event on
 // the heap once more.
-func (m *machine) decode(dst *[]outbox.Event, f *followed, l layout, row []any) int {
-	*dst = append(*dst, decodeRow(l, row))
+func (m *machine) decode(dst *[]outbox.Event, f *followed, l binlogrow.Layout, row []any) int {
+	*dst = append(*dst, l.Event(row))
 	ev := &(*dst)[len(*dst)-1]
 	ev.Database, ev.Table = f.name.Database, f.name.Table
 	if m.prepare != nil {
@@ -560,23 +561,23 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 			return err
 		}
 	}
-	l, err := f.dec.layoutFor(e.Table)
-	if errors.Is(err, errNoLayout) {
+	l, err := f.dec.Layout(e.Table)
+	if errors.Is(err, binlogrow.ErrNoLayout) {
 		if f.ddlAhead != nil {
 			return m.unknownLayoutError(f.ddlAhead, e.Table)
 		}
 		return &errLayoutRestart{start: m.txStart, table: f.name}
 	}
 	if err != nil {
-		var ce *columnError
+		var ce *binlogrow.ColumnError
 		if errors.As(err, &ce) {
-			ce.at = m.txStart
+			return &columnError{ColumnError: ce, at: m.txStart}
 		}
 		return err
 	}
 	for i, row := range e.Rows {
 		if i < len(e.SkippedColumns) {
-			if name, pos, ok := l.skippedColumn(e.SkippedColumns[i]); ok {
+			if name, pos, ok := l.SkippedColumn(e.SkippedColumns[i]); ok {
 				return m.rowImageError(f, name, pos)
 			}
 		}

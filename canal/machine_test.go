@@ -15,8 +15,10 @@ import (
 	"github.com/google/uuid"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/binlogrow"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/testkit/binlogtest"
 )
 
 const (
@@ -85,7 +87,7 @@ func insert(t testing.TB, tm *replication.TableMapEvent, rows ...[]any) *replica
 }
 
 func TestMachine_RowsEventFixtureTypes(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	for et, want := range map[replication.EventType]replication.EnumRowsEventType{
 		replication.WRITE_ROWS_EVENTv1:                     replication.EnumRowsEventTypeInsert,
 		replication.WRITE_ROWS_EVENTv2:                     replication.EnumRowsEventTypeInsert,
@@ -191,7 +193,7 @@ func newHarness(t testing.TB, tweak func(*machine)) *harness {
 	start := position.Point{File: testFile, Pos: 4}
 	h := &harness{t: t, spare: &batch{}}
 	h.m = &machine{
-		tables:     oneTable(schema.Name{Database: "app", Table: "outbox"}, newRowDecoder(schema.DefaultMapping(), nil, tableColumns(), nil)),
+		tables:     oneTable(schema.Name{Database: "app", Table: "outbox"}, binlogrow.NewDecoder(schema.DefaultMapping(), nil, tableColumns(), nil, nil)),
 		log:        testLogger(t),
 		maxTxBytes: 1 << 20, maxBatchEvents: 1000, maxBatchBytes: 1 << 20,
 		file: start.File, boundary: start, pending: &batch{},
@@ -215,7 +217,7 @@ func newHarness(t testing.TB, tweak func(*machine)) *harness {
 
 // oneTable is the table set of a session of a relay of the table name, with
 // its decoder dec (and the layout proven in it).
-func oneTable(name schema.Name, dec *rowDecoder) *tableSet {
+func oneTable(name schema.Name, dec *binlogrow.Decoder) *tableSet {
 	src := newSourceSet([]Source{{Pattern: schema.Pattern{Database: name.Database, Table: name.Table}, Tables: []Table{{Name: name}}}}, name.LowerCaseTableNames, nil)
 	ts := newTableSet(src, layoutProof{}, nil)
 	ts.byKey[tableKey(name.Database, name.Table, name.LowerCaseTableNames)] = &followed{name: name, dec: dec}
@@ -325,13 +327,13 @@ func ids(events []outbox.Event) []uint64 {
 }
 
 func TestMachine_Sequences(t *testing.T) {
-	tm := outboxTableMap(true)
-	noNames := outboxTableMap(false)
-	other := tableMap("app", "orders", []string{"id", "total"}, []byte{mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_NEWDECIMAL})
-	otherDB := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
+	noNames := binlogtest.OutboxTableMap(false)
+	other := binlogtest.TableMap("app", "orders", []string{"id", "total"}, []byte{mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_NEWDECIMAL})
+	otherDB := binlogtest.OutboxTableMap(true)
 	otherDB.Schema = []byte("app_staging")
-	myisam := tableMap("app", "audit", []string{"id"}, []byte{mysql.MYSQL_TYPE_LONGLONG})
-	row := outboxRow
+	myisam := binlogtest.TableMap("app", "audit", []string{"id"}, []byte{mysql.MYSQL_TYPE_LONGLONG})
+	row := binlogtest.OutboxRow
 
 	type want struct {
 		ids      []uint64
@@ -660,9 +662,9 @@ func TestMachine_Sequences(t *testing.T) {
 }
 
 func TestMachine_DecodedEvents(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	h := newHarness(t, nil)
-	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, `{"a":1}`))), ev(331, xid(nil)))
+	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, `{"a":1}`))), ev(331, xid(nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,9 +678,9 @@ func TestMachine_DecodedEvents(t *testing.T) {
 }
 
 func TestMachine_PendingDirty(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	h := newHarness(t, nil)
-	if err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, "a")))); err != nil {
+	if err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a")))); err != nil {
 		t.Fatal(err)
 	}
 	if h.m.pending.dirty {
@@ -695,7 +697,7 @@ func TestMachine_PendingDirty(t *testing.T) {
 func TestMachine_LayoutError(t *testing.T) {
 	// Without names the row is mapped by position, and the table has 8
 	// columns now.
-	tm := tableMap("app", "outbox", nil, []byte{mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_BLOB})
+	tm := binlogtest.TableMap("app", "outbox", nil, []byte{mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_BLOB})
 	h := newHarness(t, nil)
 	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, []any{int64(1), []byte("x")})))
 	if !errors.Is(err, outbox.ErrConfig) {
@@ -704,10 +706,10 @@ func TestMachine_LayoutError(t *testing.T) {
 }
 
 func TestMachine_XAPrepareDiscards(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	h := newHarness(t, nil)
 	xa := &replication.BinlogEvent{Header: &replication.EventHeader{LogPos: 400, EventType: replication.XA_PREPARE_LOG_EVENT}, Event: &replication.GenericEvent{}}
-	err := h.feed(ev(100, mysqlGTID(5)), ev(200, tm), ev(300, insert(t, tm, outboxRow(1, "a"))), xa)
+	err := h.feed(ev(100, mysqlGTID(5)), ev(200, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a"))), xa)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,14 +719,14 @@ func TestMachine_XAPrepareDiscards(t *testing.T) {
 }
 
 func TestMachine_Overflow(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	big := strings.Repeat("x", 400)
 	h := newHarness(t, func(m *machine) { m.maxTxBytes = 1000 })
 	err := h.feed(
-		ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, "small"))), ev(331, xid(mariaSet(t, "0-1-10"))),
+		ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "small"))), ev(331, xid(mariaSet(t, "0-1-10"))),
 		ev(380, mariaGTID(11)), ev(430, tm),
-		ev(1000, insert(t, tm, outboxRow(2, big), outboxRow(3, big))),
-		ev(1500, insert(t, tm, outboxRow(4, big), outboxRow(5, big))),
+		ev(1000, insert(t, tm, binlogtest.OutboxRow(2, big), binlogtest.OutboxRow(3, big))),
+		ev(1500, insert(t, tm, binlogtest.OutboxRow(4, big), binlogtest.OutboxRow(5, big))),
 	)
 	if err != nil {
 		t.Fatalf("rows of a large transaction: %v", err)
@@ -764,17 +766,17 @@ func TestMachine_Overflow(t *testing.T) {
 // with the transaction: re-reading it in chunks would hold the same row
 // again. A second row makes the transaction overflow as before.
 func TestMachine_OneLargeRowKeptWhole(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	big := strings.Repeat("x", 4000)
 	h := newHarness(t, func(m *machine) { m.maxTxBytes = 1000 })
-	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, big))), ev(331, xid(mariaSet(t, "0-1-10"))))
+	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, big))), ev(331, xid(mariaSet(t, "0-1-10"))))
 	if err != nil {
 		t.Fatalf("one row of 4000 bytes over maxTxBytes 1000: got %v, want it committed", err)
 	}
 	if got := ids(h.m.pending.events); !slices.Equal(got, []uint64{1}) || h.m.pending.at.Pos != 331 {
 		t.Errorf("pending: ids %v at %d, want [1] at 331", got, h.m.pending.at.Pos)
 	}
-	err = h.feed(ev(380, mariaGTID(11)), ev(430, tm), ev(600, insert(t, tm, outboxRow(2, big), outboxRow(3, "small"))), ev(631, xid(mariaSet(t, "0-1-11"))))
+	err = h.feed(ev(380, mariaGTID(11)), ev(430, tm), ev(600, insert(t, tm, binlogtest.OutboxRow(2, big), binlogtest.OutboxRow(3, "small"))), ev(631, xid(mariaSet(t, "0-1-11"))))
 	var restart *errChunkRestart
 	if !errors.As(err, &restart) {
 		t.Fatalf("a large row and a second one: got %v, want *errChunkRestart", err)
@@ -785,7 +787,7 @@ func TestMachine_OneLargeRowKeptWhole(t *testing.T) {
 // one only when it is small: a large one's array would stay allocated for
 // the life of the process. The rows themselves went on to the batch.
 func TestMachine_DropRows(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	for _, tt := range []struct {
 		rows int
 		kept bool
@@ -797,7 +799,7 @@ func TestMachine_DropRows(t *testing.T) {
 		h := newHarness(t, func(m *machine) { m.maxTxBytes = 1 << 30; m.maxBatchEvents = 1 << 20 })
 		rows := make([][]any, tt.rows)
 		for i := range rows {
-			rows[i] = outboxRow(int64(i+1), "p")
+			rows[i] = binlogtest.OutboxRow(int64(i+1), "p")
 		}
 		if err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, rows...)), ev(331, xid(mariaSet(t, "0-1-10")))); err != nil {
 			t.Fatal(err)
@@ -814,14 +816,14 @@ func TestMachine_DropRows(t *testing.T) {
 // A transaction that overflows and then rolls back or is cut off is dropped
 // without a restart.
 func TestMachine_OverflowThenAbort(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	big := strings.Repeat("x", 2000)
 	for _, end := range []*replication.BinlogEvent{
 		ev(600, query("ROLLBACK")),
 		ev(600, mariaGTID(12)),
 	} {
 		h := newHarness(t, func(m *machine) { m.maxTxBytes = 1000 })
-		err := h.feed(ev(100, mariaGTID(11)), ev(150, tm), ev(500, insert(t, tm, outboxRow(2, big))), end, ev(700, xid(nil)))
+		err := h.feed(ev(100, mariaGTID(11)), ev(150, tm), ev(500, insert(t, tm, binlogtest.OutboxRow(2, big))), end, ev(700, xid(nil)))
 		if err != nil {
 			t.Errorf("after %T: got %v, want no error", end.Event, err)
 		}
@@ -829,7 +831,7 @@ func TestMachine_OverflowThenAbort(t *testing.T) {
 }
 
 func TestMachine_Chunked(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	start := position.Point{File: testFile, Pos: 4, GTIDSet: position.GTIDSetOf(mariaSet(t, "0-1-9"))}
 	h := newHarness(t, func(m *machine) {
 		m.boundary, m.pending.at = start, start
@@ -838,9 +840,9 @@ func TestMachine_Chunked(t *testing.T) {
 	})
 	err := h.feed(
 		ev(100, mariaGTID(10)), ev(150, tm),
-		ev(300, insert(t, tm, outboxRow(1, "a"), outboxRow(2, "b"), outboxRow(3, "c"))),
+		ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a"), binlogtest.OutboxRow(2, "b"), binlogtest.OutboxRow(3, "c"))),
 		ev(320, insert(t, other(), []any{int64(77), "1.00"})),
-		ev(400, insert(t, tm, outboxRow(4, "d"), outboxRow(5, "e"))),
+		ev(400, insert(t, tm, binlogtest.OutboxRow(4, "d"), binlogtest.OutboxRow(5, "e"))),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -875,7 +877,7 @@ func TestMachine_Chunked(t *testing.T) {
 	}
 
 	// The next transaction is buffered whole again.
-	err = h.feed(ev(480, mariaGTID(11)), ev(530, tm), ev(600, insert(t, tm, outboxRow(6, "f"), outboxRow(7, "g"), outboxRow(8, "h"))))
+	err = h.feed(ev(480, mariaGTID(11)), ev(530, tm), ev(600, insert(t, tm, binlogtest.OutboxRow(6, "f"), binlogtest.OutboxRow(7, "g"), binlogtest.OutboxRow(8, "h"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -886,9 +888,9 @@ func TestMachine_Chunked(t *testing.T) {
 
 // The stored position said the transaction had more rows than it has.
 func TestMachine_ChunkedSkipBeyondRows(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	h := newHarness(t, func(m *machine) { m.chunked, m.skip = true, 5 })
-	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, "a"), outboxRow(2, "b"))), ev(331, xid(nil)))
+	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a"), binlogtest.OutboxRow(2, "b"))), ev(331, xid(nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -899,13 +901,13 @@ func TestMachine_ChunkedSkipBeyondRows(t *testing.T) {
 
 // The flush error of a chunk stops the machine.
 func TestMachine_ChunkedFlushError(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	boom := errors.New("redis down")
 	h := newHarness(t, func(m *machine) {
 		m.chunked, m.maxBatchEvents = true, 1
 		m.flush = func(context.Context) error { return boom }
 	})
-	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, "a"))))
+	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a"))))
 	if !errors.Is(err, boom) {
 		t.Errorf("got %v, want the flush error", err)
 	}
@@ -918,9 +920,9 @@ func TestMachine_ChunkedFlushError(t *testing.T) {
 // (batch.reset leaves at), or the zero point for a fresh one. Fails on
 // 9a8e1cd: the position stored with rows 3.. was "":0.
 func TestMachine_ChunkedPendingPositionCoversEvents(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	h := newHarness(t, func(m *machine) { m.chunked, m.maxBatchEvents = true, 2 })
-	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, outboxRow(1, "a"), outboxRow(2, "b"), outboxRow(3, "c"))))
+	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a"), binlogtest.OutboxRow(2, "b"), binlogtest.OutboxRow(3, "c"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -939,14 +941,14 @@ func TestMachine_ChunkedPendingPositionCoversEvents(t *testing.T) {
 // drops the rows before the savepoint and sets a boundary in the middle of
 // the transaction, with the syncer's GTID set that already contains it.
 func TestMachine_RollbackToSavepoint(t *testing.T) {
-	tm := outboxTableMap(true)
-	myisam := tableMap("app", "audit", []string{"id"}, []byte{mysql.MYSQL_TYPE_LONGLONG})
+	tm := binlogtest.OutboxTableMap(true)
+	myisam := binlogtest.TableMap("app", "audit", []string{"id"}, []byte{mysql.MYSQL_TYPE_LONGLONG})
 	in := mysqlSet(t, testSID.String()+":1-5") // the syncer's set after GTID 5
 	h := newHarness(t, nil)
 	err := h.feed(
-		ev(100, mysqlGTID(5)), ev(160, query("BEGIN")), ev(210, tm), ev(300, insert(t, tm, outboxRow(1, "kept"))),
+		ev(100, mysqlGTID(5)), ev(160, query("BEGIN")), ev(210, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "kept"))),
 		ev(330, queryGSet("SAVEPOINT `sp1`", in)),
-		ev(400, insert(t, tm, outboxRow(2, "rolled back"))),
+		ev(400, insert(t, tm, binlogtest.OutboxRow(2, "rolled back"))),
 		ev(430, myisam), ev(460, insert(t, myisam, []any{int64(1)})),
 		ev(500, queryGSet("ROLLBACK TO `sp1`", in)),
 	)
@@ -956,7 +958,7 @@ func TestMachine_RollbackToSavepoint(t *testing.T) {
 	if !h.m.inTx || h.m.pending.at.Pos != 4 {
 		t.Errorf("after ROLLBACK TO: inTx %v, position %d; want still in the transaction, position 4", h.m.inTx, h.m.pending.at.Pos)
 	}
-	if err := h.feed(ev(600, insert(t, tm, outboxRow(3, "after"))), ev(631, xid(in))); err != nil {
+	if err := h.feed(ev(600, insert(t, tm, binlogtest.OutboxRow(3, "after"))), ev(631, xid(in))); err != nil {
 		t.Fatal(err)
 	}
 	if got := ids(h.m.pending.events); !slices.Equal(got, []uint64{1, 3}) {
@@ -1000,5 +1002,5 @@ func TestMachine_StatementDML(t *testing.T) {
 }
 
 func other() *replication.TableMapEvent {
-	return tableMap("app", "orders", []string{"id", "total"}, []byte{mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_NEWDECIMAL})
+	return binlogtest.TableMap("app", "orders", []string{"id", "total"}, []byte{mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_NEWDECIMAL})
 }

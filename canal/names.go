@@ -41,3 +41,19 @@ func (c *nameCache[V]) put(tm *replication.TableMapEvent, v V) {
 	}
 	c.m[tm.TableID] = nameEntry[V]{database: string(tm.Schema), table: string(tm.Table), v: v}
 }
+
+// tableMatcher returns match asked of the table a table map names, with its
+// answer remembered per table: go-mysql's parsing goroutine asks it for
+// every rows event (binlogrow.DecodeConfig), and the machine for every
+// rows event it guards. Each goroutine needs its own.
+func tableMatcher(match func(database, table string) bool) func(*replication.TableMapEvent) bool {
+	var matched nameCache[bool]
+	return func(tm *replication.TableMapEvent) bool {
+		ok, known := matched.get(tm)
+		if !known {
+			ok = match(string(tm.Schema), string(tm.Table))
+			matched.put(tm, ok)
+		}
+		return ok
+	}
+}

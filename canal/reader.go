@@ -35,6 +35,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/binlogrow"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/retry"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
@@ -311,7 +312,7 @@ type Reader struct {
 	// one starts: the stored position only moves forward from the last
 	// session's start, and that session forgot each layout at the first
 	// DDL on its table it read; a position that went back drops them.
-	carried map[string][]Column
+	carried map[string][]binlogrow.Column
 
 	// collations name the character set of each collation id of the
 	// server, read at each session's start (readCollations): a failover

@@ -9,6 +9,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/testkit/binlogtest"
 )
 
 func TestParseSavepoint(t *testing.T) {
@@ -55,8 +56,8 @@ func TestParseSavepoint(t *testing.T) {
 // and a ROLLBACK TO deletes the savepoints set after its own, a RELEASE the
 // savepoint and those after it.
 func TestMachine_SavepointNames(t *testing.T) {
-	tm := outboxTableMap(true)
-	myisam := tableMap("app", "audit", []string{"id"}, []byte{mysql.MYSQL_TYPE_LONGLONG})
+	tm := binlogtest.OutboxTableMap(true)
+	myisam := binlogtest.TableMap("app", "audit", []string{"id"}, []byte{mysql.MYSQL_TYPE_LONGLONG})
 	q := func(pos uint32, s string) *replication.BinlogEvent { return ev(pos, query(s)) }
 	tests := []struct {
 		name  string
@@ -82,7 +83,7 @@ func TestMachine_SavepointNames(t *testing.T) {
 			for _, s := range tt.stmts {
 				if s == "row" {
 					id++
-					evs = append(evs, ev(pos, insert(t, tm, outboxRow(int64(id), "x"))))
+					evs = append(evs, ev(pos, insert(t, tm, binlogtest.OutboxRow(int64(id), "x"))))
 				} else {
 					// ROLLBACK TO is only logged after a non-transactional change.
 					evs = append(evs, ev(pos, myisam), ev(pos+10, insert(t, myisam, []any{int64(pos)})), q(pos+20, s))
@@ -101,7 +102,7 @@ func TestMachine_SavepointNames(t *testing.T) {
 }
 
 func TestMachine_RollbackToUnknownSavepointStops(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	tests := map[string][]string{
 		"never set":             {"SAVEPOINT a"},
 		"released":              {"SAVEPOINT b", "RELEASE SAVEPOINT b"},
@@ -111,7 +112,7 @@ func TestMachine_RollbackToUnknownSavepointStops(t *testing.T) {
 	for name, before := range tests {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, nil)
-			evs := []*replication.BinlogEvent{ev(100, mysqlGTID(5)), ev(160, query("BEGIN")), ev(210, tm), ev(300, insert(t, tm, outboxRow(1, "x")))}
+			evs := []*replication.BinlogEvent{ev(100, mysqlGTID(5)), ev(160, query("BEGIN")), ev(210, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "x")))}
 			for i, s := range before {
 				evs = append(evs, ev(400+uint32(i), query(s)))
 			}
@@ -128,13 +129,13 @@ func TestMachine_RollbackToUnknownSavepointStops(t *testing.T) {
 }
 
 func TestMachine_XA(t *testing.T) {
-	tm := outboxTableMap(true)
+	tm := binlogtest.OutboxTableMap(true)
 	const xidText = "X'7831',X'',1"
 	prepare := func(pos uint32) *replication.BinlogEvent {
 		return &replication.BinlogEvent{Header: &replication.EventHeader{LogPos: pos, EventType: replication.XA_PREPARE_LOG_EVENT}, Event: &replication.GenericEvent{}}
 	}
 	rows := func(t *testing.T) []*replication.BinlogEvent {
-		return []*replication.BinlogEvent{ev(200, tm), ev(300, insert(t, tm, outboxRow(1, "a"), outboxRow(2, "b")))}
+		return []*replication.BinlogEvent{ev(200, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a"), binlogtest.OutboxRow(2, "b")))}
 	}
 	seq := func(parts ...[]*replication.BinlogEvent) []*replication.BinlogEvent { return slices.Concat(parts...) }
 	one := func(e ...*replication.BinlogEvent) []*replication.BinlogEvent { return e }

@@ -13,6 +13,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/binlogrow"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -42,7 +43,7 @@ type Table struct {
 }
 
 // sourceSet is what the reader follows, resolved once: it never changes
-// afterwards, so go-mysql's parsing goroutine asks it too (decodeConfig).
+// afterwards, so go-mysql's parsing goroutine asks it too (binlogrow.DecodeConfig).
 type sourceSet struct {
 	lctn     int
 	patterns schema.Patterns
@@ -204,7 +205,7 @@ func (r *Reader) resolveSources(ctx context.Context) error {
 // the DDL ahead of the session's start that bounds its proven layout.
 type followed struct {
 	name     schema.Name
-	dec      *rowDecoder
+	dec      *binlogrow.Decoder
 	ddlAhead *ddlEvent
 }
 
@@ -220,18 +221,20 @@ type tableSet struct {
 	lastTM *replication.TableMapEvent
 	lastF  *followed
 	// named are the tables the binlog's names stand for (nil: not
-	// followed), as lookup found them; matched is whether names match.
-	named   nameCache[*followed]
-	matched nameCache[bool]
+	// followed), as lookup found them.
+	named nameCache[*followed]
+	// matches reports whether the rows of the table a table map names are
+	// relayed, as sourceSet.matches does.
+	matches func(*replication.TableMapEvent) bool
 	// collations name the character set of each collation id, for the
-	// decoders (rowDecoder.collations).
+	// decoders (binlogrow.NewDecoder).
 	collations map[uint64]string
 	// shared are the decoders of tables without a proven layout.
-	shared map[decoderKey]*rowDecoder
+	shared map[decoderKey]*binlogrow.Decoder
 }
 
 func newTableSet(src *sourceSet, proof layoutProof, collations map[uint64]string) *tableSet {
-	return &tableSet{src: src, proof: proof, byKey: map[string]*followed{}, collations: collations}
+	return &tableSet{src: src, proof: proof, byKey: map[string]*followed{}, matches: tableMatcher(src.matches), collations: collations}
 }
 
 // lookup returns the followed table tm names, or nil.
@@ -254,17 +257,6 @@ func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
 	}
 	ts.lastTM, ts.lastF = tm, f
 	return f
-}
-
-// matches reports whether the rows of the table tm names are relayed, as
-// sourceSet.matches does.
-func (ts *tableSet) matches(tm *replication.TableMapEvent) bool {
-	ok, known := ts.matched.get(tm)
-	if !known {
-		ok = ts.src.matches(string(tm.Schema), string(tm.Table))
-		ts.matched.put(tm, ok)
-	}
-	return ok
 }
 
 // follow starts following a table of source i: with the mapping resolved
@@ -292,11 +284,9 @@ type decoderKey struct {
 // and its layout per table were a tenth of the relay's live heap with a
 // thousand tenants, and the layout cache compares each table map with the
 // last whatever table it names.
-func (ts *tableSet) decoder(t Table, columns []Column) *rowDecoder {
+func (ts *tableSet) decoder(t Table, columns []binlogrow.Column) *binlogrow.Decoder {
 	if columns != nil {
-		d := newRowDecoder(t.Mapping, ts.src.extra, columns, t.Absent)
-		d.collations = ts.collations
-		return d
+		return binlogrow.NewDecoder(t.Mapping, ts.src.extra, columns, t.Absent, ts.collations)
 	}
 	k := decoderKey{mapping: reflect.ValueOf(t.Mapping).UnsafePointer()}
 	if len(t.Absent) > 0 {
@@ -304,10 +294,9 @@ func (ts *tableSet) decoder(t Table, columns []Column) *rowDecoder {
 	}
 	d := ts.shared[k]
 	if d == nil {
-		d = newRowDecoder(t.Mapping, ts.src.extra, nil, t.Absent)
-		d.collations = ts.collations
+		d = binlogrow.NewDecoder(t.Mapping, ts.src.extra, nil, t.Absent, ts.collations)
 		if ts.shared == nil {
-			ts.shared = map[decoderKey]*rowDecoder{}
+			ts.shared = map[decoderKey]*binlogrow.Decoder{}
 		}
 		ts.shared[k] = d
 	}
@@ -316,7 +305,7 @@ func (ts *tableSet) decoder(t Table, columns []Column) *rowDecoder {
 
 // proven returns a copy of the layouts in force: those of the session's
 // proof that no DDL in the stream ended since.
-func (ts *tableSet) proven() map[string][]Column {
+func (ts *tableSet) proven() map[string][]binlogrow.Column {
 	return maps.Clone(ts.proof.columns)
 }
 
@@ -326,7 +315,7 @@ func (ts *tableSet) proven() map[string][]Column {
 func (ts *tableSet) forget(database, table string) {
 	for _, f := range ts.byKey {
 		if strings.EqualFold(f.name.Database, database) && strings.EqualFold(f.name.Table, table) {
-			f.dec.forget()
+			f.dec.Forget()
 			f.ddlAhead = nil
 		}
 	}

@@ -9,15 +9,26 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
+	"github.com/binlog-outbox/binlog-outbox/binlogrow"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/testkit/binlogtest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
+// tableColumns is the default outbox table's layout as the reader reads it
+// at start-up.
+func tableColumns() (cols []binlogrow.Column) {
+	for _, c := range binlogtest.Columns {
+		cols = append(cols, binlogrow.Column{Name: c.Name, DataType: c.DataType})
+	}
+	return cols
+}
+
 // tenantTableMap is the table map of tenant db's outbox table.
 func tenantTableMap(db string, withNames bool) *replication.TableMapEvent {
-	tm := outboxTableMap(withNames)
+	tm := binlogtest.OutboxTableMap(withNames)
 	tm.Schema = []byte(db)
 	return tm
 }
@@ -31,7 +42,7 @@ func tenantHarness(t *testing.T) *harness {
 		{Pattern: schema.Pattern{Database: "tenant_*", Table: "outbox"}},
 		{Pattern: schema.Pattern{Database: "app", Table: "legacy"}},
 	}, 0, nil)
-	proof := layoutProof{columns: map[string][]Column{
+	proof := layoutProof{columns: map[string][]binlogrow.Column{
 		tableKey("tenant_01", "outbox", 0): tableColumns(),
 		tableKey("app", "legacy", 0):       tableColumns(),
 	}}
@@ -42,19 +53,19 @@ func tenantHarness(t *testing.T) *harness {
 // commit order, under one position; the rows of other tables are skipped.
 func TestMachine_SeveralTables(t *testing.T) {
 	h := tenantHarness(t)
-	t1, legacy := tenantTableMap("tenant_01", false), tableMap("app", "legacy", nil, outboxTableMap(false).ColumnType)
+	t1, legacy := tenantTableMap("tenant_01", false), binlogtest.TableMap("app", "legacy", nil, binlogtest.OutboxTableMap(false).ColumnType)
 	named := tenantTableMap("tenant_02", true)
 	ignored := tenantTableMap("other", true)
 	notTenant := tenantTableMap("tenant01", true)
 	err := h.feed(
-		ev(100, mariaGTID(10)), ev(150, t1), ev(200, insert(t, t1, outboxRow(1, "{}"))),
-		ev(210, legacy), ev(250, insert(t, legacy, outboxRow(2, "{}"))), ev(280, xid(nil)),
+		ev(100, mariaGTID(10)), ev(150, t1), ev(200, insert(t, t1, binlogtest.OutboxRow(1, "{}"))),
+		ev(210, legacy), ev(250, insert(t, legacy, binlogtest.OutboxRow(2, "{}"))), ev(280, xid(nil)),
 		// A tenant created after the start: its rows carry names.
 		ev(300, mariaDDLGTID(11)), ev(350, query("CREATE DATABASE tenant_02")),
 		ev(400, mariaDDLGTID(12)), ev(450, query("CREATE TABLE tenant_02.outbox (id INT)")),
-		ev(500, mariaGTID(13)), ev(520, named), ev(550, insert(t, named, outboxRow(3, "{}"))),
-		ev(560, ignored), ev(570, insert(t, ignored, outboxRow(4, "{}"))),
-		ev(580, notTenant), ev(590, insert(t, notTenant, outboxRow(5, "{}"))), ev(600, xid(nil)),
+		ev(500, mariaGTID(13)), ev(520, named), ev(550, insert(t, named, binlogtest.OutboxRow(3, "{}"))),
+		ev(560, ignored), ev(570, insert(t, ignored, binlogtest.OutboxRow(4, "{}"))),
+		ev(580, notTenant), ev(590, insert(t, notTenant, binlogtest.OutboxRow(5, "{}"))), ev(600, xid(nil)),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +95,9 @@ func TestMachine_NewTableWithoutNamesAsksForItsLayout(t *testing.T) {
 	h := tenantHarness(t)
 	t1, t2 := tenantTableMap("tenant_01", false), tenantTableMap("tenant_02", false)
 	err := h.feed(
-		ev(100, mariaGTID(10)), ev(150, t1), ev(200, insert(t, t1, outboxRow(1, "{}"))), ev(280, xid(nil)),
+		ev(100, mariaGTID(10)), ev(150, t1), ev(200, insert(t, t1, binlogtest.OutboxRow(1, "{}"))), ev(280, xid(nil)),
 		ev(400, mariaDDLGTID(12)), ev(450, query("CREATE TABLE tenant_02.outbox (id INT)")),
-		ev(500, mariaGTID(13)), ev(520, t2), ev(550, insert(t, t2, outboxRow(3, "{}"))),
+		ev(500, mariaGTID(13)), ev(520, t2), ev(550, insert(t, t2, binlogtest.OutboxRow(3, "{}"))),
 	)
 	var restart *errLayoutRestart
 	if !errors.As(err, &restart) {
@@ -103,11 +114,11 @@ func TestMachine_NewTableWithoutNamesAsksForItsLayout(t *testing.T) {
 // A DDL on one tenant's table forgets that table's layout only.
 func TestMachine_DDLOnOneTableForgetsItsLayoutOnly(t *testing.T) {
 	h := tenantHarness(t)
-	t1, legacy := tenantTableMap("tenant_01", false), tableMap("app", "legacy", nil, outboxTableMap(false).ColumnType)
+	t1, legacy := tenantTableMap("tenant_01", false), binlogtest.TableMap("app", "legacy", nil, binlogtest.OutboxTableMap(false).ColumnType)
 	err := h.feed(
 		ev(100, mariaDDLGTID(10)), ev(150, query("ALTER TABLE app.legacy ADD x INT")),
-		ev(200, mariaGTID(11)), ev(250, t1), ev(300, insert(t, t1, outboxRow(1, "{}"))), ev(350, xid(nil)),
-		ev(400, mariaGTID(12)), ev(450, legacy), ev(500, insert(t, legacy, outboxRow(2, "{}"))),
+		ev(200, mariaGTID(11)), ev(250, t1), ev(300, insert(t, t1, binlogtest.OutboxRow(1, "{}"))), ev(350, xid(nil)),
+		ev(400, mariaGTID(12)), ev(450, legacy), ev(500, insert(t, legacy, binlogtest.OutboxRow(2, "{}"))),
 	)
 	var restart *errLayoutRestart
 	if !errors.As(err, &restart) || restart.table.String() != "app.legacy" {
@@ -148,7 +159,7 @@ func TestDDLTargets_Patterns(t *testing.T) {
 // The layout proof's DDL ahead bounds the table it names only.
 func TestLayoutProof_DDLForAndForget(t *testing.T) {
 	p := layoutProof{
-		columns: map[string][]Column{tableKey("t1", "outbox", 0): tableColumns(), tableKey("t2", "outbox", 0): tableColumns()},
+		columns: map[string][]binlogrow.Column{tableKey("t1", "outbox", 0): tableColumns(), tableKey("t2", "outbox", 0): tableColumns()},
 		ddl:     []*ddlEvent{{db: "T1", table: "OUTBOX", query: "ALTER TABLE T1.OUTBOX ADD x INT"}},
 	}
 	if p.ddlFor("t1", "outbox") == nil || p.ddlFor("t2", "outbox") != nil {
@@ -281,5 +292,39 @@ func TestSourceSet_TablesShareEqualMappings(t *testing.T) {
 	}
 	if p, _ := first.Mapping.Physical(schema.ColPayload); p != schema.ColPayload {
 		t.Errorf("tenant_01's payload maps to %q, want %s", p, schema.ColPayload)
+	}
+}
+
+// The tenants of a pattern share a decoder, whose layout cache must not
+// carry one tenant's character sets over to another whose table map has
+// the same names and types: latin1 and utf8mb4 tenants, in turn, each
+// decoded with its own.
+func TestTableSet_SharedDecoderKeepsEachTablesCharsets(t *testing.T) {
+	src := newSourceSet([]Source{{Pattern: schema.Pattern{Database: "tenant_*", Table: "outbox"}}}, 0, nil)
+	ts := newTableSet(src, layoutProof{}, map[uint64]string{8: "latin1", 45: "utf8mb4"})
+	tenant := func(db string, collation uint64) *replication.TableMapEvent {
+		tm := tenantTableMap(db, true)
+		tm.ColumnMeta = make([]uint16, len(tm.ColumnType))
+		tm.DefaultCharset = []uint64{collation}
+		return tm
+	}
+	latin, utf8 := tenant("tenant_01", 8), tenant("tenant_02", 45)
+	fl, fu := ts.lookup(latin), ts.lookup(utf8)
+	if fl == nil || fu == nil || fl.dec != fu.dec {
+		t.Fatalf("tenants followed %v, %v: want both, with one decoder", fl != nil, fu != nil)
+	}
+	row := []any{int64(1), "m-1", "order", "Z\xfcrich", "created", []byte("caf\xe9"), nil, "2024-05-06 07:08:09"}
+	for i, c := range []struct {
+		tm          *replication.TableMapEvent
+		f           *followed
+		aggregateID string
+	}{{latin, fl, "Zürich"}, {utf8, fu, "Z\xfcrich"}, {tenant("tenant_01", 8), fl, "Zürich"}, {tenant("tenant_02", 45), fu, "Z\xfcrich"}} {
+		l, err := c.f.dec.Layout(c.tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := l.Event(row); e.AggregateID != c.aggregateID {
+			t.Errorf("table map %d (%s): aggregate_id %q, want %q", i, c.tm.Schema, e.AggregateID, c.aggregateID)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package canal
+package binlogrow
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/testkit/binlogtest"
 )
 
 // imageColumnDef is a column of a table map the tests encode.
@@ -36,7 +37,7 @@ func formatDescription(t testing.TB) []byte {
 	var raw []byte
 	stop := errors.New("stop")
 	p := replication.NewBinlogParser()
-	err := p.ParseFile(filepath.Join(fixtureDir, "mysql-enum-string-set.000001"), 0, func(ev *replication.BinlogEvent) error {
+	err := p.ParseFile(filepath.Join(binlogtest.FixtureDir(), "mysql-enum-string-set.000001"), 0, func(ev *replication.BinlogEvent) error {
 		if ev.Header.EventType == replication.FORMAT_DESCRIPTION_EVENT {
 			raw = append([]byte(nil), ev.RawData...)
 			return stop
@@ -100,7 +101,7 @@ func writeRowsEvent(v1 bool, count int, bitmap, images []byte) []byte {
 // error of a parse that failed) and whether imageDecoder decoded the rows.
 func decodeBoth(t testing.TB, fde, tableMap, rows []byte) (ours, theirs *replication.RowsEvent, oursErr, theirsErr error, fast bool) {
 	t.Helper()
-	cfg := decodeConfig(position.FlavorMySQL, func(string, string) bool { return true })
+	cfg := DecodeConfig(position.FlavorMySQL, func(*replication.TableMapEvent) bool { return true })
 	cfg.TableMapOptionalMetaDecodeFunc = nil // go-mysql's: the rows decoding is under test
 	var d imageDecoder
 	cfg.RowsEventDecodeFunc = func(ev *replication.RowsEvent, data []byte) error {
@@ -116,7 +117,7 @@ func decodeBoth(t testing.TB, fde, tableMap, rows []byte) (ours, theirs *replica
 	ref := cfg
 	ref.RowsEventDecodeFunc = nil
 	parse := func(cfg replication.BinlogSyncerConfig) (*replication.RowsEvent, error) {
-		p := newFixtureParser(cfg)
+		p := binlogtest.NewParser(cfg)
 		for _, raw := range [][]byte{fde, tableMap} {
 			if _, err := p.Parse(raw); err != nil {
 				return nil, fmt.Errorf("setup: %w", err)
@@ -380,7 +381,7 @@ func TestImageDecoder_Skipped(t *testing.T) {
 // must decode to the same values, and the decoder must have decoded some
 // of them itself.
 func TestImageDecoder_Fixtures(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(fixtureDir, "*"))
+	files, err := filepath.Glob(filepath.Join(binlogtest.FixtureDir(), "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func TestImageDecoder_Fixtures(t *testing.T) {
 			continue
 		}
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			cfg := decodeConfig(position.FlavorMySQL, func(string, string) bool { return true })
+			cfg := DecodeConfig(position.FlavorMySQL, func(*replication.TableMapEvent) bool { return true })
 			cfg.TableMapOptionalMetaDecodeFunc = nil // go-mysql's: the rows decoding is under test
 			var d imageDecoder
 			fast := 0
@@ -419,7 +420,7 @@ func TestImageDecoder_Fixtures(t *testing.T) {
 						}
 					}
 				}
-				if err := newFixtureParser(cfg).ParseFile(file, 0, func(ev *replication.BinlogEvent) error {
+				if err := binlogtest.NewParser(cfg).ParseFile(file, 0, func(ev *replication.BinlogEvent) error {
 					add(ev.Event)
 					return nil
 				}); err != nil {
@@ -459,14 +460,14 @@ func BenchmarkImageDecoder_OutboxRow(b *testing.B) {
 	var ev *replication.RowsEvent
 	var data []byte
 	var pos int
-	cfg := decodeConfig(position.FlavorMariaDB, func(string, string) bool { return true })
+	cfg := DecodeConfig(position.FlavorMariaDB, func(*replication.TableMapEvent) bool { return true })
 	cfg.TableMapOptionalMetaDecodeFunc = nil
 	cfg.RowsEventDecodeFunc = func(e *replication.RowsEvent, d []byte) error {
 		p, err := e.DecodeHeader(d)
 		ev, data, pos = e, d, p
 		return err
 	}
-	p := newFixtureParser(cfg)
+	p := binlogtest.NewParser(cfg)
 	bitmap := []byte{0xff, 0x03}
 	for _, raw := range [][]byte{fde, outboxImageTable.tableMapEvent(), writeRowsEvent(true, 10, bitmap, outboxImage(1))} {
 		if _, err := p.Parse(raw); err != nil {
@@ -497,7 +498,7 @@ func BenchmarkImageDecoder_OutboxRow(b *testing.B) {
 // which the relay does not read, keep their header and no rows; INSERTs
 // keep theirs.
 func TestDecodeConfig_UpdatesAndDeletesUndecoded(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(fixtureDir, "*"))
+	files, err := filepath.Glob(filepath.Join(binlogtest.FixtureDir(), "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,8 +528,8 @@ func TestDecodeConfig_UpdatesAndDeletesUndecoded(t *testing.T) {
 				}
 			}
 		}
-		cfg := decodeConfig(position.FlavorMySQL, func(string, string) bool { return true })
-		if err := newFixtureParser(cfg).ParseFile(file, 0, func(ev *replication.BinlogEvent) error {
+		cfg := DecodeConfig(position.FlavorMySQL, func(*replication.TableMapEvent) bool { return true })
+		if err := binlogtest.NewParser(cfg).ParseFile(file, 0, func(ev *replication.BinlogEvent) error {
 			check(ev.Event)
 			return nil
 		}); err != nil {

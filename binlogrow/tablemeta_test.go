@@ -1,4 +1,4 @@
-package canal
+package binlogrow
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/testkit/binlogtest"
 )
 
 // optionalFields are the fields of a table map its optional metadata sets.
@@ -133,7 +134,7 @@ func TestTableMetas_AsGoMySQL(t *testing.T) {
 		})
 	}
 
-	files, err := filepath.Glob(filepath.Join(fixtureDir, "*"))
+	files, err := filepath.Glob(filepath.Join(binlogtest.FixtureDir(), "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,8 +298,8 @@ func TestTableMetas_StatementEnd(t *testing.T) {
 func TestDecodeConfig_OptionalMetaOfFollowedTables(t *testing.T) {
 	fde := formatDescription(t)
 	names := tlv(replication.TABLE_MAP_OPT_META_COLUMN_NAME, 1, 'a', 1, 'b', 1, 'c')
-	cfg := decodeConfig(position.FlavorMySQL, func(db, table string) bool { return table == "outbox" })
-	p := newFixtureParser(cfg)
+	cfg := DecodeConfig(position.FlavorMySQL, func(tm *replication.TableMapEvent) bool { return string(tm.Table) == "outbox" })
+	p := binlogtest.NewParser(cfg)
 	other := tableMapWithMeta(7, 3, names)
 	copy(other[19+13:], "ignore") // db.ignore: not followed
 	var tms []*replication.TableMapEvent

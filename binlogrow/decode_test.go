@@ -1,4 +1,4 @@
-package canal
+package binlogrow
 
 import (
 	"errors"
@@ -19,87 +19,34 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/charset"
 	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/testkit/binlogtest"
 )
 
-// outboxColumns is the default outbox table as information_schema shows it,
-// in table order, with the binlog type code each column travels as.
-var outboxColumns = []struct {
-	Column
-	binlogType byte
-}{
-	{Column{Name: "id", DataType: "bigint"}, mysql.MYSQL_TYPE_LONGLONG},
-	{Column{Name: "message_id", DataType: "char"}, mysql.MYSQL_TYPE_STRING},
-	{Column{Name: "aggregate_type", DataType: "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
-	{Column{Name: "aggregate_id", DataType: "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
-	{Column{Name: "event_type", DataType: "varchar"}, mysql.MYSQL_TYPE_VARCHAR},
-	{Column{Name: "payload", DataType: "longblob"}, mysql.MYSQL_TYPE_BLOB},
-	{Column{Name: "headers", DataType: "json"}, mysql.MYSQL_TYPE_JSON},
-	{Column{Name: "occurred_at", DataType: "datetime"}, mysql.MYSQL_TYPE_DATETIME2},
-}
-
-// tableColumns is outboxColumns as the reader gets them at start-up.
-func tableColumns() []Column {
-	cols := make([]Column, len(outboxColumns))
-	for i, c := range outboxColumns {
-		cols[i] = c.Column
+// tableColumns is the default outbox table's layout as the reader reads it
+// at start-up.
+func tableColumns() (cols []Column) {
+	for _, c := range binlogtest.Columns {
+		cols = append(cols, Column{Name: c.Name, DataType: c.DataType})
 	}
 	return cols
 }
 
-// tableMap builds the TABLE_MAP event of db.table. With names it carries the
-// column names as binlog_row_metadata=FULL does; without, ColumnName is nil.
-func tableMap(db, table string, names []string, types []byte) *replication.TableMapEvent {
-	tm := &replication.TableMapEvent{
-		Schema: []byte(db), Table: []byte(table),
-		ColumnCount: uint64(len(types)), ColumnType: types,
-	}
-	if names != nil {
-		tm.ColumnName = make([][]byte, len(names))
-		for i, n := range names {
-			tm.ColumnName[i] = []byte(n)
-		}
-	}
-	return tm
-}
-
-// outboxTableMap is the TABLE_MAP of the default outbox table in app.outbox.
-func outboxTableMap(withNames bool) *replication.TableMapEvent {
-	var names []string
-	types := make([]byte, len(outboxColumns))
-	for i, c := range outboxColumns {
-		types[i] = c.binlogType
-		if withNames {
-			names = append(names, c.Name)
-		}
-	}
-	return tableMap("app", "outbox", names, types)
-}
-
-// outboxRow is a row of the default outbox table as the binlog decoder
-// delivers it.
-func outboxRow(id int64, payload string) []any {
-	return []any{
-		id, "m-" + strconv.FormatInt(id, 10), "order", "42", "created",
-		[]byte(payload), []byte(`{"k":"v"}`), "2024-05-06 07:08:09.123456",
-	}
-}
-
-func defaultLayout(t testing.TB) layout {
+func defaultLayout(t testing.TB) Layout {
 	t.Helper()
-	l, err := newRowDecoder(schema.DefaultMapping(), nil, nil, nil).layoutFor(outboxTableMap(true))
+	l, err := NewDecoder(schema.DefaultMapping(), nil, nil, nil, nil).Layout(binlogtest.OutboxTableMap(true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
 
-func TestRowDecoder_LayoutByName(t *testing.T) {
-	full := layout{id: 0, messageID: 1, aggregateType: 2, aggregateID: 3, eventType: 4, payload: 5, headers: 6, occurredAt: 7, columnCount: 8}
+func TestDecoder_LayoutByName(t *testing.T) {
+	full := Layout{id: 0, messageID: 1, aggregateType: 2, aggregateID: 3, eventType: 4, payload: 5, headers: 6, occurredAt: 7, columnCount: 8}
 	tests := []struct {
 		name    string
 		mapping []string // --column flags
 		columns []string
-		want    layout
+		want    Layout
 	}{
 		{
 			name:    "default",
@@ -115,19 +62,19 @@ func TestRowDecoder_LayoutByName(t *testing.T) {
 			name:    "renamed and reordered columns",
 			mapping: []string{"id=outbox_id", "payload=body", "event_type=kind", "occurred_at=created_at"},
 			columns: []string{"body", "kind", "outbox_id", "aggregate_id", "created_at", "extra", "message_id", "aggregate_type", "headers"},
-			want:    layout{id: 2, messageID: 6, aggregateType: 7, aggregateID: 3, eventType: 1, payload: 0, headers: 8, occurredAt: 4, columnCount: 9},
+			want:    Layout{id: 2, messageID: 6, aggregateType: 7, aggregateID: 3, eventType: 1, payload: 0, headers: 8, occurredAt: 4, columnCount: 9},
 		},
 		{
 			name:    "optional columns mapped away",
 			mapping: []string{"message_id=-", "aggregate_type=", "headers=-"},
 			columns: []string{"id", "aggregate_id", "event_type", "payload", "occurred_at"},
-			want:    layout{id: 0, messageID: -1, aggregateType: -1, aggregateID: 1, eventType: 2, payload: 3, headers: -1, occurredAt: 4, columnCount: 5},
+			want:    Layout{id: 0, messageID: -1, aggregateType: -1, aggregateID: 1, eventType: 2, payload: 3, headers: -1, occurredAt: 4, columnCount: 5},
 		},
 		{
 			// An event written before ALTER TABLE ... ADD COLUMN headers.
 			name:    "optional column missing from an old event",
 			columns: []string{"id", "message_id", "aggregate_type", "aggregate_id", "event_type", "payload", "occurred_at"},
-			want:    layout{id: 0, messageID: 1, aggregateType: 2, aggregateID: 3, eventType: 4, payload: 5, headers: -1, occurredAt: 6, columnCount: 7},
+			want:    Layout{id: 0, messageID: 1, aggregateType: 2, aggregateID: 3, eventType: 4, payload: 5, headers: -1, occurredAt: 6, columnCount: 7},
 		},
 	}
 	for _, tt := range tests {
@@ -140,9 +87,9 @@ func TestRowDecoder_LayoutByName(t *testing.T) {
 			for i := range types {
 				types[i] = mysql.MYSQL_TYPE_VARCHAR
 			}
-			got, err := newRowDecoder(m, nil, nil, nil).layoutFor(tableMap("app", "outbox", tt.columns, types))
+			got, err := NewDecoder(m, nil, nil, nil, nil).Layout(binlogtest.TableMap("app", "outbox", tt.columns, types))
 			if err != nil {
-				t.Fatalf("layoutFor: %v", err)
+				t.Fatalf("Layout: %v", err)
 			}
 			// None of the tables has schema_version: it reads as NULL.
 			tt.want.fields = []fieldIndex{{name: schema.ColSchemaVersion, index: -1}}
@@ -153,33 +100,33 @@ func TestRowDecoder_LayoutByName(t *testing.T) {
 	}
 }
 
-// TestRowDecoder_AbsentColumnAdded checks that an optional column the table
+// TestDecoder_AbsentColumnAdded checks that an optional column the table
 // lacked at start-up stops the reader once an event carries it (ALTER TABLE
 // added it), instead of being left out of the entries unnoticed.
-func TestRowDecoder_AbsentColumnAdded(t *testing.T) {
+func TestDecoder_AbsentColumnAdded(t *testing.T) {
 	m, err := schema.ParseMapping([]string{"aggregate_type=-", "headers=-"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := []string{"id", "message_id", "aggregate_id", "event_type", "payload", "occurred_at"}
 	after := append(slices.Clone(before), "Aggregate_Type")
-	d := newRowDecoder(m, nil, nil, []string{schema.ColAggregateType})
-	if _, err := d.layoutFor(tableMap("app", "outbox", before, make([]byte, len(before)))); err != nil {
-		t.Fatalf("layoutFor before the ALTER: %v", err)
+	d := NewDecoder(m, nil, nil, []string{schema.ColAggregateType}, nil)
+	if _, err := d.Layout(binlogtest.TableMap("app", "outbox", before, make([]byte, len(before)))); err != nil {
+		t.Fatalf("Layout before the ALTER: %v", err)
 	}
-	_, err = d.layoutFor(tableMap("app", "outbox", after, make([]byte, len(after))))
+	_, err = d.Layout(binlogtest.TableMap("app", "outbox", after, make([]byte, len(after))))
 	if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), "Aggregate_Type") || !strings.Contains(outbox.HintOf(err), "restart") {
-		t.Fatalf("layoutFor after the ALTER: got %v (hint %q), want an ErrConfig naming the column, with a hint to restart", err, outbox.HintOf(err))
+		t.Fatalf("Layout after the ALTER: got %v (hint %q), want an ErrConfig naming the column, with a hint to restart", err, outbox.HintOf(err))
 	}
 	// Declared absent by the user (--column headers=-): a headers column
 	// stays ignored.
 	withHeaders := append(slices.Clone(before), "headers")
-	if _, err := d.layoutFor(tableMap("app", "outbox", withHeaders, make([]byte, len(withHeaders)))); err != nil {
-		t.Fatalf("layoutFor with a declared-absent column: %v", err)
+	if _, err := d.Layout(binlogtest.TableMap("app", "outbox", withHeaders, make([]byte, len(withHeaders)))); err != nil {
+		t.Fatalf("Layout with a declared-absent column: %v", err)
 	}
 }
 
-func TestRowDecoder_LayoutByNameMissingRequired(t *testing.T) {
+func TestDecoder_LayoutByNameMissingRequired(t *testing.T) {
 	m, err := schema.ParseMapping([]string{"payload=body"})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +134,7 @@ func TestRowDecoder_LayoutByNameMissingRequired(t *testing.T) {
 	// The table still calls it payload: the mapping is wrong, or the event
 	// predates a rename.
 	names := []string{"id", "message_id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "occurred_at"}
-	_, err = newRowDecoder(m, nil, nil, nil).layoutFor(tableMap("app", "outbox", names, make([]byte, len(names))))
+	_, err = NewDecoder(m, nil, nil, nil, nil).Layout(binlogtest.TableMap("app", "outbox", names, make([]byte, len(names))))
 	if !errors.Is(err, outbox.ErrConfig) {
 		t.Fatalf("error: got %v, want one wrapping ErrConfig", err)
 	}
@@ -201,8 +148,8 @@ func TestRowDecoder_LayoutByNameMissingRequired(t *testing.T) {
 	}
 }
 
-func TestRowDecoder_LayoutByPosition(t *testing.T) {
-	good := outboxTableMap(false)
+func TestDecoder_LayoutByPosition(t *testing.T) {
+	good := binlogtest.OutboxTableMap(false)
 	tests := []struct {
 		name    string
 		tm      *replication.TableMapEvent
@@ -211,17 +158,17 @@ func TestRowDecoder_LayoutByPosition(t *testing.T) {
 		{name: "same count and types", tm: good},
 		{
 			name:    "fewer columns",
-			tm:      tableMap("app", "outbox", nil, good.ColumnType[:7]),
+			tm:      binlogtest.TableMap("app", "outbox", nil, good.ColumnType[:7]),
 			wantErr: "have 7 columns but the table has 8",
 		},
 		{
 			name:    "more columns",
-			tm:      tableMap("app", "outbox", nil, append(append([]byte{}, good.ColumnType...), mysql.MYSQL_TYPE_LONG)),
+			tm:      binlogtest.TableMap("app", "outbox", nil, append(append([]byte{}, good.ColumnType...), mysql.MYSQL_TYPE_LONG)),
 			wantErr: "have 9 columns but the table has 8",
 		},
 		{
 			name: "type changed",
-			tm: tableMap("app", "outbox", nil, func() []byte {
+			tm: binlogtest.TableMap("app", "outbox", nil, func() []byte {
 				ts := append([]byte{}, good.ColumnType...)
 				ts[5] = mysql.MYSQL_TYPE_LONGLONG // payload was a blob
 				return ts
@@ -231,10 +178,10 @@ func TestRowDecoder_LayoutByPosition(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := newRowDecoder(schema.DefaultMapping(), nil, tableColumns(), nil).layoutFor(tt.tm)
+			l, err := NewDecoder(schema.DefaultMapping(), nil, tableColumns(), nil, nil).Layout(tt.tm)
 			if tt.wantErr == "" {
 				if err != nil {
-					t.Fatalf("layoutFor: %v", err)
+					t.Fatalf("Layout: %v", err)
 				}
 				if want := defaultLayout(t); !reflect.DeepEqual(l, want) {
 					t.Errorf("layout:\n got %+v\nwant %+v", l, want)
@@ -253,30 +200,30 @@ func TestRowDecoder_LayoutByPosition(t *testing.T) {
 
 // The positional layout is cached for identical table maps, but a changed
 // table map (after an ALTER) must be checked again.
-func TestRowDecoder_LayoutForCache(t *testing.T) {
-	d := newRowDecoder(schema.DefaultMapping(), nil, tableColumns(), nil)
-	if _, err := d.layoutFor(outboxTableMap(false)); err != nil {
+func TestDecoder_LayoutCache(t *testing.T) {
+	d := NewDecoder(schema.DefaultMapping(), nil, tableColumns(), nil, nil)
+	if _, err := d.Layout(binlogtest.OutboxTableMap(false)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.layoutFor(outboxTableMap(false)); err != nil {
+	if _, err := d.Layout(binlogtest.OutboxTableMap(false)); err != nil {
 		t.Fatalf("identical table map: %v", err)
 	}
-	altered := outboxTableMap(false)
+	altered := binlogtest.OutboxTableMap(false)
 	altered.ColumnType[0] = mysql.MYSQL_TYPE_VARCHAR
-	if _, err := d.layoutFor(altered); err == nil {
+	if _, err := d.Layout(altered); err == nil {
 		t.Fatal("a table map with another column type reused the cached layout")
 	}
 
 	// By name: reordered columns with the same types give another layout.
-	d = newRowDecoder(schema.DefaultMapping(), nil, nil, nil)
+	d = NewDecoder(schema.DefaultMapping(), nil, nil, nil, nil)
 	types := make([]byte, 8)
-	a := tableMap("app", "outbox", []string{"id", "message_id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "occurred_at"}, types)
-	b := tableMap("app", "outbox", []string{"id", "message_id", "aggregate_type", "event_type", "aggregate_id", "payload", "headers", "occurred_at"}, types)
-	la, err := d.layoutFor(a)
+	a := binlogtest.TableMap("app", "outbox", []string{"id", "message_id", "aggregate_type", "aggregate_id", "event_type", "payload", "headers", "occurred_at"}, types)
+	b := binlogtest.TableMap("app", "outbox", []string{"id", "message_id", "aggregate_type", "event_type", "aggregate_id", "payload", "headers", "occurred_at"}, types)
+	la, err := d.Layout(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := d.layoutFor(b)
+	lb, err := d.Layout(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +268,7 @@ func TestLayout_SkippedColumn(t *testing.T) {
 	noMessageID.messageID = -1
 	for _, tt := range []struct {
 		name    string
-		l       layout
+		l       Layout
 		skipped []int
 		column  string
 		pos     int
@@ -332,15 +279,15 @@ func TestLayout_SkippedColumn(t *testing.T) {
 		{"a column the relay does not read", noMessageID, []int{1}, "", 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			column, pos, ok := tt.l.skippedColumn(tt.skipped)
+			column, pos, ok := tt.l.SkippedColumn(tt.skipped)
 			if column != tt.column || pos != tt.pos || ok != (tt.column != "") {
-				t.Errorf("skippedColumn(%v) = %q, %d, %v; want %q, %d", tt.skipped, column, pos, ok, tt.column, tt.pos)
+				t.Errorf("SkippedColumn(%v) = %q, %d, %v; want %q, %d", tt.skipped, column, pos, ok, tt.column, tt.pos)
 			}
 		})
 	}
 }
 
-func TestDecodeRow(t *testing.T) {
+func TestLayout_Event(t *testing.T) {
 	l := defaultLayout(t)
 	noMessageID := l
 	noMessageID.messageID = -1
@@ -348,19 +295,19 @@ func TestDecodeRow(t *testing.T) {
 	at := time.Date(2024, 5, 6, 7, 8, 9, 123456000, time.UTC)
 
 	with := func(i int, v any) []any {
-		r := outboxRow(7, `{"a":1}`)
+		r := binlogtest.OutboxRow(7, `{"a":1}`)
 		r[i] = v
 		return r
 	}
 	tests := []struct {
 		name string
-		l    layout
+		l    Layout
 		row  []any
 		want outbox.Event
 	}{
 		{
 			name: "typical row",
-			l:    l, row: outboxRow(7, `{"a":1}`),
+			l:    l, row: binlogtest.OutboxRow(7, `{"a":1}`),
 			want: outbox.Event{OutboxID: 7, MessageID: "m-7", AggregateType: "order", AggregateID: "42", EventType: "created",
 				Payload: []byte(`{"a":1}`), Headers: []byte(`{"k":"v"}`), OccurredAt: at},
 		},
@@ -408,7 +355,7 @@ func TestDecodeRow(t *testing.T) {
 			l:    l, row: with(7, at.In(time.FixedZone("CEST", 2*3600))),
 			want: outbox.Event{OccurredAt: at},
 		},
-		{name: "short row", l: l, row: outboxRow(7, "x")[:7], want: outbox.Event{Invalid: "row has 7 values, the table map 8 columns"}},
+		{name: "short row", l: l, row: binlogtest.OutboxRow(7, "x")[:7], want: outbox.Event{Invalid: "row has 7 values, the table map 8 columns"}},
 		{
 			name: "several problems",
 			l:    l, row: []any{int64(1), "m", "order", nil, nil, nil, nil, nil},
@@ -417,7 +364,7 @@ func TestDecodeRow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := decodeRow(tt.l, tt.row)
+			got := tt.l.Event(tt.row)
 			// Only the fields a case sets are compared, plus Invalid always.
 			if !strings.HasPrefix(got.Invalid, tt.want.Invalid) || (tt.want.Invalid == "" && got.Invalid != "") {
 				t.Fatalf("Invalid: got %q, want %q", got.Invalid, tt.want.Invalid)
@@ -463,17 +410,17 @@ func TestDecodeRow(t *testing.T) {
 	}
 }
 
-// TestDecodeRow_CopiesStringsSharesPayload: the strings of an Event are
+// TestLayout_EventCopiesStringsSharesPayload: the strings of an Event are
 // copies (the decoder's alias the event's bytes, and a short string must not
 // keep a whole event alive), the payload and headers are the event's own
 // bytes, capped at their length, so that no append writes past them.
-func TestDecodeRow_CopiesStringsSharesPayload(t *testing.T) {
+func TestLayout_EventCopiesStringsSharesPayload(t *testing.T) {
 	l := defaultLayout(t)
 	buf := []byte("m-1|order|agg-9|created|{\"p\":1}|{\"h\":2}")
 	// Strings that alias buf, as the decoder produces them.
 	str := func(from, to int) string { return unsafeString(buf[from:to]) }
 	row := []any{int64(1), str(0, 3), str(4, 9), str(10, 15), str(16, 23), buf[24:31], buf[32:39], "2024-05-06 07:08:09"}
-	e := decodeRow(l, row)
+	e := l.Event(row)
 	if e.Invalid != "" {
 		t.Fatal(e.Invalid)
 	}
@@ -497,11 +444,11 @@ func TestDecodeRow_CopiesStringsSharesPayload(t *testing.T) {
 	}
 }
 
-// FuzzDecodeRow decodes rows of arbitrary Go values of the kinds the binlog
-// decoder produces: decodeRow must not panic, and an event it calls valid
+// FuzzLayoutEvent decodes rows of arbitrary Go values of the kinds the binlog
+// decoder produces: Layout.Event must not panic, and an event it calls valid
 // must be deliverable. With latin1 every text column is in that character
 // set, and a valid event's text must be UTF-8 whatever the bytes.
-func FuzzDecodeRow(f *testing.F) {
+func FuzzLayoutEvent(f *testing.F) {
 	f.Add([]byte{0, 7, 2, 'm', 2, 'o', 2, 'a', 2, 'e', 3, '{', 2, '{', 2, '2'}, uint8(0), false, false)
 	f.Add([]byte{1, 0xff, 0xff, 4, 5, 3, 'x', 2, 2, 2, 2}, uint8(1), true, false)
 	f.Add([]byte{}, uint8(2), false, true)
@@ -572,10 +519,10 @@ func FuzzDecodeRow(f *testing.F) {
 		if skip%5 == 0 {
 			skipped = []int{int(skip % 11)}
 		}
-		if _, _, ok := lay.skippedColumn(skipped); ok {
-			return // the machine stops at such a row (rowImageError)
+		if _, _, ok := lay.SkippedColumn(skipped); ok {
+			return // the reader stops at such a row
 		}
-		e := decodeRow(lay, row)
+		e := lay.Event(row)
 		if e.Invalid != "" {
 			return
 		}
@@ -627,7 +574,7 @@ var carriedTable = []struct {
 	{Column{Name: "aggregate_version", DataType: "mediumint", Unsigned: true}, mysql.MYSQL_TYPE_INT24},
 }
 
-func carriedDecoder(t *testing.T, positional bool) (*rowDecoder, *replication.TableMapEvent) {
+func carriedDecoder(t *testing.T, positional bool) (*Decoder, *replication.TableMapEvent) {
 	t.Helper()
 	m, err := schema.ParseMapping([]string{"message_id=-", "aggregate_type=-", "headers=-", "schema_version=v"})
 	if err != nil {
@@ -647,22 +594,22 @@ func carriedDecoder(t *testing.T, positional bool) (*rowDecoder, *replication.Ta
 	}
 	if positional {
 		// MariaDB's default: neither names nor signedness in the table map.
-		return newRowDecoder(m, extra, cols, nil), tableMap("app", "outbox", nil, types)
+		return NewDecoder(m, extra, cols, nil, nil), binlogtest.TableMap("app", "outbox", nil, types)
 	}
-	return newRowDecoder(m, extra, nil, nil), tableMap("app", "outbox", names, types)
+	return NewDecoder(m, extra, nil, nil, nil), binlogtest.TableMap("app", "outbox", names, types)
 }
 
 // The schema_version column and the extra columns are found as the logical
 // columns are, by name or by the proven layout, and decode alike either way:
 // integers in decimal (UNSIGNED ones too where the table map has no
 // signedness), text copied, NULL left out.
-func TestRowDecoder_CarriedColumns(t *testing.T) {
+func TestDecoder_CarriedColumns(t *testing.T) {
 	wantFields := []fieldIndex{{name: "schema_version", index: 4}, {name: "tenant", index: 1}, {name: "trace", index: 7}, {name: "aggregate_version", index: 8}}
 	for _, positional := range []bool{false, true} {
 		name := map[bool]string{false: "by name", true: "by position"}[positional]
 		t.Run(name, func(t *testing.T) {
 			d, tm := carriedDecoder(t, positional)
-			l, err := d.layoutFor(tm)
+			l, err := d.Layout(tm)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -680,14 +627,14 @@ func TestRowDecoder_CarriedColumns(t *testing.T) {
 				version = uint32(16777215)
 			}
 			row := []any{int64(7), "acme", "42", "created", int16(2), []byte(`{}`), "2024-05-06 07:08:09", nil, version}
-			e := decodeRow(l, row)
+			e := l.Event(row)
 			wantEvent := []outbox.Field{{Name: "schema_version", Value: "2"}, {Name: "tenant", Value: "acme"}, {Name: "aggregate_version", Value: "16777215"}}
 			if e.Invalid != "" || !slices.Equal(e.Fields, wantEvent) {
 				t.Errorf("event fields = %v (invalid %q), want %v", e.Fields, e.Invalid, wantEvent)
 			}
 			// An extra column missing from the row image is no NULL.
-			if name, pos, ok := l.skippedColumn([]int{7}); !ok || name != "trace" || pos != 8 {
-				t.Errorf("skipped extra column: skippedColumn = %q, %d, %v; want trace, 8, true", name, pos, ok)
+			if name, pos, ok := l.SkippedColumn([]int{7}); !ok || name != "trace" || pos != 8 {
+				t.Errorf("skipped extra column: SkippedColumn = %q, %d, %v; want trace, 8, true", name, pos, ok)
 			}
 		})
 	}
@@ -695,7 +642,7 @@ func TestRowDecoder_CarriedColumns(t *testing.T) {
 
 // An extra column the rows lack stops the reader with the columns the rows
 // have, in both layouts; a schema_version column they lack reads as NULL.
-func TestRowDecoder_CarriedColumnMissing(t *testing.T) {
+func TestDecoder_CarriedColumnMissing(t *testing.T) {
 	m, err := schema.ParseMapping([]string{"message_id=-", "aggregate_type=-", "headers=-"})
 	if err != nil {
 		t.Fatal(err)
@@ -710,20 +657,20 @@ func TestRowDecoder_CarriedColumnMissing(t *testing.T) {
 		{Name: "payload", DataType: "blob"}, {Name: "occurred_at", DataType: "datetime"}}
 	for _, tt := range []struct {
 		name string
-		d    *rowDecoder
+		d    *Decoder
 		tm   *replication.TableMapEvent
 	}{
-		{"by name", newRowDecoder(m, extra, nil, nil), tableMap("app", "outbox", names, types)},
-		{"by position", newRowDecoder(m, extra, cols, nil), tableMap("app", "outbox", nil, types)},
+		{"by name", NewDecoder(m, extra, nil, nil, nil), binlogtest.TableMap("app", "outbox", names, types)},
+		{"by position", NewDecoder(m, extra, cols, nil, nil), binlogtest.TableMap("app", "outbox", nil, types)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := tt.d.layoutFor(tt.tm)
+			_, err := tt.d.Layout(tt.tm)
 			if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), `"tenant_id" for --extra-column (columns: id, aggregate_id, event_type, payload, occurred_at)`) ||
 				!strings.Contains(outbox.HintOf(err), "--extra-column tenant_id") {
-				t.Errorf("layoutFor = %v (hint %q), want an ErrConfig naming the column and the columns there are", err, outbox.HintOf(err))
+				t.Errorf("Layout = %v (hint %q), want an ErrConfig naming the column and the columns there are", err, outbox.HintOf(err))
 			}
-			without := newRowDecoder(m, nil, tt.d.columns, nil)
-			l, err := without.layoutFor(tt.tm)
+			without := NewDecoder(m, nil, tt.d.columns, nil, nil)
+			l, err := without.Layout(tt.tm)
 			if err != nil || !reflect.DeepEqual(l.fields, []fieldIndex{{name: "schema_version", index: -1}}) {
 				t.Errorf("without the extra column: fields %+v, %v; want schema_version read as NULL", l.fields, err)
 			}

@@ -1,4 +1,4 @@
-package canal
+package binlogrow
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // ones of a table map by where they lie: they start right after its
 // NullBitmap, in the same event buffer. The rows decode function completes
 // the table map of a followed table before its rows are decoded, on
-// go-mysql's parsing goroutine, so the machine, which reads a table map's
+// go-mysql's parsing goroutine, so the reader's machine, which reads a table map's
 // columns only through the rows events handed to it after that, never sees
 // one incomplete. A table map that nothing completes keeps its optional
 // fields empty: its table is not followed.

@@ -1,7 +1,8 @@
-package canal
+package binlogrow
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,8 +33,36 @@ type Column struct {
 	Charset string
 }
 
-// field indexes of the logical columns in a decoded row; -1 when absent.
-type layout struct {
+// ErrNoLayout is a Decoder's answer for rows without column names while no
+// layout is proven for them.
+var ErrNoLayout = errors.New("no column layout proven for rows without column names")
+
+// ColumnError is a Decoder's answer for rows of a table that have a column
+// the relay did not expect, or lack one it maps. Its hint is the way on when
+// the table cannot be asked; which way goes on depends on the table as it is
+// now, which the reader asks before it stops.
+type ColumnError struct {
+	Database, Table string
+	// Physical is the table's column; Logical the outbox column or the
+	// --extra-column field it stands for.
+	Physical, Logical string
+	// Appeared: the rows have a column the table lacked at start-up;
+	// otherwise they lack one the mapping names, or an --extra-column
+	// (Extra).
+	Appeared, Extra bool
+	err             error
+}
+
+// Error implements error.
+func (e *ColumnError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error with its hint, which wraps outbox.ErrConfig.
+func (e *ColumnError) Unwrap() error { return e.err }
+
+// Layout is where the outbox's columns are in the rows of one table map:
+// the index of each logical column in a decoded row, -1 when absent, and
+// the character sets their bytes are in. Decoder.Layout makes it.
+type Layout struct {
 	id, messageID, aggregateType, aggregateID, eventType, payload, headers, occurredAt int
 	columnCount                                                                        int
 	// fields are the columns carried as fields of their own, in the order
@@ -61,17 +90,20 @@ type fieldIndex struct {
 	text charset.Charset
 }
 
-// rowDecoder turns binlog rows of the outbox table into Events. It maps
-// columns by the names the table map event carries (binlog_row_metadata=FULL),
-// so an ALTER TABLE between the event and its decoding can never shift values
-// into the wrong fields. Without names it maps by position, with a layout
-// proven to be in force at the rows (layout.go), after checking the column
-// count and types against it as a last line of defence.
-type rowDecoder struct {
+// Decoder finds the Layout of an outbox table's rows in their table map. It
+// maps columns by the names the table map event carries
+// (binlog_row_metadata=FULL), so an ALTER TABLE between the event and its
+// decoding can never shift values into the wrong fields. Without names it
+// maps by position, with a layout the reader proved to be in force at the
+// rows, after checking the column count and types against it as a last line
+// of defence.
+//
+// It is not safe for concurrent use: the reader's goroutine has it.
+type Decoder struct {
 	mapping schema.Mapping
 	fields  []schema.ExtraColumn // schema.FieldColumns of mapping and --extra-column
 	// columns is the proven layout for positional mapping; nil when none
-	// is: rows without names then get errNoLayout.
+	// is: rows without names then get ErrNoLayout.
 	columns []Column
 	absent  []string // optional columns the table lacked at start-up
 	// collations name the character set of each collation id, as the
@@ -82,7 +114,7 @@ type rowDecoder struct {
 
 	// cache: the layout of the last table map seen. A transaction repeats the
 	// same table map, and consecutive ones usually carry identical metadata.
-	// The tables of a pattern may share a decoder (tableSet.follow), so
+	// The tables of a pattern may share a decoder (the reader shares it), so
 	// what else the layout depends on is compared too: the columns' real
 	// types and collations.
 	lastTable   *replication.TableMapEvent
@@ -92,24 +124,31 @@ type rowDecoder struct {
 	lastDefault []uint64
 	lastColumn  []uint64
 	lastCount   uint64
-	last        layout
+	last        Layout
 }
 
-func newRowDecoder(m schema.Mapping, extra []schema.ExtraColumn, columns []Column, absent []string) *rowDecoder {
-	return &rowDecoder{mapping: m, fields: schema.FieldColumns(m, extra), columns: columns, absent: absent}
+// NewDecoder returns a Decoder for the rows of a table with mapping m and
+// the --extra-column values extra. columns is the layout proven for rows
+// without column names (nil: none); absent are the optional logical columns
+// the table lacked at start-up; collations name the character set of each
+// collation id of the server (nil: the columns' Charset is all there is).
+func NewDecoder(m schema.Mapping, extra []schema.ExtraColumn, columns []Column, absent []string, collations map[uint64]string) *Decoder {
+	return &Decoder{mapping: m, fields: schema.FieldColumns(m, extra), columns: columns, absent: absent, collations: collations}
 }
 
-// forget drops the positional layout, and the cached one with it: after a DDL
+// Forget drops the positional layout, and the cached one with it: after a DDL
 // on the table a table map with the same count and types may well have its
 // columns in another order.
-func (d *rowDecoder) forget() {
+func (d *Decoder) Forget() {
 	d.columns = nil
-	d.lastTable, d.lastNames, d.lastTypes, d.lastCount, d.last = nil, nil, nil, 0, layout{}
+	d.lastTable, d.lastNames, d.lastTypes, d.lastCount, d.last = nil, nil, nil, 0, Layout{}
 	d.lastMeta, d.lastDefault, d.lastColumn = nil, nil, nil
 }
 
-// layoutFor returns the field layout of a table map event.
-func (d *rowDecoder) layoutFor(tm *replication.TableMapEvent) (layout, error) {
+// Layout returns the layout of the rows of a table map event. Rows without
+// column names and no proven layout get ErrNoLayout; a column the table map
+// has or lacks against the mapping makes a *ColumnError.
+func (d *Decoder) Layout(tm *replication.TableMapEvent) (Layout, error) {
 	if tm == d.lastTable {
 		return d.last, nil
 	}
@@ -118,7 +157,7 @@ func (d *rowDecoder) layoutFor(tm *replication.TableMapEvent) (layout, error) {
 		d.lastTable = tm
 		return d.last, nil
 	}
-	var l layout
+	var l Layout
 	var err error
 	if tm.ColumnName != nil {
 		l, err = d.layoutByName(tm)
@@ -126,7 +165,7 @@ func (d *rowDecoder) layoutFor(tm *replication.TableMapEvent) (layout, error) {
 		l, err = d.layoutByPosition(tm)
 	}
 	if err != nil {
-		return layout{}, err
+		return Layout{}, err
 	}
 	d.charsets(&l, tm)
 	d.lastTable, d.lastNames, d.lastTypes, d.lastCount, d.last = tm, tm.ColumnName, tm.ColumnType, tm.ColumnCount, l
@@ -137,7 +176,7 @@ func (d *rowDecoder) layoutFor(tm *replication.TableMapEvent) (layout, error) {
 // charsets fills in the character sets of l's text columns: the collations
 // the table map carries, which are those the rows were written with, or
 // else those of the proven layout.
-func (d *rowDecoder) charsets(l *layout, tm *replication.TableMapEvent) {
+func (d *Decoder) charsets(l *Layout, tm *replication.TableMapEvent) {
 	collations := tm.CollationMap()
 	if d.collations == nil {
 		collations = nil
@@ -185,30 +224,30 @@ func equalNames(a, b [][]byte) bool {
 	return true
 }
 
-func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error) {
+func (d *Decoder) layoutByName(tm *replication.TableMapEvent) (Layout, error) {
 	names := tm.ColumnNameString()
 	for _, logical := range d.absent {
 		if i := columnIndex(names, logical); i >= 0 {
 			n := names[i]
-			return layout{}, &columnError{db: string(tm.Schema), table: string(tm.Table), physical: n, logical: logical, appeared: true,
+			return Layout{}, &ColumnError{Database: string(tm.Schema), Table: string(tm.Table), Physical: n, Logical: logical, Appeared: true,
 				err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have a column %q, which the table lacked when the relay started, so entries have gone without %s; the table was altered",
 					outbox.ErrConfig, tm.Schema, tm.Table, n, logical),
 					"if the table has the column now, restart the relay: it resumes at this transaction and relays the column from here on; if it was dropped since, restart with --column %s=-", logical)}
 		}
 	}
 	l, err := d.fill(names, func(physical, logical string) error {
-		return &columnError{db: string(tm.Schema), table: string(tm.Table), physical: physical, logical: logical,
+		return &ColumnError{Database: string(tm.Schema), Table: string(tm.Table), Physical: physical, Logical: logical,
 			err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for %s (columns: %s)",
 				outbox.ErrConfig, tm.Schema, tm.Table, physical, logical, strings.Join(names, ", ")),
 				"if the column was renamed, map it with --column %s=<name>; if it was dropped, restore it", logical)}
 	})
 	if err != nil {
-		return layout{}, err
+		return Layout{}, err
 	}
 	// With names the table map carries signedness too (FULL includes
 	// it), and the syncer decodes UNSIGNED columns as such.
 	l.fields, err = d.fieldLayout(names, nil, func(e schema.ExtraColumn) error {
-		return &columnError{db: string(tm.Schema), table: string(tm.Table), physical: e.Column, logical: e.Field, extra: true,
+		return &ColumnError{Database: string(tm.Schema), Table: string(tm.Table), Physical: e.Column, Logical: e.Field, Extra: true,
 			err: outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have no column %q for --extra-column (columns: %s); the rows were written before the column was added, or after it was dropped",
 				outbox.ErrConfig, tm.Schema, tm.Table, e.Column, strings.Join(names, ", ")),
 				"restore the column, or drop --extra-column %s and restart", e.Column)}
@@ -221,7 +260,7 @@ func (d *rowDecoder) layoutByName(tm *replication.TableMapEvent) (layout, error)
 // where the rows lack it; an extra column the user named must be there, and
 // missing makes an error. unsigned, when not nil, says which row positions
 // are UNSIGNED integer columns decoded as signed.
-func (d *rowDecoder) fieldLayout(names []string, unsigned func(int) byte, missing func(schema.ExtraColumn) error) ([]fieldIndex, error) {
+func (d *Decoder) fieldLayout(names []string, unsigned func(int) byte, missing func(schema.ExtraColumn) error) ([]fieldIndex, error) {
 	var out []fieldIndex
 	for _, f := range d.fields {
 		i := columnIndex(names, f.Column)
@@ -241,8 +280,8 @@ func (d *rowDecoder) fieldLayout(names []string, unsigned func(int) byte, missin
 // A mapped column that is missing is an error made by missing, unless it
 // is optional: one added later by ALTER TABLE is absent from older events,
 // and reads as NULL there.
-func (d *rowDecoder) fill(names []string, missing func(physical, logical string) error) (layout, error) {
-	l := layout{columnCount: len(names)}
+func (d *Decoder) fill(names []string, missing func(physical, logical string) error) (Layout, error) {
+	l := Layout{columnCount: len(names)}
 	for _, f := range []struct {
 		logical string
 		dst     *int
@@ -255,7 +294,7 @@ func (d *rowDecoder) fill(names []string, missing func(physical, logical string)
 		if physical, ok := d.mapping.Physical(f.logical); ok {
 			i = columnIndex(names, physical)
 			if i < 0 && !schema.Optional(f.logical) {
-				return layout{}, missing(physical, f.logical)
+				return Layout{}, missing(physical, f.logical)
 			}
 		}
 		*f.dst = i
@@ -277,18 +316,18 @@ func columnIndex(names []string, physical string) int {
 // layoutByPosition maps columns by ordinal position, with the proven layout.
 // The proof makes it safe; a different count or incompatible types mean the
 // proof missed a change (a DDL it did not recognise), so it stops.
-func (d *rowDecoder) layoutByPosition(tm *replication.TableMapEvent) (layout, error) {
+func (d *Decoder) layoutByPosition(tm *replication.TableMapEvent) (Layout, error) {
 	if d.columns == nil {
-		return layout{}, errNoLayout
+		return Layout{}, ErrNoLayout
 	}
 	hint := "set binlog_row_metadata=FULL on the server (SET GLOBAL binlog_row_metadata=FULL and in my.cnf) so the relay maps columns by name; events written before that carry no names and need the table as it was then"
 	if int(tm.ColumnCount) != len(d.columns) {
-		return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have %d columns but the table has %d; the table was altered and the binlog carries no column names",
+		return Layout{}, outbox.WithHint(fmt.Errorf("%w: binlog rows of %s.%s have %d columns but the table has %d; the table was altered and the binlog carries no column names",
 			outbox.ErrConfig, tm.Schema, tm.Table, tm.ColumnCount, len(d.columns)), "%s", hint)
 	}
 	for i, c := range d.columns {
 		if !compatible(tm.ColumnType[i], c.DataType) {
-			return layout{}, outbox.WithHint(fmt.Errorf("%w: binlog column %d of %s.%s has type code %d, but column %s is %s; the table was altered and the binlog carries no column names",
+			return Layout{}, outbox.WithHint(fmt.Errorf("%w: binlog column %d of %s.%s has type code %d, but column %s is %s; the table was altered and the binlog carries no column names",
 				outbox.ErrConfig, i+1, tm.Schema, tm.Table, tm.ColumnType[i], c.Name, c.DataType), "%s", hint)
 		}
 	}
@@ -301,7 +340,7 @@ func (d *rowDecoder) layoutByPosition(tm *replication.TableMapEvent) (layout, er
 			"if the column was renamed, map it with --column %s=<name>; if it was dropped, restore it", logical)
 	})
 	if err != nil {
-		return layout{}, err
+		return Layout{}, err
 	}
 	// Signedness from the proven layout where the table map has none
 	// (MariaDB's default); MySQL's MINIMAL metadata carries it.
@@ -357,14 +396,14 @@ func compatible(binlogType byte, dataType string) bool {
 	return binlogClass(binlogType) == dataTypeClass(dataType)
 }
 
-// decodeRow turns one binlog row into an Event, by the rules of package
+// Event turns one binlog row into an Event, by the rules of package
 // eventrow. Strings are copied: the decoder's alias the event's bytes,
 // and one short string would keep a whole event alive. The payload and the
 // headers are not (eventrow.ToTextBytesShared): they are most of a row's
 // bytes, and go-mysql allocates each event afresh. Problems with the row's content do
 // not fail the decoding: they mark the Event invalid, and it goes to the
 // dead-letter stream with the reason.
-func decodeRow(l layout, row []any) outbox.Event {
+func (l Layout) Event(row []any) outbox.Event {
 	if len(row) != l.columnCount {
 		return outbox.Event{Invalid: fmt.Sprintf("row has %d values, the table map %d columns", len(row), l.columnCount)}
 	}
@@ -432,13 +471,13 @@ func decodeRow(l layout, row []any) outbox.Event {
 	return b.Event()
 }
 
-// skippedColumn returns the logical name and the position (from 1) of the
+// SkippedColumn returns the logical name and the position (from 1) of the
 // first column the relay reads that skipped (the columns a row image left
 // out: binlog_row_image=MINIMAL or NOBLOB in the writing session) holds, or
 // ok false. Such a row is not in the binlog whole: a missing value is
 // neither NULL nor the column's default, and an event made of it would be
 // invented (TestRun_RowImageWithoutColumnsStops).
-func (l layout) skippedColumn(skipped []int) (name string, pos int, ok bool) {
+func (l Layout) SkippedColumn(skipped []int) (name string, pos int, ok bool) {
 	for _, i := range skipped {
 		for _, c := range []struct {
 			name  string
