@@ -4,12 +4,13 @@
 // DecodeData (rowimage.go), and completes their table maps' optional
 // metadata, for those tables only (tablemeta.go). On the reader's goroutine
 // a Decoder maps a table map's columns to the outbox's logical columns, by
-// the names it carries or by a proven positional layout, and a Layout turns
-// each row into an outbox.Event (decode.go).
+// the names it carries or by a proven positional layout, and the Layout it
+// finds turns each row into an outbox.Event, its text converted to UTF-8
+// from the character set of the column's collation (ReadCollations).
 //
-// It holds no connection and no position: which tables are followed, which
-// layout is proven and where a transaction starts are the reader's (package
-// canal).
+// It holds no connection (ReadCollations asks the server through the
+// caller's) and no position: which tables are followed, which layout is
+// proven and where a transaction starts are the reader's (package canal).
 package binlogrow
 
 import (

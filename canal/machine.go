@@ -1,12 +1,12 @@
 package canal
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
@@ -461,12 +461,6 @@ func (m *machine) dropSavepoint(name string) {
 	}
 }
 
-// stripComments drops white space and the comments ORMs and query tags put
-// around a statement, by the lexer's rules that words uses (skipSpace).
-func stripComments(q []byte) []byte {
-	return bytes.TrimRight(skipSpace(q), " \t\r\n\f\v")
-}
-
 // inspectStatement reports statements that change the outbox table without row
 // events: an INSERT logged as a statement (binlog_format=STATEMENT or MIXED in
 // the producer's session) produces no row the relay could read. A DDL on the
@@ -495,65 +489,23 @@ func (m *machine) inspectStatement(h *replication.EventHeader, e *replication.Qu
 	}
 }
 
-// insertTarget parses the target table of INSERT, REPLACE and LOAD DATA.
-func insertTarget(q []byte) (db, table string, ok bool) {
-	words := strings.Fields(string(q[:min(len(q), 512)]))
-	if len(words) == 0 {
-		return "", "", false
-	}
-	i := 0
-	switch strings.ToUpper(words[0]) {
-	case "INSERT", "REPLACE":
-		i = 1
-		for i < len(words) {
-			switch strings.ToUpper(words[i]) {
-			case "LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE", "INTO":
-				i++
-				continue
-			}
-			break
-		}
-	case "LOAD":
-		for i < len(words) && !strings.EqualFold(words[i], "TABLE") {
-			i++
-		}
-		i++
-	default:
-		return "", "", false
-	}
-	if i >= len(words) {
-		return "", "", false
-	}
-	name := words[i]
-	if cut := strings.IndexAny(name, "(,"); cut > 0 {
-		name = name[:cut]
-	}
-	db, table, qualified := strings.Cut(name, ".")
-	if !qualified {
-		db, table = "", db
-	}
-	return strings.Trim(db, "`"), strings.Trim(table, "`"), true
-}
-
-func hasPrefixFold(b []byte, prefix string) bool {
-	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
-}
-
 func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
 	if err := m.unknownRows(h, e); err != nil {
 		return err
 	}
-	if m.updates != nil && e.Table != nil && e.Type() == replication.EnumRowsEventTypeUpdate {
-		if f := m.tables.lookup(e.Table); f != nil {
-			m.updates.saw(m.log, f.name, m.file, h.LogPos)
-		}
-		return nil
-	}
-	if e.Table == nil || e.Type() != replication.EnumRowsEventTypeInsert {
+	// The relay reads the INSERTs of its tables, and reports their UPDATEs
+	// when asked to.
+	t := e.Type()
+	update := t == replication.EnumRowsEventTypeUpdate && m.updates != nil
+	if e.Table == nil || (t != replication.EnumRowsEventTypeInsert && !update) {
 		return nil
 	}
 	f := m.tables.lookup(e.Table)
 	if f == nil {
+		return nil
+	}
+	if update {
+		m.updates.saw(m.log, f.name, m.file, h.LogPos)
 		return nil
 	}
 	if !m.inTx {
@@ -636,6 +588,24 @@ func (m *machine) rowImageError(f *followed, column string, pos int) error {
 		"set binlog_row_image=FULL (SET GLOBAL binlog_row_image=FULL, and in my.cnf [mysqld]; sessions opened before keep their setting, so reconnect the producers); "+
 			"then, with the relay stopped, run `binlog-outbox repair --apply` with run's flags, which appends the rows the binlog lacks from the table "+
 			"and stores a position past them, and start the relay again (docs/incidents.md)")
+}
+
+// unknownLayoutError is the stop for rows without names before a DDL whose
+// earlier layout the relay cannot know.
+func (m *machine) unknownLayoutError(d *ddlEvent, tm *replication.TableMapEvent) error {
+	resume := fmt.Sprintf("%s:%d", d.file, d.end)
+	if !d.gset.IsZero() {
+		resume = d.gset.String()
+	}
+	return outbox.WithHint(fmt.Errorf("%w: rows of %s.%s without column names at %s:%d were written before `%s` at %s:%d (%s), "+
+		"and the column order they were written with is unknown: binlog_row_metadata is not FULL and the table changed while the relay was behind",
+		outbox.ErrConfig, tm.Schema, tm.Table, m.txStart.File, m.txStart.Pos, logging.Truncate(d.query, 200), d.file, d.start,
+		time.Unix(int64(d.when), 0).UTC().Format(time.RFC3339)),
+		"1) set binlog_row_metadata=FULL (SET GLOBAL binlog_row_metadata=FULL and in my.cnf [mysqld]) so that rows carry their column names and this never recurs; "+
+			"2) `binlog-outbox position set --start-from %s` to resume right after that DDL; "+
+			"3) republish the outbox rows committed from %s:%d to %s:%d, which the relay skips: "+
+			"then, with the relay stopped, `binlog-outbox repair --apply` appends those rows, which no stream holds, once each (docs/incidents.md)",
+		resume, m.txStart.File, m.txStart.Pos, d.file, d.end)
 }
 
 // commit ends the current transaction at an XID event or COMMIT query.

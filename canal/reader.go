@@ -7,6 +7,11 @@
 // their skipped columns, and none of canal's side effects (mysqldump, a random
 // server id, a position sync on Close). The package keeps the name of the job.
 //
+// Turning a rows event into values, and a row into an Event, is package
+// binlogrow's; this package decides which tables are followed, proves the
+// column layout of rows without column names, and follows the transactions
+// and positions the rows come in.
+//
 // Guarantees, and how:
 //   - Only committed transactions: rows are buffered until their XID (or
 //     COMMIT), and a transaction cut short by a reconnect is discarded.
@@ -315,7 +320,7 @@ type Reader struct {
 	carried map[string][]binlogrow.Column
 
 	// collations name the character set of each collation id of the
-	// server, read at each session's start (readCollations): a failover
+	// server, read at each session's start (binlogrow.ReadCollations): a failover
 	// may bring a server that has more.
 	collations map[uint64]string
 

@@ -13,6 +13,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/binlogrow"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
 
@@ -67,7 +68,7 @@ func (r *Reader) begin(ctx context.Context) (start position.Point, prev []byte, 
 	if err := r.resolveSources(ctx); err != nil {
 		return start, nil, proof, err
 	}
-	if r.collations, err = readCollations(ctx, r.db); err != nil {
+	if r.collations, err = binlogrow.ReadCollations(ctx, r.db); err != nil {
 		return start, nil, proof, err
 	}
 	var converted bool

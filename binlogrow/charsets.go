@@ -1,4 +1,4 @@
-package canal
+package binlogrow
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// readCollations reads the character set of every collation id the server
-// has: the table maps of binlog_row_metadata=FULL (and MySQL's MINIMAL)
+// ReadCollations reads the character set of every collation id the server
+// has, for NewDecoder: the table maps of binlog_row_metadata=FULL (and MySQL's MINIMAL)
 // carry a text column's collation as a number, and its bytes are in that
 // collation's character set. MariaDB 10.10 and later list collations that
 // apply to several character sets (uca1400) once per character set in
 // COLLATION_CHARACTER_SET_APPLICABILITY only, with their ids.
-func readCollations(ctx context.Context, db *sql.DB) (map[uint64]string, error) {
+func ReadCollations(ctx context.Context, db *sql.DB) (map[uint64]string, error) {
 	out := map[uint64]string{}
 	read := func(q string) error {
 		rows, err := db.QueryContext(ctx, q)
