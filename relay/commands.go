@@ -29,23 +29,22 @@ import (
 // configured is the default of the host name and the position key
 // (positionKey, --position-key; "" for the table's), and the effective
 // configuration is logged at the debug level with version.
-func Resolve(in settings.Input, positionKey, version string) (Config, error) {
-	s, err := settings.Resolve(in)
+func Resolve(in settings.Input, positionKey, version string) (settings.Config, error) {
+	cfg, err := settings.Resolve(in)
 	if err != nil {
-		return Config{}, err
+		return settings.Config{}, err
 	}
 	// go-redis logs dial failures to stderr on its own; route them to debug,
 	// since the relay reports the errors it gets anyway.
-	redis.SetLogger(redisLogger{s.Logger})
-	cfg := Config{Config: s}
+	redis.SetLogger(redisLogger{cfg.Logger})
 	if cfg.ServerID == 0 {
 		host, err := os.Hostname()
 		if err != nil {
-			return Config{}, fmt.Errorf("--server-id: read the host name for the default: %w", err)
+			return settings.Config{}, fmt.Errorf("--server-id: read the host name for the default: %w", err)
 		}
 		cfg.ServerID = settings.DefaultServerIDFor(host, PositionKey(cfg, positionKey))
 	}
-	s.Logger.Debug("starting", "version", version, "config", cfg.Config)
+	cfg.Logger.Debug("starting", "version", version, "config", cfg)
 	return cfg, nil
 }
 
@@ -88,7 +87,7 @@ func CheckVerdict(rep preflight.Report, requested string) error {
 // PositionReader connects to MySQL and builds the binlog reader that
 // `position set` checks start with (NewReader), of the server it detects.
 // The caller closes the pool.
-func PositionReader(ctx context.Context, cfg Config, positionKey string, sink *redisstream.Sink, start position.Start) (*canal.Reader, *sql.DB, error) {
+func PositionReader(ctx context.Context, cfg settings.Config, positionKey string, sink *redisstream.Sink, start position.Start) (*canal.Reader, *sql.DB, error) {
 	db, err := sql.Open("mysql", cfg.DSN())
 	if err != nil {
 		return nil, nil, fmt.Errorf("open mysql: %w", err)

@@ -12,6 +12,15 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
+// RedisClient opens the client of the relay's appends: a cluster client
+// with --redis-cluster, a client of c.Redis otherwise.
+func (c Config) RedisClient() redis.UniversalClient {
+	if c.RedisCluster != nil {
+		return redisconn.NewClusterClientFromOptions(c.RedisCluster)
+	}
+	return c.Redis.NewClient(redisconn.DefaultTimeout)
+}
+
 // redis resolves the Redis URL (the command line, the environment, the
 // .env, the default), adds the password file and parses it into the target
 // or, with --redis-cluster, the cluster.

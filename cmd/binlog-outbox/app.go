@@ -272,8 +272,9 @@ func commandLine(c *cli.Context) map[string][]string {
 	return given
 }
 
-// config is the configuration every command shares (relay.Config).
-type config = relay.Config
+// config is the configuration every command shares, as relay.Resolve
+// resolves it.
+type config = settings.Config
 
 // commandName is the command as typed, "schema print" for a subcommand.
 func commandName(c *cli.Context) string {
