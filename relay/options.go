@@ -13,6 +13,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -120,9 +121,11 @@ const (
 	maxBackfillRate = 1000000
 )
 
-// Ranges are the valid values of the flags of run and check, and of the
-// other commands that share them (status, verify, mark-appended, position).
-// A component would otherwise take 0 or "" for its default without a word.
+// Ranges are the valid values of the flags of every command: run and check,
+// the commands that share their flags (status, verify, mark-appended,
+// position), and the flags of the operator's commands (backfill, verify,
+// repair, cleanup). A flag that two commands share has one range. A
+// component would otherwise take 0 or "" for its default without a word.
 func Ranges() []Range {
 	return []Range{
 		intIn("partitions", 1, maxPartitions),
@@ -163,7 +166,23 @@ func Ranges() []Range {
 		durationIn("timeout", minDuration, 0),
 		// backfill's entries per second; 0 lifts the bound.
 		intIn("rate", 0, maxBackfillRate),
+		// verify's and repair's walk, and repair's refusal of foreign
+		// entries.
+		intIn("chunk-rows", 1, anyPositiveInt),
+		intIn("page-entries", 1, anyPositiveInt),
+		intIn("accept-foreign", 0, anyPositiveInt).wanting("the count of foreign entries a dry run reported, 0 or more"),
+		oneOf("snapshot", admin.SnapshotAuto, admin.SnapshotStatus, admin.SnapshotLock),
+		// cleanup's DELETEs, and its and verify's wait for the relay.
+		intIn("batch", 1, admin.MaxCleanupBatch),
+		durationIn("pause", 0, 0),
+		durationIn("wait", 0, 0),
 	}
+}
+
+// wanting is r saying want of what is valid.
+func (r Range) wanting(want string) Range {
+	r.Want = want
+	return r
 }
 
 // CheckFlag refuses a value of the flag name outside its range, naming

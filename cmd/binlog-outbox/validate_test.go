@@ -43,6 +43,13 @@ var badValues = map[string][]string{
 	"poll-list-interval":     {"0"},
 	"timeout":                {"0", "-1s"},
 	"rate":                   {"-1", "1000001"},
+	"chunk-rows":             {"0", "-1"},
+	"page-entries":           {"0"},
+	"accept-foreign":         {"-1"},
+	"snapshot":               {"later", ""},
+	"batch":                  {"0", "10001"},
+	"pause":                  {"-1s"},
+	"wait":                   {"-1s"},
 }
 
 // commandsWith lists the commands (by their path) that take the flag.
