@@ -103,9 +103,10 @@ type Range struct {
 
 // Bounds of the flags whose components have none of their own.
 const (
-	maxPartitions = 1 << 16
-	maxBatch      = 100000
-	minDuration   = time.Millisecond
+	// maxBatch bounds --max-batch-events, the events of one Redis round
+	// trip.
+	maxBatch    = 100000
+	minDuration = time.Millisecond
 	// maxHeartbeat: a connection is rebuilt after three silent periods,
 	// and a longer wait would hide a dead one for hours.
 	maxHeartbeat   = time.Hour
@@ -128,7 +129,7 @@ const (
 // component would otherwise take 0 or "" for its default without a word.
 func Ranges() []Range {
 	return []Range{
-		intIn("partitions", 1, maxPartitions),
+		intIn("partitions", 1, redisstream.MaxPartitions),
 		nonEmpty("stream", "a stream key template, e.g. outbox:{aggregate_type}"),
 		nonEmpty("dead-letter-stream", "a stream key, e.g. outbox:dead-letter"),
 		intIn("max-batch-events", 1, maxBatch),
@@ -156,7 +157,7 @@ func Ranges() []Range {
 		durationIn("group-metrics-interval", minDuration, 0),
 		durationIn("group-idle-threshold", minDuration, 0),
 		durationIn("poll-interval", minDuration, 0),
-		intIn("batch-size", 1, maxBatch),
+		intIn("batch-size", 1, poller.MaxBatchSize),
 		intIn("max-batch-bytes", 1, anyPositiveInt),
 		oneOf("on-sent", poller.OnSentMark, poller.OnSentDelete),
 		durationIn("dedupe-window", 0, 0),
