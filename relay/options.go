@@ -20,8 +20,10 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
-// Options is everything run's flags give; a zero field of the reader's or
-// the poller's sizes and periods is that component's default.
+// Options is everything run's flags give, global and its own, in one
+// value: the command line checks each flag's range as it reads it
+// (Ranges), and Validate what they say together. A zero field of the
+// reader's or the poller's sizes and periods is that component's default.
 type Options struct {
 	// Config is the resolved global configuration (Resolve).
 	Config settings.Config

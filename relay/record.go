@@ -163,7 +163,7 @@ func findRecord(ctx context.Context, client redis.UniversalClient, cfg settings.
 		return nil, outbox.WithHint(fmt.Errorf("read the relays' records: %w", err),
 			"the command takes the relay's stream and format from its record; Redis (on a cluster, the master of %s) is unreachable: run the command again once it answers (a cluster replaces a master within cluster-node-timeout)", redisstream.RecordIndexKey)
 	}
-	if key := PositionKey(cfg, positionKey); key != "" {
+	if key := cfg.PositionKey(positionKey); key != "" {
 		for _, r := range records {
 			if r.PositionKey == key {
 				return &r, nil

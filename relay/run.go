@@ -163,7 +163,7 @@ func PreflightConfig(ctx context.Context, o Options, format *redisstream.Format,
 	cfg := o.Config
 	pc := preflight.Config{
 		MySQLDSN: cfg.DSN(), Redis: checkedRedis(ctx, cfg), Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
-		Extra: cfg.Extra, ServerID: cfg.ServerID, ReservedColumn: cfg.ReservedColumn(), OnSent: onSent, PositionKey: PositionKey(cfg, o.PositionKey),
+		Extra: cfg.Extra, ServerID: cfg.ServerID, ReservedColumn: cfg.ReservedColumn(), OnSent: onSent, PositionKey: cfg.PositionKey(o.PositionKey),
 		Format: format, Stream: o.Stream, Partitions: o.Partitions,
 		Start: startFlags(o, cfg, *format),
 	}
@@ -188,7 +188,7 @@ func startFlags(o Options, cfg settings.Config, format redisstream.Format) *pref
 // mapping resolved against the table completes it (Start.SinkConfig).
 func sinkConfig(o Options, cfg settings.Config, format redisstream.Format) redisstream.Config {
 	sc := entryConfig(o, cfg, format)
-	sc.PositionKey = PositionKey(cfg, o.PositionKey)
+	sc.PositionKey = cfg.PositionKey(o.PositionKey)
 	// The same keys as poll mode's, so that a switch between the modes
 	// skips what the other one appended.
 	sc.Dedupe = redisstream.Dedupe{
@@ -343,7 +343,7 @@ func checkOldPositionKey(ctx context.Context, o Options, cfg settings.Config, na
 	if o.PositionKey != "" || name.Given == "" {
 		return nil
 	}
-	old, key := redisstream.KeyPrefix+"position:"+name.Given, PositionKey(cfg, o.PositionKey)
+	old, key := redisstream.KeyPrefix+"position:"+name.Given, cfg.PositionKey(o.PositionKey)
 	n, err := client.Exists(ctx, old).Result()
 	if err != nil {
 		return fmt.Errorf("look for a position stored under %s (EXISTS): %w", old, redisconn.Classify(err))
@@ -355,16 +355,6 @@ func checkOldPositionKey(ctx context.Context, o Options, cfg settings.Config, na
 		outbox.ErrConfig, old, name.String(), name.LowerCaseTableNames, key),
 		"a relay that ran with %s compared the binlog with that name and skipped the table's rows; re-read from where it started, or accept the gap and republish rows it missed with --mode poll, then delete %s (redis-cli DEL %s) and set the position with `binlog-outbox position set`",
 		old, old, old)
-}
-
-// PositionKey is given (--position-key) or, for one table, the table's
-// default key; "" for several tables without --position-key
-// (RequirePositionKey).
-func PositionKey(cfg settings.Config, given string) string {
-	if cfg.Several {
-		return given
-	}
-	return redisstream.KeysFor(cfg.Database, cfg.Table, given).Position
 }
 
 // RequirePositionKey refuses several tables without --position-key
@@ -390,7 +380,7 @@ func newReader(o Options, cfg settings.Config, name schema.Name, srv mysqlserver
 		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
 		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
 		Name:  name,
-		Start: start, PositionKey: PositionKey(cfg, o.PositionKey), Cuts: cuts,
+		Start: start, PositionKey: cfg.PositionKey(o.PositionKey), Cuts: cuts,
 		UpdateWarning: cfg.UpdateWarning(),
 	}
 	if cfg.Several {

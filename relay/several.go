@@ -57,7 +57,7 @@ func runSeveral(ctx context.Context, o Options, cfg settings.Config, rep preflig
 			"first", strings.Join(names, ","), "stream", StreamTemplate(cfg, o.Stream))
 	} else {
 		log.Info("relaying several outbox tables with one position", "table_values", cfg.TableString(), "tables", len(rep.Tables),
-			"first", strings.Join(names, ","), "position_key", PositionKey(cfg, o.PositionKey), "stream", StreamTemplate(cfg, o.Stream))
+			"first", strings.Join(names, ","), "position_key", cfg.PositionKey(o.PositionKey), "stream", StreamTemplate(cfg, o.Stream))
 	}
 	return relayIn(ctx, o, cfg, client, relayMode, schema.FieldColumns(cfg.Mapping, cfg.Extra), format,
 		func() error { return runPollSeveral(ctx, o, cfg, rep, requested, db, client) },

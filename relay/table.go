@@ -72,7 +72,7 @@ func PositionSink(ctx context.Context, cfg *settings.Config, key string) (*redis
 		}
 	}
 	client := cfg.RedisClient()
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: PositionKey(*cfg, key), Cluster: cfg.RedisCluster != nil})
+	sink, err := redisstream.New(client, redisstream.Config{PositionKey: cfg.PositionKey(key), Cluster: cfg.RedisCluster != nil})
 	if err != nil {
 		client.Close()
 		return nil, nil, err

@@ -1,8 +1,10 @@
 package settings
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 
 	"github.com/redis/go-redis/v9"
@@ -19,6 +21,14 @@ func (c Config) RedisClient() redis.UniversalClient {
 		return redisconn.NewClusterClientFromOptions(c.RedisCluster)
 	}
 	return c.Redis.NewClient(redisconn.DefaultTimeout)
+}
+
+// redisLogger adapts go-redis's internal logging to slog at debug level.
+type redisLogger struct{ log *slog.Logger }
+
+// Printf implements go-redis's internal.Logging.
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }
 
 // redis resolves the Redis URL (the command line, the environment, the
