@@ -20,7 +20,9 @@ import (
 
 // Bounds and steps of cleanup.
 const (
-	// MaxCleanupBatch bounds CleanupOptions.Batch.
+	// MaxCleanupBatch bounds CleanupOptions.Batch (cleanup's --batch,
+	// which the command checks as it reads it): a DELETE of more rows
+	// holds its row locks longer.
 	MaxCleanupBatch = 10000
 	// DefaultCleanupBatch and DefaultCleanupWait are cleanup's --batch and
 	// --wait.
@@ -60,18 +62,6 @@ type CleanupOptions struct {
 	// DryRun counts the rows that would be deleted, deleting none.
 	DryRun bool
 	Logger *slog.Logger
-}
-
-// CheckSizes refuses a Batch outside 1 to MaxCleanupBatch and a negative
-// Pause or Wait: the command checks them before it connects.
-func (o CleanupOptions) CheckSizes() error {
-	if o.Batch < 1 || o.Batch > MaxCleanupBatch {
-		return outbox.NewConfigError(fmt.Sprintf("--batch %d: want 1 to %d rows", o.Batch, MaxCleanupBatch))
-	}
-	if o.Pause < 0 || o.Wait < 0 {
-		return outbox.NewConfigError("--pause and --wait must not be negative")
-	}
-	return nil
 }
 
 // Cleanup deletes the old rows the relay has relayed, by primary key, a

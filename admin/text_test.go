@@ -41,31 +41,6 @@ func TestNewVerifyRange(t *testing.T) {
 	}
 }
 
-func TestCleanupOptions_CheckSizes(t *testing.T) {
-	for _, tc := range []struct {
-		o   CleanupOptions
-		err string
-	}{
-		{CleanupOptions{Batch: 1}, ""},
-		{CleanupOptions{Batch: MaxCleanupBatch, Pause: time.Second, Wait: time.Minute}, ""},
-		{CleanupOptions{Batch: 0}, "--batch 0: want 1 to 10000 rows"},
-		{CleanupOptions{Batch: MaxCleanupBatch + 1}, "--batch 10001: want 1 to 10000 rows"},
-		{CleanupOptions{Batch: 1, Pause: -time.Second}, "--pause and --wait must not be negative"},
-		{CleanupOptions{Batch: 1, Wait: -time.Second}, "--pause and --wait must not be negative"},
-	} {
-		err := tc.o.CheckSizes()
-		if tc.err == "" {
-			if err != nil {
-				t.Errorf("%+v: %v, want no error", tc.o, err)
-			}
-			continue
-		}
-		if err == nil || err.Error() != tc.err || !errors.Is(err, outbox.ErrConfig) {
-			t.Errorf("%+v: error %v, want the configuration error %q", tc.o, err, tc.err)
-		}
-	}
-}
-
 func TestBackfillLive(t *testing.T) {
 	if _, err := BackfillLive(true, "outbox:{aggregate_type}", 1, true); !errors.Is(err, ErrBackfillCluster) || !errors.Is(err, outbox.ErrConfig) || outbox.HintOf(err) == "" {
 		t.Errorf("on Redis Cluster: %v, want ErrBackfillCluster with a hint", err)

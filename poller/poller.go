@@ -61,6 +61,9 @@ const (
 	DefaultMaxBatchBytes   = 16 << 20
 	DefaultMaxBackoff      = 30 * time.Second
 	DefaultShutdownGrace   = 5 * time.Second
+	// MaxBatchSize bounds BatchSize (--batch-size): one SELECT ... FOR
+	// UPDATE locks that many rows.
+	MaxBatchSize = 100000
 )
 
 // Back-off steps of Run between the adaptive extremes.
@@ -194,8 +197,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Table == "":
 		return fmt.Errorf("%w: poller: Table is required", outbox.ErrConfig)
-	case c.BatchSize < 1 || c.BatchSize > 100000:
-		return outbox.WithHint(fmt.Errorf("%w: poller: --batch-size %d is out of range", outbox.ErrConfig, c.BatchSize), "use 1 to 100000; 500 is a good start")
+	case c.BatchSize < 1 || c.BatchSize > MaxBatchSize:
+		return outbox.WithHint(fmt.Errorf("%w: poller: --batch-size %d is out of range", outbox.ErrConfig, c.BatchSize), "use 1 to %d; 500 is a good start", MaxBatchSize)
 	case c.MaxBatchBytes < 1:
 		return fmt.Errorf("%w: poller: --max-batch-bytes %d must be positive", outbox.ErrConfig, c.MaxBatchBytes)
 	case c.PollInterval < 0:

@@ -46,9 +46,12 @@ type Start struct {
 	// for the table (StreamFor), and NoAggregateType and NoHeaders follow
 	// the mapping resolved against it (SinkConfig).
 	Sink redisstream.Config
-	// Refused is what the relay's options refused (relay.Options.Validate:
-	// the lease's timings, --trim, --start-from), nil when they are valid;
-	// joined errors are reported one by one.
+	// Refused is what the relay's own validation refused of its options
+	// (relay.Options.Validate: what the flags say together, such as the
+	// lease's renewals against its TTL), nil when they are valid; joined
+	// errors are reported one by one. The preflight reports it as it is
+	// and checks no flag's range again: the command line checked each
+	// flag as it read it.
 	Refused error
 	// Lease is --lease.
 	Lease bool
@@ -181,7 +184,7 @@ func refuseStateInAuto(s *Start, results []Result) {
 func checkStartFrom(ctx context.Context, cfg Config, srv mysqlserver.Server) []Result {
 	s, err := position.ParseStart(cfg.Start.StartFrom)
 	if err != nil || (s.Kind != position.StartGTID && s.Kind != position.StartFilePos) {
-		return nil // a refused setting (checkStart), or always on the server
+		return nil // refused as the flag was read, or always on the server
 	}
 	err = withDB(ctx, cfg.MySQLDSN, func(db *sql.DB) error { return srv.CheckStart(ctx, db, s) })
 	var unreached *unreachedError

@@ -17,6 +17,10 @@ const DefaultStream = "outbox:{aggregate_type}"
 // events in order whatever their event types.
 const DefaultStreamNoAggregateType = "outbox"
 
+// MaxPartitions bounds the partitions {partition} ranges over
+// (--partitions).
+const MaxPartitions = 1 << 16
+
 // Placeholders a stream template may use.
 const (
 	PlaceholderAggregateType = "aggregate_type"
@@ -52,8 +56,8 @@ func ParseTemplate(src string, partitions int, hasAggregateType bool) (*Template
 	if src == "" {
 		return nil, outbox.WithHint(fmt.Errorf("%w: --stream is empty", outbox.ErrConfig), "%s", hint)
 	}
-	if partitions < 1 || partitions > 1<<16 {
-		return nil, outbox.WithHint(fmt.Errorf("%w: --partitions %d is out of range", outbox.ErrConfig, partitions), "use a number from 1 to 65536")
+	if partitions < 1 || partitions > MaxPartitions {
+		return nil, outbox.WithHint(fmt.Errorf("%w: --partitions %d is out of range", outbox.ErrConfig, partitions), "use a number from 1 to %d", MaxPartitions)
 	}
 	t := &Template{src: src, partitions: uint32(partitions)}
 	rest := src

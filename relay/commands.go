@@ -4,11 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/canal"
@@ -20,42 +16,8 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
-// What the commands beside run share with it: the configuration resolved
-// as run resolves it, check's verdict, the reader `position set` checks a
-// position with.
-
-// Resolve resolves the global settings of a command (settings.Resolve) as
-// run uses them: go-redis's own logs go to the debug level, a server id not
-// configured is the default of the host name and the position key
-// (positionKey, --position-key; "" for the table's), and the effective
-// configuration is logged at the debug level with version.
-func Resolve(in settings.Input, positionKey, version string) (Config, error) {
-	s, err := settings.Resolve(in)
-	if err != nil {
-		return Config{}, err
-	}
-	// go-redis logs dial failures to stderr on its own; route them to debug,
-	// since the relay reports the errors it gets anyway.
-	redis.SetLogger(redisLogger{s.Logger})
-	cfg := Config{Config: s}
-	if cfg.ServerID == 0 {
-		host, err := os.Hostname()
-		if err != nil {
-			return Config{}, fmt.Errorf("--server-id: read the host name for the default: %w", err)
-		}
-		cfg.ServerID = settings.DefaultServerIDFor(host, PositionKey(cfg, positionKey))
-	}
-	s.Logger.Debug("starting", "version", version, "config", cfg.Config)
-	return cfg, nil
-}
-
-// redisLogger adapts go-redis's internal logging to slog at debug level.
-type redisLogger struct{ log *slog.Logger }
-
-// Printf implements go-redis's internal.Logging.
-func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
-}
+// What the commands beside run share with it: check's verdict, the reader
+// `position set` checks a position with.
 
 // CheckVerdict is the outcome of `check --mode requested` of rep: nil when
 // the mode can run (with auto, when either can), or an
@@ -88,7 +50,7 @@ func CheckVerdict(rep preflight.Report, requested string) error {
 // PositionReader connects to MySQL and builds the binlog reader that
 // `position set` checks start with (NewReader), of the server it detects.
 // The caller closes the pool.
-func PositionReader(ctx context.Context, cfg Config, positionKey string, sink *redisstream.Sink, start position.Start) (*canal.Reader, *sql.DB, error) {
+func PositionReader(ctx context.Context, cfg settings.Config, positionKey string, sink *redisstream.Sink, start position.Start) (*canal.Reader, *sql.DB, error) {
 	db, err := sql.Open("mysql", cfg.DSN())
 	if err != nil {
 		return nil, nil, fmt.Errorf("open mysql: %w", err)

@@ -13,13 +13,14 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 // PrepareSwitch records, for each table of cfg that ran in the other mode,
 // that the preparing step of the documented switch to target was made
 // (mode.PrepareSwitch): run --mode target then switches it, and refuses
 // any switch not prepared so.
-func PrepareSwitch(ctx context.Context, w io.Writer, client redis.UniversalClient, db *sql.DB, cfg Config, target string) error {
+func PrepareSwitch(ctx context.Context, w io.Writer, client redis.UniversalClient, db *sql.DB, cfg settings.Config, target string) error {
 	names := []schema.Name{{Database: cfg.Database, Table: cfg.Table}}
 	if cfg.Several {
 		matches, err := schema.ListMatching(ctx, db, schema.PatternsOf(cfg.Sources))
@@ -84,7 +85,7 @@ func Check(ctx context.Context, o Options, requested string) preflight.Report {
 // prepared (mode.Switch), with --mode binlog or poll; ok false when there
 // is nothing to say (auto mode, Redis or the table not reachable: their own
 // lines say so).
-func modeSwitchResult(ctx context.Context, cfg Config, rep preflight.Report, requested string) (preflight.Result, bool) {
+func modeSwitchResult(ctx context.Context, cfg settings.Config, rep preflight.Report, requested string) (preflight.Result, bool) {
 	if requested == mode.Auto || redisFailed(rep) {
 		return preflight.Result{}, false
 	}

@@ -20,18 +20,19 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 // DumperFor reaches the server for the short binlog dumps of lag, as the
 // relay's binlog connection does (address, user, password, TLS).
-func DumperFor(cfg Config, flavor string) lag.Dumper {
+func DumperFor(cfg settings.Config, flavor string) lag.Dumper {
 	return lag.Dumper{Addr: cfg.MySQL.Addr, User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLS: cfg.MySQL.TLS, Flavor: flavor}
 }
 
 // openProbeDB opens the lag probe's own pool: its statements never wait
 // for the relay's connections, nor hold one of them. Two connections let a
 // readiness ping pass a slow count.
-func openProbeDB(cfg Config) (*sql.DB, error) {
+func openProbeDB(cfg settings.Config) (*sql.DB, error) {
 	db, err := sql.Open("mysql", cfg.DSN())
 	if err != nil {
 		return nil, fmt.Errorf("open mysql for the lag probe: %w", err)
@@ -45,7 +46,7 @@ func openProbeDB(cfg Config) (*sql.DB, error) {
 // caller, over that pool) and, with --metrics-addr, serves the metrics of
 // cs, the lag, the consumer groups (--group-metrics) and /readyz. stop ends
 // them, waits and closes the pool.
-func startMonitor(ctx context.Context, o Options, cfg Config, relayMode string, client redis.UniversalClient, probe func(db *sql.DB) lag.MonitorConfig, cs ...prometheus.Collector) (stop func(), err error) {
+func startMonitor(ctx context.Context, o Options, cfg settings.Config, relayMode string, client redis.UniversalClient, probe func(db *sql.DB) lag.MonitorConfig, cs ...prometheus.Collector) (stop func(), err error) {
 	db, err := openProbeDB(cfg)
 	if err != nil {
 		return nil, err
@@ -62,7 +63,7 @@ func startMonitor(ctx context.Context, o Options, cfg Config, relayMode string, 
 }
 
 // startProbe is startMonitor over the probe's pool db.
-func startProbe(ctx context.Context, o Options, cfg Config, relayMode string, db *sql.DB, client redis.UniversalClient, mcfg lag.MonitorConfig, cs ...prometheus.Collector) (stop func(), err error) {
+func startProbe(ctx context.Context, o Options, cfg settings.Config, relayMode string, db *sql.DB, client redis.UniversalClient, mcfg lag.MonitorConfig, cs ...prometheus.Collector) (stop func(), err error) {
 	mcfg.Interval = o.ProbeInterval
 	mcfg.MaxStall = o.ReadyMaxStall
 	mcfg.PingMySQL = db.PingContext
@@ -114,7 +115,7 @@ func startProbe(ctx context.Context, o Options, cfg Config, relayMode string, db
 // --stream template names and the dead-letter stream, as status reads them;
 // on a Redis Cluster, the streams of every master, each read through the
 // cluster client from the master of its slot.
-func groupMetrics(o Options, cfg Config, relayMode string, client redis.UniversalClient) (*metrics.Groups, error) {
+func groupMetrics(o Options, cfg settings.Config, relayMode string, client redis.UniversalClient) (*metrics.Groups, error) {
 	tmpl, err := redisstream.ParseTemplate(StreamTemplate(cfg, o.Stream), o.Partitions, cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return nil, err

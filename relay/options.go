@@ -5,25 +5,28 @@
 package relay
 
 import (
-	"context"
-	"database/sql"
-	"errors"
 	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
+	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/poller"
+	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
-	"github.com/binlog-outbox/binlog-outbox/schema"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
-// Options is everything run's flags give; a zero field of the reader's or
-// the poller's sizes and periods is that component's default.
+// Options is everything run's flags give, global and its own, in one
+// value: the command line checks each flag's range as it reads it
+// (Ranges), and Validate what they say together. A zero field of the
+// reader's or the poller's sizes and periods is that component's default.
 type Options struct {
-	// Config is the resolved global configuration.
-	Config Config
+	// Config is the resolved global configuration (Resolve).
+	Config settings.Config
 	// Version is logged at start.
 	Version string
 	// Mode is --mode as given: binlog, poll or auto.
@@ -86,150 +89,236 @@ type Options struct {
 	PollListInterval time.Duration
 }
 
-// Config is the configuration every command shares, resolved from the
-// global flags, with what the commands that connect learn of the table.
-type Config struct {
-	settings.Config
-	// LowerCaseTableNames is the server's lower_case_table_names, set by
-	// ResolveTable.
-	LowerCaseTableNames int
-	// Given is database.table as configured, when the server's names
-	// differ from it in letter case (set by ResolveTable).
-	Given string
-	// Resolved says ResolveTable ran: Database and Table are the server's.
-	Resolved bool
+// Range is the valid values of one command flag. Every flag's range is in
+// one table (Ranges), which the command line checks each flag it was given
+// against before it runs anything, whichever command takes it (CheckFlag);
+// Options.Validate checks what the flags say together.
+type Range struct {
+	// Flag is the flag's name without dashes.
+	Flag string
+	// Want says what is valid, for the error.
+	Want string
+	// ok says whether a value of the flag (int, int64, time.Duration or
+	// string, as urfave/cli's Context.Value returns it) is valid.
+	ok func(value any) bool
 }
 
-// OpenTable connects to MySQL and sees the outbox table as `run` does: by
-// the server's name for it (ResolveTable) and with the mapping resolved
-// against its columns (schema.Resolve), which replaces cfg.Mapping. With
-// usable it refuses a table the mapping cannot read, with the problems and
-// their fixes. The admin commands use it, so that they read the rows and
-// the streams `run` writes; command names the caller in errors. The caller
-// closes the pool.
-func OpenTable(ctx context.Context, cfg *Config, command string, usable bool) (*sql.DB, schema.Resolution, error) {
-	db, err := sql.Open("mysql", cfg.DSN())
-	if err != nil {
-		return nil, schema.Resolution{}, fmt.Errorf("open mysql: %w", err)
+// Bounds of the flags whose components have none of their own.
+const (
+	// maxBatch bounds --max-batch-events, the events of one Redis round
+	// trip.
+	maxBatch    = 100000
+	minDuration = time.Millisecond
+	// maxHeartbeat: a connection is rebuilt after three silent periods,
+	// and a longer wait would hide a dead one for hours.
+	maxHeartbeat   = time.Hour
+	minLeaseTTL    = 100 * time.Millisecond
+	maxPortNumber  = 65535
+	anyPositiveInt = math.MaxInt
+	// minTxBytes: below it nearly every transaction overflows the buffer
+	// and is read twice, with a log line each time (--max-tx-bytes 1 was
+	// accepted and doubled the binlog reading).
+	minTxBytes = 64 << 10
+	// maxBackfillRate: more a second than one Redis appends while it
+	// serves the relay would only mean "unbounded"; 0 says that.
+	maxBackfillRate = 1000000
+)
+
+// Ranges are the valid values of the flags of every command: run and check,
+// the commands that share their flags (status, verify, mark-appended,
+// position), and the flags of the operator's commands (backfill, verify,
+// repair, cleanup). A flag that two commands share has one range. A
+// component would otherwise take 0 or "" for its default without a word.
+func Ranges() []Range {
+	return []Range{
+		intIn("partitions", 1, redisstream.MaxPartitions),
+		nonEmpty("stream", "a stream key template, e.g. outbox:{aggregate_type}"),
+		nonEmpty("dead-letter-stream", "a stream key, e.g. outbox:dead-letter"),
+		intIn("max-batch-events", 1, maxBatch),
+		intIn("max-tx-bytes", minTxBytes, anyPositiveInt),
+		intIn("event-cache-bytes", 1, anyPositiveInt),
+		durationIn("heartbeat", minDuration, maxHeartbeat),
+		// Each alone; whether the renewals come often enough for the TTL
+		// is Validate's (checkLease).
+		durationIn("lease-ttl", minLeaseTTL, 0),
+		durationIn("lease-renew", minDuration, 0),
+		durationIn("lease-step-down", 0, 0),
+		{Flag: "start-from", Want: "now, earliest, <file>:<offset> or a GTID set", ok: func(v any) bool {
+			_, err := position.ParseStart(v.(string))
+			return err == nil
+		}},
+		{Flag: "metrics-addr", Want: "empty (off) or host:port, e.g. :9108", ok: func(v any) bool { return v == "" || hostPort(v.(string)) }},
+		{Flag: "trim", Want: TrimOff + " or " + TrimAcked, ok: func(v any) bool {
+			_, err := ParseTrim(v.(string))
+			return err == nil
+		}},
+		durationIn("trim-interval", minDuration, 0),
+		intIn("max-len", 0, math.MaxInt64),
+		durationIn("probe-interval", minDuration, 0),
+		durationIn("ready-max-stall", minDuration, 0),
+		durationIn("group-metrics-interval", minDuration, 0),
+		durationIn("group-idle-threshold", minDuration, 0),
+		durationIn("poll-interval", minDuration, 0),
+		intIn("batch-size", 1, poller.MaxBatchSize),
+		intIn("max-batch-bytes", 1, anyPositiveInt),
+		oneOf("on-sent", poller.OnSentMark, poller.OnSentDelete),
+		durationIn("dedupe-window", 0, 0),
+		intIn("max-payload-bytes", 1, anyPositiveInt),
+		durationIn("shutdown-grace", minDuration, 0),
+		durationIn("poll-list-interval", minDuration, 0),
+		durationIn("timeout", minDuration, 0),
+		// backfill's entries per second; 0 lifts the bound.
+		intIn("rate", 0, maxBackfillRate),
+		// verify's and repair's walk, and repair's refusal of foreign
+		// entries.
+		intIn("chunk-rows", 1, anyPositiveInt),
+		intIn("page-entries", 1, anyPositiveInt),
+		intIn("accept-foreign", 0, anyPositiveInt).wanting("the count of foreign entries a dry run reported, 0 or more"),
+		oneOf("snapshot", admin.SnapshotAuto, admin.SnapshotStatus, admin.SnapshotLock),
+		// cleanup's DELETEs, and its and verify's wait for the relay.
+		intIn("batch", 1, admin.MaxCleanupBatch),
+		durationIn("pause", 0, 0),
+		durationIn("wait", 0, 0),
 	}
-	if err := ResolveTable(ctx, cfg, db); err != nil {
-		db.Close()
-		return nil, schema.Resolution{}, err
-	}
-	res, err := schema.Resolve(ctx, db, cfg.Database, cfg.Table, cfg.Mapping, cfg.Declared, cfg.Extra)
-	if err != nil {
-		db.Close()
-		return nil, schema.Resolution{}, fmt.Errorf("%s: inspect the outbox table: %w", command, err)
-	}
-	cfg.Mapping = res.Mapping
-	if usable {
-		if err := schema.ProblemsError(cfg.Table, res.Problems); err != nil {
-			db.Close()
-			return nil, res, err
+}
+
+// wanting is r saying want of what is valid.
+func (r Range) wanting(want string) Range {
+	r.Want = want
+	return r
+}
+
+// CheckFlag refuses a value of the flag name outside its range, naming
+// the flag, env (its environment variable, "" for none) and the range, and
+// def, the flag's default as --help shows it ("" for none), in the hint. A
+// flag without a range passes.
+func CheckFlag(name string, value any, env, def string) error {
+	for _, r := range Ranges() {
+		if r.Flag != name || r.ok(value) {
+			continue
 		}
-	}
-	return db, res, nil
-}
-
-// PositionSink opens the Redis client and the sink that hold the position
-// under key (--position-key; "" for the default, which embeds the table's
-// name as the server stores it, as run builds it, so cfg's names are
-// resolved first). The caller closes the client.
-func PositionSink(ctx context.Context, cfg *Config, key string) (*redisstream.Sink, redis.UniversalClient, error) {
-	if err := RequirePositionKey(*cfg, key); err != nil {
-		return nil, nil, err
-	}
-	if key == "" {
-		if err := ResolveTableName(ctx, cfg); err != nil {
-			return nil, nil, err
+		given := "--" + name
+		if env != "" {
+			given += " (or " + env + ")"
 		}
+		if def != "" {
+			def = " (" + def + ")"
+		}
+		return outbox.WithHint(fmt.Errorf("%w: --%s %s is not valid: want %s", outbox.ErrConfig, name, shown(value), r.Want),
+			"set %s within that range, or leave it out for the default%s", given, def)
 	}
-	client := cfg.RedisClient()
-	sink, err := redisstream.New(client, redisstream.Config{PositionKey: PositionKey(*cfg, key), Cluster: cfg.RedisCluster != nil})
-	if err != nil {
-		client.Close()
-		return nil, nil, err
-	}
-	return sink, client, nil
-}
-
-// ResolveTableName is ResolveTable over a connection of its own, for the
-// callers that need only the names (check's mode switch line, the
-// position commands).
-func ResolveTableName(ctx context.Context, cfg *Config) error {
-	db, err := sql.Open("mysql", cfg.DSN())
-	if err != nil {
-		return fmt.Errorf("open mysql: %w", err)
-	}
-	defer db.Close()
-	return ResolveTable(ctx, cfg, db)
-}
-
-// ResolveTable replaces the configured database and table with the names
-// the server stores them under: the binlog carries those, and the Redis keys
-// embed them, so that `--table Outbox` and `--table outbox` on a server that
-// folds names are one table with one position. A name that matches no table
-// is an error: a relay comparing the binlog with it would skip every row.
-func ResolveTable(ctx context.Context, cfg *Config, db *sql.DB) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	n, err := schema.ResolveName(ctx, db, cfg.Database, cfg.Table)
-	if err != nil {
-		return fmt.Errorf("outbox table: %w", err)
-	}
-	if given := cfg.Database + "." + cfg.Table; given != n.String() {
-		cfg.Given = given
-		cfg.Logger.Info("using the outbox table's name as the server stores it", "given", given, "table", n.String(),
-			"lower_case_table_names", n.LowerCaseTableNames)
-	}
-	cfg.Database, cfg.Table, cfg.LowerCaseTableNames, cfg.Resolved = n.Database, n.Table, n.LowerCaseTableNames, true
 	return nil
 }
 
-// RedisClient opens the client of the relay's appends: a cluster client
-// with --redis-cluster, a client of cfg.Redis otherwise.
-func (c Config) RedisClient() redis.UniversalClient {
-	if c.RedisCluster != nil {
-		return redisconn.NewClusterClientFromOptions(c.RedisCluster)
+// shown is a flag's value as an error quotes it: a string quoted, so that
+// an empty one shows.
+func shown(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
 	}
-	return c.Redis.NewClient(redisconn.DefaultTimeout)
+	return fmt.Sprint(v)
 }
 
-// seedTimeout bounds the PING of each node CheckedRedis tries.
-const seedTimeout = 2 * time.Second
-
-// CheckedRedis is the Redis the preflight inspects: cfg.Redis or, with
-// --redis-cluster, the first node of --redis-url that answers a PING. The
-// cluster client finds every node from any one of them, so a dead first
-// node (a master that failed over and is not back) must not keep the relay
-// from starting; when none answers, the first is checked, and its failure
-// reported.
-func (c Config) CheckedRedis(ctx context.Context) *redisconn.Target {
-	if c.RedisCluster == nil || len(c.RedisCluster.Addrs) < 2 {
-		return c.Redis
+// intIn is an integer flag from lo to hi.
+func intIn(name string, lo, hi int64) Range {
+	want := fmt.Sprintf("a whole number from %d to %d", lo, hi)
+	if hi == anyPositiveInt || hi == math.MaxInt64 {
+		want = fmt.Sprintf("a whole number of at least %d", lo)
 	}
-	for i, addr := range c.RedisCluster.Addrs {
-		o := *c.Redis.Options
-		o.Addr = addr
-		client := redis.NewClient(redisconn.ClientOptions(&o, seedTimeout))
-		pctx, cancel := context.WithTimeout(ctx, seedTimeout)
-		err := client.Ping(pctx).Err()
-		cancel()
-		client.Close()
-		if err == nil || isRedisReply(err) {
-			// A reply, even an error (credentials, ACL), is the node to
-			// report on.
-			if i > 0 {
-				c.Logger.Info("the first node of --redis-url does not answer; checking the cluster through another", "first", c.RedisCluster.Addrs[0], "node", addr)
-			}
-			return &redisconn.Target{Options: &o}
+	return Range{Flag: name, Want: want, ok: func(v any) bool {
+		var n int64
+		switch x := v.(type) {
+		case int:
+			n = int64(x)
+		case int64:
+			n = x
+		default:
+			return false
 		}
-	}
-	return c.Redis
+		return n >= lo && n <= hi
+	}}
 }
 
-// isRedisReply reports whether err is an error reply of a Redis server.
-func isRedisReply(err error) bool {
-	var rerr redis.Error
-	return errors.As(err, &rerr)
+// durationIn is a duration flag from lo to hi; hi 0 is no bound.
+func durationIn(name string, lo, hi time.Duration) Range {
+	want := fmt.Sprintf("a duration of at least %s, e.g. 5s", lo)
+	if lo == 0 {
+		want = "a duration of at least 0 (off), e.g. 30s"
+	}
+	if hi > 0 {
+		want = fmt.Sprintf("a duration from %s to %s", lo, hi)
+	}
+	return Range{Flag: name, Want: want, ok: func(v any) bool {
+		d, ok := v.(time.Duration)
+		return ok && d >= lo && (hi == 0 || d <= hi)
+	}}
+}
+
+func nonEmpty(name, want string) Range {
+	return Range{Flag: name, Want: want, ok: func(v any) bool {
+		s, ok := v.(string)
+		return ok && strings.TrimSpace(s) != ""
+	}}
+}
+
+func oneOf(name string, values ...string) Range {
+	return Range{Flag: name, Want: strings.Join(values, " or "), ok: func(v any) bool {
+		s, _ := v.(string)
+		for _, want := range values {
+			if strings.EqualFold(s, want) {
+				return true
+			}
+		}
+		return false
+	}}
+}
+
+// hostPort says addr is host:port with a port number, as net.Listen takes.
+func hostPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= maxPortNumber
+}
+
+// Values of --trim.
+const (
+	TrimOff   = "off"
+	TrimAcked = "acked"
+)
+
+// ParseTrim reads --trim: whether it trims acknowledged entries.
+func ParseTrim(s string) (acked bool, err error) {
+	switch strings.ToLower(s) {
+	case TrimOff:
+		return false, nil
+	case TrimAcked:
+		return true, nil
+	}
+	return false, outbox.WithHint(fmt.Errorf("%w: --trim %q: want off or acked", outbox.ErrConfig, s), "use --trim acked to trim what every consumer group acknowledged, or --trim off")
+}
+
+// checkLease refuses lease timings under which a holder would step down at
+// the first missed renewal: what --lease-ttl and --lease-renew say
+// together (each alone is in Ranges).
+func checkLease(ttl, renew time.Duration) error {
+	if renew > ttl/3 {
+		return outbox.WithHint(fmt.Errorf("%w: --lease-ttl %s with --lease-renew %s: the renewals must come at most a third of the TTL apart", outbox.ErrConfig, ttl, renew),
+			"keep the defaults (--lease-ttl 5s --lease-renew 1s), or renew at least three times per TTL so that a missed renewal does not make the holder step down")
+	}
+	return nil
+}
+
+// Validate refuses what the options say together that run would refuse at
+// start, with its fix: the lease's renewals too rare for its TTL. Each
+// option alone is its flag's to check, as the command line reads it, by
+// the one table of every command's flags (Ranges, CheckFlag). The
+// preflight reports the result as the settings check
+// (preflight.Start.Refused), so check says what run would refuse; what
+// depends on the table (the sink's stream template against its columns)
+// the preflight checks itself.
+func (o Options) Validate() error {
+	return checkLease(o.LeaseTTL, o.LeaseRenew)
 }

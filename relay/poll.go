@@ -13,6 +13,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 // PollOnSent is the --on-sent choice when poll mode may run (m, the mode
@@ -27,7 +28,7 @@ func PollOnSent(o Options, m string) string {
 // pollerConfig is the poller of database.table (table as the preflight
 // inspected it, nil if not) under the poll flags and cfg's mapping and extra
 // columns.
-func pollerConfig(o Options, cfg Config, srv mysqlserver.Server, database, tableName string, table *schema.Table) poller.Config {
+func pollerConfig(o Options, cfg settings.Config, srv mysqlserver.Server, database, tableName string, table *schema.Table) poller.Config {
 	payloadJSON := false
 	if table != nil {
 		if col, ok := table.Column(cfg.Mapping[schema.ColPayload]); ok {
@@ -53,7 +54,7 @@ func pollerConfig(o Options, cfg Config, srv mysqlserver.Server, database, table
 
 // startPollMonitor is startMonitor of poll mode: the backlog of the rows
 // not sent yet, read on the probe's pool, and the pollers' stats.
-func startPollMonitor(ctx context.Context, o Options, cfg Config, client redis.UniversalClient, backlog func(context.Context, *sql.DB) (poller.Backlog, error), stats func() poller.Stats, appends *metrics.Appends) (stop func(), err error) {
+func startPollMonitor(ctx context.Context, o Options, cfg settings.Config, client redis.UniversalClient, backlog func(context.Context, *sql.DB) (poller.Backlog, error), stats func() poller.Stats, appends *metrics.Appends) (stop func(), err error) {
 	return startMonitor(ctx, o, cfg, mode.Poll, client, func(probeDB *sql.DB) lag.MonitorConfig {
 		return lag.MonitorConfig{
 			Poll: func(ctx context.Context) (poller.Backlog, error) { return backlog(ctx, probeDB) },
@@ -65,7 +66,7 @@ func startPollMonitor(ctx context.Context, o Options, cfg Config, client redis.U
 	}, metrics.PollCollector(func() metrics.PollStats { return pollMetric(stats()) }), appends)
 }
 
-func runPoll(ctx context.Context, o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, table *schema.Table) error {
+func runPoll(ctx context.Context, o Options, cfg settings.Config, srv mysqlserver.Server, db *sql.DB, client redis.UniversalClient, table *schema.Table) error {
 	// The same sink as binlog mode's (streams, dead letters, dedupe keys,
 	// groups): entries a consumer cannot tell apart, and a switch between
 	// the modes that skips what the other one appended.

@@ -20,6 +20,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 // pollPoolSize is the most connections the pollers of several tables share.
@@ -41,7 +42,7 @@ const DefaultPollListInterval = 5 * time.Second
 // --poll-list-interval that starts pollers for tables created since and
 // stops those of tables gone. Each table's progress is in its own rows, so
 // no position key is needed.
-func runPollSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Report, requested string, db *sql.DB, client redis.UniversalClient) error {
+func runPollSeveral(ctx context.Context, o Options, cfg settings.Config, rep preflight.Report, requested string, db *sql.DB, client redis.UniversalClient) error {
 	interval := o.PollListInterval
 	if interval <= 0 {
 		return fmt.Errorf("%w: --poll-list-interval %s must be positive", outbox.ErrConfig, interval)

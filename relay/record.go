@@ -14,6 +14,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 // startRecord is what binlog mode records of itself once its first session
@@ -76,7 +77,7 @@ var ErrRecordContradicted = outbox.NewConfigError("a flag contradicts the relay'
 // f has that differs from the record is refused, naming both; what f lacks
 // comes from the record. Without a record, f's flags stand, with their
 // defaults, and rec is nil.
-func RecordedEntries(ctx context.Context, client redis.UniversalClient, cfg Config, positionKey string, f EntryFlags, command string) (out EntryFlags, rec *redisstream.Record, err error) {
+func RecordedEntries(ctx context.Context, client redis.UniversalClient, cfg settings.Config, positionKey string, f EntryFlags, command string) (out EntryFlags, rec *redisstream.Record, err error) {
 	r, err := findRecord(ctx, client, cfg, positionKey)
 	if err != nil || r == nil {
 		return f, nil, err
@@ -114,7 +115,7 @@ func RecordedEntries(ctx context.Context, client redis.UniversalClient, cfg Conf
 // flags nor the record say takes the flags' defaults (def), and the formats
 // of Laravel's jobs table are refused for the commands that find a row by
 // its entry.
-func CommandEntries(ctx context.Context, client redis.UniversalClient, cfg Config, positionKey string, f, def EntryFlags, command string) (EntryFlags, error) {
+func CommandEntries(ctx context.Context, client redis.UniversalClient, cfg settings.Config, positionKey string, f, def EntryFlags, command string) (EntryFlags, error) {
 	out, _, err := RecordedEntries(ctx, client, cfg, positionKey, f, command)
 	if err != nil {
 		return out, err
@@ -152,7 +153,7 @@ func refuseJobsEntries(command, format string) error {
 // when given, else at the table's default key, else the one record whose
 // tables include it; nil when none does. Several records of the table
 // (relays of one table to different streams) need --position-key.
-func findRecord(ctx context.Context, client redis.UniversalClient, cfg Config, positionKey string) (*redisstream.Record, error) {
+func findRecord(ctx context.Context, client redis.UniversalClient, cfg settings.Config, positionKey string) (*redisstream.Record, error) {
 	records, err := redisstream.ListRecords(ctx, client)
 	if err != nil {
 		var rerr redis.Error
@@ -162,7 +163,7 @@ func findRecord(ctx context.Context, client redis.UniversalClient, cfg Config, p
 		return nil, outbox.WithHint(fmt.Errorf("read the relays' records: %w", err),
 			"the command takes the relay's stream and format from its record; Redis (on a cluster, the master of %s) is unreachable: run the command again once it answers (a cluster replaces a master within cluster-node-timeout)", redisstream.RecordIndexKey)
 	}
-	if key := PositionKey(cfg, positionKey); key != "" {
+	if key := cfg.PositionKey(positionKey); key != "" {
 		for _, r := range records {
 			if r.PositionKey == key {
 				return &r, nil

@@ -24,6 +24,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 // Run relays as o says until ctx is cancelled (nil then) or an error
@@ -70,8 +71,9 @@ func Run(ctx context.Context, o Options) error {
 	defer db.Close()
 	db.SetMaxOpenConns(4)
 	// Before any key is built from the names: they must be the server's.
+	var name TableName
 	if !cfg.Several {
-		if err := ResolveTable(ctx, &cfg, db); err != nil {
+		if name, err = ResolveTable(ctx, &cfg, db); err != nil {
 			return err
 		}
 	}
@@ -81,12 +83,12 @@ func Run(ctx context.Context, o Options) error {
 	if cfg.Several {
 		return runSeveral(ctx, o, cfg, rep, requested, format, db, client)
 	}
-	return runOne(ctx, o, cfg, rep, requested, format, db, client)
+	return runOne(ctx, o, cfg, name, rep, requested, format, db, client)
 }
 
-// runOne relays the one table of cfg, in the mode resolved from requested
-// and what the table ran in.
-func runOne(ctx context.Context, o Options, cfg Config, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client redis.UniversalClient) error {
+// runOne relays the one table of cfg, named as the server names it (name),
+// in the mode resolved from requested and what the table ran in.
+func runOne(ctx context.Context, o Options, cfg settings.Config, name TableName, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client redis.UniversalClient) error {
 	log := cfg.Logger
 	store := redisstream.NewModeStore(client, redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode)
 	relayMode, err := mode.Resolve(ctx, log, rep, requested, store)
@@ -112,13 +114,13 @@ func runOne(ctx context.Context, o Options, cfg Config, rep preflight.Report, re
 	}
 	return relayIn(ctx, o, cfg, client, relayMode, res.Fields, format,
 		func() error { return runPoll(ctx, o, cfg, rep.Server, db, client, res.Table) },
-		func() error { return runBinlog(ctx, o, cfg, rep, db, client, res.Absent, nil) })
+		func() error { return runBinlog(ctx, o, cfg, name, rep, db, client, res.Absent, nil) })
 }
 
 // relayIn logs the fields entries carry beside the built-in ones and the
 // format, then relays in relayMode: poll with its trimmer running, or
 // binlog, which starts its trimmer with its lease (runBinlog).
-func relayIn(ctx context.Context, o Options, cfg Config, client redis.UniversalClient, relayMode string, fields []schema.ExtraColumn, format redisstream.Format, poll, binlog func() error) error {
+func relayIn(ctx context.Context, o Options, cfg settings.Config, client redis.UniversalClient, relayMode string, fields []schema.ExtraColumn, format redisstream.Format, poll, binlog func() error) error {
 	log := cfg.Logger
 	if d := schema.DescribeFields(fields); d != "" {
 		log.Info("entries carry columns beside the built-in fields", "fields", d)
@@ -160,8 +162,8 @@ func runPreflight(ctx context.Context, o Options, format *redisstream.Format, on
 func PreflightConfig(ctx context.Context, o Options, format *redisstream.Format, onSent string) preflight.Config {
 	cfg := o.Config
 	pc := preflight.Config{
-		MySQLDSN: cfg.DSN(), Redis: cfg.CheckedRedis(ctx), Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
-		Extra: cfg.Extra, ServerID: cfg.ServerID, ReservedColumn: cfg.ReservedColumn(), OnSent: onSent, PositionKey: PositionKey(cfg, o.PositionKey),
+		MySQLDSN: cfg.DSN(), Redis: checkedRedis(ctx, cfg), Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
+		Extra: cfg.Extra, ServerID: cfg.ServerID, ReservedColumn: cfg.ReservedColumn(), OnSent: onSent, PositionKey: cfg.PositionKey(o.PositionKey),
 		Format: format, Stream: o.Stream, Partitions: o.Partitions,
 		Start: startFlags(o, cfg, *format),
 	}
@@ -174,7 +176,7 @@ func PreflightConfig(ctx context.Context, o Options, format *redisstream.Format,
 // startFlags is what run does at start with its flags (check has them
 // too): the sink, the lease, trimming, --start-from, and what Validate
 // refuses of them.
-func startFlags(o Options, cfg Config, format redisstream.Format) *preflight.Start {
+func startFlags(o Options, cfg settings.Config, format redisstream.Format) *preflight.Start {
 	return &preflight.Start{
 		Sink:    sinkConfig(o, cfg, format),
 		Refused: o.Validate(),
@@ -184,9 +186,9 @@ func startFlags(o Options, cfg Config, format redisstream.Format) *preflight.Sta
 
 // sinkConfig is the sink's configuration from the flags, before the
 // mapping resolved against the table completes it (Start.SinkConfig).
-func sinkConfig(o Options, cfg Config, format redisstream.Format) redisstream.Config {
+func sinkConfig(o Options, cfg settings.Config, format redisstream.Format) redisstream.Config {
 	sc := entryConfig(o, cfg, format)
-	sc.PositionKey = PositionKey(cfg, o.PositionKey)
+	sc.PositionKey = cfg.PositionKey(o.PositionKey)
 	// The same keys as poll mode's, so that a switch between the modes
 	// skips what the other one appended.
 	sc.Dedupe = redisstream.Dedupe{
@@ -200,7 +202,7 @@ func sinkConfig(o Options, cfg Config, format redisstream.Format) redisstream.Co
 // entryConfig is the part of the sink's configuration that decides which
 // stream an entry goes to and how it is encoded: the stream and format
 // options, which run, dead-letters replay and backfill share.
-func entryConfig(o Options, cfg Config, format redisstream.Format) redisstream.Config {
+func entryConfig(o Options, cfg settings.Config, format redisstream.Format) redisstream.Config {
 	return redisstream.Config{
 		Stream:           o.Stream,
 		Partitions:       o.Partitions,
@@ -239,15 +241,16 @@ func logFormat(log *slog.Logger, format redisstream.Format) {
 	}
 }
 
-// runBinlog relays in binlog mode: the one table of cfg (its absent
-// columns) or, with several, the tables the preflight matched.
-func runBinlog(ctx context.Context, o Options, cfg Config, rep preflight.Report, db *sql.DB, client redis.UniversalClient, absent []string, tables []preflight.TableMatch) error {
+// runBinlog relays in binlog mode: the one table of cfg (as the server
+// names it, and its absent columns) or, with several, the tables the
+// preflight matched.
+func runBinlog(ctx context.Context, o Options, cfg settings.Config, name TableName, rep preflight.Report, db *sql.DB, client redis.UniversalClient, absent []string, tables []preflight.TableMatch) error {
 	srv := rep.Server
 	start, err := position.ParseStart(o.StartFrom)
 	if err != nil {
 		return err
 	}
-	if err := checkOldPositionKey(ctx, o, cfg, client); err != nil {
+	if err := checkOldPositionKey(ctx, o, cfg, name, client); err != nil {
 		return err
 	}
 	lease, err := newLease(o, cfg, client)
@@ -268,7 +271,7 @@ func runBinlog(ctx context.Context, o Options, cfg Config, rep preflight.Report,
 	if cfg.RedisCluster != nil {
 		cuts = sink
 	}
-	reader, err := newReader(o, cfg, srv, db, appends.Sink(sink), cuts, absent, tables, start, lease, client, recorder(client, rep))
+	reader, err := newReader(o, cfg, name.Name, srv, db, appends.Sink(sink), cuts, absent, tables, start, lease, client, recorder(client, rep))
 	if err != nil {
 		return err
 	}
@@ -302,7 +305,7 @@ func runBinlog(ctx context.Context, o Options, cfg Config, rep preflight.Report,
 
 // newLease builds the lease of the position from --lease, --lease-ttl and
 // --lease-renew; nil with --lease=false.
-func newLease(o Options, cfg Config, client redis.UniversalClient) (*redisstream.Lease, error) {
+func newLease(o Options, cfg settings.Config, client redis.UniversalClient) (*redisstream.Lease, error) {
 	if !o.Lease {
 		return nil, nil
 	}
@@ -312,7 +315,7 @@ func newLease(o Options, cfg Config, client redis.UniversalClient) (*redisstream
 
 // newSink builds the Redis sink from the stream and format flags; lease,
 // when not nil, is checked with every append.
-func newSink(o Options, cfg Config, client redis.UniversalClient, lease *redisstream.Lease) (*redisstream.Sink, error) {
+func newSink(o Options, cfg settings.Config, client redis.UniversalClient, lease *redisstream.Lease) (*redisstream.Sink, error) {
 	sc := preflight.Start{Sink: sinkConfig(o, cfg, o.Format)}.SinkConfig(cfg.Mapping)
 	sc.Lease = lease
 	return redisstream.New(client, sc)
@@ -320,7 +323,7 @@ func newSink(o Options, cfg Config, client redis.UniversalClient, lease *redisst
 
 // StreamTemplate returns given (--stream), or, when it is not set (""), the
 // default: one without {aggregate_type} when the table has no such column.
-func StreamTemplate(cfg Config, given string) string {
+func StreamTemplate(cfg settings.Config, given string) string {
 	switch {
 	case given != "":
 		return given
@@ -336,11 +339,11 @@ func StreamTemplate(cfg Config, given string) string {
 // configured name on such servers, skipped the table's rows and stored a
 // position past them; starting afresh under the server's name would hide
 // that gap.
-func checkOldPositionKey(ctx context.Context, o Options, cfg Config, client redis.UniversalClient) error {
-	if o.PositionKey != "" || cfg.Given == "" {
+func checkOldPositionKey(ctx context.Context, o Options, cfg settings.Config, name TableName, client redis.UniversalClient) error {
+	if o.PositionKey != "" || name.Given == "" {
 		return nil
 	}
-	old, key := redisstream.KeyPrefix+"position:"+cfg.Given, PositionKey(cfg, o.PositionKey)
+	old, key := redisstream.KeyPrefix+"position:"+name.Given, cfg.PositionKey(o.PositionKey)
 	n, err := client.Exists(ctx, old).Result()
 	if err != nil {
 		return fmt.Errorf("look for a position stored under %s (EXISTS): %w", old, redisconn.Classify(err))
@@ -349,34 +352,25 @@ func checkOldPositionKey(ctx context.Context, o Options, cfg Config, client redi
 		return nil
 	}
 	return outbox.WithHint(fmt.Errorf("%w: a position is stored under %s, but the server names the table %s (lower_case_table_names=%d), and the relay now keeps it at %s",
-		outbox.ErrConfig, old, cfg.Database+"."+cfg.Table, cfg.LowerCaseTableNames, key),
+		outbox.ErrConfig, old, name.String(), name.LowerCaseTableNames, key),
 		"a relay that ran with %s compared the binlog with that name and skipped the table's rows; re-read from where it started, or accept the gap and republish rows it missed with --mode poll, then delete %s (redis-cli DEL %s) and set the position with `binlog-outbox position set`",
 		old, old, old)
 }
 
-// PositionKey is given (--position-key) or, for one table, the table's
-// default key; "" for several tables without --position-key
-// (RequirePositionKey).
-func PositionKey(cfg Config, given string) string {
-	if cfg.Several {
-		return given
-	}
-	return redisstream.KeysFor(cfg.Database, cfg.Table, given).Position
-}
-
 // RequirePositionKey refuses several tables without --position-key
 // (given), in the words of check (preflight.NoPositionKey).
-func RequirePositionKey(cfg Config, given string) error {
+func RequirePositionKey(cfg settings.Config, given string) error {
 	if !cfg.Several || given != "" {
 		return nil
 	}
 	return preflight.NoPositionKey(cfg.TableString())
 }
 
-// newReader builds the binlog reader; cuts, when not nil, is the sink on
-// Redis Cluster, which says where batches must end. With client (run) the reader claims its server id
+// newReader builds the binlog reader of the table name (as the server names
+// it; zero for the reader to ask, or with several tables); cuts, when not
+// nil, is the sink on Redis Cluster, which says where batches must end. With client (run) the reader claims its server id
 // there before every binlog connection (redisstream.ServerIDClaimer).
-func newReader(o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, cuts canal.Cuts, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease, client redis.UniversalClient, rec *startRecord) (*canal.Reader, error) {
+func newReader(o Options, cfg settings.Config, name schema.Name, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, cuts canal.Cuts, absent []string, tables []preflight.TableMatch, start position.Start, lease *redisstream.Lease, client redis.UniversalClient, rec *startRecord) (*canal.Reader, error) {
 	host, port, err := preflight.BinlogAddr(cfg.MySQL.Net, cfg.MySQL.Addr)
 	if err != nil {
 		return nil, err
@@ -385,12 +379,9 @@ func newReader(o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, sink o
 		Host: host, Port: port, User: cfg.MySQL.User, Password: cfg.MySQL.Passwd, TLSConfig: cfg.MySQL.TLS,
 		Flavor: srv.Flavor, Server: srv, ServerID: cfg.ServerID,
 		Database: cfg.Database, Table: cfg.Table, Mapping: cfg.Mapping, Absent: absent, Extra: cfg.Extra,
-		Name:  schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames},
-		Start: start, PositionKey: PositionKey(cfg, o.PositionKey), Cuts: cuts,
+		Name:  name,
+		Start: start, PositionKey: cfg.PositionKey(o.PositionKey), Cuts: cuts,
 		UpdateWarning: cfg.UpdateWarning(),
-	}
-	if cfg.Resolved {
-		rcfg.Name = schema.Name{Database: cfg.Database, Table: cfg.Table, LowerCaseTableNames: cfg.LowerCaseTableNames}
 	}
 	if cfg.Several {
 		rcfg.Sources = canalSources(cfg, tables)
@@ -429,7 +420,8 @@ func newReader(o Options, cfg Config, srv mysqlserver.Server, db *sql.DB, sink o
 
 // NewReader builds the binlog reader of cfg's table or tables that
 // `position set` checks a position with: under positionKey (--position-key),
-// without lease or server id claim, with the reader's defaults.
-func NewReader(cfg Config, positionKey string, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, start position.Start) (*canal.Reader, error) {
-	return newReader(Options{PositionKey: positionKey}, cfg, srv, db, sink, nil, nil, nil, start, nil, nil, nil)
+// without lease or server id claim, with the reader's defaults; the reader
+// asks the server for the table's name.
+func NewReader(cfg settings.Config, positionKey string, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, start position.Start) (*canal.Reader, error) {
+	return newReader(Options{PositionKey: positionKey}, cfg, schema.Name{}, srv, db, sink, nil, nil, nil, start, nil, nil, nil)
 }

@@ -12,13 +12,14 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 // runSeveral relays several tables (more than one --table, or a pattern) in
 // one mode for all: binlog mode reads the binlog once, and one position,
 // under --position-key, covers every table; poll mode polls each table
 // (runPollSeveral).
-func runSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client redis.UniversalClient) error {
+func runSeveral(ctx context.Context, o Options, cfg settings.Config, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client redis.UniversalClient) error {
 	log := cfg.Logger
 	stores := make([]mode.Store, len(rep.Tables))
 	for i, t := range rep.Tables {
@@ -56,17 +57,17 @@ func runSeveral(ctx context.Context, o Options, cfg Config, rep preflight.Report
 			"first", strings.Join(names, ","), "stream", StreamTemplate(cfg, o.Stream))
 	} else {
 		log.Info("relaying several outbox tables with one position", "table_values", cfg.TableString(), "tables", len(rep.Tables),
-			"first", strings.Join(names, ","), "position_key", PositionKey(cfg, o.PositionKey), "stream", StreamTemplate(cfg, o.Stream))
+			"first", strings.Join(names, ","), "position_key", cfg.PositionKey(o.PositionKey), "stream", StreamTemplate(cfg, o.Stream))
 	}
 	return relayIn(ctx, o, cfg, client, relayMode, schema.FieldColumns(cfg.Mapping, cfg.Extra), format,
 		func() error { return runPollSeveral(ctx, o, cfg, rep, requested, db, client) },
-		func() error { return runBinlog(ctx, o, cfg, rep, db, client, nil, rep.Tables) })
+		func() error { return runBinlog(ctx, o, cfg, TableName{}, rep, db, client, nil, rep.Tables) })
 }
 
 // canalSources are the reader's sources: each --table value with its
 // mapping, and the tables the preflight matched, with the mapping resolved
 // against each.
-func canalSources(cfg Config, tables []preflight.TableMatch) []canal.Source {
+func canalSources(cfg settings.Config, tables []preflight.TableMatch) []canal.Source {
 	out := make([]canal.Source, len(cfg.Sources))
 	for i, s := range cfg.Sources {
 		out[i] = canal.Source{Pattern: s.Pattern, Mapping: s.Mapping}

@@ -10,6 +10,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
+	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
 // trimming is what the preflight checks Redis against when --trim or
@@ -26,7 +27,7 @@ func trimming(o Options) *redisstream.TrimConfig {
 // startTrimmer starts the stream trimmer of --trim and --max-len, when one
 // is set, after checking that Redis can trim; stop ends it and waits. With
 // a lease (--lease), only its holder trims: a standby's passes are skipped.
-func startTrimmer(ctx context.Context, o Options, cfg Config, client redis.UniversalClient, lease *redisstream.Lease) (stop func(), err error) {
+func startTrimmer(ctx context.Context, o Options, cfg settings.Config, client redis.UniversalClient, lease *redisstream.Lease) (stop func(), err error) {
 	acked, err := ParseTrim(o.Trim)
 	if err != nil {
 		return nil, err

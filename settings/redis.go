@@ -1,8 +1,10 @@
 package settings
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 
 	"github.com/redis/go-redis/v9"
@@ -11,6 +13,23 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
+
+// RedisClient opens the client of the relay's appends: a cluster client
+// with --redis-cluster, a client of c.Redis otherwise.
+func (c Config) RedisClient() redis.UniversalClient {
+	if c.RedisCluster != nil {
+		return redisconn.NewClusterClientFromOptions(c.RedisCluster)
+	}
+	return c.Redis.NewClient(redisconn.DefaultTimeout)
+}
+
+// redisLogger adapts go-redis's internal logging to slog at debug level.
+type redisLogger struct{ log *slog.Logger }
+
+// Printf implements go-redis's internal.Logging.
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}
 
 // redis resolves the Redis URL (the command line, the environment, the
 // .env, the default), adds the password file and parses it into the target

@@ -48,8 +48,8 @@ type Input struct {
 	// LookupEnv reads an environment variable (os.LookupEnv); nil reads
 	// none.
 	LookupEnv func(string) (string, bool)
-	// Hostname is the host's name, for --server-id-range; nil is
-	// os.Hostname.
+	// Hostname is the host's name, for --server-id-range and the default
+	// server id; nil is os.Hostname.
 	Hostname func() (string, error)
 	// LogWriter receives the log; nil discards it.
 	LogWriter io.Writer
@@ -63,6 +63,13 @@ type Input struct {
 	// ClusterOK says the command knows Redis Cluster; without it
 	// --redis-cluster is refused.
 	ClusterOK bool
+	// PositionKey is the command's --position-key, "" for the table's
+	// default key: without --server-id the server id is taken from it
+	// (DefaultServerIDFor).
+	PositionKey string
+	// Version is logged with the effective configuration, at the debug
+	// level.
+	Version string
 }
 
 // Config is the resolved configuration.
@@ -100,7 +107,9 @@ type Config struct {
 	Declared []string
 	// Extra are the columns --extra-column carries as entry fields.
 	Extra []schema.ExtraColumn
-	// ServerID is the relay's replica server id, --server-id-range applied.
+	// ServerID is the relay's replica server id: --server-id with
+	// --server-id-range applied, or DefaultServerIDFor the host and the
+	// position key when neither is given.
 	ServerID uint32
 	// LaravelEnv is the .env file --laravel-env read, "" for none.
 	LaravelEnv string
@@ -117,8 +126,30 @@ type Config struct {
 
 // Resolve merges the command line, the environment, the password files and
 // the .env of in into the configuration, with the precedence of the package
-// documentation.
+// documentation. go-redis's own logs go to the logger's debug level, and
+// the effective configuration is logged there with in.Version.
 func Resolve(in Input) (Config, error) {
+	cfg, err := resolve(in)
+	if err != nil {
+		return Config{}, err
+	}
+	// go-redis logs dial failures to stderr on its own; route them to debug,
+	// since the relay reports the errors it gets anyway.
+	redis.SetLogger(redisLogger{cfg.Logger})
+	if cfg.ServerID == 0 {
+		host, err := hostname(in.Hostname)
+		if err != nil {
+			return Config{}, fmt.Errorf("--server-id: read the host name for the default: %w", err)
+		}
+		cfg.ServerID = DefaultServerIDFor(host, cfg.PositionKey(in.PositionKey))
+	}
+	cfg.Logger.Debug("starting", "version", in.Version, "config", cfg)
+	return cfg, nil
+}
+
+// resolve is Resolve before the default server id, which needs the
+// database and the table resolved first.
+func resolve(in Input) (Config, error) {
 	vs, err := resolveValues(in.CommandLine, in.LookupEnv)
 	if err != nil {
 		return Config{}, err
@@ -195,9 +226,9 @@ func (c *Config) tables(vs values, in Input) error {
 }
 
 // serverID is --server-id, spread over --server-id-range; 0 when neither is
-// given, for the caller to pick DefaultServerIDFor once it knows the
-// position key.
-func serverID(vs values, hostname func() (string, error)) (uint32, error) {
+// given, for Resolve to pick DefaultServerIDFor once it knows the position
+// key.
+func serverID(vs values, lookup func() (string, error)) (uint32, error) {
 	id := vs.uint(nameServerID)
 	if vs[nameServerID].Source == Default && vs.uint(nameServerIDRange) == 1 {
 		return 0, nil
@@ -218,14 +249,30 @@ func serverID(vs values, hostname func() (string, error)) (uint32, error) {
 		return 0, outbox.WithHint(fmt.Errorf("%w: --server-id %d with --server-id-range %d goes past 4294967295", outbox.ErrConfig, id, n),
 			"lower --server-id or --server-id-range")
 	}
-	if hostname == nil {
-		hostname = os.Hostname
-	}
-	host, err := hostname()
+	host, err := hostname(lookup)
 	if err != nil {
 		return 0, fmt.Errorf("--server-id-range: read the host name: %w", err)
 	}
 	return uint32(SpreadServerID(uint(id), uint(n), host)), nil
+}
+
+// PositionKey is the Redis key of the binlog position: given
+// (--position-key) or, for one table, the table's default key; "" for
+// several tables without --position-key.
+func (c Config) PositionKey(given string) string {
+	if c.Several {
+		return given
+	}
+	return redisstream.KeysFor(c.Database, c.Table, given).Position
+}
+
+// hostname is the host's name by lookup (Input.Hostname), os.Hostname when
+// nil.
+func hostname(lookup func() (string, error)) (string, error) {
+	if lookup == nil {
+		lookup = os.Hostname
+	}
+	return lookup()
 }
 
 // DSN returns the MySQL DSN with the options Resolve set.

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/binlog-outbox/binlog-outbox/relay"
-
 	"github.com/urfave/cli/v2"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
@@ -272,8 +270,8 @@ func commandLine(c *cli.Context) map[string][]string {
 	return given
 }
 
-// config is the configuration every command shares (relay.Config).
-type config = relay.Config
+// config is the configuration every command shares (settings.Resolve).
+type config = settings.Config
 
 // commandName is the command as typed, "schema print" for a subcommand.
 func commandName(c *cli.Context) string {
@@ -297,10 +295,11 @@ func commandPath(c *cli.Context) string {
 
 // resolveConfig resolves the global settings of the command of c.
 func resolveConfig(c *cli.Context, oneTable, noMySQL bool) (config, error) {
-	return relay.Resolve(settings.Input{
+	return settings.Resolve(settings.Input{
 		CommandLine: commandLine(c), LookupEnv: os.LookupEnv, LogWriter: c.App.ErrWriter,
 		Command: commandName(c), OneTable: oneTable, NoMySQL: noMySQL, ClusterOK: settings.KnowsCluster(commandPath(c)),
-	}, c.String("position-key"), versionString())
+		PositionKey: c.String("position-key"), Version: versionString(),
+	})
 }
 
 // loadConfig reads the global flags of a command that connects to MySQL.

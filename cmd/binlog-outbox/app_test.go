@@ -64,7 +64,7 @@ func parseAlone(app *cli.App) (done func()) {
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	// Buffers that goroutines may share: go-redis logs through one logger
-	// per process (relay.Resolve sets it to the app's), so a client an
+	// per process (settings.Resolve sets it to the app's), so a client an
 	// earlier in-process run left behind (a Sentinel client's listener)
 	// can write to this run's stderr while it is read.
 	var out, errb logging.Buffer

@@ -40,9 +40,6 @@ func runCleanup(c *cli.Context) error {
 		return usageError{err}
 	}
 	o := admin.CleanupOptions{OlderThan: age, Batch: c.Int("batch"), Pause: c.Duration("pause"), Wait: c.Duration("wait"), DryRun: c.Bool("dry-run")}
-	if err := o.CheckSizes(); err != nil {
-		return err
-	}
 	t, err := openTableCommand(ctx, c, "cleanup", true, false)
 	if err != nil {
 		return err

@@ -31,10 +31,7 @@ func markAppendedCommand() *cli.Command {
 }
 
 func markAppended(c *cli.Context) error {
-	onSent, err := onSentOf(c)
-	if err != nil {
-		return err
-	}
+	onSent := onSentOf(c)
 	ctx := c.Context
 	t, err := openTableCommand(ctx, c, "mark-appended", true, true)
 	if err != nil {

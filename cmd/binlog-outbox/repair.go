@@ -62,14 +62,8 @@ func (e errRepairMissing) Error() string {
 }
 
 func runRepair(c *cli.Context) error {
-	chunk, page, onSent, err := walkArgs(c)
-	if err != nil {
-		return err
-	}
+	chunk, page, onSent := walkArgs(c)
 	snapshot := strings.ToLower(c.String("snapshot"))
-	if snapshot != admin.SnapshotAuto && snapshot != admin.SnapshotStatus && snapshot != admin.SnapshotLock {
-		return usageError{fmt.Errorf("--snapshot %q: want auto, status or lock", c.String("snapshot"))}
-	}
 	repairMode := strings.ToLower(c.String("mode"))
 	if repairMode != "" && repairMode != mode.Binlog && repairMode != mode.Poll {
 		return usageError{fmt.Errorf("--mode %q: want binlog or poll", c.String("mode"))}
@@ -79,9 +73,6 @@ func runRepair(c *cli.Context) error {
 		return err
 	}
 	apply := c.Bool("apply")
-	if c.Int("accept-foreign") < 0 {
-		return usageError{fmt.Errorf("--accept-foreign %d: want the count of foreign entries a dry run reported", c.Int("accept-foreign"))}
-	}
 	db, res, err := openUsableTable(c.Context, &cfg, "repair")
 	if err != nil {
 		return err

@@ -5,9 +5,11 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// validateFlags refuses a value of a command's flag outside its range
-// (relay.Ranges, relay.CheckLease). Every command runs it before its action, so that check
-// refuses what run refuses, in the same words, before connecting anywhere.
+// validateFlags refuses a value of a command's flag outside its range, by
+// the one table of every command's flags (relay.Ranges). Every command runs
+// it before its action, so that check refuses what run refuses, in the same
+// words, before connecting anywhere; what run's flags say together is
+// relay.Options.Validate's, which check reports as a requirement.
 func validateFlags(c *cli.Context) error {
 	set := setFlags(c)
 	for _, f := range c.Command.Flags {
@@ -28,19 +30,6 @@ func validateFlags(c *cli.Context) error {
 		}
 		if err := relay.CheckFlag(name, c.Value(name), env, d.GetDefaultText()); err != nil {
 			return err
-		}
-	}
-	if commandFlag(c.Command, "lease-ttl") != nil {
-		return relay.CheckLease(c.Duration("lease-ttl"), c.Duration("lease-renew"))
-	}
-	return nil
-}
-
-// commandFlag is the command's flag of that name, nil if it has none.
-func commandFlag(cmd *cli.Command, name string) cli.Flag {
-	for _, f := range cmd.Flags {
-		if f.Names()[0] == name {
-			return f
 		}
 	}
 	return nil

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -41,10 +39,7 @@ func runVerify(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	chunk, page, onSent, err := walkArgs(c)
-	if err != nil {
-		return err
-	}
+	chunk, page, onSent := walkArgs(c)
 	t, err := openTableCommand(ctx, c, "verify", true, true)
 	if err != nil {
 		return err
@@ -66,14 +61,9 @@ func runVerify(c *cli.Context) error {
 	return r.Err()
 }
 
-// onSentOf reads --on-sent: mark or delete.
-func onSentOf(c *cli.Context) (string, error) {
-	onSent := strings.ToLower(c.String("on-sent"))
-	if onSent != poller.OnSentMark && onSent != poller.OnSentDelete {
-		return "", usageError{fmt.Errorf("--on-sent %q: want mark or delete", c.String("on-sent"))}
-	}
-	return onSent, nil
-}
+// onSentOf reads --on-sent: mark or delete (its range is checked as the
+// flag is read, relay.Ranges).
+func onSentOf(c *cli.Context) string { return strings.ToLower(c.String("on-sent")) }
 
 // walkFlags are the sizes of verify's walk over rows and entries, which
 // repair walks too.
@@ -84,14 +74,8 @@ func walkFlags() []cli.Flag {
 	}
 }
 
-// walkArgs reads walkFlags, refusing sizes below one, and --on-sent, which
-// says whether the walk finds the relayed rows deleted: what verify and
-// repair read alike.
-func walkArgs(c *cli.Context) (chunk, page int, onSent string, err error) {
-	chunk, page = c.Int("chunk-rows"), c.Int("page-entries")
-	if chunk < 1 || page < 1 {
-		return 0, 0, "", usageError{errors.New("--chunk-rows and --page-entries must be positive")}
-	}
-	onSent, err = onSentOf(c)
-	return chunk, page, onSent, err
+// walkArgs reads walkFlags and --on-sent, which says whether the walk finds
+// the relayed rows deleted: what verify and repair read alike.
+func walkArgs(c *cli.Context) (chunk, page int, onSent string) {
+	return c.Int("chunk-rows"), c.Int("page-entries"), onSentOf(c)
 }
