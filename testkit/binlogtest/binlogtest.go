@@ -92,11 +92,12 @@ func NewParser(cfg replication.BinlogSyncerConfig) *replication.BinlogParser {
 }
 
 // FixtureDir is the folder of the binlog files recorded by real MySQL 8.0
-// (and 9.6) servers; README.md there says where each comes from and what it
+// (and 9.6) servers, canal/testdata/mysql8, where the reader that replays
+// them lives; README.md there says where each comes from and what it
 // covers. No MySQL server runs where the tests run, so they are the only
 // check of the reader's MySQL paths against bytes a MySQL server actually
 // wrote.
 func FixtureDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "testdata", "mysql8")
+	return filepath.Join(filepath.Dir(file), "..", "..", "canal", "testdata", "mysql8")
 }
