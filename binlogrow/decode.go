@@ -50,7 +50,8 @@ type ColumnError struct {
 	// otherwise they lack one the mapping names, or an --extra-column
 	// (Extra).
 	Appeared, Extra bool
-	err             error
+	// err is the error, with the hint for when the table cannot be asked.
+	err error
 }
 
 // Error implements error.
@@ -396,8 +397,8 @@ func compatible(binlogType byte, dataType string) bool {
 	return binlogClass(binlogType) == dataTypeClass(dataType)
 }
 
-// Event turns one binlog row into an Event, by the rules of package
-// eventrow. Strings are copied: the decoder's alias the event's bytes,
+// Event turns one binlog row of l's table map into an Event, by the rules of
+// package eventrow. Strings are copied: go-mysql's alias the event's bytes,
 // and one short string would keep a whole event alive. The payload and the
 // headers are not (eventrow.ToTextBytesShared): they are most of a row's
 // bytes, and go-mysql allocates each event afresh. Problems with the row's content do

@@ -44,8 +44,8 @@ func (c *nameCache[V]) put(tm *replication.TableMapEvent, v V) {
 
 // tableMatcher returns match asked of the table a table map names, with its
 // answer remembered per table: go-mysql's parsing goroutine asks it for
-// every rows event (binlogrow.DecodeConfig), and the machine for every
-// rows event it guards. Each goroutine needs its own.
+// every rows event (binlogrow.DecodeConfig), and the machine's guard for
+// every table map (tableSet.matches). Each goroutine needs its own.
 func tableMatcher(match func(database, table string) bool) func(*replication.TableMapEvent) bool {
 	var matched nameCache[bool]
 	return func(tm *replication.TableMapEvent) bool {
