@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/position"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -96,6 +98,10 @@ type Options struct {
 type Range struct {
 	// Flag is the flag's name without dashes.
 	Flag string
+	// Commands are the commands, by path ("run", "schema print"), whose
+	// flag of that name the range is, where commands give one name
+	// different values; nil for every command that takes the flag.
+	Commands []string
 	// Want says what is valid, for the error.
 	Want string
 	// ok says whether a value of the flag (int, int64, time.Duration or
@@ -175,11 +181,29 @@ func Ranges() []Range {
 		intIn("page-entries", 1, anyPositiveInt),
 		intIn("accept-foreign", 0, anyPositiveInt).wanting("the count of foreign entries a dry run reported, 0 or more"),
 		oneOf("snapshot", admin.SnapshotAuto, admin.SnapshotStatus, admin.SnapshotLock),
+		// --mode of run and check, and repair's for a Redis that lost
+		// the relay's state, where it can only say which; schema print's
+		// --format.
+		oneOf("mode", mode.Binlog, mode.Poll, mode.Auto).of("run", "check"),
+		oneOf("mode", mode.Binlog, mode.Poll).of("repair"),
+		oneOf("format", "sql", "laravel").of("schema print"),
 		// cleanup's DELETEs, and its and verify's wait for the relay.
 		intIn("batch", 1, admin.MaxCleanupBatch),
 		durationIn("pause", 0, 0),
 		durationIn("wait", 0, 0),
 	}
+}
+
+// For says whether r is the range of the flag of command (its path, e.g.
+// "schema print").
+func (r Range) For(command string) bool {
+	return r.Commands == nil || slices.Contains(r.Commands, command)
+}
+
+// of is r for the commands alone.
+func (r Range) of(commands ...string) Range {
+	r.Commands = commands
+	return r
 }
 
 // wanting is r saying want of what is valid.
@@ -188,13 +212,14 @@ func (r Range) wanting(want string) Range {
 	return r
 }
 
-// CheckFlag refuses a value of the flag name outside its range, naming
-// the flag, env (its environment variable, "" for none) and the range, and
-// def, the flag's default as --help shows it ("" for none), in the hint. A
-// flag without a range passes.
-func CheckFlag(name string, value any, env, def string) error {
+// CheckFlag refuses a value of the flag name of command (its path, e.g.
+// "schema print") outside its range, naming the flag, env (its environment
+// variable, "" for none) and the range, and def, the flag's default as
+// --help shows it ("" for none), in the hint. A flag without a range
+// passes.
+func CheckFlag(command, name string, value any, env, def string) error {
 	for _, r := range Ranges() {
-		if r.Flag != name || r.ok(value) {
+		if r.Flag != name || !r.For(command) || r.ok(value) {
 			continue
 		}
 		given := "--" + name
@@ -261,8 +286,13 @@ func nonEmpty(name, want string) Range {
 	}}
 }
 
+// oneOf is a flag that takes one of values, in any letter case.
 func oneOf(name string, values ...string) Range {
-	return Range{Flag: name, Want: strings.Join(values, " or "), ok: func(v any) bool {
+	want := values[len(values)-1]
+	if n := len(values); n > 1 {
+		want = strings.Join(values[:n-1], ", ") + " or " + want
+	}
+	return Range{Flag: name, Want: want, ok: func(v any) bool {
 		s, _ := v.(string)
 		for _, want := range values {
 			if strings.EqualFold(s, want) {

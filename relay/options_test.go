@@ -35,24 +35,29 @@ func TestOptions_Validate(t *testing.T) {
 // a range, passes.
 func TestCheckFlag(t *testing.T) {
 	for _, tc := range []struct {
-		flag  string
-		value any
-		ok    bool
+		command string
+		flag    string
+		value   any
+		ok      bool
 	}{
-		{"lease-ttl", 50 * time.Millisecond, false},
-		{"lease-ttl", 100 * time.Millisecond, true},
-		{"lease-renew", time.Duration(0), false},
-		{"max-tx-bytes", 1, false},
-		{"max-tx-bytes", 64 << 10, true},
-		{"heartbeat", 2 * time.Hour, false},
-		{"batch", 10001, false},
-		{"snapshot", "later", false},
-		{"snapshot", "LOCK", true},
-		{"no-such-flag", -1, true},
+		{"run", "lease-ttl", 50 * time.Millisecond, false},
+		{"run", "lease-ttl", 100 * time.Millisecond, true},
+		{"run", "lease-renew", time.Duration(0), false},
+		{"run", "max-tx-bytes", 1, false},
+		{"run", "max-tx-bytes", 64 << 10, true},
+		{"run", "heartbeat", 2 * time.Hour, false},
+		{"run", "batch", 10001, false},
+		{"run", "snapshot", "later", false},
+		{"run", "snapshot", "LOCK", true},
+		{"run", "no-such-flag", -1, true},
+		{"run", "mode", "auto", true},
+		{"repair", "mode", "auto", false},
+		{"schema print", "format", "xml", false},
+		{"run", "format", "xml", true}, // the entry format's own check
 	} {
-		err := CheckFlag(tc.flag, tc.value, "BINLOG_OUTBOX_X", "7")
+		err := CheckFlag(tc.command, tc.flag, tc.value, "BINLOG_OUTBOX_X", "7")
 		if tc.ok != (err == nil) {
-			t.Errorf("--%s %v: %v, want ok=%v", tc.flag, tc.value, err, tc.ok)
+			t.Errorf("%s --%s %v: %v, want ok=%v", tc.command, tc.flag, tc.value, err, tc.ok)
 			continue
 		}
 		if err != nil && (!errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), "--"+tc.flag) ||

@@ -10,7 +10,6 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/admin"
-	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/relay"
@@ -65,9 +64,6 @@ func runRepair(c *cli.Context) error {
 	chunk, page, onSent := walkArgs(c)
 	snapshot := strings.ToLower(c.String("snapshot"))
 	repairMode := strings.ToLower(c.String("mode"))
-	if repairMode != "" && repairMode != mode.Binlog && repairMode != mode.Poll {
-		return usageError{fmt.Errorf("--mode %q: want binlog or poll", c.String("mode"))}
-	}
 	cfg, err := loadOneTableConfig(c)
 	if err != nil {
 		return err

@@ -35,9 +35,6 @@ func schemaCommand() *cli.Command {
 
 func schemaPrint(c *cli.Context) error {
 	format := strings.ToLower(c.String("format"))
-	if format != "sql" && format != "laravel" {
-		return usageError{fmt.Errorf("--format %q: want sql or laravel", c.String("format"))}
-	}
 	cfg, err := loadTableConfig(c)
 	if err != nil {
 		return err

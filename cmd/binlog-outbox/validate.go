@@ -12,6 +12,7 @@ import (
 // relay.Options.Validate's, which check reports as a requirement.
 func validateFlags(c *cli.Context) error {
 	set := setFlags(c)
+	command := commandPath(c)
 	for _, f := range c.Command.Flags {
 		d, ok := f.(cli.DocGenerationFlag)
 		if !ok {
@@ -28,7 +29,7 @@ func validateFlags(c *cli.Context) error {
 			// command's to ask for, in its own words.
 			continue
 		}
-		if err := relay.CheckFlag(name, c.Value(name), env, d.GetDefaultText()); err != nil {
+		if err := relay.CheckFlag(command, name, c.Value(name), env, d.GetDefaultText()); err != nil {
 			return err
 		}
 	}
