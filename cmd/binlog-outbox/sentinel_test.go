@@ -247,7 +247,7 @@ func TestRun_SentinelMasterKilledUnderLoad(t *testing.T) {
 	var acked, replicated int
 	underLoad(t, env, rec, func() {
 		s.CutReplication(t)
-		waitAppended(t, env, relaytest.CountEntries(context.Background(), env.RDB, "outbox:")+200)
+		waitAppended(t, env, relaytest.CountEntries(context.Background(), env.RDB, "outbox:")+50)
 		ctx := context.Background()
 		acked = relaytest.CountEntries(ctx, s.Node(t, false, target.Options.DB), "outbox:")
 		replicated = relaytest.CountEntries(ctx, s.Node(t, true, target.Options.DB), "outbox:")
@@ -348,7 +348,7 @@ func TestRun_SentinelFailoverLosesThePosition(t *testing.T) {
 		defer close(done)
 		relaytest.Produce(ctx, t, env.DB, env.Table, relaytest.ProduceOptions{Producers: 4, Transactions: 1 << 30, Pause: 2 * time.Millisecond}, relaytest.NewProduced())
 	}()
-	waitAppended(t, env, 200)
+	waitAppended(t, env, 50)
 	s.KillMaster(t)
 	code := p.Wait(t, 60*time.Second)
 	cancel()

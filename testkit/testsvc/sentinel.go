@@ -20,9 +20,13 @@ import (
 const SentinelMaster = "outbox-master"
 
 // Timing of the sentinels of StartSentinels: a master that does not answer
-// for a second is down, and a failover takes a few seconds.
+// for three seconds is down, and a failover takes a few seconds. The
+// sentinels promote no replica whose link has been down for more than ten
+// down-afters before the master was: with one second, a test that cut
+// replication (CutReplication) and then loaded a busy machine for ten
+// seconds before the kill never saw a promotion.
 const (
-	sentinelDownAfter       = time.Second
+	sentinelDownAfter       = 3 * time.Second
 	sentinelFailoverTimeout = 10 * time.Second
 	// sentinelWait bounds waiting for the sentinels to see the topology or
 	// to finish a failover, on a loaded machine.
@@ -289,7 +293,7 @@ func (s *Sentinels) Node(t testing.TB, replica bool, db int) *redis.Client {
 // the master acknowledges from now on no replica has: a failover loses it,
 // as asynchronous replication does when the master dies with a backlog.
 // Kill the master within seconds: the sentinels promote no replica whose
-// link has been down for more than ten times their down-after time (10s).
+// link has been down for more than ten times their down-after time (30s).
 func (s *Sentinels) CutReplication(t testing.TB) {
 	t.Helper()
 	c := s.master(t).Client(t, s.master(t).URL(0))
