@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/internal/retry"
 	"github.com/binlog-outbox/binlog-outbox/mode"
@@ -573,7 +574,7 @@ func (o RepairOptions) provable(ctx context.Context, v *verifier, r *RepairRepor
 			if err != nil {
 				return fmt.Errorf("repair: XINFO STREAM %s: %w", key, redisconn.Classify(err))
 			}
-			first, ok := parseOutboxID(info.FirstEntry.Values[redisstream.FieldOutboxID])
+			first, ok := parseOutboxID(info.FirstEntry.Values[entry.FieldOutboxID])
 			if info.EntriesAdded > info.Length && ok && first > v.minID {
 				return refuse(fmt.Sprintf("the stream %s was trimmed or had entries deleted, and its first entry (outbox_id %d) is above the table's lowest row (id %d): a trimmed row cannot be told from a missing one", key, first, v.minID),
 					"delete the rows the streams no longer hold (binlog-outbox cleanup) or compare a newer range with verify --from-id")

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -129,7 +130,7 @@ const NameStreamKeys = "stream keys"
 // than a stream: the events bound for one go to the dead-letter stream
 // (redisstream.WrongTypeError) rather than stall every aggregate.
 func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisstream.Record) Result {
-	t, err := redisstream.ParseTemplate(rec.Stream, rec.Partitions, true)
+	t, err := entry.ParseTemplate(rec.Stream, rec.Partitions, true)
 	if err != nil {
 		return skip(NameStreamKeys, "not checked: "+err.Error(), binlogOnly)
 	}
@@ -140,7 +141,7 @@ func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisstr
 			"another application uses the key: rename or delete it, or give --dead-letter-stream a key of its own")
 		return refusal(NameStreamKeys, err, both)
 	}
-	if rec.Format.Name == redisstream.FormatLaravelQueue {
+	if rec.Format.Name == entry.FormatLaravelQueue {
 		return checkLaravelQueueKeys(ctx, c, t.Glob())
 	}
 	all, err := redisstream.ScanKeys(ctx, c, t.Glob())
@@ -149,8 +150,8 @@ func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisstr
 		if streams, err = redisstream.ScanStreams(ctx, c, t.Glob()); err == nil {
 			var others []string
 			for _, k := range all {
-				if slices.Contains(streams, k) || k == rec.DeadLetterStream || strings.HasSuffix(k, redisstream.DelayedSetSuffix) ||
-					(rec.Format.Name == redisstream.FormatLaravelStream && strings.HasSuffix(k, redisstream.LaravelDelayedSuffix)) {
+				if slices.Contains(streams, k) || k == rec.DeadLetterStream || strings.HasSuffix(k, entry.DelayedSetSuffix) ||
+					(rec.Format.Name == entry.FormatLaravelStream && strings.HasSuffix(k, entry.LaravelDelayedSuffix)) {
 					continue
 				}
 				typ, err := c.Type(ctx, k).Result()
@@ -172,7 +173,7 @@ func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisstr
 }
 
 // checkLaravelQueueKeys is checkStreamKeys for Laravel's Redis queue
-// (redisstream.FormatLaravelQueue), whose keys under glob are lists (the
+// (entry.FormatLaravelQueue), whose keys under glob are lists (the
 // queues and their notify lists) and sorted sets (delayed and reserved
 // jobs).
 func checkLaravelQueueKeys(ctx context.Context, c redis.UniversalClient, glob string) Result {
@@ -229,7 +230,7 @@ func checkWithoutLease(ctx context.Context, c redis.UniversalClient, rec *rediss
 // checkRelays refuses the tables and streams of another position's relay,
 // and says what changed since this position's relay recorded itself.
 func checkRelays(ctx context.Context, c redis.UniversalClient, rec *redisstream.Record, tables []stateTable, records []redisstream.Record) []Result {
-	ours, err := redisstream.ParseTemplate(rec.Stream, rec.Partitions, true)
+	ours, err := entry.ParseTemplate(rec.Stream, rec.Partitions, true)
 	if err != nil {
 		return nil // a refused setting (checkStart)
 	}
@@ -242,7 +243,7 @@ func checkRelays(ctx context.Context, c redis.UniversalClient, rec *redisstream.
 			}
 			continue
 		}
-		theirs, err := redisstream.ParseTemplate(other.Stream, max(other.Partitions, 1), true)
+		theirs, err := entry.ParseTemplate(other.Stream, max(other.Partitions, 1), true)
 		if err != nil || !theirs.MayOverlap(ours) {
 			continue
 		}
@@ -420,7 +421,7 @@ const (
 // whose message ids the tables hold. The relay's keys may be gone
 // (evicted, deleted by hand) while the streams stay.
 func entriesOfTables(ctx context.Context, cfg Config, c redis.UniversalClient, rec *redisstream.Record, tables []stateTable) (string, error) {
-	t, err := redisstream.ParseTemplate(rec.Stream, rec.Partitions, true)
+	t, err := entry.ParseTemplate(rec.Stream, rec.Partitions, true)
 	if err != nil {
 		return "", nil
 	}
@@ -443,7 +444,7 @@ func entriesOfTables(ctx context.Context, cfg Config, c redis.UniversalClient, r
 			return "", fmt.Errorf("XREVRANGE %s: %w", s, redisconn.Classify(err))
 		}
 		for _, m := range msgs {
-			if id, ok := m.Values[redisstream.FieldMessageID].(string); ok && id != "" {
+			if id, ok := m.Values[entry.FieldMessageID].(string); ok && id != "" {
 				ids[id] = s
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
@@ -315,14 +316,10 @@ func (s *scriptAppend) addRuns(events []outbox.Event, window int64) {
 			s.keys = append(s.keys, key)
 			dedupe = len(s.keys)
 		}
-		if due, ok := s.delayed(e); ok {
-			member := e.Envelope
-			if isLaravel(s.cfg.Format.Name) {
-				member = laravelBody(e)
-			}
-			s.pairs = append(s.pairs[:0], fieldScore, strconv.FormatInt(due, 10), fieldMember, member)
-		} else if s.list(e) {
-			s.pairs = append(s.pairs[:0], fieldMember, laravelBody(e))
+		if due, ok := s.cfg.Format.Delayed(e); ok {
+			s.pairs = append(s.pairs[:0], fieldScore, strconv.FormatInt(due, 10), fieldMember, s.cfg.Format.Member(e))
+		} else if s.cfg.Format.ToList(e) {
+			s.pairs = append(s.pairs[:0], fieldMember, entry.JobBody(e))
 		} else {
 			s.pairs = s.appendFields(s.pairs[:0], e)
 		}

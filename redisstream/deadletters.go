@@ -70,7 +70,7 @@ func (s *Sink) Replay(ctx context.Context, e *outbox.Event, ids []string) (Repla
 		groups = nil // the dead-letter stream gets none, as in the append script
 	}
 	args := []any{len(ids), len(groups)}
-	due, delayed := s.delayed(e)
+	due, delayed := s.cfg.Format.Delayed(e)
 	if delayed {
 		args[1], groups = "z", nil
 	}

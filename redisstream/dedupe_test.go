@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"context"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"reflect"
 	"testing"
 	"time"
@@ -189,7 +190,7 @@ func TestSink_AppendRuns(t *testing.T) {
 	}
 	got := func(stream string) (ids []string, tenants []any) {
 		for _, m := range c.XRange(ctx, stream, "-", "+").Val() {
-			ids = append(ids, m.Values[FieldOutboxID].(string))
+			ids = append(ids, m.Values[entry.FieldOutboxID].(string))
 			tenants = append(tenants, m.Values["tenant"])
 		}
 		return ids, tenants

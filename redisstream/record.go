@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"slices"
 	"time"
 
@@ -32,11 +33,11 @@ type Record struct {
 	// entries' settings in force (defaults applied): --stream,
 	// --partitions, --dead-letter-stream, the format flags and
 	// --ensure-group.
-	Stream           string   `json:"stream"`
-	Partitions       int      `json:"partitions"`
-	DeadLetterStream string   `json:"dead_letter_stream"`
-	Format           Format   `json:"format"`
-	Groups           []string `json:"groups,omitempty"`
+	Stream           string       `json:"stream"`
+	Partitions       int          `json:"partitions"`
+	DeadLetterStream string       `json:"dead_letter_stream"`
+	Format           entry.Format `json:"format"`
+	Groups           []string     `json:"groups,omitempty"`
 	// ServerID is the binlog server id the relay reads with, whose claim
 	// (ServerIDKey) tells whether it is reading now.
 	ServerID uint32 `json:"server_id"`

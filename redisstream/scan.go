@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"net"
 	"slices"
 	"sort"
@@ -35,7 +36,7 @@ func ScanKeys(ctx context.Context, client redis.UniversalClient, glob string) ([
 // ScanDelayedSets lists, as ScanStreams does, the sorted sets of delayed
 // symfony-doctrine messages (DelayedSetSuffix) of the streams glob matches.
 func ScanDelayedSets(ctx context.Context, client redis.UniversalClient, glob string) ([]string, error) {
-	return scanKeys(ctx, client, glob+DelayedSetSuffix, "zset", "delayed sets")
+	return scanKeys(ctx, client, glob+entry.DelayedSetSuffix, "zset", "delayed sets")
 }
 
 // scanKeys lists the keys of type typ (what names them in errors) whose

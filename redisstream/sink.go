@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -73,7 +74,7 @@ type Config struct {
 	// dead-letter stream gets none: its readers are operators.
 	Groups []string
 	// Format is the entry format (default FormatFlat; format.go).
-	Format Format
+	Format entry.Format
 	// Cluster says the client is a Redis Cluster client (--redis-cluster).
 	// One script cannot span hash slots, so Append groups a batch by the
 	// slot of each event's stream and appends each group with a position
@@ -96,7 +97,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Stream == "" {
-		c.Stream = DefaultStream
+		c.Stream = entry.DefaultStream
 	}
 	if c.Partitions == 0 {
 		c.Partitions = 1
@@ -122,7 +123,7 @@ func (c *Config) setDefaults() {
 type base struct {
 	client   redis.UniversalClient
 	cfg      Config
-	template *Template
+	template *entry.Template
 	groups   *groupCache
 	// deadLetterReachable says some event could render the dead-letter
 	// stream's name, so prepare compares each event's stream with it.
@@ -170,7 +171,7 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &base{client: client, cfg: cfg, template: t, groups: newGroupCache(), deadLetterReachable: t.mayRender(cfg.DeadLetterStream), wrong: newWrongTypes()}
+	b := &base{client: client, cfg: cfg, template: t, groups: newGroupCache(), deadLetterReachable: t.MayRender(cfg.DeadLetterStream), wrong: newWrongTypes()}
 	s := &Sink{base: b, script: &scriptAppend{base: b}}
 	switch {
 	case cfg.Cluster:
@@ -191,7 +192,7 @@ func (cfg Config) Validate() error {
 }
 
 // validate sets cfg's defaults, checks it and parses its stream template.
-func (cfg *Config) validate() (*Template, error) {
+func (cfg *Config) validate() (*entry.Template, error) {
 	cfg.setDefaults()
 	if cfg.Dedupe.Window < 0 {
 		return nil, fmt.Errorf("%w: redisstream: negative dedupe window %s", outbox.ErrConfig, cfg.Dedupe.Window)
@@ -218,7 +219,7 @@ func (cfg *Config) validate() (*Template, error) {
 			return nil, err
 		}
 	}
-	t, err := ParseTemplate(cfg.Stream, cfg.Partitions, !cfg.NoAggregateType)
+	t, err := entry.ParseTemplate(cfg.Stream, cfg.Partitions, !cfg.NoAggregateType)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +238,7 @@ func (cfg *Config) validate() (*Template, error) {
 // An event with such a stream would stall the relay for good, or, were
 // its type a string, overwrite its position; every command that builds a
 // sink refuses it alike.
-func checkOwnKeys(t *Template, positionKey string) error {
+func checkOwnKeys(t *entry.Template, positionKey string) error {
 	own := ""
 	switch {
 	case t.MayRenderPrefix(KeyPrefix):
@@ -247,7 +248,7 @@ func checkOwnKeys(t *Template, positionKey string) error {
 	default:
 		return nil
 	}
-	return outbox.WithHint(fmt.Errorf("%w: --stream %q can name %s, which the relay keeps for itself", outbox.ErrConfig, t.src, own),
+	return outbox.WithHint(fmt.Errorf("%w: --stream %q can name %s, which the relay keeps for itself", outbox.ErrConfig, t, own),
 		"start the template with a literal prefix of its own, e.g. --stream 'events:{aggregate_type}': a placeholder stands for any text a row holds")
 }
 
@@ -377,9 +378,9 @@ func (k *batchKeys) streams(s *base, events []outbox.Event) int {
 			k.keyIdx[key] = idx
 		}
 		k.streamOf = append(k.streamOf, idx)
-		if _, ok := s.delayed(&events[i]); ok {
+		if _, ok := s.cfg.Format.Delayed(&events[i]); ok {
 			k.sets[idx] = true
-		} else if s.list(&events[i]) {
+		} else if s.cfg.Format.ToList(&events[i]) {
 			k.lists[idx] = true
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
@@ -116,7 +117,7 @@ func startProbe(ctx context.Context, o Options, cfg settings.Config, relayMode s
 // on a Redis Cluster, the streams of every master, each read through the
 // cluster client from the master of its slot.
 func groupMetrics(o Options, cfg settings.Config, relayMode string, client redis.UniversalClient) (*metrics.Groups, error) {
-	tmpl, err := redisstream.ParseTemplate(StreamTemplate(cfg, o.Stream), o.Partitions, cfg.Mapping.Has(schema.ColAggregateType))
+	tmpl, err := entry.ParseTemplate(StreamTemplate(cfg, o.Stream), o.Partitions, cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -61,7 +62,7 @@ type EntryFlags struct {
 	Stream, DeadLetterStream string
 	Partitions               int
 	// Format is nil unless a format flag (or --source) was given.
-	Format *redisstream.Format
+	Format *entry.Format
 	// Groups is nil unless --ensure-group was given.
 	Groups []string
 }
@@ -138,7 +139,7 @@ func CommandEntries(ctx context.Context, client redis.UniversalClient, cfg setti
 // so verify would call every job missing and repair would deliver it again,
 // to run twice.
 func refuseJobsEntries(command, format string) error {
-	if format != redisstream.FormatLaravelQueue && format != redisstream.FormatLaravelStream {
+	if format != entry.FormatLaravelQueue && format != entry.FormatLaravelStream {
 		return nil
 	}
 	switch command {

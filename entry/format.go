@@ -1,4 +1,4 @@
-package redisstream
+package entry
 
 import (
 	"bufio"
@@ -250,14 +250,14 @@ func (f *Format) String() string {
 	return b.String()
 }
 
-// prepare finishes e for the format: in FormatMessenger it encodes the
+// Prepare finishes e for the format: in FormatMessenger it encodes the
 // envelope into e.Envelope, or marks e Invalid with the reason Messenger
 // could not take it. A message Messenger fails to decode is worse than a
 // dead letter: its worker rejects it (deleting it, with the transport's
 // default delete_after_reject) and stops, and JSON it cannot read at all
 // stays pending for ever. It is idempotent, and does nothing to an event
 // that is already invalid.
-func (f *Format) prepare(e *outbox.Event, withAggregateType bool) {
+func (f *Format) Prepare(e *outbox.Event, withAggregateType bool) {
 	if f.Name == FormatDoctrine {
 		prepareDoctrine(e)
 		return

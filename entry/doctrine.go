@@ -1,4 +1,4 @@
-package redisstream
+package entry
 
 import (
 	"bytes"
@@ -166,13 +166,13 @@ func doctrineDue(e *outbox.Event) (due int64, delayed bool) {
 	return e.OccurredAt.UnixMilli(), true
 }
 
-// delayed reports whether e goes to its stream's delayed set
-// (Format.delayedSuffix) rather than to the stream, and the score there.
-func (s *base) delayed(e *outbox.Event) (due int64, ok bool) {
+// Delayed reports whether e, prepared, goes to its stream's delayed set
+// (DelayedSuffix) rather than to the stream, and its score there.
+func (f *Format) Delayed(e *outbox.Event) (due int64, ok bool) {
 	if e.Invalid != "" {
 		return 0, false
 	}
-	switch s.cfg.Format.Name {
+	switch f.Name {
 	case FormatDoctrine:
 		return doctrineDue(e)
 	case FormatLaravelQueue, FormatLaravelStream:
@@ -181,16 +181,25 @@ func (s *base) delayed(e *outbox.Event) (due int64, ok bool) {
 	return 0, false
 }
 
-// delayedSuffix makes the key of a stream's delayed set from the stream's.
-func (f *Format) delayedSuffix() string {
+// DelayedSuffix makes the key of a stream's delayed set from the stream's.
+func (f *Format) DelayedSuffix() string {
 	if isLaravel(f.Name) {
 		return LaravelDelayedSuffix
 	}
 	return DelayedSetSuffix
 }
 
-// list reports whether e goes to a Laravel queue's list (RPUSH, with a
-// notification) rather than to a stream.
-func (s *base) list(e *outbox.Event) bool {
-	return s.cfg.Format.Name == FormatLaravelQueue && e.Invalid == "" && len(e.Envelope) > 0 && e.Envelope[0] == laravelNow
+// ToList reports whether e, prepared, goes to a Laravel queue's list (RPUSH,
+// with a notification) rather than to a stream.
+func (f *Format) ToList(e *outbox.Event) bool {
+	return f.Name == FormatLaravelQueue && e.Invalid == "" && len(e.Envelope) > 0 && e.Envelope[0] == laravelNow
+}
+
+// Member is what a delayed event, prepared, is written as in its delayed
+// set (Delayed): the envelope, or a Laravel job's JobBody.
+func (f *Format) Member(e *outbox.Event) []byte {
+	if isLaravel(f.Name) {
+		return JobBody(e)
+	}
+	return e.Envelope
 }
