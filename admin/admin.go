@@ -83,7 +83,7 @@ func loadRelayState(ctx context.Context, client redis.UniversalClient, keys redi
 	if !st.Recorded {
 		// A binlog relay's record outlives its position (a deleted or
 		// evicted position key).
-		_, recorded, err := redisstream.ReadRecord(ctx, client, keys.Position)
+		_, recorded, err := redisadmin.ReadRecord(ctx, client, keys.Position)
 		if err != nil {
 			return relayState{}, fmt.Errorf("%s: %w", command, err)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -416,7 +417,7 @@ func (o RepairOptions) takeLease(ctx context.Context, r *RepairReport, apply boo
 		return nil, nil
 	}
 	// A relay without the lease reads under its server id's claim alone.
-	if rec, ok, err := redisstream.ReadRecord(ctx, o.Redis, o.Keys.Position); err != nil {
+	if rec, ok, err := redisadmin.ReadRecord(ctx, o.Redis, o.Keys.Position); err != nil {
 		return nil, fmt.Errorf("repair: %w", err)
 	} else if ok && rec.ServerID != 0 {
 		claim, claimed, err := redisstream.ReadServerIDClaim(ctx, o.Redis, rec.ServerID)

@@ -116,7 +116,7 @@ func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int,
 func (x *entryIndex) addAll(ctx context.Context, streams Streams, rng VerifyRange) (nStreams, nEntries int, err error) {
 	var sets []string
 	if streams.DelayedSets {
-		if sets, err = redisstream.ScanDelayedSets(ctx, x.client, streams.Glob); err != nil {
+		if sets, err = redisadmin.ScanDelayedSets(ctx, x.client, streams.Glob); err != nil {
 			return 0, 0, fmt.Errorf("verify: %w", err)
 		}
 	}

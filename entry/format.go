@@ -141,7 +141,7 @@ func ReadClassesFile(path string, into map[string]string) error {
 
 // Validate normalises f (the default name, the classes without a leading
 // backslash) and reports the first invalid setting by its flag. It is
-// idempotent; New calls it.
+// idempotent; redisstream.New calls it.
 func (f *Format) Validate() error {
 	if f.Name == "" {
 		f.Name = FormatFlat

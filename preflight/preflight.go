@@ -23,6 +23,7 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -194,7 +195,7 @@ type Report struct {
 	PositionStored bool
 	// Record is what the relay records of itself at start (RecordOf), nil
 	// without Config.Start or a position key.
-	Record *redisstream.Record
+	Record *redisadmin.Record
 }
 
 // Mapping is the mapping resolved against the table, or against the first

@@ -53,9 +53,9 @@ type scriptAppend struct {
 // as this relay holds it (with the lease only), then the G group names,
 // then S flags ("1": make sure the stream has every group; "z": the key
 // is a delayed set, whose runs hold a score and a member per entry, added
-// with ZADD NX, see prepareDoctrine; "l": the key is a Laravel queue's
+// with ZADD NX, see entry.Format.Delayed; "l": the key is a Laravel queue's
 // list, whose runs hold a member per entry, RPUSHed with a 1 on
-// <key>:notify as Laravel's push script does, see prepareLaravel), then the
+// <key>:notify as Laravel's push script does, see entry.Format.ToList), then the
 // entries in runs: consecutive entries of one stream with the same field
 // names share a header (stream index into KEYS, the first entry's dedupe key
 // index into KEYS (0: none; the run's others follow it), number of fields F,

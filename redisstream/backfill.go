@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/binlog-outbox/binlog-outbox/entry"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 

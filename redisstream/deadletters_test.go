@@ -3,11 +3,11 @@ package redisstream
 import (
 	"context"
 	"errors"
-	"github.com/binlog-outbox/binlog-outbox/entry"
 	"sync"
 	"testing"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 

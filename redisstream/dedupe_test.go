@@ -2,12 +2,12 @@ package redisstream
 
 import (
 	"context"
-	"github.com/binlog-outbox/binlog-outbox/entry"
 	"reflect"
 	"testing"
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )

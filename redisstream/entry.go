@@ -39,7 +39,7 @@ func (s *base) appendStreamKey(b []byte, e *outbox.Event) []byte {
 }
 
 // appendFields appends an entry's field/value pairs in a fixed order. In
-// FormatMessenger the payload travels in the message field only; dead
+// entry.FormatMessenger the payload travels in the message field only; dead
 // letters are flat in every format. The strings and the id are passed by
 // pointer into e, which outlives the append: boxed by value, each would be
 // an allocation per entry.

@@ -2,13 +2,13 @@ package redisstream
 
 import (
 	"context"
-	"github.com/binlog-outbox/binlog-outbox/entry"
 	"sort"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 

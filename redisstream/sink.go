@@ -1,34 +1,40 @@
-// Package redisstream appends outbox events to Redis Streams. In binlog mode
-// the appends of a batch and the relay's position are written in one step
-// that Redis applies whole or not at all, so a crash at any moment can
-// neither lose an event nor append one twice.
+// Package redisstream appends outbox events to Redis Streams: the write
+// side of the relay. In binlog mode the appends of a batch and the relay's
+// position are written in one step that Redis applies whole or not at all,
+// so a crash at any moment can neither lose an event nor append one twice.
 //
 // Its concepts, each in a file or a few:
 //   - the append protocol: Sink (sink.go) hands each batch to one strategy
 //     (appender): the append script (append_script.go), MULTI/EXEC
 //     (append_multi.go), or one script per hash slot on Redis Cluster
-//     (append_cluster.go); consumer groups they create (groups.go);
-//   - standby coordination: the lease (lease.go) and, on Redis Cluster, the
-//     slots' fences (fence.go);
-//   - entry encoding: an entry's fields (entry.go), its formats (format.go),
-//     stream templates (template.go), key names and hash slots (keys.go),
-//     dedupe keys (dedupe.go);
+//     (append_cluster.go); the consumer groups they create (groups.go);
+//     the fields of each entry as it writes them (entry.go; what an event
+//     becomes, format and stream, is package entry's);
+//   - the relay's keys and hash slots (keys.go), dedupe keys (dedupe.go);
+//   - standby coordination: the lease (lease.go, leaseproof.go), the
+//     server-id claim (serverid.go) and, on Redis Cluster, the slots'
+//     fences (fence.go) and what the position commands do to them
+//     (clusterposition.go);
+//   - the dead-letter stream (deadletters.go: its check and replay) and
+//     keys of another type (wrongtype.go); a backfill's appends
+//     (backfill.go);
 //   - the scripts' permission checks and uncertain replies (scripterr.go);
-//   - maintenance: trimming (trim.go), listing streams on every master
-//     (scan.go), a cluster's positions for the position commands
-//     (clusteradmin.go).
+//   - trimming the streams (trim.go).
+//
+// Reading what it wrote, for the operator's commands and metrics, is
+// redisadmin's job; connecting to Redis is internal/redisconn's.
 package redisstream
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/binlog-outbox/binlog-outbox/entry"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
@@ -40,7 +46,7 @@ const (
 
 // Config configures a Sink.
 type Config struct {
-	// Stream is the stream key template (default DefaultStream).
+	// Stream is the stream key template (default entry.DefaultStream).
 	Stream string
 	// Partitions is the number of partitions {partition} ranges over (default 1).
 	Partitions int
@@ -73,7 +79,7 @@ type Config struct {
 	// stream before the group does, whichever mode appends. The
 	// dead-letter stream gets none: its readers are operators.
 	Groups []string
-	// Format is the entry format (default FormatFlat; format.go).
+	// Format is the entry format (default entry.FormatFlat).
 	Format entry.Format
 	// Cluster says the client is a Redis Cluster client (--redis-cluster).
 	// One script cannot span hash slots, so Append groups a batch by the
@@ -346,9 +352,9 @@ type batchKeys struct {
 	// batchNew lists the streams whose groups the batch in flight checks.
 	batchNew []string
 	// sets holds the indexes into keys of the delayed sets
-	// (DelayedSetSuffix) among the streams: they get a ZADD, not an XADD.
+	// (entry.DelayedSetSuffix) among the streams: they get a ZADD, not an XADD.
 	sets map[int]bool
-	// lists holds the indexes of Laravel queues' lists (FormatLaravelQueue):
+	// lists holds the indexes of Laravel queues' lists (entry.FormatLaravelQueue):
 	// they get an RPUSH and a notification.
 	lists map[int]bool
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/redisadmin"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
@@ -166,7 +165,7 @@ func groupMetric(g redisadmin.GroupHealth) metrics.Group {
 // groupStreams lists the streams glob matches (on every master of a
 // cluster) and the dead-letter stream when it is one, sorted.
 func groupStreams(ctx context.Context, client redis.UniversalClient, glob, deadLetter string) ([]string, error) {
-	keys, err := redisstream.ScanStreams(ctx, client, glob)
+	keys, err := redisconn.ScanStreams(ctx, client, glob)
 	if err != nil {
 		return nil, redisconn.Classify(err)
 	}
