@@ -8,7 +8,7 @@
 //     (appender): the append script (append_script.go), MULTI/EXEC
 //     (append_multi.go), or one script per hash slot on Redis Cluster
 //     (append_cluster.go); the consumer groups they create (groups.go);
-//     the fields of each entry as it writes them (entry.go; what an event
+//     the fields of each entry as it writes them (fields.go; what an event
 //     becomes, format and stream, is package entry's);
 //   - the relay's keys and hash slots (keys.go), dedupe keys (dedupe.go);
 //   - standby coordination: the lease (lease.go, leaseproof.go), the

@@ -5,6 +5,9 @@ import (
 	"github.com/binlog-outbox/binlog-outbox/entry"
 )
 
+// The sink's side of an entry: each event prepared for Config.Format, the
+// key it goes to, and its fields in the order every strategy writes them.
+
 // prepare applies Config.Format to e.
 //
 // An event whose stream would be the dead-letter stream goes there as a
