@@ -27,12 +27,12 @@ import (
 // Streams names the streams a relay writes.
 type Streams struct {
 	// Glob matches the streams of the relay's template
-	// (redisstream.Template.Glob).
+	// (entry.Template.Glob).
 	Glob string
 	// DeadLetter is the dead-letter stream.
 	DeadLetter string
 	// DelayedSets says the streams have delayed sets beside them
-	// (redisstream.DelayedSetSuffix, format symfony-doctrine), whose
+	// (entry.DelayedSetSuffix, format symfony-doctrine), whose
 	// messages verify and repair read as entries.
 	DelayedSets bool
 }
@@ -83,7 +83,7 @@ func loadRelayState(ctx context.Context, client redis.UniversalClient, keys redi
 	if !st.Recorded {
 		// A binlog relay's record outlives its position (a deleted or
 		// evicted position key).
-		_, recorded, err := redisstream.ReadRecord(ctx, client, keys.Position)
+		_, recorded, err := redisadmin.ReadRecord(ctx, client, keys.Position)
 		if err != nil {
 			return relayState{}, fmt.Errorf("%s: %w", command, err)
 		}

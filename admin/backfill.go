@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -37,7 +38,7 @@ type BackfillOptions struct {
 	// Sink is built with the backfill's --stream and run's format flags
 	// (no position key); Live is the relay's stream template.
 	Sink *redisstream.Sink
-	Live *redisstream.Template
+	Live *entry.Template
 	// Table is the outbox table with its resolved mapping and inspection;
 	// Database fills {database}.
 	Table    outboxsql.Table
@@ -78,11 +79,11 @@ var ErrBackfillCluster = outbox.NewConfigError("backfill does not run on Redis C
 // --stream as the relay resolves it for the table), which a backfill must
 // not write (CheckBackfillTarget). It refuses Redis Cluster first
 // (ErrBackfillCluster).
-func BackfillLive(cluster bool, live string, partitions int, hasAggType bool) (*redisstream.Template, error) {
+func BackfillLive(cluster bool, live string, partitions int, hasAggType bool) (*entry.Template, error) {
 	if cluster {
 		return nil, outbox.WithHint(ErrBackfillCluster, "run it against a standalone Redis or Sentinel, or rebuild the consumer from the live streams")
 	}
-	t, err := redisstream.ParseTemplate(live, partitions, hasAggType)
+	t, err := entry.ParseTemplate(live, partitions, hasAggType)
 	if err != nil {
 		return nil, fmt.Errorf("--live-stream: %w", err)
 	}
@@ -92,7 +93,7 @@ func BackfillLive(cluster bool, live string, partitions int, hasAggType bool) (*
 // CheckBackfillTarget refuses a backfill template that can render a name
 // the live template, the dead-letter stream or the relay's own keys can
 // be: a backfill writes only streams no relay writes.
-func CheckBackfillTarget(backfill, live *redisstream.Template, deadLetter string) error {
+func CheckBackfillTarget(backfill, live *entry.Template, deadLetter string) error {
 	hint := "give the backfill streams of their own, e.g. --stream 'rebuild:{aggregate_type}' beside the relay's --live-stream %q; a placeholder stands for any text, so the literal parts must differ"
 	switch {
 	case backfill.MayOverlap(live):

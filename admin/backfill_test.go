@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
@@ -48,7 +49,7 @@ func backfillOptions(t *testing.T, env *relaytest.Env, tbl outboxsql.Table) Back
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := redisstream.ParseTemplate(redisstream.DefaultStream, 1, true)
+	live, err := entry.ParseTemplate(entry.DefaultStream, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,11 +64,11 @@ func backfilled(t *testing.T, env *relaytest.Env) map[string][]uint64 {
 	for _, agg := range backfillAggs {
 		stream := "rebuild:" + agg
 		for _, m := range env.RDB.XRange(context.Background(), stream, "-", "+").Val() {
-			id, _ := strconv.ParseUint(m.Values[redisstream.FieldOutboxID].(string), 10, 64)
+			id, _ := strconv.ParseUint(m.Values[entry.FieldOutboxID].(string), 10, 64)
 			i := int(id) - 1
-			want := map[string]string{redisstream.FieldAggregateType: agg, redisstream.FieldEventType: "x.changed", redisstream.FieldMessageID: fmt.Sprintf("m-%d", i),
-				redisstream.FieldPayload: fmt.Sprintf(`{"i":%d}`, i), redisstream.FieldAggregateID: fmt.Sprintf("a-%d", i%7),
-				redisstream.FieldOccurredAt: backfillT0.Add(time.Duration(i) * time.Minute).Format(redisstream.OccurredAtLayout)}
+			want := map[string]string{entry.FieldAggregateType: agg, entry.FieldEventType: "x.changed", entry.FieldMessageID: fmt.Sprintf("m-%d", i),
+				entry.FieldPayload: fmt.Sprintf(`{"i":%d}`, i), entry.FieldAggregateID: fmt.Sprintf("a-%d", i%7),
+				entry.FieldOccurredAt: backfillT0.Add(time.Duration(i) * time.Minute).Format(entry.OccurredAtLayout)}
 			for f, v := range want {
 				if got := m.Values[f]; got != v {
 					t.Errorf("%s entry of row %d: %s = %v, want %q", stream, id, f, got, v)
@@ -260,11 +261,11 @@ func TestCheckBackfillTarget(t *testing.T) {
 		{"outbox:dead-{event_type}", "outbox:x{aggregate_type}", true},
 		{"binlog-outbox:{table}", "outbox:{aggregate_type}", true},
 	} {
-		b, err := redisstream.ParseTemplate(tc.backfill, 1, true)
+		b, err := entry.ParseTemplate(tc.backfill, 1, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := redisstream.ParseTemplate(tc.live, 1, true)
+		l, err := entry.ParseTemplate(tc.live, 1, true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/eventrow"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisadmin"
@@ -91,8 +92,8 @@ func ListDeadLetters(ctx context.Context, o DeadLettersOptions) (DeadLettersRepo
 // its stream.
 func (o DeadLettersOptions) eventOf(d redisadmin.DeadLetter) *outbox.Event {
 	str := func(name string) string { s, _ := d.Values[name].(string); return s }
-	return &outbox.Event{OutboxID: d.OutboxID, MessageID: d.MessageID, AggregateType: str(redisstream.FieldAggregateType),
-		AggregateID: str(redisstream.FieldAggregateID), EventType: str(redisstream.FieldEventType), Database: o.Database, Table: o.Table}
+	return &outbox.Event{OutboxID: d.OutboxID, MessageID: d.MessageID, AggregateType: str(entry.FieldAggregateType),
+		AggregateID: str(entry.FieldAggregateID), EventType: str(entry.FieldEventType), Database: o.Database, Table: o.Table}
 }
 
 // PurgeDeadLetters deletes the dead letters older than olderThan and

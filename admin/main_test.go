@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
@@ -42,7 +43,7 @@ func keys(env *relaytest.Env) redisstream.Keys {
 // streams are the streams of the default template and dead-letter stream.
 func streams(t testing.TB) Streams {
 	t.Helper()
-	tmpl, err := redisstream.ParseTemplate(redisstream.DefaultStream, 1, true)
+	tmpl, err := entry.ParseTemplate(entry.DefaultStream, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}

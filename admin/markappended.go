@@ -9,10 +9,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisadmin"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -110,14 +110,14 @@ func (m *marker) stream(ctx context.Context, client redis.UniversalClient, key s
 	err := redisadmin.RangeEntries(ctx, client, key, m.page, func(msgs []redis.XMessage) error {
 		for _, msg := range msgs {
 			r.Entries++
-			raw, _ := msg.Values[redisstream.FieldOutboxID].(string)
+			raw, _ := msg.Values[entry.FieldOutboxID].(string)
 			id, err := strconv.ParseUint(raw, 10, 64)
 			if err != nil {
 				// Not an entry of this relay: nothing to mark.
 				r.Foreign++
 				continue
 			}
-			mid, _ := msg.Values[redisstream.FieldMessageID].(string)
+			mid, _ := msg.Values[entry.FieldMessageID].(string)
 			if prev, dup := pending[id]; dup && prev != mid {
 				// Two tables share the stream and an id: each entry is
 				// checked against the row on its own.

@@ -8,6 +8,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
@@ -25,12 +26,12 @@ type PositionOptions struct {
 // a Redis Cluster (the relay refuses slot positions without a position
 // key, for one): show must show, and reset repair, what the relay refuses.
 // cp is the cluster's positions, nil when Redis is no cluster.
-func (o PositionOptions) stored(ctx context.Context) (raw []byte, cp *redisstream.ClusterPositions, err error) {
+func (o PositionOptions) stored(ctx context.Context) (raw []byte, cp *redisadmin.ClusterPositions, err error) {
 	if !o.Cluster {
 		raw, err = o.Sink.Position(ctx)
 		return raw, nil, err
 	}
-	c, err := redisstream.ReadClusterPositions(ctx, o.Redis, o.Sink.PositionKey())
+	c, err := redisadmin.ReadClusterPositions(ctx, o.Redis, o.Sink.PositionKey())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -109,14 +110,14 @@ type PositionSetReport struct {
 var ErrLiveHolder = outbox.NewConfigError("a relay reads this position")
 
 // refuseLiveHolder refuses to change the position at key while a relay
-// reads it (redisstream.Record.Reading): what refuses names it.
+// reads it (redisadmin.Record.Reading): what refuses names it.
 func refuseLiveHolder(ctx context.Context, client redis.UniversalClient, key, command string) error {
-	rec, ok, err := redisstream.ReadRecord(ctx, client, key)
+	rec, ok, err := redisadmin.ReadRecord(ctx, client, key)
 	if err != nil {
 		return fmt.Errorf("%s: %w", command, err)
 	}
 	if !ok {
-		rec = redisstream.Record{PositionKey: key}
+		rec = redisadmin.Record{PositionKey: key}
 	}
 	holder, err := rec.Reading(ctx, client)
 	if err != nil {
@@ -200,5 +201,5 @@ func PositionReset(ctx context.Context, o PositionOptions) (PositionResetReport,
 	if err := o.Sink.DeletePosition(ctx); err != nil {
 		return r, err
 	}
-	return r, redisstream.DeleteRecord(ctx, o.Redis, r.Key)
+	return r, redisadmin.DeleteRecord(ctx, o.Redis, r.Key)
 }

@@ -15,12 +15,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/internal/retry"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -415,7 +417,7 @@ func (o RepairOptions) takeLease(ctx context.Context, r *RepairReport, apply boo
 		return nil, nil
 	}
 	// A relay without the lease reads under its server id's claim alone.
-	if rec, ok, err := redisstream.ReadRecord(ctx, o.Redis, o.Keys.Position); err != nil {
+	if rec, ok, err := redisadmin.ReadRecord(ctx, o.Redis, o.Keys.Position); err != nil {
 		return nil, fmt.Errorf("repair: %w", err)
 	} else if ok && rec.ServerID != 0 {
 		claim, claimed, err := redisstream.ReadServerIDClaim(ctx, o.Redis, rec.ServerID)
@@ -573,7 +575,7 @@ func (o RepairOptions) provable(ctx context.Context, v *verifier, r *RepairRepor
 			if err != nil {
 				return fmt.Errorf("repair: XINFO STREAM %s: %w", key, redisconn.Classify(err))
 			}
-			first, ok := parseOutboxID(info.FirstEntry.Values[redisstream.FieldOutboxID])
+			first, ok := parseOutboxID(info.FirstEntry.Values[entry.FieldOutboxID])
 			if info.EntriesAdded > info.Length && ok && first > v.minID {
 				return refuse(fmt.Sprintf("the stream %s was trimmed or had entries deleted, and its first entry (outbox_id %d) is above the table's lowest row (id %d): a trimmed row cannot be told from a missing one", key, first, v.minID),
 					"delete the rows the streams no longer hold (binlog-outbox cleanup) or compare a newer range with verify --from-id")

@@ -14,6 +14,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
@@ -171,7 +172,7 @@ func TestRepair_RefusesForeignEntries(t *testing.T) {
 	relaytest.WaitDelivered(t, env, rec, 30*time.Second)
 	stop()
 	relaytest.InsertEvent(t, env.DB, rec, "missing", 1)
-	xadd(t, env.RDB, "outbox:order", []string{redisstream.FieldOutboxID, "9999999", redisstream.FieldMessageID, "lost-on-failover"})
+	xadd(t, env.RDB, "outbox:order", []string{entry.FieldOutboxID, "9999999", entry.FieldMessageID, "lost-on-failover"})
 	entries := len(relaytest.ReadAll(ctx, t, env.RDB, "outbox:"))
 	pos := env.RDB.Get(ctx, keys(env).Position).Val()
 

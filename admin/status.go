@@ -70,7 +70,7 @@ func Status(ctx context.Context, o StatusOptions) (StatusReport, error) {
 		return rep, err
 	}
 	if o.Cluster {
-		cp, err := redisstream.ReadClusterPositions(ctx, client, keys.Position)
+		cp, err := redisadmin.ReadClusterPositions(ctx, client, keys.Position)
 		if err != nil {
 			return rep, fmt.Errorf("status: %w", err)
 		}
@@ -115,7 +115,7 @@ type StatusReport struct {
 }
 
 // SlotsStatus sums up the per-slot positions of a Redis Cluster
-// (redisstream.SlotSummary).
+// (redisadmin.SlotSummary).
 type SlotsStatus struct {
 	// Keys is the pattern of their keys.
 	Keys    string     `json:"keys"`
@@ -376,7 +376,7 @@ func deadGroups(s StreamStatus, idle time.Duration) []string {
 
 // slotsStatus sums up the per-slot positions for status, adding to warnings
 // what stops the relay at its next start.
-func slotsStatus(cp redisstream.ClusterPositions, warnings []string) (*SlotsStatus, []string) {
+func slotsStatus(cp redisadmin.ClusterPositions, warnings []string) (*SlotsStatus, []string) {
 	sum := cp.Summary()
 	out := &SlotsStatus{Keys: cp.Key + ":{...}", Count: sum.Count, Ahead: sum.Ahead, Foreign: sum.Foreign}
 	if out.Ahead == nil {
@@ -385,7 +385,7 @@ func slotsStatus(cp redisstream.ClusterPositions, warnings []string) (*SlotsStat
 	if out.Foreign == nil {
 		out.Foreign = []int{}
 	}
-	point := func(p *redisstream.SlotPosition) *SlotPoint {
+	point := func(p *redisadmin.SlotPosition) *SlotPoint {
 		if p == nil {
 			return nil
 		}

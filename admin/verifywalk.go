@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
 	"github.com/binlog-outbox/binlog-outbox/redisadmin"
@@ -64,14 +65,14 @@ func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int,
 	err := redisadmin.RangeEntries(ctx, x.client, key, x.page, func(msgs []redis.XMessage) error {
 		members := make([]redis.Z, 0, len(msgs))
 		for _, msg := range msgs {
-			id, ok := parseOutboxID(msg.Values[redisstream.FieldOutboxID])
-			mid, _ := msg.Values[redisstream.FieldMessageID].(string)
+			id, ok := parseOutboxID(msg.Values[entry.FieldOutboxID])
+			mid, _ := msg.Values[entry.FieldMessageID].(string)
 			if !ok {
 				// A delayed symfony-doctrine message that Messenger moved
 				// from its delayed set keeps only the headers naming its row.
-				message, _ := msg.Values[redisstream.FieldMessage].(string)
+				message, _ := msg.Values[entry.FieldMessage].(string)
 				var err error
-				if id, mid, ok, err = redisstream.DoctrineRow(message); err != nil {
+				if id, mid, ok, err = entry.DoctrineRow(message); err != nil {
 					own = fmt.Errorf("verify: entry %s of %s: %w", msg.ID, key, err)
 					return own
 				} else if !ok {
@@ -79,7 +80,7 @@ func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int,
 					continue
 				}
 			}
-			occurred, _ := msg.Values[redisstream.FieldOccurredAt].(string)
+			occurred, _ := msg.Values[entry.FieldOccurredAt].(string)
 			if !rng.entryInRange(id, occurred) {
 				continue
 			}
@@ -115,7 +116,7 @@ func (x *entryIndex) add(ctx context.Context, key string, rng VerifyRange) (int,
 func (x *entryIndex) addAll(ctx context.Context, streams Streams, rng VerifyRange) (nStreams, nEntries int, err error) {
 	var sets []string
 	if streams.DelayedSets {
-		if sets, err = redisstream.ScanDelayedSets(ctx, x.client, streams.Glob); err != nil {
+		if sets, err = redisadmin.ScanDelayedSets(ctx, x.client, streams.Glob); err != nil {
 			return 0, 0, fmt.Errorf("verify: %w", err)
 		}
 	}
@@ -142,7 +143,7 @@ func (x *entryIndex) addAll(ctx context.Context, streams Streams, rng VerifyRang
 }
 
 // addDelayed indexes the members of a delayed set (a symfony-doctrine
-// stream's messages not yet due, redisstream.DelayedSetSuffix) in the
+// stream's messages not yet due, entry.DelayedSetSuffix) in the
 // range, named key/"delayed", and returns how many it indexed. ZSCAN
 // returns every member that stays in the set throughout, while Messenger's
 // consumer pops due ones to the stream; verify reads the sets before the
@@ -156,7 +157,7 @@ func (x *entryIndex) addDelayed(ctx context.Context, key string, rng VerifyRange
 		if !iter.Next(ctx) { // the score
 			break
 		}
-		id, mid, ok, err := redisstream.DoctrineRow(member)
+		id, mid, ok, err := entry.DoctrineRow(member)
 		if err != nil {
 			return n, fmt.Errorf("verify: a member of the delayed set %s: %w", key, err)
 		}

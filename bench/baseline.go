@@ -14,7 +14,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
@@ -54,10 +54,10 @@ func NaiveRelay(ctx context.Context, db *sql.DB, rdb *redis.Client, table, strea
 		}
 		for _, x := range batch {
 			err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: streamPrefix + x.typ, Values: []any{
-				redisstream.FieldMessageID, x.msg, redisstream.FieldAggregateType, x.typ, redisstream.FieldAggregateID, x.agg,
-				redisstream.FieldEventType, x.ev, redisstream.FieldPayload, x.pay,
-				redisstream.FieldOccurredAt, x.at.UTC().Format(redisstream.OccurredAtLayout),
-				redisstream.FieldOutboxID, strconv.FormatUint(x.id, 10), redisstream.FieldHeaders, x.head,
+				entry.FieldMessageID, x.msg, entry.FieldAggregateType, x.typ, entry.FieldAggregateID, x.agg,
+				entry.FieldEventType, x.ev, entry.FieldPayload, x.pay,
+				entry.FieldOccurredAt, x.at.UTC().Format(entry.OccurredAtLayout),
+				entry.FieldOutboxID, strconv.FormatUint(x.id, 10), entry.FieldHeaders, x.head,
 			}}).Err()
 			if err != nil {
 				return total, err
@@ -186,7 +186,7 @@ func stallWatch(ctx context.Context, seen *atomic.Int64, stall time.Duration, st
 // payload size) appended with pipelined XADDs, batch entries per round trip.
 func xaddCeiling(ctx context.Context, rdb *redis.Client, stream string, rows, batch, payloadBytes int) (span, error) {
 	pay := []byte(payload(payloadBytes))
-	at := time.Now().UTC().Format(redisstream.OccurredAtLayout)
+	at := time.Now().UTC().Format(entry.OccurredAtLayout)
 	s := span{first: time.Now()}
 	for done := 0; done < rows; {
 		pipe := rdb.Pipeline()
@@ -194,10 +194,10 @@ func xaddCeiling(ctx context.Context, rdb *redis.Client, stream string, rows, ba
 		for j := range n {
 			i := done + j
 			pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{
-				redisstream.FieldMessageID, messageID("R", i), redisstream.FieldAggregateType, "order",
-				redisstream.FieldAggregateID, "agg-" + strconv.Itoa(i%1000), redisstream.FieldEventType, "order.created",
-				redisstream.FieldPayload, pay, redisstream.FieldOccurredAt, at,
-				redisstream.FieldOutboxID, strconv.Itoa(i + 1), redisstream.FieldHeaders, "",
+				entry.FieldMessageID, messageID("R", i), entry.FieldAggregateType, "order",
+				entry.FieldAggregateID, "agg-" + strconv.Itoa(i%1000), entry.FieldEventType, "order.created",
+				entry.FieldPayload, pay, entry.FieldOccurredAt, at,
+				entry.FieldOutboxID, strconv.Itoa(i + 1), entry.FieldHeaders, "",
 			}})
 		}
 		if _, err := pipe.Exec(ctx); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 )
 
 // minimalRelay is the ceiling of the live workloads: go-mysql decoding the
@@ -102,10 +102,10 @@ func decodeEntries(ctx context.Context, streamer *replication.BinlogStreamer, ta
 			}
 			id, _ := v("id").(int64)
 			entry := []any{
-				redisstream.FieldMessageID, v("message_id"), redisstream.FieldAggregateType, v("aggregate_type"),
-				redisstream.FieldAggregateID, v("aggregate_id"), redisstream.FieldEventType, v("event_type"),
-				redisstream.FieldPayload, v("payload"), redisstream.FieldOccurredAt, v("occurred_at"),
-				redisstream.FieldOutboxID, strconv.FormatInt(id, 10), redisstream.FieldHeaders, v("headers"),
+				entry.FieldMessageID, v("message_id"), entry.FieldAggregateType, v("aggregate_type"),
+				entry.FieldAggregateID, v("aggregate_id"), entry.FieldEventType, v("event_type"),
+				entry.FieldPayload, v("payload"), entry.FieldOccurredAt, v("occurred_at"),
+				entry.FieldOutboxID, strconv.FormatInt(id, 10), entry.FieldHeaders, v("headers"),
 			}
 			select {
 			case out <- entry:

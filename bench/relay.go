@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
 // child is the relay running as its own process, so that its memory and CPU
@@ -280,7 +280,7 @@ func (a *arrivals) read(ctx context.Context, rdb *redis.Client, keys []string) e
 			}
 			ids[i] = st.Messages[len(st.Messages)-1].ID
 			for _, m := range st.Messages {
-				id, _ := m.Values[redisstream.FieldMessageID].(string)
+				id, _ := m.Values[entry.FieldMessageID].(string)
 				a.at[i][id] = now
 			}
 		}

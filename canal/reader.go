@@ -174,7 +174,7 @@ type Config struct {
 	// stopping. Without it a second relay is fenced by the position and
 	// stops (--lease=false).
 	Lease Lease
-	// Recorder, when set, records the relay in Redis (redisstream.Record)
+	// Recorder, when set, records the relay in Redis (redisadmin.Record)
 	// once the first session knows where it starts: after a first start
 	// stored its position, so that a record always means a position was
 	// stored, and a record without one a lost position.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 )
@@ -59,7 +60,7 @@ func TestPoller_MessengerEnvelopesCount(t *testing.T) {
 	}
 	sink := &sizedSink{Sink: newPublisher(t, env.RedisURL, redisstream.Config{
 		Stream: "messages",
-		Format: redisstream.Format{Name: redisstream.FormatMessenger, Classes: map[string]string{"order.changed": `App\Message\OrderChanged`}},
+		Format: entry.Format{Name: entry.FormatMessenger, Classes: map[string]string{"order.changed": `App\Message\OrderChanged`}},
 	})}
 	p, err := New(env.RelayDB(t), sink, Config{Database: env.Database, Table: env.Table, MaxBatchBytes: budget, PollInterval: 50 * time.Millisecond}, testLogger(t))
 	if err != nil {

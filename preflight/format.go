@@ -3,7 +3,7 @@ package preflight
 import (
 	"fmt"
 
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 )
 
 // NameFormat is the requirement on the entry format (--format and its
@@ -15,9 +15,9 @@ const NameFormat = "entry format"
 // template with placeholders names many streams, while one Messenger Redis
 // transport reads one: the events of the others reach no worker unless a
 // transport is configured per stream.
-func checkFormat(f *redisstream.Format, stream string, partitions int) Result {
-	if f.Name == redisstream.FormatMessenger && stream != "" {
-		t, err := redisstream.ParseTemplate(stream, max(partitions, 1), true)
+func checkFormat(f *entry.Format, stream string, partitions int) Result {
+	if f.Name == entry.FormatMessenger && stream != "" {
+		t, err := entry.ParseTemplate(stream, max(partitions, 1), true)
 		if err == nil && !t.Fixed() {
 			return warn(NameFormat, fmt.Sprintf("%s; --stream %s names many streams, and a Messenger Redis transport reads one", f, stream),
 				"set a fixed --stream (e.g. --stream messages) and the same stream in the transport's DSN, or configure one transport per stream the template names", both)

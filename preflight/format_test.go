@@ -4,26 +4,26 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 )
 
 func TestCheckFormat(t *testing.T) {
-	messenger := &redisstream.Format{Name: redisstream.FormatMessenger, Classes: map[string]string{"order.placed": `App\Message\OrderPlaced`}}
+	messenger := &entry.Format{Name: entry.FormatMessenger, Classes: map[string]string{"order.placed": `App\Message\OrderPlaced`}}
 	if err := messenger.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name       string
-		format     *redisstream.Format
+		format     *entry.Format
 		stream     string
 		partitions int
 		want       Status
 		wantText   string
 	}{
-		{"flat", &redisstream.Format{}, redisstream.DefaultStream, 1, Pass, "flat: one field per column"},
+		{"flat", &entry.Format{}, entry.DefaultStream, 1, Pass, "flat: one field per column"},
 		{"messenger, fixed stream", messenger, "messages", 1, Pass, `order.placed → App\Message\OrderPlaced`},
 		{"messenger, one partition", messenger, "messages:{partition}", 1, Pass, "symfony-messenger"},
-		{"messenger, per aggregate type", messenger, redisstream.DefaultStream, 1, Warn, "names many streams"},
+		{"messenger, per aggregate type", messenger, entry.DefaultStream, 1, Warn, "names many streams"},
 		{"messenger, partitions", messenger, "messages:{partition}", 4, Warn, "names many streams"},
 	}
 	for _, tt := range tests {

@@ -20,8 +20,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -161,7 +163,7 @@ type Config struct {
 	// Format, when set, is the entry format (validated) that Run reports,
 	// with the stream template (Stream, Partitions) it is written to; an
 	// empty Stream is the default template for the table.
-	Format     *redisstream.Format
+	Format     *entry.Format
 	Stream     string
 	Partitions int
 	// Start, when set, is what `run` does with its flags at start: Run
@@ -193,7 +195,7 @@ type Report struct {
 	PositionStored bool
 	// Record is what the relay records of itself at start (RecordOf), nil
 	// without Config.Start or a position key.
-	Record *redisstream.Record
+	Record *redisadmin.Record
 }
 
 // Mapping is the mapping resolved against the table, or against the first
@@ -306,9 +308,9 @@ func Run(ctx context.Context, cfg Config) Report {
 	if cfg.Format != nil {
 		stream := cfg.Stream
 		if stream == "" {
-			stream = redisstream.DefaultStream
+			stream = entry.DefaultStream
 			if m := rep.Mapping(); m != nil && !m.Has(schema.ColAggregateType) {
-				stream = redisstream.DefaultStreamNoAggregateType
+				stream = entry.DefaultStreamNoAggregateType
 			}
 		}
 		add(checkFormat(cfg.Format, stream, cfg.Partitions))

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/mysqlserver"
 	"github.com/binlog-outbox/binlog-outbox/position"
@@ -76,9 +77,9 @@ func StreamFor(given string, m schema.Mapping) string {
 	case given != "":
 		return given
 	case m != nil && !m.Has(schema.ColAggregateType):
-		return redisstream.DefaultStreamNoAggregateType
+		return entry.DefaultStreamNoAggregateType
 	}
-	return redisstream.DefaultStream
+	return entry.DefaultStream
 }
 
 // SinkConfig is s.Sink for the mapping resolved against the table.

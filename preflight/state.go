@@ -13,14 +13,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
 
 // The relay's state in Redis, as binlog mode finds it at start: the record
-// of the relay of each position (redisstream.Record) and, when no position
+// of the relay of each position (redisadmin.Record) and, when no position
 // is stored, whether anything shows the tables were relayed before. A
 // bare position could not tell a first start from a lost one, nor a second
 // relay of a table from a restart; these checks can, and `run` stops on
@@ -69,7 +71,7 @@ func stateTables(res *schema.Resolution, tables []TableMatch) []stateTable {
 // resolved, the entries' settings with their defaults), nil when cfg has no
 // position key or start; check compares it with what Redis holds, and run
 // writes it, so that both see the same.
-func RecordOf(cfg Config, m schema.Mapping, tables []TableMatch, res *schema.Resolution) *redisstream.Record {
+func RecordOf(cfg Config, m schema.Mapping, tables []TableMatch, res *schema.Resolution) *redisadmin.Record {
 	if cfg.Start == nil || cfg.PositionKey == "" {
 		return nil
 	}
@@ -85,7 +87,7 @@ func RecordOf(cfg Config, m schema.Mapping, tables []TableMatch, res *schema.Res
 	if sc.DeadLetterStream == "" {
 		sc.DeadLetterStream = redisstream.DefaultDeadLetterStream
 	}
-	r := &redisstream.Record{
+	r := &redisadmin.Record{
 		PositionKey: cfg.PositionKey, Stream: sc.Stream, Partitions: sc.Partitions, DeadLetterStream: sc.DeadLetterStream,
 		Format: sc.Format, Groups: sc.Groups, ServerID: cfg.ServerID,
 	}
@@ -104,9 +106,9 @@ func RecordOf(cfg Config, m schema.Mapping, tables []TableMatch, res *schema.Res
 // checkState checks the relay's state in Redis (binlog mode, with a
 // position key and Start): the records of other positions, this one's,
 // and, with no position stored, the first start.
-func checkState(ctx context.Context, cfg Config, c redis.UniversalClient, rec *redisstream.Record, tables []stateTable, stored []byte) []Result {
+func checkState(ctx context.Context, cfg Config, c redis.UniversalClient, rec *redisadmin.Record, tables []stateTable, stored []byte) []Result {
 	var out []Result
-	records, err := redisstream.ListRecords(ctx, c)
+	records, err := redisadmin.ListRecords(ctx, c)
 	if err != nil {
 		return []Result{skip(NameRelays, "not checked: cannot read the relays' records: "+err.Error(), binlogOnly)}
 	}
@@ -128,8 +130,8 @@ const NameStreamKeys = "stream keys"
 // checkStreamKeys reports keys under the template that hold another type
 // than a stream: the events bound for one go to the dead-letter stream
 // (redisstream.WrongTypeError) rather than stall every aggregate.
-func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisstream.Record) Result {
-	t, err := redisstream.ParseTemplate(rec.Stream, rec.Partitions, true)
+func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisadmin.Record) Result {
+	t, err := entry.ParseTemplate(rec.Stream, rec.Partitions, true)
 	if err != nil {
 		return skip(NameStreamKeys, "not checked: "+err.Error(), binlogOnly)
 	}
@@ -140,17 +142,17 @@ func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisstr
 			"another application uses the key: rename or delete it, or give --dead-letter-stream a key of its own")
 		return refusal(NameStreamKeys, err, both)
 	}
-	if rec.Format.Name == redisstream.FormatLaravelQueue {
+	if rec.Format.Name == entry.FormatLaravelQueue {
 		return checkLaravelQueueKeys(ctx, c, t.Glob())
 	}
-	all, err := redisstream.ScanKeys(ctx, c, t.Glob())
+	all, err := redisconn.ScanKeys(ctx, c, t.Glob())
 	if err == nil {
 		var streams []string
-		if streams, err = redisstream.ScanStreams(ctx, c, t.Glob()); err == nil {
+		if streams, err = redisconn.ScanStreams(ctx, c, t.Glob()); err == nil {
 			var others []string
 			for _, k := range all {
-				if slices.Contains(streams, k) || k == rec.DeadLetterStream || strings.HasSuffix(k, redisstream.DelayedSetSuffix) ||
-					(rec.Format.Name == redisstream.FormatLaravelStream && strings.HasSuffix(k, redisstream.LaravelDelayedSuffix)) {
+				if slices.Contains(streams, k) || k == rec.DeadLetterStream || strings.HasSuffix(k, entry.DelayedSetSuffix) ||
+					(rec.Format.Name == entry.FormatLaravelStream && strings.HasSuffix(k, entry.LaravelDelayedSuffix)) {
 					continue
 				}
 				typ, err := c.Type(ctx, k).Result()
@@ -172,11 +174,11 @@ func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisstr
 }
 
 // checkLaravelQueueKeys is checkStreamKeys for Laravel's Redis queue
-// (redisstream.FormatLaravelQueue), whose keys under glob are lists (the
+// (entry.FormatLaravelQueue), whose keys under glob are lists (the
 // queues and their notify lists) and sorted sets (delayed and reserved
 // jobs).
 func checkLaravelQueueKeys(ctx context.Context, c redis.UniversalClient, glob string) Result {
-	all, err := redisstream.ScanKeys(ctx, c, glob)
+	all, err := redisconn.ScanKeys(ctx, c, glob)
 	if err != nil {
 		return skip(NameStreamKeys, "not checked: "+err.Error(), both)
 	}
@@ -206,7 +208,7 @@ const NameWithoutLease = "reading without the lease"
 // holder, which reads rightfully. A relay of the position that claims the
 // server id without the lease is a warning: the relay waits for its claim
 // to end (it may be this relay's own dead process) and stops if it lasts.
-func checkWithoutLease(ctx context.Context, c redis.UniversalClient, rec *redisstream.Record) Result {
+func checkWithoutLease(ctx context.Context, c redis.UniversalClient, rec *redisadmin.Record) Result {
 	lease := redisstream.KeysFor("", "", rec.PositionKey).Lease
 	info, _, held, err := redisstream.ReadLease(ctx, c, lease)
 	if err != nil {
@@ -228,8 +230,8 @@ func checkWithoutLease(ctx context.Context, c redis.UniversalClient, rec *rediss
 
 // checkRelays refuses the tables and streams of another position's relay,
 // and says what changed since this position's relay recorded itself.
-func checkRelays(ctx context.Context, c redis.UniversalClient, rec *redisstream.Record, tables []stateTable, records []redisstream.Record) []Result {
-	ours, err := redisstream.ParseTemplate(rec.Stream, rec.Partitions, true)
+func checkRelays(ctx context.Context, c redis.UniversalClient, rec *redisadmin.Record, tables []stateTable, records []redisadmin.Record) []Result {
+	ours, err := entry.ParseTemplate(rec.Stream, rec.Partitions, true)
 	if err != nil {
 		return nil // a refused setting (checkStart)
 	}
@@ -242,7 +244,7 @@ func checkRelays(ctx context.Context, c redis.UniversalClient, rec *redisstream.
 			}
 			continue
 		}
-		theirs, err := redisstream.ParseTemplate(other.Stream, max(other.Partitions, 1), true)
+		theirs, err := entry.ParseTemplate(other.Stream, max(other.Partitions, 1), true)
 		if err != nil || !theirs.MayOverlap(ours) {
 			continue
 		}
@@ -277,7 +279,7 @@ func isAre(n int) string {
 }
 
 // sharedTables are the tables of tables that a --table value of r matches.
-func sharedTables(r redisstream.Record, tables []stateTable) []string {
+func sharedTables(r redisadmin.Record, tables []stateTable) []string {
 	var out []string
 	for _, v := range r.Tables {
 		p, err := schema.ParsePattern(v)
@@ -296,7 +298,7 @@ func sharedTables(r redisstream.Record, tables []stateTable) []string {
 
 // recordChanges names the settings of now that differ from was's, "" when
 // none do.
-func recordChanges(was, now redisstream.Record) string {
+func recordChanges(was, now redisadmin.Record) string {
 	var d []string
 	if was.Stream != now.Stream {
 		d = append(d, fmt.Sprintf("--stream %q, now %q", was.Stream, now.Stream))
@@ -324,7 +326,7 @@ func recordChanges(was, now redisstream.Record) string {
 // Otherwise it is a first start, which skips the rows the tables already
 // hold unless --start-from says where to begin: refused while they hold
 // rows and --start-from is not given.
-func checkFirstStart(ctx context.Context, cfg Config, c redis.UniversalClient, rec *redisstream.Record, tables []stateTable, records []redisstream.Record) Result {
+func checkFirstStart(ctx context.Context, cfg Config, c redis.UniversalClient, rec *redisadmin.Record, tables []stateTable, records []redisadmin.Record) Result {
 	evidence, poll, err := earlierRelay(ctx, cfg, c, rec, tables, records)
 	switch {
 	case err != nil:
@@ -389,10 +391,10 @@ func countString(n int) string {
 // before in binlog mode, "" when nothing does; poll says a table was
 // relayed in poll mode. The mode key saying binlog shows nothing: the
 // relay stores it before its first position.
-func earlierRelay(ctx context.Context, cfg Config, c redis.UniversalClient, rec *redisstream.Record, tables []stateTable, records []redisstream.Record) (evidence, poll string, err error) {
+func earlierRelay(ctx context.Context, cfg Config, c redis.UniversalClient, rec *redisadmin.Record, tables []stateTable, records []redisadmin.Record) (evidence, poll string, err error) {
 	for _, r := range records {
 		if r.PositionKey == rec.PositionKey {
-			return fmt.Sprintf("the relay's record %s says a relay started on it (%s, since %s)", redisstream.RecordKey(r.PositionKey), r.Holder, r.Since.UTC().Format(time.RFC3339)), "", nil
+			return fmt.Sprintf("the relay's record %s says a relay started on it (%s, since %s)", redisadmin.RecordKey(r.PositionKey), r.Holder, r.Since.UTC().Format(time.RFC3339)), "", nil
 		}
 	}
 	for _, t := range tables {
@@ -419,12 +421,12 @@ const (
 // template and among the dead letters: the newest few of some streams,
 // whose message ids the tables hold. The relay's keys may be gone
 // (evicted, deleted by hand) while the streams stay.
-func entriesOfTables(ctx context.Context, cfg Config, c redis.UniversalClient, rec *redisstream.Record, tables []stateTable) (string, error) {
-	t, err := redisstream.ParseTemplate(rec.Stream, rec.Partitions, true)
+func entriesOfTables(ctx context.Context, cfg Config, c redis.UniversalClient, rec *redisadmin.Record, tables []stateTable) (string, error) {
+	t, err := entry.ParseTemplate(rec.Stream, rec.Partitions, true)
 	if err != nil {
 		return "", nil
 	}
-	streams, err := redisstream.ScanStreams(ctx, c, t.Glob())
+	streams, err := redisconn.ScanStreams(ctx, c, t.Glob())
 	if err != nil {
 		return "", err
 	}
@@ -443,7 +445,7 @@ func entriesOfTables(ctx context.Context, cfg Config, c redis.UniversalClient, r
 			return "", fmt.Errorf("XREVRANGE %s: %w", s, redisconn.Classify(err))
 		}
 		for _, m := range msgs {
-			if id, ok := m.Values[redisstream.FieldMessageID].(string); ok && id != "" {
+			if id, ok := m.Values[entry.FieldMessageID].(string); ok && id != "" {
 				ids[id] = s
 			}
 		}

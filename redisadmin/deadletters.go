@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,8 +35,8 @@ type DeadLetter struct {
 // ParseDeadLetter reads the fields of a dead-letter entry.
 func ParseDeadLetter(m redis.XMessage) DeadLetter {
 	str := func(name string) string { s, _ := m.Values[name].(string); return s }
-	d := DeadLetter{ID: m.ID, MessageID: str(redisstream.FieldMessageID), Reason: str(redisstream.FieldReason), TargetStream: str(redisstream.FieldTargetStream), Values: m.Values}
-	if id, err := strconv.ParseUint(str(redisstream.FieldOutboxID), 10, 64); err == nil && id > 0 {
+	d := DeadLetter{ID: m.ID, MessageID: str(entry.FieldMessageID), Reason: str(entry.FieldReason), TargetStream: str(entry.FieldTargetStream), Values: m.Values}
+	if id, err := strconv.ParseUint(str(entry.FieldOutboxID), 10, 64); err == nil && id > 0 {
 		d.OutboxID, d.HasOutboxID = id, true
 	}
 	ms, _, _ := strings.Cut(m.ID, "-")

@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 )
 
 func TestParseDeadLetter(t *testing.T) {
@@ -18,11 +18,11 @@ func TestParseDeadLetter(t *testing.T) {
 		want   DeadLetter
 	}{
 		{"every field", redis.XMessage{ID: "1700000000123-0", Values: map[string]any{
-			redisstream.FieldOutboxID: "7", redisstream.FieldMessageID: "m-7", redisstream.FieldReason: "payload is NULL",
-			redisstream.FieldTargetStream: "outbox:order",
+			entry.FieldOutboxID: "7", entry.FieldMessageID: "m-7", entry.FieldReason: "payload is NULL",
+			entry.FieldTargetStream: "outbox:order",
 		}}, 7, true, DeadLetter{MessageID: "m-7", Reason: "payload is NULL", TargetStream: "outbox:order", Time: time.UnixMilli(1700000000123).UTC()}},
-		{"an id that is no unsigned integer", redis.XMessage{ID: "5-1", Values: map[string]any{redisstream.FieldOutboxID: "-3"}}, 0, false, DeadLetter{Time: time.UnixMilli(5).UTC()}},
-		{"written before target_stream", redis.XMessage{ID: "9-0", Values: map[string]any{redisstream.FieldOutboxID: "12"}}, 12, true, DeadLetter{Time: time.UnixMilli(9).UTC()}},
+		{"an id that is no unsigned integer", redis.XMessage{ID: "5-1", Values: map[string]any{entry.FieldOutboxID: "-3"}}, 0, false, DeadLetter{Time: time.UnixMilli(5).UTC()}},
+		{"written before target_stream", redis.XMessage{ID: "9-0", Values: map[string]any{entry.FieldOutboxID: "12"}}, 12, true, DeadLetter{Time: time.UnixMilli(9).UTC()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

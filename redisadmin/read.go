@@ -1,8 +1,14 @@
-// Package redisadmin reads the relay's streams for the operator's commands
-// and for metrics: the streams a template names and their entries, consumer
-// groups' health, dead letters, a backfill's progress. It writes only what
-// an operator asks for (purging dead letters). Appending is redisstream's
-// job; redisadmin reads what redisstream wrote, by redisstream's names.
+// Package redisadmin reads what the relay wrote to Redis, for the
+// operator's commands, metrics and the relay's start: the streams a
+// template names and their entries (read.go), consumer groups' health
+// (grouphealth.go), dead letters (deadletters.go), a backfill's progress
+// (backfill.go), a Redis Cluster's per-slot positions
+// (clusterpositions.go), and the relays' records (record.go: what the relay
+// of each position is, which it writes at start and preflight and the
+// commands check against). It writes only the records and what an operator
+// asks for (purging dead letters). Appending is redisstream's job;
+// redisadmin reads what redisstream wrote, by the names of redisstream and
+// entry.
 package redisadmin
 
 import (
@@ -13,15 +19,22 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
+// ScanDelayedSets lists, as redisconn.ScanStreams does, the sorted sets of
+// delayed symfony-doctrine messages (entry.DelayedSetSuffix) of the streams
+// glob matches.
+func ScanDelayedSets(ctx context.Context, client redis.UniversalClient, glob string) ([]string, error) {
+	return redisconn.ScanType(ctx, client, glob+entry.DelayedSetSuffix, "zset", "delayed sets")
+}
+
 // ListStreams lists the streams whose names match glob (on every master of a
-// Redis Cluster, ScanStreams), and the dead-letter stream deadLetter when it
+// Redis Cluster, redisconn.ScanStreams), and the dead-letter stream deadLetter when it
 // exists, sorted: the streams a relay with that template writes.
 func ListStreams(ctx context.Context, client redis.UniversalClient, glob, deadLetter string) ([]string, error) {
-	keys, err := redisstream.ScanStreams(ctx, client, glob)
+	keys, err := redisconn.ScanStreams(ctx, client, glob)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/position"
@@ -85,12 +86,12 @@ func (c *Config) validateCluster() error {
 		// an earlier one (fence.go).
 		return fmt.Errorf("%w: redisstream: a cluster sink needs a lease made with LeaseConfig.Cluster", outbox.ErrConfig)
 	}
-	if c.Format.Name == FormatLaravelQueue {
+	if c.Format.Name == entry.FormatLaravelQueue {
 		// A queue's list and its notify list lie in different slots
 		// unless the prefix holds a hash tag, and one script cannot span
 		// slots.
-		return outbox.WithHint(fmt.Errorf("%w: --format %s does not run on a Redis Cluster", outbox.ErrConfig, FormatLaravelQueue),
-			"relay to a standalone or Sentinel Redis, or use --format %s on the cluster", FormatLaravelStream)
+		return outbox.WithHint(fmt.Errorf("%w: --format %s does not run on a Redis Cluster", outbox.ErrConfig, entry.FormatLaravelQueue),
+			"relay to a standalone or Sentinel Redis, or use --format %s on the cluster", entry.FormatLaravelStream)
 	}
 	if strings.ContainsAny(c.PositionKey, "{}") {
 		return outbox.WithHint(fmt.Errorf("%w: --position-key %q has a hash tag: with --redis-cluster the relay adds one per slot itself", outbox.ErrConfig, c.PositionKey),

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
@@ -96,15 +97,15 @@ type multiAppend struct {
 // multiMinBytes of payloads, unless it holds a delayed symfony-doctrine
 // message or Laravel job, or is Laravel's Redis queue.
 func (s *multiAppend) takes(events []outbox.Event) bool {
-	if s.cfg.Format.Name == FormatLaravelQueue {
+	if s.cfg.Format.Name == entry.FormatLaravelQueue {
 		// The script alone pushes to Laravel's lists.
 		return false
 	}
-	if s.cfg.Format.Name == FormatDoctrine || s.cfg.Format.Name == FormatLaravelStream {
+	if s.cfg.Format.Name == entry.FormatDoctrine || s.cfg.Format.Name == entry.FormatLaravelStream {
 		// The script alone adds delayed messages to their sets.
 		for i := range events {
 			s.prepare(&events[i])
-			if _, ok := s.delayed(&events[i]); ok {
+			if _, ok := s.cfg.Format.Delayed(&events[i]); ok {
 				return false
 			}
 		}

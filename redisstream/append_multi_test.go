@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
@@ -71,7 +72,7 @@ func TestSink_MultiWritesWhatTheScriptWrites(t *testing.T) {
 		s, c := newSink(t, r.NewDB(t), Config{Groups: []string{"g1", "g2"}, MultiMin: multiMin})
 		// A stream that exists without the groups gets them before its
 		// next entry.
-		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: "outbox:payment", Values: []string{FieldMessageID, "before"}}).Err(); err != nil {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: "outbox:payment", Values: []string{entry.FieldMessageID, "before"}}).Err(); err != nil {
 			t.Fatal(err)
 		}
 		var prev []byte
@@ -244,7 +245,7 @@ func TestSink_MultiLostExecReply(t *testing.T) {
 	}
 	var ids []string
 	for _, e := range admin.XRange(ctx, "outbox:order", "-", "+").Val() {
-		ids = append(ids, e.Values[FieldOutboxID].(string))
+		ids = append(ids, e.Values[entry.FieldOutboxID].(string))
 	}
 	if fmt.Sprint(ids) != "[1 2 3]" {
 		t.Errorf("outbox:order holds outbox ids %v, want [1 2 3], each once", ids)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
@@ -52,9 +53,9 @@ type scriptAppend struct {
 // as this relay holds it (with the lease only), then the G group names,
 // then S flags ("1": make sure the stream has every group; "z": the key
 // is a delayed set, whose runs hold a score and a member per entry, added
-// with ZADD NX, see prepareDoctrine; "l": the key is a Laravel queue's
+// with ZADD NX, see entry.Format.Delayed; "l": the key is a Laravel queue's
 // list, whose runs hold a member per entry, RPUSHed with a 1 on
-// <key>:notify as Laravel's push script does, see prepareLaravel), then the
+// <key>:notify as Laravel's push script does, see entry.Format.ToList), then the
 // entries in runs: consecutive entries of one stream with the same field
 // names share a header (stream index into KEYS, the first entry's dedupe key
 // index into KEYS (0: none; the run's others follow it), number of fields F,
@@ -315,14 +316,10 @@ func (s *scriptAppend) addRuns(events []outbox.Event, window int64) {
 			s.keys = append(s.keys, key)
 			dedupe = len(s.keys)
 		}
-		if due, ok := s.delayed(e); ok {
-			member := e.Envelope
-			if isLaravel(s.cfg.Format.Name) {
-				member = laravelBody(e)
-			}
-			s.pairs = append(s.pairs[:0], fieldScore, strconv.FormatInt(due, 10), fieldMember, member)
-		} else if s.list(e) {
-			s.pairs = append(s.pairs[:0], fieldMember, laravelBody(e))
+		if due, ok := s.cfg.Format.Delayed(e); ok {
+			s.pairs = append(s.pairs[:0], fieldScore, strconv.FormatInt(due, 10), fieldMember, s.cfg.Format.Member(e))
+		} else if s.cfg.Format.ToList(e) {
+			s.pairs = append(s.pairs[:0], fieldMember, entry.JobBody(e))
 		} else {
 			s.pairs = s.appendFields(s.pairs[:0], e)
 		}

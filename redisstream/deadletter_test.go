@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
@@ -25,7 +26,7 @@ func TestConfig_ValidateDeadLetterStream(t *testing.T) {
 		{"orders:{partition}", 4, "orders:3", true},
 		{"orders:{partition}", 4, "orders:4", false},
 		{"outbox", 1, "", false},
-		{DefaultStream, 1, "", false},
+		{entry.DefaultStream, 1, "", false},
 		{"outbox:{event_type}", 1, "outbox:dead-letter", false},
 	} {
 		err := Config{Stream: tt.stream, Partitions: tt.partitions, DeadLetterStream: tt.dead}.Validate()
@@ -34,32 +35,6 @@ func TestConfig_ValidateDeadLetterStream(t *testing.T) {
 		}
 		if err != nil && (!errors.Is(err, outbox.ErrConfig) || outbox.HintOf(err) == "") {
 			t.Errorf("--stream %s: %v (hint %q), want a configuration error with a hint", tt.stream, err, outbox.HintOf(err))
-		}
-	}
-}
-
-func TestTemplate_MayRender(t *testing.T) {
-	for _, tt := range []struct {
-		stream, name string
-		want         bool
-	}{
-		{DefaultStream, DefaultDeadLetterStream, true},
-		{"outbox:{aggregate_type}:{partition}", DefaultDeadLetterStream, false},
-		{"outbox:{aggregate_type}:{partition}", "outbox:dead:letter:12", true},
-		{"events", DefaultDeadLetterStream, false},
-		{"{database}:{table}", "a:b", true},
-		{"x:{partition}", "x:", false},
-	} {
-		n := 1
-		if strings.Contains(tt.stream, "{partition}") {
-			n = 16
-		}
-		tmpl, err := ParseTemplate(tt.stream, n, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := tmpl.mayRender(tt.name); got != tt.want {
-			t.Errorf("%s mayRender(%s) = %v, want %v", tt.stream, tt.name, got, tt.want)
 		}
 	}
 }
@@ -83,7 +58,7 @@ func TestSink_EventNamedAsDeadLetterStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		dead := c.XRange(ctx, DefaultDeadLetterStream, "-", "+").Val()
-		if len(dead) != 1 || !strings.Contains(dead[0].Values[FieldReason].(string), "is the dead-letter stream") {
+		if len(dead) != 1 || !strings.Contains(dead[0].Values[entry.FieldReason].(string), "is the dead-letter stream") {
 			t.Errorf("binlog %v: dead letters %v, want one with the reason", binlog, dead)
 		}
 		if n := c.XLen(ctx, "outbox:order").Val(); n != 1 {

@@ -8,12 +8,32 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 )
 
+// checkDeadLetterStream refuses a template that renders the dead-letter
+// stream's name whatever the events hold: one without placeholders, or with
+// {partition} only, whose every value is known at start. Events there would
+// mix with the dead letters. Placeholders filled from the rows cannot be
+// decided at start; Sink.Prepare dead-letters such an event instead.
+func checkDeadLetterStream(t *entry.Template, deadLetter string) error {
+	if !t.AlwaysNames(deadLetter) {
+		return nil
+	}
+	return outbox.WithHint(fmt.Errorf("%w: --stream %q names the dead-letter stream %s (--dead-letter-stream), and events would mix with the dead letters", outbox.ErrConfig, t, deadLetter),
+		"give the events and the dead letters different streams: change --stream, or set --dead-letter-stream to a stream no event goes to, e.g. --dead-letter-stream %s:dead-letter", t)
+}
+
+// deadLetterCollision is the reason of a dead letter whose event's stream
+// is the dead-letter stream.
+func deadLetterCollision(t *entry.Template, deadLetter string) string {
+	return fmt.Sprintf("its stream under --stream %s is the dead-letter stream %s; set --dead-letter-stream to a stream no event goes to, then republish it", t, deadLetter)
+}
+
 // StreamOf returns the stream the template names for e, whether or not e
 // is a dead letter: where a replayed row goes, and what an old dead letter
-// without FieldTargetStream was meant for under the current template.
+// without entry.FieldTargetStream was meant for under the current template.
 func (s *Sink) StreamOf(e *outbox.Event) string { return s.template.Render(e) }
 
 // DeadLetterStream returns the configured dead-letter stream.
@@ -70,7 +90,7 @@ func (s *Sink) Replay(ctx context.Context, e *outbox.Event, ids []string) (Repla
 		groups = nil // the dead-letter stream gets none, as in the append script
 	}
 	args := []any{len(ids), len(groups)}
-	due, delayed := s.delayed(e)
+	due, delayed := s.cfg.Format.Delayed(e)
 	if delayed {
 		args[1], groups = "z", nil
 	}
@@ -108,7 +128,7 @@ func (s *Sink) Replay(ctx context.Context, e *outbox.Event, ids []string) (Repla
 // ARGV[1] the number N of dead-letter entry IDs, ARGV[2] the number G of
 // consumer groups the target stream must have, then the N IDs, the G
 // group names, and the entry's field/value pairs. ARGV[2] "z" makes KEYS[2]
-// a delayed set (DelayedSetSuffix) instead: the IDs are followed by the
+// a delayed set (entry.DelayedSetSuffix) instead: the IDs are followed by the
 // member's score and the member, which it adds (ZADD NX). It returns {0, ""}
 // when none of the entries is there (nothing written), else {1, new entry
 // ID} ({1, ""} for a delayed set).

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
@@ -29,7 +30,7 @@ func TestSink_ReplayOnce(t *testing.T) {
 		t.Fatalf("dead letters %v, want 1", dl)
 	}
 	d := dl[0]
-	if v := d.Values; v[FieldTargetStream] != "outbox:order" || v[FieldOutboxID] != "7" || v[FieldReason] != "payload is NULL" {
+	if v := d.Values; v[entry.FieldTargetStream] != "outbox:order" || v[entry.FieldOutboxID] != "7" || v[entry.FieldReason] != "payload is NULL" {
 		t.Fatalf("dead letter %+v: want target_stream outbox:order, outbox id 7 and the reason", d)
 	}
 
@@ -40,7 +41,7 @@ func TestSink_ReplayOnce(t *testing.T) {
 		t.Fatalf("Replay of a row still invalid = %v, %v; want ReplayRequeued", outcome, err)
 	}
 	dl = c.XRange(ctx, DefaultDeadLetterStream, "-", "+").Val()
-	if len(dl) != 1 || dl[0].ID != requeued || dl[0].Values[FieldReason] != "payload is not valid JSON" {
+	if len(dl) != 1 || dl[0].ID != requeued || dl[0].Values[entry.FieldReason] != "payload is not valid JSON" {
 		t.Fatalf("dead letters %v: want the one entry %s with the new reason", dl, requeued)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
@@ -189,7 +190,7 @@ func TestSink_AppendRuns(t *testing.T) {
 	}
 	got := func(stream string) (ids []string, tenants []any) {
 		for _, m := range c.XRange(ctx, stream, "-", "+").Val() {
-			ids = append(ids, m.Values[FieldOutboxID].(string))
+			ids = append(ids, m.Values[entry.FieldOutboxID].(string))
 			tenants = append(tenants, m.Values["tenant"])
 		}
 		return ids, tenants

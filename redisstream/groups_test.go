@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
@@ -36,7 +37,7 @@ func readGroup(t *testing.T, c *redis.Client, key, group string) []string {
 	var ids []string
 	for _, s := range res {
 		for _, m := range s.Messages {
-			ids = append(ids, m.Values[FieldMessageID].(string))
+			ids = append(ids, m.Values[entry.FieldMessageID].(string))
 		}
 	}
 	return ids
@@ -50,7 +51,7 @@ func TestSink_EnsureGroupsBeforeFirstEntry(t *testing.T) {
 			s, c := newSink(t, r.NewDB(t), Config{Groups: []string{"a", "b", "a"}})
 			// A stream that exists without the groups gets them from its
 			// first entry as well.
-			if err := c.XAdd(ctx, &redis.XAddArgs{Stream: "outbox:invoice", Values: []string{FieldMessageID, "before"}}).Err(); err != nil {
+			if err := c.XAdd(ctx, &redis.XAddArgs{Stream: "outbox:invoice", Values: []string{entry.FieldMessageID, "before"}}).Err(); err != nil {
 				t.Fatal(err)
 			}
 			batches := [][]outbox.Event{

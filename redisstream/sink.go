@@ -1,22 +1,28 @@
-// Package redisstream appends outbox events to Redis Streams. In binlog mode
-// the appends of a batch and the relay's position are written in one step
-// that Redis applies whole or not at all, so a crash at any moment can
-// neither lose an event nor append one twice.
+// Package redisstream appends outbox events to Redis Streams: the write
+// side of the relay. In binlog mode the appends of a batch and the relay's
+// position are written in one step that Redis applies whole or not at all,
+// so a crash at any moment can neither lose an event nor append one twice.
 //
 // Its concepts, each in a file or a few:
 //   - the append protocol: Sink (sink.go) hands each batch to one strategy
 //     (appender): the append script (append_script.go), MULTI/EXEC
 //     (append_multi.go), or one script per hash slot on Redis Cluster
-//     (append_cluster.go); consumer groups they create (groups.go);
-//   - standby coordination: the lease (lease.go) and, on Redis Cluster, the
-//     slots' fences (fence.go);
-//   - entry encoding: an entry's fields (entry.go), its formats (format.go),
-//     stream templates (template.go), key names and hash slots (keys.go),
-//     dedupe keys (dedupe.go);
+//     (append_cluster.go); the consumer groups they create (groups.go);
+//     the fields of each entry as it writes them (fields.go; what an event
+//     becomes, format and stream, is package entry's);
+//   - the relay's keys and hash slots (keys.go), dedupe keys (dedupe.go);
+//   - standby coordination: the lease (lease.go, leaseproof.go), the
+//     server-id claim (serverid.go) and, on Redis Cluster, the slots'
+//     fences (fence.go) and what the position commands do to them
+//     (clusterposition.go);
+//   - the dead-letter stream (deadletters.go: its check and replay) and
+//     keys of another type (wrongtype.go); a backfill's appends
+//     (backfill.go);
 //   - the scripts' permission checks and uncertain replies (scripterr.go);
-//   - maintenance: trimming (trim.go), listing streams on every master
-//     (scan.go), a cluster's positions for the position commands
-//     (clusteradmin.go).
+//   - trimming the streams (trim.go).
+//
+// Reading what it wrote, for the operator's commands and metrics, is
+// redisadmin's job; connecting to Redis is internal/redisconn's.
 package redisstream
 
 import (
@@ -28,6 +34,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/position"
 )
@@ -39,7 +46,7 @@ const (
 
 // Config configures a Sink.
 type Config struct {
-	// Stream is the stream key template (default DefaultStream).
+	// Stream is the stream key template (default entry.DefaultStream).
 	Stream string
 	// Partitions is the number of partitions {partition} ranges over (default 1).
 	Partitions int
@@ -72,8 +79,8 @@ type Config struct {
 	// stream before the group does, whichever mode appends. The
 	// dead-letter stream gets none: its readers are operators.
 	Groups []string
-	// Format is the entry format (default FormatFlat; format.go).
-	Format Format
+	// Format is the entry format (default entry.FormatFlat).
+	Format entry.Format
 	// Cluster says the client is a Redis Cluster client (--redis-cluster).
 	// One script cannot span hash slots, so Append groups a batch by the
 	// slot of each event's stream and appends each group with a position
@@ -96,7 +103,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Stream == "" {
-		c.Stream = DefaultStream
+		c.Stream = entry.DefaultStream
 	}
 	if c.Partitions == 0 {
 		c.Partitions = 1
@@ -122,7 +129,7 @@ func (c *Config) setDefaults() {
 type base struct {
 	client   redis.UniversalClient
 	cfg      Config
-	template *Template
+	template *entry.Template
 	groups   *groupCache
 	// deadLetterReachable says some event could render the dead-letter
 	// stream's name, so prepare compares each event's stream with it.
@@ -170,7 +177,7 @@ func New(client redis.UniversalClient, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &base{client: client, cfg: cfg, template: t, groups: newGroupCache(), deadLetterReachable: t.mayRender(cfg.DeadLetterStream), wrong: newWrongTypes()}
+	b := &base{client: client, cfg: cfg, template: t, groups: newGroupCache(), deadLetterReachable: t.MayRender(cfg.DeadLetterStream), wrong: newWrongTypes()}
 	s := &Sink{base: b, script: &scriptAppend{base: b}}
 	switch {
 	case cfg.Cluster:
@@ -191,7 +198,7 @@ func (cfg Config) Validate() error {
 }
 
 // validate sets cfg's defaults, checks it and parses its stream template.
-func (cfg *Config) validate() (*Template, error) {
+func (cfg *Config) validate() (*entry.Template, error) {
 	cfg.setDefaults()
 	if cfg.Dedupe.Window < 0 {
 		return nil, fmt.Errorf("%w: redisstream: negative dedupe window %s", outbox.ErrConfig, cfg.Dedupe.Window)
@@ -218,7 +225,7 @@ func (cfg *Config) validate() (*Template, error) {
 			return nil, err
 		}
 	}
-	t, err := ParseTemplate(cfg.Stream, cfg.Partitions, !cfg.NoAggregateType)
+	t, err := entry.ParseTemplate(cfg.Stream, cfg.Partitions, !cfg.NoAggregateType)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +244,7 @@ func (cfg *Config) validate() (*Template, error) {
 // An event with such a stream would stall the relay for good, or, were
 // its type a string, overwrite its position; every command that builds a
 // sink refuses it alike.
-func checkOwnKeys(t *Template, positionKey string) error {
+func checkOwnKeys(t *entry.Template, positionKey string) error {
 	own := ""
 	switch {
 	case t.MayRenderPrefix(KeyPrefix):
@@ -247,7 +254,7 @@ func checkOwnKeys(t *Template, positionKey string) error {
 	default:
 		return nil
 	}
-	return outbox.WithHint(fmt.Errorf("%w: --stream %q can name %s, which the relay keeps for itself", outbox.ErrConfig, t.src, own),
+	return outbox.WithHint(fmt.Errorf("%w: --stream %q can name %s, which the relay keeps for itself", outbox.ErrConfig, t, own),
 		"start the template with a literal prefix of its own, e.g. --stream 'events:{aggregate_type}': a placeholder stands for any text a row holds")
 }
 
@@ -345,9 +352,9 @@ type batchKeys struct {
 	// batchNew lists the streams whose groups the batch in flight checks.
 	batchNew []string
 	// sets holds the indexes into keys of the delayed sets
-	// (DelayedSetSuffix) among the streams: they get a ZADD, not an XADD.
+	// (entry.DelayedSetSuffix) among the streams: they get a ZADD, not an XADD.
 	sets map[int]bool
-	// lists holds the indexes of Laravel queues' lists (FormatLaravelQueue):
+	// lists holds the indexes of Laravel queues' lists (entry.FormatLaravelQueue):
 	// they get an RPUSH and a notification.
 	lists map[int]bool
 }
@@ -377,9 +384,9 @@ func (k *batchKeys) streams(s *base, events []outbox.Event) int {
 			k.keyIdx[key] = idx
 		}
 		k.streamOf = append(k.streamOf, idx)
-		if _, ok := s.delayed(&events[i]); ok {
+		if _, ok := s.cfg.Format.Delayed(&events[i]); ok {
 			k.sets[idx] = true
-		} else if s.list(&events[i]) {
+		} else if s.cfg.Format.ToList(&events[i]) {
 			k.lists[idx] = true
 		}
 	}

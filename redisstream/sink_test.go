@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
@@ -166,7 +167,7 @@ func TestSink_AppendWrongTypeWritesNothing(t *testing.T) {
 				t.Errorf("XLEN outbox:order = %d, want 1", n)
 			}
 			dl := c.XRange(ctx, DefaultDeadLetterStream, "-", "+").Val()
-			if len(dl) != 1 || !strings.Contains(fmt.Sprint(dl[0].Values[FieldReason]), "outbox:invoice holds a string, not a stream") {
+			if len(dl) != 1 || !strings.Contains(fmt.Sprint(dl[0].Values[entry.FieldReason]), "outbox:invoice holds a string, not a stream") {
 				t.Errorf("dead letters %v, want the invoice's with the reason", dl)
 			}
 			if v := c.Get(ctx, "outbox:invoice").Val(); v != "not a stream" {
@@ -185,7 +186,7 @@ func TestSink_DeadLetterAndPartitions(t *testing.T) {
 	if err := s.Append(ctx, []outbox.Event{event(1, "order", "o-1"), bad}, nil, []byte("p")); err != nil {
 		t.Fatal(err)
 	}
-	key := fmt.Sprintf("ev:order:%d", Partition("o-1", 4))
+	key := fmt.Sprintf("ev:order:%d", entry.Partition("o-1", 4))
 	got := c.XRange(ctx, key, "-", "+").Val()
 	if len(got) != 1 {
 		t.Fatalf("%s has %d entries, want 1", key, len(got))

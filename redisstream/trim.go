@@ -26,7 +26,7 @@ const (
 // TrimConfig configures a Trimmer.
 type TrimConfig struct {
 	// Glob selects the streams to trim (SCAN MATCH, streams only):
-	// Template.Glob of --stream. Required.
+	// entry.Template.Glob of --stream. Required.
 	Glob string
 	// Exclude lists streams never trimmed although Glob matches them: the
 	// dead-letter stream, whose entries are records for an operator.
@@ -322,7 +322,7 @@ func parseVersion(v string) (major, minor int, ok bool) {
 // streams lists the streams Glob matches, sorted, without the excluded
 // ones; on a Redis Cluster, those of every master.
 func (t *Trimmer) streams(ctx context.Context) ([]string, error) {
-	all, err := ScanStreams(ctx, t.client, t.cfg.Glob)
+	all, err := redisconn.ScanStreams(ctx, t.client, t.cfg.Glob)
 	if err != nil {
 		return nil, fmt.Errorf("trim: %w", classifyTrim(err))
 	}

@@ -13,12 +13,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/lag"
 	"github.com/binlog-outbox/binlog-outbox/metrics"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/redisadmin"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
@@ -116,7 +116,7 @@ func startProbe(ctx context.Context, o Options, cfg settings.Config, relayMode s
 // on a Redis Cluster, the streams of every master, each read through the
 // cluster client from the master of its slot.
 func groupMetrics(o Options, cfg settings.Config, relayMode string, client redis.UniversalClient) (*metrics.Groups, error) {
-	tmpl, err := redisstream.ParseTemplate(StreamTemplate(cfg, o.Stream), o.Partitions, cfg.Mapping.Has(schema.ColAggregateType))
+	tmpl, err := entry.ParseTemplate(StreamTemplate(cfg, o.Stream), o.Partitions, cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func groupMetric(g redisadmin.GroupHealth) metrics.Group {
 // groupStreams lists the streams glob matches (on every master of a
 // cluster) and the dead-letter stream when it is one, sorted.
 func groupStreams(ctx context.Context, client redis.UniversalClient, glob, deadLetter string) ([]string, error) {
-	keys, err := redisstream.ScanStreams(ctx, client, glob)
+	keys, err := redisconn.ScanStreams(ctx, client, glob)
 	if err != nil {
 		return nil, redisconn.Classify(err)
 	}

@@ -15,10 +15,10 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/poller"
 	"github.com/binlog-outbox/binlog-outbox/position"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
 
@@ -62,7 +62,7 @@ type Options struct {
 	Partitions       int
 	DeadLetterStream string
 	// Format is the entry format of the format flags.
-	Format redisstream.Format
+	Format entry.Format
 	// EnsureGroups are the --ensure-group names, trimmed.
 	EnsureGroups []string
 	DedupeWindow time.Duration
@@ -137,7 +137,7 @@ const (
 // component would otherwise take 0 or "" for its default without a word.
 func Ranges() []Range {
 	return []Range{
-		intIn("partitions", 1, redisstream.MaxPartitions),
+		intIn("partitions", 1, entry.MaxPartitions),
 		nonEmpty("stream", "a stream key template, e.g. outbox:{aggregate_type}"),
 		nonEmpty("dead-letter-stream", "a stream key, e.g. outbox:dead-letter"),
 		intIn("max-batch-events", 1, maxBatch),

@@ -11,8 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
@@ -23,7 +24,7 @@ import (
 // holder and the first relay's start kept.
 type startRecord struct {
 	client         redis.UniversalClient
-	rec            redisstream.Record
+	rec            redisadmin.Record
 	expectPosition bool
 }
 
@@ -41,7 +42,7 @@ func (s *startRecord) write(ctx context.Context) error {
 	r := s.rec
 	now := time.Now().UTC()
 	r.Since, r.UpdatedAt = now, now
-	was, ok, err := redisstream.ReadRecord(ctx, s.client, r.PositionKey)
+	was, ok, err := redisadmin.ReadRecord(ctx, s.client, r.PositionKey)
 	if err != nil {
 		return err
 	}
@@ -50,7 +51,7 @@ func (s *startRecord) write(ctx context.Context) error {
 	}
 	host, _ := os.Hostname()
 	r.Holder = fmt.Sprintf("%s/%d", host, os.Getpid())
-	return redisstream.WriteRecord(ctx, s.client, r)
+	return redisadmin.WriteRecord(ctx, s.client, r)
 }
 
 // EntryFlags are the flags that shape entries as a command was given them:
@@ -61,7 +62,7 @@ type EntryFlags struct {
 	Stream, DeadLetterStream string
 	Partitions               int
 	// Format is nil unless a format flag (or --source) was given.
-	Format *redisstream.Format
+	Format *entry.Format
 	// Groups is nil unless --ensure-group was given.
 	Groups []string
 }
@@ -77,7 +78,7 @@ var ErrRecordContradicted = outbox.NewConfigError("a flag contradicts the relay'
 // f has that differs from the record is refused, naming both; what f lacks
 // comes from the record. Without a record, f's flags stand, with their
 // defaults, and rec is nil.
-func RecordedEntries(ctx context.Context, client redis.UniversalClient, cfg settings.Config, positionKey string, f EntryFlags, command string) (out EntryFlags, rec *redisstream.Record, err error) {
+func RecordedEntries(ctx context.Context, client redis.UniversalClient, cfg settings.Config, positionKey string, f EntryFlags, command string) (out EntryFlags, rec *redisadmin.Record, err error) {
 	r, err := findRecord(ctx, client, cfg, positionKey)
 	if err != nil || r == nil {
 		return f, nil, err
@@ -100,7 +101,7 @@ func RecordedEntries(ctx context.Context, client redis.UniversalClient, cfg sett
 	}
 	if len(diff) > 0 {
 		return f, r, outbox.WithHint(fmt.Errorf("%w: %s: %s; the relay of %s writes otherwise (its record %s)",
-			ErrRecordContradicted, command, strings.Join(diff, ", "), r.PositionKey, redisstream.RecordKey(r.PositionKey)),
+			ErrRecordContradicted, command, strings.Join(diff, ", "), r.PositionKey, redisadmin.RecordKey(r.PositionKey)),
 			"leave these flags out: %s takes the relay's settings from its record; if the relay's settings are what changed, start the relay with them first (it records them)", command)
 	}
 	format := r.Format
@@ -138,7 +139,7 @@ func CommandEntries(ctx context.Context, client redis.UniversalClient, cfg setti
 // so verify would call every job missing and repair would deliver it again,
 // to run twice.
 func refuseJobsEntries(command, format string) error {
-	if format != redisstream.FormatLaravelQueue && format != redisstream.FormatLaravelStream {
+	if format != entry.FormatLaravelQueue && format != entry.FormatLaravelStream {
 		return nil
 	}
 	switch command {
@@ -153,15 +154,15 @@ func refuseJobsEntries(command, format string) error {
 // when given, else at the table's default key, else the one record whose
 // tables include it; nil when none does. Several records of the table
 // (relays of one table to different streams) need --position-key.
-func findRecord(ctx context.Context, client redis.UniversalClient, cfg settings.Config, positionKey string) (*redisstream.Record, error) {
-	records, err := redisstream.ListRecords(ctx, client)
+func findRecord(ctx context.Context, client redis.UniversalClient, cfg settings.Config, positionKey string) (*redisadmin.Record, error) {
+	records, err := redisadmin.ListRecords(ctx, client)
 	if err != nil {
 		var rerr redis.Error
 		if errors.As(err, &rerr) {
 			return nil, err
 		}
 		return nil, outbox.WithHint(fmt.Errorf("read the relays' records: %w", err),
-			"the command takes the relay's stream and format from its record; Redis (on a cluster, the master of %s) is unreachable: run the command again once it answers (a cluster replaces a master within cluster-node-timeout)", redisstream.RecordIndexKey)
+			"the command takes the relay's stream and format from its record; Redis (on a cluster, the master of %s) is unreachable: run the command again once it answers (a cluster replaces a master within cluster-node-timeout)", redisadmin.RecordIndexKey)
 	}
 	if key := cfg.PositionKey(positionKey); key != "" {
 		for _, r := range records {
@@ -173,7 +174,7 @@ func findRecord(ctx context.Context, client redis.UniversalClient, cfg settings.
 			return nil, nil // the one given has none
 		}
 	}
-	var found []redisstream.Record
+	var found []redisadmin.Record
 	for _, r := range records {
 		for _, v := range r.Tables {
 			if p, err := schema.ParsePattern(v); err == nil && p.MatchesFold(cfg.Database, cfg.Table) {

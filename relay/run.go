@@ -13,6 +13,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/internal/tuning"
@@ -88,7 +89,7 @@ func Run(ctx context.Context, o Options) error {
 
 // runOne relays the one table of cfg, named as the server names it (name),
 // in the mode resolved from requested and what the table ran in.
-func runOne(ctx context.Context, o Options, cfg settings.Config, name TableName, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client redis.UniversalClient) error {
+func runOne(ctx context.Context, o Options, cfg settings.Config, name TableName, rep preflight.Report, requested string, format entry.Format, db *sql.DB, client redis.UniversalClient) error {
 	log := cfg.Logger
 	store := redisstream.NewModeStore(client, redisstream.KeysFor(cfg.Database, cfg.Table, "").Mode)
 	relayMode, err := mode.Resolve(ctx, log, rep, requested, store)
@@ -120,7 +121,7 @@ func runOne(ctx context.Context, o Options, cfg settings.Config, name TableName,
 // relayIn logs the fields entries carry beside the built-in ones and the
 // format, then relays in relayMode: poll with its trimmer running, or
 // binlog, which starts its trimmer with its lease (runBinlog).
-func relayIn(ctx context.Context, o Options, cfg settings.Config, client redis.UniversalClient, relayMode string, fields []schema.ExtraColumn, format redisstream.Format, poll, binlog func() error) error {
+func relayIn(ctx context.Context, o Options, cfg settings.Config, client redis.UniversalClient, relayMode string, fields []schema.ExtraColumn, format entry.Format, poll, binlog func() error) error {
 	log := cfg.Logger
 	if d := schema.DescribeFields(fields); d != "" {
 		log.Info("entries carry columns beside the built-in fields", "fields", d)
@@ -147,7 +148,7 @@ func relayIn(ctx context.Context, o Options, cfg settings.Config, client redis.U
 
 // runPreflight runs the checks of `check` and `run` (PreflightConfig),
 // the relay's state in Redis included, read with a client of its own.
-func runPreflight(ctx context.Context, o Options, format *redisstream.Format, onSent string) preflight.Report {
+func runPreflight(ctx context.Context, o Options, format *entry.Format, onSent string) preflight.Report {
 	pc := PreflightConfig(ctx, o, format, onSent)
 	client := o.Config.RedisClient()
 	defer client.Close()
@@ -159,7 +160,7 @@ func runPreflight(ctx context.Context, o Options, format *redisstream.Format, on
 // o.Config, the stream and format flags, the position key, and what run
 // does with its flags at start; format is o.Format or a copy of it, which
 // the preflight may complete, and onSent is PollOnSent's.
-func PreflightConfig(ctx context.Context, o Options, format *redisstream.Format, onSent string) preflight.Config {
+func PreflightConfig(ctx context.Context, o Options, format *entry.Format, onSent string) preflight.Config {
 	cfg := o.Config
 	pc := preflight.Config{
 		MySQLDSN: cfg.DSN(), Redis: checkedRedis(ctx, cfg), Table: cfg.Table, Database: cfg.Database, Mapping: cfg.Mapping, Declared: cfg.Declared,
@@ -176,7 +177,7 @@ func PreflightConfig(ctx context.Context, o Options, format *redisstream.Format,
 // startFlags is what run does at start with its flags (check has them
 // too): the sink, the lease, trimming, --start-from, and what Validate
 // refuses of them.
-func startFlags(o Options, cfg settings.Config, format redisstream.Format) *preflight.Start {
+func startFlags(o Options, cfg settings.Config, format entry.Format) *preflight.Start {
 	return &preflight.Start{
 		Sink:    sinkConfig(o, cfg, format),
 		Refused: o.Validate(),
@@ -186,7 +187,7 @@ func startFlags(o Options, cfg settings.Config, format redisstream.Format) *pref
 
 // sinkConfig is the sink's configuration from the flags, before the
 // mapping resolved against the table completes it (Start.SinkConfig).
-func sinkConfig(o Options, cfg settings.Config, format redisstream.Format) redisstream.Config {
+func sinkConfig(o Options, cfg settings.Config, format entry.Format) redisstream.Config {
 	sc := entryConfig(o, cfg, format)
 	sc.PositionKey = cfg.PositionKey(o.PositionKey)
 	// The same keys as poll mode's, so that a switch between the modes
@@ -202,7 +203,7 @@ func sinkConfig(o Options, cfg settings.Config, format redisstream.Format) redis
 // entryConfig is the part of the sink's configuration that decides which
 // stream an entry goes to and how it is encoded: the stream and format
 // options, which run, dead-letters replay and backfill share.
-func entryConfig(o Options, cfg settings.Config, format redisstream.Format) redisstream.Config {
+func entryConfig(o Options, cfg settings.Config, format entry.Format) redisstream.Config {
 	return redisstream.Config{
 		Stream:           o.Stream,
 		Partitions:       o.Partitions,
@@ -235,8 +236,8 @@ func logWarnings(log *slog.Logger, rep preflight.Report, relayMode string) {
 	}
 }
 
-func logFormat(log *slog.Logger, format redisstream.Format) {
-	if format.Name != redisstream.FormatFlat {
+func logFormat(log *slog.Logger, format entry.Format) {
+	if format.Name != entry.FormatFlat {
 		log.Info("entry format", "format", format.String())
 	}
 }
@@ -328,9 +329,9 @@ func StreamTemplate(cfg settings.Config, given string) string {
 	case given != "":
 		return given
 	case !cfg.Mapping.Has(schema.ColAggregateType):
-		return redisstream.DefaultStreamNoAggregateType
+		return entry.DefaultStreamNoAggregateType
 	}
-	return redisstream.DefaultStream
+	return entry.DefaultStream
 }
 
 // checkOldPositionKey stops binlog mode when a position is stored under the

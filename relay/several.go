@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -19,7 +20,7 @@ import (
 // one mode for all: binlog mode reads the binlog once, and one position,
 // under --position-key, covers every table; poll mode polls each table
 // (runPollSeveral).
-func runSeveral(ctx context.Context, o Options, cfg settings.Config, rep preflight.Report, requested string, format redisstream.Format, db *sql.DB, client redis.UniversalClient) error {
+func runSeveral(ctx context.Context, o Options, cfg settings.Config, rep preflight.Report, requested string, format entry.Format, db *sql.DB, client redis.UniversalClient) error {
 	log := cfg.Logger
 	stores := make([]mode.Store, len(rep.Tables))
 	for i, t := range rep.Tables {

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/schema"
@@ -35,7 +36,7 @@ func startTrimmer(ctx context.Context, o Options, cfg settings.Config, client re
 	if !acked && o.MaxLen == 0 {
 		return func() {}, nil
 	}
-	tmpl, err := redisstream.ParseTemplate(StreamTemplate(cfg, o.Stream), o.Partitions, cfg.Mapping.Has(schema.ColAggregateType))
+	tmpl, err := entry.ParseTemplate(StreamTemplate(cfg, o.Stream), o.Partitions, cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
@@ -218,7 +219,7 @@ func (c *Config) tables(vs values, in Input) error {
 		c.Table = first.Pattern.Table
 	}
 	for _, src := range c.Sources {
-		if c.Extra, err = schema.ParseExtraColumns(vs.list(nameExtraColumn), src.Mapping, redisstream.BuiltinFields()); err != nil {
+		if c.Extra, err = schema.ParseExtraColumns(vs.list(nameExtraColumn), src.Mapping, entry.BuiltinFields()); err != nil {
 			return err
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 )
 
 // Sources the --source preset names.
@@ -14,11 +14,11 @@ const (
 	// SourceOutbox is the default: a table of the relay's own layout.
 	SourceOutbox = "outbox"
 	// SourceSymfonyDoctrine is Symfony Messenger's Doctrine transport table,
-	// relayed to Messenger's Redis transport (redisstream.FormatDoctrine).
+	// relayed to Messenger's Redis transport (entry.FormatDoctrine).
 	SourceSymfonyDoctrine = "symfony-doctrine"
 	// SourceLaravelJobs is Laravel's database queue table, relayed to
-	// Laravel's Redis queue (redisstream.FormatLaravelQueue) or to the
-	// outbox connector's streams (redisstream.FormatLaravelStream).
+	// Laravel's Redis queue (entry.FormatLaravelQueue) or to the
+	// outbox connector's streams (entry.FormatLaravelStream).
 	SourceLaravelJobs = "laravel-jobs"
 )
 
@@ -32,7 +32,7 @@ const SymfonyDoctrineTable = "messenger_messages"
 // aggregate (the stream of outbox:{aggregate_type}, the ordering key) and
 // stands in for event_type until the headers name the class; occurred_at is
 // available_at, the time from which the message may be handled, which
-// redisstream.FormatDoctrine holds delayed messages to; message_id is made
+// entry.FormatDoctrine holds delayed messages to; message_id is made
 // from the id; created_at is not read. delivered_at is sent_at, which poll
 // mode's --on-sent mark sets (the Doctrine transport's own worker, which sets
 // it too, must not run on the table).
@@ -97,14 +97,14 @@ func applySource(vs values) error {
 }
 
 // SourceFormat is the entry format the source needs by default: "" for
-// the default source (--format decides), redisstream.FormatDoctrine or
-// redisstream.FormatLaravelQueue.
+// the default source (--format decides), entry.FormatDoctrine or
+// entry.FormatLaravelQueue.
 func (c Config) SourceFormat() string {
 	switch c.Values[NameSource].First() {
 	case SourceSymfonyDoctrine:
-		return redisstream.FormatDoctrine
+		return entry.FormatDoctrine
 	case SourceLaravelJobs:
-		return redisstream.FormatLaravelQueue
+		return entry.FormatLaravelQueue
 	}
 	return ""
 }
@@ -112,7 +112,7 @@ func (c Config) SourceFormat() string {
 // sourceFormats are the formats a source takes besides SourceFormat.
 func (c Config) sourceFormats() []string {
 	if c.Values[NameSource].First() == SourceLaravelJobs {
-		return []string{redisstream.FormatLaravelQueue, redisstream.FormatLaravelStream}
+		return []string{entry.FormatLaravelQueue, entry.FormatLaravelStream}
 	}
 	return []string{c.SourceFormat()}
 }
@@ -125,13 +125,13 @@ func (c Config) sourceFormats() []string {
 // another prefix than the application's would wait where no worker looks.
 func (c Config) SourceStream(format string) (string, error) {
 	switch format {
-	case redisstream.FormatLaravelQueue:
+	case entry.FormatLaravelQueue:
 		if !c.LaravelRedisPrefixKnown {
 			return "", outbox.WithHint(fmt.Errorf("%w: --format %s needs the Redis key prefix of the Laravel application", outbox.ErrConfig, format),
 				"give --laravel-env with the application's .env (REDIS_PREFIX, or APP_NAME as config/database.php derives it), or --laravel-redis-prefix with the prefix config('database.redis.options.prefix') shows (--laravel-redis-prefix '' for none)")
 		}
 		return c.LaravelRedisPrefix + "queues:{" + "aggregate_type}", nil
-	case redisstream.FormatLaravelStream:
+	case entry.FormatLaravelStream:
 		return LaravelStreamPrefix + "{aggregate_type}", nil
 	}
 	return "", nil
@@ -153,25 +153,25 @@ type FormatFlags struct {
 
 // EntryFormat is the entry format of f, validated. A source that needs a
 // format of its own (SourceFormat) sets it, and refuses another --format.
-func (c Config) EntryFormat(f FormatFlags) (redisstream.Format, error) {
+func (c Config) EntryFormat(f FormatFlags) (entry.Format, error) {
 	name := f.Name
 	if src := c.SourceFormat(); src != "" {
 		if f.NameGiven && slices.Contains(c.sourceFormats(), name) {
 			src = name
 		}
 		if f.NameGiven && name != src {
-			return redisstream.Format{}, outbox.WithHint(fmt.Errorf("%w: --format %s does not go with --source %s", outbox.ErrConfig, name, c.Values[NameSource].First()),
+			return entry.Format{}, outbox.WithHint(fmt.Errorf("%w: --format %s does not go with --source %s", outbox.ErrConfig, name, c.Values[NameSource].First()),
 				"drop --format: the source's rows are relayed in format %s", strings.Join(c.sourceFormats(), " or "))
 		}
 		name = src
 	}
-	format := redisstream.Format{Name: name, Unmapped: f.Unmapped, Stamp: f.Stamp}
+	format := entry.Format{Name: name, Unmapped: f.Unmapped, Stamp: f.Stamp}
 	classes := map[string]string{}
-	if err := redisstream.ParseClasses(f.Classes, classes, "--messenger-class"); err != nil {
+	if err := entry.ParseClasses(f.Classes, classes, "--messenger-class"); err != nil {
 		return format, err
 	}
 	if f.ClassFile != "" {
-		if err := redisstream.ReadClassesFile(f.ClassFile, classes); err != nil {
+		if err := entry.ReadClassesFile(f.ClassFile, classes); err != nil {
 			return format, err
 		}
 	}

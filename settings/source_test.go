@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 )
 
 // resolveSource resolves the settings of a command that needs no MySQL
@@ -29,11 +29,11 @@ func TestConfig_EntryFormat(t *testing.T) {
 		want string
 		err  string
 	}{
-		{"the default", outboxCfg, FormatFlags{Name: redisstream.FormatFlat, Unmapped: redisstream.UnmappedDeadLetter}, redisstream.FormatFlat, ""},
-		{"the source's format", doctrine, FormatFlags{Name: redisstream.FormatFlat, Unmapped: redisstream.UnmappedDeadLetter}, redisstream.FormatDoctrine, ""},
-		{"another --format beside the source", doctrine, FormatFlags{Name: redisstream.FormatFlat, NameGiven: true, Unmapped: redisstream.UnmappedDeadLetter}, "",
+		{"the default", outboxCfg, FormatFlags{Name: entry.FormatFlat, Unmapped: entry.UnmappedDeadLetter}, entry.FormatFlat, ""},
+		{"the source's format", doctrine, FormatFlags{Name: entry.FormatFlat, Unmapped: entry.UnmappedDeadLetter}, entry.FormatDoctrine, ""},
+		{"another --format beside the source", doctrine, FormatFlags{Name: entry.FormatFlat, NameGiven: true, Unmapped: entry.UnmappedDeadLetter}, "",
 			"invalid configuration: --format flat does not go with --source symfony-doctrine"},
-		{"a bad --messenger-class", outboxCfg, FormatFlags{Name: redisstream.FormatFlat, Classes: []string{"no-equals-sign"}, Unmapped: redisstream.UnmappedDeadLetter}, "", "--messenger-class"},
+		{"a bad --messenger-class", outboxCfg, FormatFlags{Name: entry.FormatFlat, Classes: []string{"no-equals-sign"}, Unmapped: entry.UnmappedDeadLetter}, "", "--messenger-class"},
 	} {
 		got, err := tc.cfg.EntryFormat(tc.f)
 		if tc.err != "" {
@@ -79,11 +79,11 @@ func TestConfig_LaravelJobs(t *testing.T) {
 		f    FormatFlags
 		want string
 	}{
-		{FormatFlags{Name: redisstream.FormatFlat}, redisstream.FormatLaravelQueue},
-		{FormatFlags{Name: redisstream.FormatLaravelStream, NameGiven: true}, redisstream.FormatLaravelStream},
-		{FormatFlags{Name: redisstream.FormatLaravelQueue, NameGiven: true}, redisstream.FormatLaravelQueue},
-		{FormatFlags{Name: redisstream.FormatFlat, NameGiven: true}, ""},
-		{FormatFlags{Name: redisstream.FormatDoctrine, NameGiven: true}, ""},
+		{FormatFlags{Name: entry.FormatFlat}, entry.FormatLaravelQueue},
+		{FormatFlags{Name: entry.FormatLaravelStream, NameGiven: true}, entry.FormatLaravelStream},
+		{FormatFlags{Name: entry.FormatLaravelQueue, NameGiven: true}, entry.FormatLaravelQueue},
+		{FormatFlags{Name: entry.FormatFlat, NameGiven: true}, ""},
+		{FormatFlags{Name: entry.FormatDoctrine, NameGiven: true}, ""},
 	} {
 		got, err := cfg.EntryFormat(tc.f)
 		if tc.want == "" {
@@ -96,10 +96,10 @@ func TestConfig_LaravelJobs(t *testing.T) {
 			t.Errorf("--format %s (given %v): %q, %v; want %q", tc.f.Name, tc.f.NameGiven, got.Name, err, tc.want)
 		}
 	}
-	if _, err := cfg.SourceStream(redisstream.FormatLaravelQueue); !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), "--laravel-redis-prefix") {
+	if _, err := cfg.SourceStream(entry.FormatLaravelQueue); !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), "--laravel-redis-prefix") {
 		t.Errorf("laravel-queue without a prefix: %v, want a refusal", err)
 	}
-	if s, err := cfg.SourceStream(redisstream.FormatLaravelStream); err != nil || s != "outbox:jobs:{aggregate_type}" {
+	if s, err := cfg.SourceStream(entry.FormatLaravelStream); err != nil || s != "outbox:jobs:{aggregate_type}" {
 		t.Errorf("laravel-stream: %q, %v", s, err)
 	}
 	if err := cfg.OwnTable(); !errors.Is(err, outbox.ErrConfig) || !strings.Contains(outbox.HintOf(err), "queue:table") {
@@ -110,7 +110,7 @@ func TestConfig_LaravelJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err := given.SourceStream(redisstream.FormatLaravelQueue); err != nil || s != "queues:{aggregate_type}" {
+	if s, err := given.SourceStream(entry.FormatLaravelQueue); err != nil || s != "queues:{aggregate_type}" {
 		t.Errorf("--laravel-redis-prefix '': %q, %v; want queues:{aggregate_type}", s, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
@@ -86,8 +87,8 @@ func TestRedisACL(t *testing.T) {
 		if err := env.DB.QueryRow("SELECT id, message_id, aggregate_type, aggregate_id, event_type FROM "+env.Table+" ORDER BY id LIMIT 1").Scan(&id, &mid, &aggType, &aggID, &evType); err != nil {
 			t.Fatal(err)
 		}
-		env.RDB.XAdd(ctx, &redis.XAddArgs{Stream: redisstream.DefaultDeadLetterStream, Values: []any{redisstream.FieldMessageID, mid, redisstream.FieldAggregateType, aggType,
-			redisstream.FieldAggregateID, aggID, redisstream.FieldEventType, evType, redisstream.FieldOutboxID, id, redisstream.FieldReason, "fixed since"}})
+		env.RDB.XAdd(ctx, &redis.XAddArgs{Stream: redisstream.DefaultDeadLetterStream, Values: []any{entry.FieldMessageID, mid, entry.FieldAggregateType, aggType,
+			entry.FieldAggregateID, aggID, entry.FieldEventType, evType, entry.FieldOutboxID, id, entry.FieldReason, "fixed since"}})
 		commands(t, global, []string{"dead-letters", "list"}, []string{"dead-letters", "replay", "--all"}, []string{"dead-letters", "purge", "--older-than", "1h"})
 		if n := env.RDB.XLen(ctx, redisstream.DefaultDeadLetterStream).Val(); n != 0 {
 			t.Errorf("%d dead letters after the ACL user's replay, want none", n)

@@ -9,7 +9,7 @@ import (
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
 	"github.com/binlog-outbox/binlog-outbox/admin"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -35,7 +35,7 @@ func backfillCommand() *cli.Command {
 			"dead-letter are left out and listed. Not on Redis Cluster. See docs/backfill.md.",
 		Flags: append(append(append([]cli.Flag{
 			&cli.StringFlag{Name: "stream", Usage: "stream key template of the backfill, e.g. 'rebuild:{aggregate_type}' (required; placeholders as run's --stream)"},
-			&cli.StringFlag{Name: "live-stream", Usage: "the relay's --stream, whose streams the backfill must not write", EnvVars: []string{"BINLOG_OUTBOX_STREAM"}, Value: redisstream.DefaultStream},
+			&cli.StringFlag{Name: "live-stream", Usage: "the relay's --stream, whose streams the backfill must not write", EnvVars: []string{"BINLOG_OUTBOX_STREAM"}, Value: entry.DefaultStream},
 			&cli.StringFlag{Name: "since", Usage: "backfill the rows whose occurred_at is at or after this RFC 3339 time, e.g. 2026-11-01T00:00:00Z"},
 			&cli.StringFlag{Name: "until", Usage: "backfill the rows whose occurred_at is before this RFC 3339 time"},
 			&cli.IntFlag{Name: "rate", Usage: "most entries appended per second; 0 for no bound", Value: admin.DefaultBackfillRate},

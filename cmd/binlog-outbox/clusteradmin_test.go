@@ -10,6 +10,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
@@ -203,7 +204,7 @@ func TestRedisCluster_StatusPositionVerifyMark(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "stored ") || !strings.Contains(out, want) {
 		t.Fatalf("position set: exit %d, want %q\n%s%s", code, want, out, errOut)
 	}
-	cp, err := redisstream.ReadClusterPositions(ctx, env.Cluster, key)
+	cp, err := redisadmin.ReadClusterPositions(ctx, env.Cluster, key)
 	if err != nil || cp.Base == nil || len(cp.Slots) != 0 {
 		t.Fatalf("after position set: %d slot positions, position key %s (%v); want the key and no slot", len(cp.Slots), cp.Base, err)
 	}
@@ -324,7 +325,7 @@ func TestRedisCluster_StatusPositionVerifyMark(t *testing.T) {
 // slotsOfStreams returns the slots that hold a position of key.
 func slotsOfStreams(t *testing.T, ctx context.Context, env *relaytest.Env, key string) map[int][]byte {
 	t.Helper()
-	cp, err := redisstream.ReadClusterPositions(ctx, env.Cluster, key)
+	cp, err := redisadmin.ReadClusterPositions(ctx, env.Cluster, key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/relay"
 )
 
@@ -64,7 +64,7 @@ func deadLettersOptions(c *cli.Context, cfg config) (admin.DeadLettersOptions, f
 		client.Close()
 		return admin.DeadLettersOptions{}, nil, err
 	}
-	format := redisstream.Format{}
+	format := entry.Format{}
 	if c.Command.Name == "replay" {
 		format = *f.Format
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
@@ -46,7 +47,7 @@ func messageIDs(t *testing.T, rdb redis.UniversalClient, stream string) map[stri
 	t.Helper()
 	out := map[string]int{}
 	for _, m := range rdb.XRange(context.Background(), stream, "-", "+").Val() {
-		id, _ := m.Values[redisstream.FieldMessageID].(string)
+		id, _ := m.Values[entry.FieldMessageID].(string)
 		out[id]++
 	}
 	return out
@@ -72,7 +73,7 @@ func testReplayExactlyOnce(t *testing.T, mode string) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	global := []string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}
-	format := []string{"--format", redisstream.FormatMessenger, "--messenger-class", "order.changed=" + orderChangedClass, "--stream", "outbox:{event_type}"}
+	format := []string{"--format", entry.FormatMessenger, "--messenger-class", "order.changed=" + orderChangedClass, "--stream", "outbox:{event_type}"}
 	if _, err := env.DB.Exec("ALTER TABLE outbox MODIFY aggregate_id VARCHAR(255) NULL"); err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +97,8 @@ func testReplayExactlyOnce(t *testing.T, mode string) {
 	})
 
 	// An entry of an older relay, without target_stream.
-	oldID := env.RDB.XAdd(ctx, &redis.XAddArgs{Stream: dead, Values: []any{redisstream.FieldMessageID, "dl-old", redisstream.FieldAggregateType, "order",
-		redisstream.FieldAggregateID, "o-9", redisstream.FieldEventType, "order.cancelled", redisstream.FieldOutboxID, "999999", redisstream.FieldReason, "old reason"}}).Val()
+	oldID := env.RDB.XAdd(ctx, &redis.XAddArgs{Stream: dead, Values: []any{entry.FieldMessageID, "dl-old", entry.FieldAggregateType, "order",
+		entry.FieldAggregateID, "o-9", entry.FieldEventType, "order.cancelled", entry.FieldOutboxID, "999999", entry.FieldReason, "old reason"}}).Val()
 	out, errOut, code := run(t, append(global, "dead-letters", "list", "--json", "--stream", "outbox:{event_type}")...)
 	var list admin.DeadLettersReport
 	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || len(list.Entries) != 5 {
@@ -171,7 +172,7 @@ func testReplayExactlyOnce(t *testing.T, mode string) {
 		t.Errorf("outbox:order.refunded holds %v, want dl-unmapped once", got)
 	}
 	dl := env.RDB.XRange(ctx, dead, "-", "+").Val()
-	if len(dl) != 1 || dl[0].Values[redisstream.FieldMessageID] != "dl-stays" || !strings.Contains(dl[0].Values[redisstream.FieldReason].(string), `payload "0" is empty to PHP`) {
+	if len(dl) != 1 || dl[0].Values[entry.FieldMessageID] != "dl-stays" || !strings.Contains(dl[0].Values[entry.FieldReason].(string), `payload "0" is empty to PHP`) {
 		t.Errorf("dead letters %v: want dl-stays alone, with its new reason", dl)
 	}
 	// Replaying a row by --id once more appends nothing, and says so with
@@ -223,7 +224,7 @@ func TestDeadLetters_ReplayKilledExactlyOnce(t *testing.T) {
 	env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 	ctx := context.Background()
 	const rows = 300
-	format := []string{"--format", redisstream.FormatMessenger, "--messenger-class", "order.changed=" + orderChangedClass, "--stream", "outbox:{event_type}"}
+	format := []string{"--format", entry.FormatMessenger, "--messenger-class", "order.changed=" + orderChangedClass, "--stream", "outbox:{event_type}"}
 	startRelay(t, env, append([]string{"--mode", "poll"}, format...)...)
 	if _, err := env.DB.Exec(`INSERT INTO outbox (message_id, aggregate_type, aggregate_id, event_type, payload, occurred_at)
 		SELECT CONCAT('k-', seq), 'order', CONCAT('o-', seq % 7), 'order.refunded', '{}', UTC_TIMESTAMP(6) FROM seq_1_to_300`); err != nil {

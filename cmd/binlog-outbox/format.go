@@ -4,7 +4,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/binlog-outbox/binlog-outbox/settings"
 )
@@ -12,17 +12,17 @@ import (
 // formatFlags are the flags of the entry format, shared by run and check.
 func formatFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "format", Usage: "entry format: flat or symfony-messenger (docs/symfony.md); for laravel-jobs, laravel-queue or laravel-stream (docs/laravel.md)", EnvVars: []string{"BINLOG_OUTBOX_FORMAT"}, Value: redisstream.FormatFlat},
+		&cli.StringFlag{Name: "format", Usage: "entry format: flat or symfony-messenger (docs/symfony.md); for laravel-jobs, laravel-queue or laravel-stream (docs/laravel.md)", EnvVars: []string{"BINLOG_OUTBOX_FORMAT"}, Value: entry.FormatFlat},
 		&cli.StringSliceFlag{Name: "messenger-class", Usage: "symfony-messenger: message class of an event type, `event_type=Class`; repeatable", EnvVars: []string{"BINLOG_OUTBOX_MESSENGER_CLASS"}},
 		&cli.StringFlag{Name: "messenger-class-file", Usage: "symfony-messenger: read event_type=Class lines (# comments) from this file, besides --messenger-class", EnvVars: []string{"BINLOG_OUTBOX_MESSENGER_CLASS_FILE"}},
-		&cli.StringFlag{Name: "messenger-unmapped", Usage: "symfony-messenger: where unmapped event types go: dead-letter or class:<Class>", EnvVars: []string{"BINLOG_OUTBOX_MESSENGER_UNMAPPED"}, Value: redisstream.UnmappedDeadLetter},
+		&cli.StringFlag{Name: "messenger-unmapped", Usage: "symfony-messenger: where unmapped event types go: dead-letter or class:<Class>", EnvVars: []string{"BINLOG_OUTBOX_MESSENGER_UNMAPPED"}, Value: entry.UnmappedDeadLetter},
 		&cli.StringFlag{Name: "messenger-stamp", Usage: "symfony-messenger: a stamp class built from the outbox fields, seen by middleware and handlers", EnvVars: []string{"BINLOG_OUTBOX_MESSENGER_STAMP"}},
 	}
 }
 
 // entryFormat reads the format flags (settings.Config.EntryFormat);
 // commands without them get the flat format.
-func entryFormat(c *cli.Context, cfg config) (redisstream.Format, error) {
+func entryFormat(c *cli.Context, cfg config) (entry.Format, error) {
 	return cfg.EntryFormat(settings.FormatFlags{
 		Name: c.String("format"), NameGiven: c.IsSet("format"),
 		Classes: c.StringSlice("messenger-class"), ClassFile: c.String("messenger-class-file"),

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
@@ -30,7 +31,7 @@ func TestRun_MessengerFormat(t *testing.T) {
 			env := relaytest.NewEnv(t, testsvc.SharedMariaDB(t), testsvc.SharedRedis(t))
 			ctx := context.Background()
 			port := closedPort(t)
-			p := startRelay(t, env, "--mode", mode, "--format", redisstream.FormatMessenger, "--messenger-class", "order.changed="+orderChangedClass,
+			p := startRelay(t, env, "--mode", mode, "--format", entry.FormatMessenger, "--messenger-class", "order.changed="+orderChangedClass,
 				"--stream", "messages", "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port))
 			if mode == "binlog" {
 				waitStoredPosition(t, env, posKey(env))
@@ -47,12 +48,12 @@ func TestRun_MessengerFormat(t *testing.T) {
 			})
 
 			for _, m := range env.RDB.XRange(ctx, "messages", "-", "+").Val() {
-				id, _ := m.Values[redisstream.FieldMessageID].(string)
+				id, _ := m.Values[entry.FieldMessageID].(string)
 				var env struct {
 					Body    string            `json:"body"`
 					Headers map[string]string `json:"headers"`
 				}
-				if err := json.Unmarshal([]byte(m.Values[redisstream.FieldMessage].(string)), &env); err != nil {
+				if err := json.Unmarshal([]byte(m.Values[entry.FieldMessage].(string)), &env); err != nil {
 					t.Fatalf("entry %s: message is no envelope: %v", m.ID, err)
 				}
 				var body map[string]any
@@ -62,12 +63,12 @@ func TestRun_MessengerFormat(t *testing.T) {
 				if env.Headers["type"] != orderChangedClass || env.Headers["message_id"] != id || env.Headers["Content-Type"] != "application/json" {
 					t.Errorf("entry %s: headers %v", m.ID, env.Headers)
 				}
-				if _, ok := m.Values[redisstream.FieldPayload]; ok {
+				if _, ok := m.Values[entry.FieldPayload]; ok {
 					t.Errorf("entry %s carries the payload twice", m.ID)
 				}
 			}
 			dead := env.RDB.XRange(ctx, redisstream.DefaultDeadLetterStream, "-", "+").Val()[0].Values
-			if dead[redisstream.FieldMessageID] != "unmapped-1" || !strings.Contains(dead[redisstream.FieldReason].(string), "--messenger-class order.refunded=") {
+			if dead[entry.FieldMessageID] != "unmapped-1" || !strings.Contains(dead[entry.FieldReason].(string), "--messenger-class order.refunded=") {
 				t.Errorf("dead letter %v: want the unmapped event with the reason", dead)
 			}
 
@@ -92,7 +93,7 @@ func TestRun_MessengerFormat(t *testing.T) {
 func TestCheck_ReportsEntryFormat(t *testing.T) {
 	// Its database, Redis database and server id are its own.
 	t.Parallel()
-	messenger := []string{"--mode", "binlog", "--format", redisstream.FormatMessenger, "--messenger-class", `order.placed=\App\Message\OrderPlaced`, "--messenger-stamp", `App\Messenger\OutboxStamp`}
+	messenger := []string{"--mode", "binlog", "--format", entry.FormatMessenger, "--messenger-class", `order.placed=\App\Message\OrderPlaced`, "--messenger-stamp", `App\Messenger\OutboxStamp`}
 	out, code := applyAndCheck(t, testsvc.SharedMariaDB(t), messenger...)
 	if code != 0 {
 		t.Errorf("exit %d, want 0: a stream per aggregate type only warns", code)
@@ -112,7 +113,7 @@ func TestCheck_ReportsEntryFormat(t *testing.T) {
 		t.Errorf("check with a fixed stream does not pass the entry format:\n%s", out)
 	}
 
-	_, errOut, code := run(t, "--mysql-dsn", "u:p@tcp(127.0.0.1:1)/app", "check", "--format", redisstream.FormatMessenger)
+	_, errOut, code := run(t, "--mysql-dsn", "u:p@tcp(127.0.0.1:1)/app", "check", "--format", entry.FormatMessenger)
 	if code != exitUsage || !strings.Contains(errOut, "maps no event type") || !strings.Contains(errOut, "hint: map each event type") {
 		t.Errorf("check --format symfony-messenger without classes: exit %d\n%s", code, errOut)
 	}

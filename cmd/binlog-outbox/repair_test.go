@@ -12,7 +12,7 @@ import (
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/position"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
+	"github.com/binlog-outbox/binlog-outbox/redisadmin"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
@@ -176,7 +176,7 @@ func TestRepair_RedisCluster(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 || !r.Applied || r.Appended < lost || r.Appended != r.Missing {
 		t.Fatalf("repair --apply on the cluster: exit %d, %+v, %v; want at least %d appended\n%s", code, r, err, lost, errOut)
 	}
-	cp, err := redisstream.ReadClusterPositions(ctx, env.Cluster, key)
+	cp, err := redisadmin.ReadClusterPositions(ctx, env.Cluster, key)
 	if err != nil || len(cp.Slots) != 0 || cp.Base == nil {
 		t.Fatalf("after repair --apply: %d slot positions, position %q, %v; want the position key alone", len(cp.Slots), cp.Base, err)
 	}

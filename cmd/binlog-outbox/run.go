@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/canal"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/mode"
 	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
@@ -16,7 +17,7 @@ import (
 // shares the ones that name the position key.
 func streamFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "stream", Usage: "stream key template: {aggregate_type}, {aggregate_id}, {event_type}, {partition}, {database}, {table} (docs/entries.md)", EnvVars: []string{"BINLOG_OUTBOX_STREAM"}, Value: redisstream.DefaultStream},
+		&cli.StringFlag{Name: "stream", Usage: "stream key template: {aggregate_type}, {aggregate_id}, {event_type}, {partition}, {database}, {table} (docs/entries.md)", EnvVars: []string{"BINLOG_OUTBOX_STREAM"}, Value: entry.DefaultStream},
 		&cli.IntFlag{Name: "partitions", Usage: "number of partitions {partition} ranges over: crc32(aggregate_id) % N, as PHP's crc32() computes it", EnvVars: []string{"BINLOG_OUTBOX_PARTITIONS"}, Value: 1},
 		&cli.StringFlag{Name: "dead-letter-stream", Usage: "stream for rows that cannot be delivered (NULL in a required column, ...), with the reason", EnvVars: []string{"BINLOG_OUTBOX_DEAD_LETTER_STREAM"}, Value: redisstream.DefaultDeadLetterStream},
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/binlog-outbox/binlog-outbox/admin"
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/outboxsql"
-	"github.com/binlog-outbox/binlog-outbox/redisstream"
 	"github.com/binlog-outbox/binlog-outbox/relay"
 	"github.com/binlog-outbox/binlog-outbox/schema"
 )
@@ -38,12 +38,12 @@ func openStreams(c *cli.Context, cfg config) (admin.Streams, redis.UniversalClie
 		client.Close()
 		return admin.Streams{}, nil, err
 	}
-	tmpl, err := redisstream.ParseTemplate(relay.StreamTemplate(cfg, f.Stream), f.Partitions, cfg.Mapping.Has(schema.ColAggregateType))
+	tmpl, err := entry.ParseTemplate(relay.StreamTemplate(cfg, f.Stream), f.Partitions, cfg.Mapping.Has(schema.ColAggregateType))
 	if err != nil {
 		client.Close()
 		return admin.Streams{}, nil, err
 	}
-	delayed := f.Format.Name == redisstream.FormatDoctrine
+	delayed := f.Format.Name == entry.FormatDoctrine
 	return admin.Streams{Glob: tmpl.Glob(), DeadLetter: f.DeadLetterStream, DelayedSets: delayed}, client, nil
 }
 

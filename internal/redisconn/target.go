@@ -1,7 +1,8 @@
 // Package redisconn connects binlog-outbox to Redis: which server a
 // --redis-url names (one server, or a master found through Sentinel), the
-// settings every client uses, the ACL rules the relay's user needs, and the
-// hints that Redis's error replies get for an operator. Writing the relay's
+// settings every client uses, the ACL rules the relay's user needs, the
+// hints that Redis's error replies get for an operator, and listing keys on
+// every master of a Redis Cluster (scan.go). Writing the relay's
 // streams is redisstream's job, reading them for the operator's commands
 // redisadmin's.
 package redisconn

@@ -99,7 +99,7 @@ func newTableEnv(t testing.TB, srv *testsvc.MariaDB) *Env {
 }
 
 // DefaultPrefix is the stream key prefix of the relay's defaults
-// (redisstream.DefaultStream), which Env.Prefix is where nothing else
+// (entry.DefaultStream), which Env.Prefix is where nothing else
 // shares the Redis database.
 const DefaultPrefix = "outbox:"
 

@@ -1,4 +1,4 @@
-package redisstream
+package redisconn
 
 import (
 	"context"
@@ -11,9 +11,11 @@ import (
 	"sync"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
 	"github.com/redis/go-redis/v9"
 )
+
+// clusterSlots is the number of hash slots of a Redis Cluster.
+const clusterSlots = 16384
 
 // ScanStreams lists the streams whose names match glob: with SCAN TYPE stream
 // on a standalone Redis, and on every master of a Redis Cluster. SCAN sees
@@ -32,10 +34,10 @@ func ScanKeys(ctx context.Context, client redis.UniversalClient, glob string) ([
 	return scanKeys(ctx, client, glob, "", "keys")
 }
 
-// ScanDelayedSets lists, as ScanStreams does, the sorted sets of delayed
-// symfony-doctrine messages (DelayedSetSuffix) of the streams glob matches.
-func ScanDelayedSets(ctx context.Context, client redis.UniversalClient, glob string) ([]string, error) {
-	return scanKeys(ctx, client, glob+DelayedSetSuffix, "zset", "delayed sets")
+// ScanType lists, as ScanStreams does, the keys of type typ whose names
+// match glob; what names them in errors ("delayed sets").
+func ScanType(ctx context.Context, client redis.UniversalClient, glob, typ, what string) ([]string, error) {
+	return scanKeys(ctx, client, glob, typ, what)
 }
 
 // scanKeys lists the keys of type typ (what names them in errors) whose
@@ -49,7 +51,7 @@ func scanKeys(ctx context.Context, client redis.UniversalClient, glob, typ, what
 			keys = append(keys, iter.Val())
 		}
 		if err := iter.Err(); err != nil {
-			return nil, fmt.Errorf("SCAN for %s %s: %w", what, glob, redisconn.Classify(err))
+			return nil, fmt.Errorf("SCAN for %s %s: %w", what, glob, Classify(err))
 		}
 		return dedupSorted(keys), nil
 	}
@@ -74,7 +76,7 @@ func scanKeys(ctx context.Context, client redis.UniversalClient, glob, typ, what
 				return outbox.WithHint(fmt.Errorf("SCAN for %s %s on master %s: %w", what, glob, m.Options().Addr, err),
 					"the master is unreachable: wait until the cluster replaced it (its replica takes over after cluster-node-timeout; redis-cli --cluster check <node>), then run the command again")
 			}
-			return fmt.Errorf("SCAN for %s %s on master %s: %w", what, glob, m.Options().Addr, redisconn.Classify(err))
+			return fmt.Errorf("SCAN for %s %s on master %s: %w", what, glob, m.Options().Addr, Classify(err))
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -109,7 +111,7 @@ func scanKeys(ctx context.Context, client redis.UniversalClient, glob, typ, what
 func slotMasters(ctx context.Context, cc *redis.ClusterClient) (string, error) {
 	ranges, err := cc.ClusterSlots(ctx).Result()
 	if err != nil {
-		return "", fmt.Errorf("read the cluster's slot map (CLUSTER SLOTS): %w", redisconn.Classify(err))
+		return "", fmt.Errorf("read the cluster's slot map (CLUSTER SLOTS): %w", Classify(err))
 	}
 	covered := 0
 	items := make([]string, 0, len(ranges))
@@ -120,8 +122,8 @@ func slotMasters(ctx context.Context, cc *redis.ClusterClient) (string, error) {
 		covered += int(r.End-r.Start) + 1
 		items = append(items, fmt.Sprintf("%s=%d-%d", r.Nodes[0].Addr, r.Start, r.End))
 	}
-	if covered < ClusterSlots {
-		return "", outbox.WithHint(fmt.Errorf("list the streams: %d of the cluster's %d hash slots have no master, so their streams cannot be read", ClusterSlots-covered, ClusterSlots),
+	if covered < clusterSlots {
+		return "", outbox.WithHint(fmt.Errorf("list the streams: %d of the cluster's %d hash slots have no master, so their streams cannot be read", clusterSlots-covered, clusterSlots),
 			"wait until the cluster has a master for every slot (redis-cli --cluster check <node>), then run the command again")
 	}
 	sort.Strings(items)

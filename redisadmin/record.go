@@ -1,4 +1,4 @@
-package redisstream
+package redisadmin
 
 import (
 	"context"
@@ -10,8 +10,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/binlog-outbox/binlog-outbox/entry"
 	"github.com/binlog-outbox/binlog-outbox/internal/logging"
 	"github.com/binlog-outbox/binlog-outbox/internal/redisconn"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
 // Record says what the binlog relay of a position is: the tables it follows,
@@ -32,13 +34,13 @@ type Record struct {
 	// entries' settings in force (defaults applied): --stream,
 	// --partitions, --dead-letter-stream, the format flags and
 	// --ensure-group.
-	Stream           string   `json:"stream"`
-	Partitions       int      `json:"partitions"`
-	DeadLetterStream string   `json:"dead_letter_stream"`
-	Format           Format   `json:"format"`
-	Groups           []string `json:"groups,omitempty"`
+	Stream           string       `json:"stream"`
+	Partitions       int          `json:"partitions"`
+	DeadLetterStream string       `json:"dead_letter_stream"`
+	Format           entry.Format `json:"format"`
+	Groups           []string     `json:"groups,omitempty"`
 	// ServerID is the binlog server id the relay reads with, whose claim
-	// (ServerIDKey) tells whether it is reading now.
+	// (redisstream.ServerIDKey) tells whether it is reading now.
 	ServerID uint32 `json:"server_id"`
 	// Holder names the relay process that wrote the record (host/pid).
 	Holder string `json:"holder"`
@@ -51,7 +53,7 @@ type Record struct {
 // RecordIndexKey is the set of the position keys that have a record: how a
 // relay of another position, and a command that knows its table only, find
 // them. A few members a Redis; read whole.
-const RecordIndexKey = KeyPrefix + "relays"
+const RecordIndexKey = redisstream.KeyPrefix + "relays"
 
 // RecordKey is the key of the record of the position at positionKey, beside
 // it (in its hash slot when it carries a hash tag).
@@ -130,8 +132,8 @@ func DeleteRecord(ctx context.Context, client redis.UniversalClient, positionKey
 // the one whose claim on the record's server id names this position. ""
 // when neither: no relay of the position runs.
 func (r Record) Reading(ctx context.Context, client redis.UniversalClient) (holder string, err error) {
-	lease := KeysFor("", "", r.PositionKey).Lease
-	info, _, ok, err := ReadLease(ctx, client, lease)
+	lease := redisstream.KeysFor("", "", r.PositionKey).Lease
+	info, _, ok, err := redisstream.ReadLease(ctx, client, lease)
 	if err != nil {
 		return "", err
 	}
@@ -141,7 +143,7 @@ func (r Record) Reading(ctx context.Context, client redis.UniversalClient) (hold
 	if r.ServerID == 0 {
 		return "", nil
 	}
-	claim, ok, err := ReadServerIDClaim(ctx, client, r.ServerID)
+	claim, ok, err := redisstream.ReadServerIDClaim(ctx, client, r.ServerID)
 	if err != nil || !ok || claim.PositionKey != r.PositionKey {
 		return "", err
 	}

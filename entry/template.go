@@ -1,4 +1,4 @@
-package redisstream
+package entry
 
 import (
 	"fmt"
@@ -186,4 +186,104 @@ func Partition(aggregateID string, n uint32) uint32 {
 		return 0
 	}
 	return crc32.ChecksumIEEE([]byte(aggregateID)) % n
+}
+
+// AlwaysNames reports whether some events go to name whatever their rows
+// hold: the template has no placeholder but {partition}, whose every value
+// is known at start, and one partition renders name. Placeholders filled
+// from the rows cannot be decided at start (MayRender, Renders).
+func (t *Template) AlwaysNames(name string) bool {
+	for _, p := range t.parts {
+		if p.placeholder != "" && p.placeholder != PlaceholderPartition {
+			return false
+		}
+	}
+	for n := range t.partitions {
+		if t.renderPartition(n) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// renderPartition renders a template without placeholders other than
+// {partition} for partition n.
+func (t *Template) renderPartition(n uint32) string {
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.placeholder == "" {
+			b.WriteString(p.literal)
+		} else {
+			b.WriteString(strconv.FormatUint(uint64(n), 10))
+		}
+	}
+	return b.String()
+}
+
+// MayRender reports whether some event could render name: the literal parts
+// in their order, each placeholder standing for any text ({partition} for
+// digits).
+func (t *Template) MayRender(name string) bool {
+	return matchParts(t.parts, name)
+}
+
+func matchParts(parts []part, s string) bool {
+	if len(parts) == 0 {
+		return s == ""
+	}
+	p := parts[0]
+	if p.placeholder == "" {
+		rest, ok := strings.CutPrefix(s, p.literal)
+		return ok && matchParts(parts[1:], rest)
+	}
+	if p.placeholder == PlaceholderPartition {
+		for i := 1; i <= len(s) && s[i-1] >= '0' && s[i-1] <= '9'; i++ {
+			if matchParts(parts[1:], s[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i <= len(s); i++ {
+		if matchParts(parts[1:], s[i:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// Renders reports whether e's stream is name, without building the key: the
+// sink asks it of every event when MayRender(its dead-letter stream) is true.
+func (t *Template) Renders(e *outbox.Event, name string) bool {
+	var digits [10]byte
+	rest := name
+	for _, p := range t.parts {
+		var v string
+		switch p.placeholder {
+		case "":
+			v = p.literal
+		case PlaceholderAggregateType:
+			v = e.AggregateType
+		case PlaceholderAggregateID:
+			v = e.AggregateID
+		case PlaceholderEventType:
+			v = e.EventType
+		case PlaceholderPartition:
+			b := strconv.AppendUint(digits[:0], uint64(Partition(e.AggregateID, t.partitions)), 10)
+			if len(rest) < len(b) || rest[:len(b)] != string(b) {
+				return false
+			}
+			rest = rest[len(b):]
+			continue
+		case PlaceholderDatabase:
+			v = e.Database
+		case PlaceholderTable:
+			v = e.Table
+		}
+		var ok bool
+		if rest, ok = strings.CutPrefix(rest, v); !ok {
+			return false
+		}
+	}
+	return rest == ""
 }

@@ -1,19 +1,26 @@
-package redisstream
+package entry
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	outbox "github.com/binlog-outbox/binlog-outbox"
-	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
 )
 
-// messengerFormat maps the event types event() makes.
+// orderEvent is an order.created event of aggregate agg, as a reader
+// hands it over.
+func orderEvent(id uint64, agg string) outbox.Event {
+	return outbox.Event{OutboxID: id, MessageID: "01J" + strconv.FormatUint(id, 10), AggregateType: "order", AggregateID: agg, EventType: "order.created",
+		Payload: []byte(`{"id":` + strconv.FormatUint(id, 10) + `}`), Headers: []byte(`{"trace":"x"}`), OccurredAt: time.Date(2026, 11, 29, 10, 0, 0, 123456000, time.UTC)}
+}
+
+// messengerFormat maps the event type orderEvent makes.
 func messengerFormat() Format {
 	return Format{Name: FormatMessenger, Classes: map[string]string{"order.created": `App\Message\OrderCreated`}, Stamp: `App\Messenger\OutboxStamp`}
 }
@@ -107,11 +114,11 @@ func TestFormat_PrepareEnvelope(t *testing.T) {
 	if err := f.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	e := event(7, "order", "o-7")
+	e := orderEvent(7, "o-7")
 	e.Fields = []outbox.Field{{Name: "schema_version", Value: "3"}, {Name: "tenant", Value: "acme"}}
 	e.Payload = []byte("{\"note\":\"a \\\"quoted\\\" <b>\\u00e9t\u00e9</b>\\n\",\"n\":1}")
 	before := e.Size()
-	f.prepare(&e, true)
+	f.Prepare(&e, true)
 	if e.Invalid != "" {
 		t.Fatalf("Invalid %q, want a message", e.Invalid)
 	}
@@ -141,7 +148,7 @@ func TestFormat_PrepareEnvelope(t *testing.T) {
 	}
 
 	again := e.Envelope
-	f.prepare(&e, true)
+	f.Prepare(&e, true)
 	if &again[0] != &e.Envelope[0] {
 		t.Error("a second prepare encoded the envelope again")
 	}
@@ -166,59 +173,21 @@ func TestFormat_PrepareDeadLetters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := event(1, "order", "o-1")
+			e := orderEvent(1, "o-1")
 			tt.edit(&e)
-			f.prepare(&e, true)
+			f.Prepare(&e, true)
 			if !strings.Contains(e.Invalid, tt.wantReason) || e.Envelope != nil {
 				t.Errorf("Invalid %q, envelope %q; want a reason containing %q and no envelope", e.Invalid, e.Envelope, tt.wantReason)
 			}
 		})
 	}
 
-	e := event(1, "order", "o-1")
+	e := orderEvent(1, "o-1")
 	e.EventType = "order.shipped"
 	f.Unmapped = `class:App\Message\OutboxEvent`
-	f.prepare(&e, true)
+	f.Prepare(&e, true)
 	if e.Invalid != "" || decodeEnvelope(t, e.Envelope).Headers["type"] != `App\Message\OutboxEvent` {
 		t.Errorf("with a fallback class: Invalid %q, envelope %s; want the fallback class", e.Invalid, e.Envelope)
-	}
-}
-
-func TestSink_MessengerEntries(t *testing.T) {
-	r := testsvc.SharedRedis(t)
-	s, c := newSink(t, r.NewDB(t), Config{Stream: "messages", Format: messengerFormat()})
-	ctx := context.Background()
-	batch := []outbox.Event{event(1, "order", "o-1"), event(2, "invoice", "i-1"), event(3, "order", "o-1")}
-	if err := s.Append(ctx, batch, nil, []byte("p1")); err != nil {
-		t.Fatal(err)
-	}
-	if batch[1].Invalid == "" {
-		t.Error("Append left the unmapped event's Invalid empty; the caller's dead-letter count would miss it")
-	}
-	got := c.XRange(ctx, "messages", "-", "+").Val()
-	if len(got) != 2 {
-		t.Fatalf("messages has %d entries, want the 2 mapped ones", len(got))
-	}
-	for i, m := range got {
-		if _, ok := m.Values[FieldPayload]; ok {
-			t.Errorf("entry %d has a payload field besides the message", i)
-		}
-		for _, f := range []string{FieldMessageID, FieldAggregateType, FieldAggregateID, FieldEventType, FieldOccurredAt, FieldOutboxID, FieldHeaders} {
-			if _, ok := m.Values[f]; !ok {
-				t.Errorf("entry %d lacks the flat field %s", i, f)
-			}
-		}
-		msg, _ := m.Values[FieldMessage].(string)
-		if env := decodeEnvelope(t, []byte(msg)); env.Headers["type"] != `App\Message\OrderCreated` || env.Body != string(batch[2*i].Payload) {
-			t.Errorf("entry %d: message %s", i, msg)
-		}
-	}
-	dead := c.XRange(ctx, DefaultDeadLetterStream, "-", "+").Val()
-	if len(dead) != 1 {
-		t.Fatalf("dead-letter stream has %d entries, want 1", len(dead))
-	}
-	if v := dead[0].Values; v[FieldPayload] != string(batch[1].Payload) || !strings.Contains(v[FieldReason].(string), "no Messenger message class") || v[FieldMessage] != nil {
-		t.Errorf("dead letter %v: want the flat fields with the payload and the reason", v)
 	}
 }
 

@@ -1,10 +1,11 @@
-package redisstream
+package redisadmin
 
 import (
 	"fmt"
 	"testing"
 
 	"github.com/binlog-outbox/binlog-outbox/position"
+	"github.com/binlog-outbox/binlog-outbox/redisstream"
 )
 
 func TestClusterPositions_Summary(t *testing.T) {
@@ -38,8 +39,8 @@ func TestClusterPositions_Summary(t *testing.T) {
 				t.Errorf("Summary() = count %d, lowest %d, highest %d, ahead %v, foreign %v; want %d, %d, %d, %v, %v",
 					s.Count, slot(s.Lowest), slot(s.Highest), s.Ahead, s.Foreign, tt.count, tt.lowest, tt.highest, tt.ahead, tt.foreign)
 			}
-			if s.Lowest != nil && s.Lowest.Key != SlotPositionKey("k", s.Lowest.Slot) {
-				t.Errorf("lowest key %s, want %s", s.Lowest.Key, SlotPositionKey("k", s.Lowest.Slot))
+			if s.Lowest != nil && s.Lowest.Key != redisstream.SlotPositionKey("k", s.Lowest.Slot) {
+				t.Errorf("lowest key %s, want %s", s.Lowest.Key, redisstream.SlotPositionKey("k", s.Lowest.Slot))
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package redisstream
+package entry
 
 import (
 	"bufio"
@@ -141,7 +141,7 @@ func ReadClassesFile(path string, into map[string]string) error {
 
 // Validate normalises f (the default name, the classes without a leading
 // backslash) and reports the first invalid setting by its flag. It is
-// idempotent; New calls it.
+// idempotent; redisstream.New calls it.
 func (f *Format) Validate() error {
 	if f.Name == "" {
 		f.Name = FormatFlat
@@ -250,14 +250,17 @@ func (f *Format) String() string {
 	return b.String()
 }
 
-// prepare finishes e for the format: in FormatMessenger it encodes the
+// Prepare finishes e for the format: in FormatMessenger it encodes the
 // envelope into e.Envelope, or marks e Invalid with the reason Messenger
 // could not take it. A message Messenger fails to decode is worse than a
 // dead letter: its worker rejects it (deleting it, with the transport's
 // default delete_after_reject) and stops, and JSON it cannot read at all
-// stays pending for ever. It is idempotent, and does nothing to an event
-// that is already invalid.
-func (f *Format) prepare(e *outbox.Event, withAggregateType bool) {
+// stays pending for ever. FormatDoctrine and the Laravel formats encode
+// their rows likewise (doctrine.go, laravel.go). withAggregateType is false
+// for a table without an aggregate_type column, whose envelope leaves it
+// out. It is idempotent, and does nothing to an event that is already
+// invalid.
+func (f *Format) Prepare(e *outbox.Event, withAggregateType bool) {
 	if f.Name == FormatDoctrine {
 		prepareDoctrine(e)
 		return
@@ -296,6 +299,44 @@ func (f *Format) prepare(e *outbox.Event, withAggregateType bool) {
 		}
 	}
 	e.Envelope = f.envelope(class, e, withAggregateType)
+}
+
+// Delayed reports whether e, prepared, goes to its stream's delayed set
+// (DelayedSuffix) rather than to the stream, and its score there.
+func (f *Format) Delayed(e *outbox.Event) (due int64, ok bool) {
+	if e.Invalid != "" {
+		return 0, false
+	}
+	switch f.Name {
+	case FormatDoctrine:
+		return doctrineDue(e)
+	case FormatLaravelQueue, FormatLaravelStream:
+		return laravelDue(e)
+	}
+	return 0, false
+}
+
+// DelayedSuffix makes the key of a stream's delayed set from the stream's.
+func (f *Format) DelayedSuffix() string {
+	if isLaravel(f.Name) {
+		return LaravelDelayedSuffix
+	}
+	return DelayedSetSuffix
+}
+
+// ToList reports whether e, prepared, goes to a Laravel queue's list (RPUSH,
+// with a notification) rather than to a stream.
+func (f *Format) ToList(e *outbox.Event) bool {
+	return f.Name == FormatLaravelQueue && e.Invalid == "" && len(e.Envelope) > 0 && e.Envelope[0] == laravelNow
+}
+
+// Member is what a delayed event, prepared, is written as in its delayed
+// set (Delayed): the envelope, or a Laravel job's JobBody.
+func (f *Format) Member(e *outbox.Event) []byte {
+	if isLaravel(f.Name) {
+		return JobBody(e)
+	}
+	return e.Envelope
 }
 
 // messengerBodyProblem says why Messenger's JSON Serializer could not decode

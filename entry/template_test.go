@@ -1,4 +1,4 @@
-package redisstream
+package entry
 
 import (
 	"errors"
@@ -121,6 +121,34 @@ func TestTemplate_Glob(t *testing.T) {
 		}
 		if got := tmpl.Glob(); got != tt.want {
 			t.Errorf("Glob() of %q = %q, want %q", tt.src, got, tt.want)
+		}
+	}
+}
+
+// TestTemplate_MayRender: whether some event could go to a stream named so
+// (the dead-letter stream outbox:dead-letter, here).
+func TestTemplate_MayRender(t *testing.T) {
+	for _, tt := range []struct {
+		stream, name string
+		want         bool
+	}{
+		{DefaultStream, "outbox:dead-letter", true},
+		{"outbox:{aggregate_type}:{partition}", "outbox:dead-letter", false},
+		{"outbox:{aggregate_type}:{partition}", "outbox:dead:letter:12", true},
+		{"events", "outbox:dead-letter", false},
+		{"{database}:{table}", "a:b", true},
+		{"x:{partition}", "x:", false},
+	} {
+		n := 1
+		if strings.Contains(tt.stream, "{partition}") {
+			n = 16
+		}
+		tmpl, err := ParseTemplate(tt.stream, n, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tmpl.MayRender(tt.name); got != tt.want {
+			t.Errorf("%s MayRender(%s) = %v, want %v", tt.stream, tt.name, got, tt.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package redisstream
+package entry
 
 import (
 	"bytes"
@@ -164,33 +164,4 @@ func doctrineDue(e *outbox.Event) (due int64, delayed bool) {
 		return 0, false
 	}
 	return e.OccurredAt.UnixMilli(), true
-}
-
-// delayed reports whether e goes to its stream's delayed set
-// (Format.delayedSuffix) rather than to the stream, and the score there.
-func (s *base) delayed(e *outbox.Event) (due int64, ok bool) {
-	if e.Invalid != "" {
-		return 0, false
-	}
-	switch s.cfg.Format.Name {
-	case FormatDoctrine:
-		return doctrineDue(e)
-	case FormatLaravelQueue, FormatLaravelStream:
-		return laravelDue(e)
-	}
-	return 0, false
-}
-
-// delayedSuffix makes the key of a stream's delayed set from the stream's.
-func (f *Format) delayedSuffix() string {
-	if isLaravel(f.Name) {
-		return LaravelDelayedSuffix
-	}
-	return DelayedSetSuffix
-}
-
-// list reports whether e goes to a Laravel queue's list (RPUSH, with a
-// notification) rather than to a stream.
-func (s *base) list(e *outbox.Event) bool {
-	return s.cfg.Format.Name == FormatLaravelQueue && e.Invalid == "" && len(e.Envelope) > 0 && e.Envelope[0] == laravelNow
 }

@@ -1,4 +1,4 @@
-package redisstream
+package entry
 
 import (
 	"bytes"
@@ -162,9 +162,10 @@ func laravelDue(e *outbox.Event) (due int64, delayed bool) {
 	return e.OccurredAt.Unix(), true
 }
 
-// laravelBody is what is written of a prepared job: its envelope without
-// the kind byte.
-func laravelBody(e *outbox.Event) []byte {
+// JobBody is what is written of a prepared Laravel job (FormatLaravelQueue,
+// FormatLaravelStream): its envelope without the byte that records where it
+// goes (Format.Delayed, Format.ToList).
+func JobBody(e *outbox.Event) []byte {
 	if len(e.Envelope) == 0 {
 		return nil
 	}
