@@ -220,7 +220,7 @@ func newHarness(t testing.TB, tweak func(*machine)) *harness {
 func oneTable(name schema.Name, dec *binlogrow.Decoder) *tableSet {
 	src := newSourceSet([]Source{{Pattern: schema.Pattern{Database: name.Database, Table: name.Table}, Tables: []Table{{Name: name}}}}, name.LowerCaseTableNames, nil)
 	ts := newTableSet(src, layoutProof{}, nil)
-	ts.byKey[tableKey(name.Database, name.Table, name.LowerCaseTableNames)] = &followed{name: name, dec: dec}
+	ts.add(tableKey(name.Database, name.Table, name.LowerCaseTableNames), &followed{name: name, dec: dec})
 	return ts
 }
 

@@ -1,6 +1,8 @@
 package canal
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -34,5 +36,16 @@ func TestNameCache_TableIDReusedForAnotherTable(t *testing.T) {
 	}
 	if len(c.m) > maxCachedNames {
 		t.Errorf("%d entries, want at most %d", len(c.m), maxCachedNames)
+	}
+	// One id given to table after table adds their names, not entries.
+	long := []byte(strings.Repeat("n", 64))
+	for i := range 2 * maxCachedNameBytes / 128 {
+		c.put(&replication.TableMapEvent{TableID: 1, Schema: long, Table: []byte(strconv.Itoa(i))}, true)
+	}
+	if len(c.names) > maxCachedNameBytes+128 {
+		t.Errorf("%d bytes of names, want at most %d", len(c.names), maxCachedNameBytes+128)
+	}
+	if v, ok := c.get(&replication.TableMapEvent{TableID: 1, Schema: long, Table: []byte(strconv.Itoa(2*maxCachedNameBytes/128 - 1))}); !ok || !v {
+		t.Errorf("the last table put = %v, %v; want true, true", v, ok)
 	}
 }

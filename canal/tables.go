@@ -48,8 +48,16 @@ type sourceSet struct {
 	lctn     int
 	patterns schema.Patterns
 	list     []Source
-	known    map[string]Table // by tableKey
+	known    map[string]knownTable // by tableKey
 	extra    []schema.ExtraColumn
+}
+
+// knownTable is a table the caller inspected, with its key in known: a
+// session that follows the table keys it by the same string rather than
+// one of its own.
+type knownTable struct {
+	Table
+	key string
 }
 
 // tableKey is how the reader tells tables apart: as the server compares
@@ -65,9 +73,10 @@ func tableKey(db, table string, lctn int) string {
 // holds them from here on. The tables of a pattern nearly always resolve
 // to the same mapping, and a mapping kept per table (a map each) was most of
 // the relay's live heap with a thousand tenants, which the garbage collector
-// marked in every cycle: identical mappings and absent lists are kept once.
+// marked in every cycle: identical mappings and absent lists are kept once,
+// and where the key is the names as they are, the names are parts of it.
 func newSourceSet(list []Source, lctn int, extra []schema.ExtraColumn) *sourceSet {
-	s := &sourceSet{lctn: lctn, list: list, known: make(map[string]Table, countTables(list)), extra: extra}
+	s := &sourceSet{lctn: lctn, list: list, known: make(map[string]knownTable, countTables(list)), extra: extra}
 	var in interner
 	for i := range list {
 		if list[i].Mapping == nil {
@@ -80,7 +89,11 @@ func newSourceSet(list []Source, lctn int, extra []schema.ExtraColumn) *sourceSe
 				t.Mapping = list[i].Mapping
 			}
 			t.Mapping, t.Absent = in.mapping(t.Mapping), in.absent(t.Absent)
-			s.known[tableKey(t.Name.Database, t.Name.Table, lctn)] = t
+			key := tableKey(t.Name.Database, t.Name.Table, lctn)
+			if lctn == 0 {
+				t.Name.Database, t.Name.Table = key[:len(t.Name.Database)], key[len(t.Name.Database)+1:]
+			}
+			s.known[key] = knownTable{Table: t, key: key}
 		}
 		list[i].Tables = nil
 	}
@@ -207,6 +220,8 @@ type followed struct {
 	name     schema.Name
 	dec      *binlogrow.Decoder
 	ddlAhead *ddlEvent
+	// n is 1 + the table's index in tableSet.list.
+	n int32
 }
 
 // tableSet is a session's view of the followed tables: a decoder per table
@@ -216,13 +231,16 @@ type tableSet struct {
 	src   *sourceSet
 	proof layoutProof
 	byKey map[string]*followed
+	// list holds the followed tables in the order they were first named,
+	// for named to refer to by number.
+	list []*followed
 	// The table map of the last rows event, and what it named (nil:
 	// another table): a transaction's rows events share their table map.
 	lastTM *replication.TableMapEvent
 	lastF  *followed
-	// named are the tables the binlog's names stand for (nil: not
-	// followed), as lookup found them.
-	named nameCache[*followed]
+	// named are the tables the binlog's names stand for, as lookup found
+	// them: 1 + their index in list, 0 for a table not followed.
+	named nameCache[int32]
 	// matches reports whether the rows of the table a table map names are
 	// relayed, as sourceSet.matches does.
 	matches func(*replication.TableMapEvent) bool
@@ -242,8 +260,13 @@ func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
 	if tm == ts.lastTM && tm != nil {
 		return ts.lastF
 	}
-	f, known := ts.named.get(tm)
-	if !known {
+	var f *followed
+	n, known := ts.named.get(tm)
+	if known {
+		if n > 0 {
+			f = ts.list[n-1]
+		}
+	} else {
 		db, table := string(tm.Schema), string(tm.Table)
 		key := tableKey(db, table, ts.src.lctn)
 		f = ts.byKey[key]
@@ -253,7 +276,11 @@ func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
 				f = ts.follow(i, db, table, key)
 			}
 		}
-		ts.named.put(tm, f)
+		n = 0
+		if f != nil {
+			n = f.n
+		}
+		ts.named.put(tm, n)
 	}
 	ts.lastTM, ts.lastF = tm, f
 	return f
@@ -262,13 +289,25 @@ func (ts *tableSet) lookup(tm *replication.TableMapEvent) *followed {
 // follow starts following a table of source i: with the mapping resolved
 // against it at start, or the source's for a table created since.
 func (ts *tableSet) follow(i int, db, table, key string) *followed {
-	t, ok := ts.src.known[key]
-	if !ok {
+	k, ok := ts.src.known[key]
+	t := k.Table
+	if ok {
+		// The set's key, not the one lookup built: the session keeps no
+		// strings of its own for the tables inspected at start.
+		key = k.key
+	} else {
 		t = Table{Name: schema.Name{Database: db, Table: table, LowerCaseTableNames: ts.src.lctn}, Mapping: ts.src.list[i].Mapping}
 	}
 	f := &followed{name: t.Name, dec: ts.decoder(t, ts.proof.columns[key]), ddlAhead: ts.proof.ddlFor(db, table)}
-	ts.byKey[key] = f
+	ts.add(key, f)
 	return f
+}
+
+// add makes f the followed table of key.
+func (ts *tableSet) add(key string, f *followed) {
+	ts.list = append(ts.list, f)
+	f.n = int32(len(ts.list))
+	ts.byKey[key] = f
 }
 
 // decoderKey names what a decoder of rows with column names depends on

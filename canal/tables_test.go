@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
@@ -292,6 +293,20 @@ func TestSourceSet_TablesShareEqualMappings(t *testing.T) {
 	}
 	if p, _ := first.Mapping.Physical(schema.ColPayload); p != schema.ColPayload {
 		t.Errorf("tenant_01's payload maps to %q, want %s", p, schema.ColPayload)
+	}
+	// The names are parts of the key, and a session following a table
+	// keys it by the same string: no strings of their own per table.
+	ts := newTableSet(s, layoutProof{}, nil)
+	for key, tb := range s.known {
+		if got := tb.Name.Database + "\x00" + tb.Name.Table; got != key || unsafe.StringData(tb.Name.Database) != unsafe.StringData(tb.key) {
+			t.Errorf("%q: names %q apart from the key", key, got)
+		}
+		f := ts.lookup(&replication.TableMapEvent{TableID: 1, Schema: []byte(tb.Name.Database), Table: []byte(tb.Name.Table)})
+		for k, g := range ts.byKey {
+			if g == f && unsafe.StringData(k) != unsafe.StringData(tb.key) {
+				t.Errorf("%q: the session keys it by a string of its own", key)
+			}
+		}
 	}
 }
 
