@@ -41,11 +41,20 @@ func (s *base) appendStreamKey(b []byte, e *outbox.Event) []byte {
 	return b
 }
 
+// bytesArg is a []byte field of an Event passed to go-redis by pointer,
+// which writes a BinaryMarshaler's bytes as they are: a slice boxed by
+// value is an allocation per entry, two of the relay's per event with the
+// payload and the headers.
+type bytesArg []byte
+
+// MarshalBinary returns the bytes themselves, not a copy.
+func (b *bytesArg) MarshalBinary() ([]byte, error) { return *b, nil }
+
 // appendFields appends an entry's field/value pairs in a fixed order. In
 // entry.FormatMessenger the payload travels in the message field only; dead
-// letters are flat in every format. The strings and the id are passed by
-// pointer into e, which outlives the append: boxed by value, each would be
-// an allocation per entry.
+// letters are flat in every format. The strings, the id, the payload and
+// the headers are passed by pointer into e, which outlives the append:
+// boxed by value, each would be an allocation per entry.
 func (s *base) appendFields(args []any, e *outbox.Event) []any {
 	messenger := e.Envelope != nil && e.Invalid == ""
 	args = append(args, entry.FieldMessageID, &e.MessageID)
@@ -59,14 +68,14 @@ func (s *base) appendFields(args []any, e *outbox.Event) []any {
 	case messenger:
 		args = append(args, entry.FieldMessage, e.Envelope)
 	default:
-		args = append(args, entry.FieldPayload, e.Payload)
+		args = append(args, entry.FieldPayload, (*bytesArg)(&e.Payload))
 	}
 	args = append(args,
 		entry.FieldOccurredAt, e.OccurredAt.UTC().Format(entry.OccurredAtLayout),
 		entry.FieldOutboxID, &e.OutboxID,
 	)
 	if !s.cfg.NoHeaders {
-		args = append(args, entry.FieldHeaders, e.Headers)
+		args = append(args, entry.FieldHeaders, (*bytesArg)(&e.Headers))
 	}
 	for i := range e.Fields {
 		f := &e.Fields[i]
