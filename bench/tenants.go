@@ -37,7 +37,7 @@ func (r *run) tenants(ctx context.Context) (err error) {
 			_, _ = r.db.ExecContext(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+tenantDatabase(i)+" /* binlog-outbox */")
 		}
 	}()
-	const one = "tenants_one"
+	const one, trailer = "tenants_one", "tenants_trailer"
 	if err := createTable(ctx, r.db, one); err != nil {
 		return fmt.Errorf("create table %s: %w", one, err)
 	}
@@ -75,6 +75,16 @@ func (r *run) tenants(ctx context.Context) (err error) {
 		return err
 	}
 	err = loadSpread(ctx, r.db, n, r.cfg.Rows, r.cfg.Conns, "tspread")
+	if err == nil {
+		// The one table's catch-up is followed by the spread rows, which its
+		// reader reads (and skips) while its last batches are appended, in
+		// its CPU's window: the spread rows get as many rows of a table
+		// neither relay follows after them, or the ratio would favour the
+		// tenants.
+		if err = createTable(ctx, r.db, trailer); err == nil {
+			_, err = loadBacklog(ctx, r.db, trailer, r.cfg.Rows, 1, r.cfg.Conns, DefaultPayloadBytes, "ttrail")
+		}
+	}
 	restore()
 	if err != nil {
 		return err
