@@ -30,7 +30,8 @@ import (
 //
 // EXEC runs every command or none: Redis aborts the transaction (a nil
 // reply) when a watched key changed after WATCH (another relay's append, a
-// position set, a lease renewal or expiry), and answers EXECABORT when a
+// position set, the lease's expiry or take; not this relay's own renewal,
+// which waits for EXEC: Lease.watched), and answers EXECABORT when a
 // command was refused while it was queued (src/server.c processCommand:
 // ACL, wrong arity, OOM, READONLY on a replica, all checked before
 // queueing) or when EXEC itself is refused (Redis 7.0 and later check
@@ -60,8 +61,8 @@ import (
 const DefaultMultiMin = 32
 
 // maxExecAborts bounds how often Append redoes a transaction whose EXEC a
-// change of a watched key aborted. A lease renewal lands between the rounds
-// now and then; more aborts in a row mean a client writes these keys
+// change of a watched key aborted. Another client's write lands between the
+// rounds now and then; more aborts in a row mean it writes these keys
 // continuously, and the relay says so rather than spin.
 const maxExecAborts = 5
 
@@ -171,12 +172,20 @@ func (s *multiAppend) append(ctx context.Context, events []outbox.Event, prev, n
 	for range maxExecAborts {
 		var aborted bool
 		var err error
+		done := func() {}
+		if lease != "" {
+			// The renewal waits for EXEC rather than abort it (Lease.watched).
+			if done, err = s.cfg.Lease.watch(ctx); err != nil {
+				return fmt.Errorf("append %d events: %w", len(events), err)
+			}
+		}
 		// Watch with no keys only pins one connection: WATCH is sent in
 		// round 1's pipeline, which saves it a round trip of its own.
 		_ = s.client.Watch(ctx, func(tx *redis.Tx) error {
 			aborted, err = s.transact(ctx, tx, prev, next, lease)
 			return nil
 		})
+		done()
 		if !aborted {
 			if err == nil {
 				s.groups.add(s.batchNew)

@@ -156,6 +156,8 @@ func TestSink_MultiExecAborted(t *testing.T) {
 	})
 
 	t.Run("lease renewed", func(t *testing.T) {
+		// The holder's renewal PEXPIREs the watched lease key, which would
+		// abort EXEC and send the batch again: it waits for EXEC instead.
 		url := r.NewDB(t)
 		_, c := newSink(t, url, Config{MultiMin: 1})
 		a := newLease(t, c, "host-a/1", 5*time.Second)
@@ -163,19 +165,28 @@ func TestSink_MultiExecAborted(t *testing.T) {
 		if held, _, err := a.TryAcquire(ctx); !held || err != nil {
 			t.Fatalf("TryAcquire = %v, %v", held, err)
 		}
+		renewed := make(chan error, 1)
 		h := &beforeExec{fn: func(ctx context.Context, n int) {
 			if n == 0 {
-				if held, err := a.Renew(ctx); !held || err != nil {
-					t.Errorf("Renew = %v, %v", held, err)
-				}
+				go func() {
+					held, err := a.Renew(ctx)
+					if !held && err == nil {
+						err = errors.New("lease lost")
+					}
+					renewed <- err
+				}()
+				time.Sleep(50 * time.Millisecond) // time enough to land before EXEC, were it not waiting
 			}
 		}}
 		sc.AddHook(h)
 		if err := s.Append(ctx, batch(), nil, []byte("p1")); err != nil {
-			t.Fatalf("append after a renewal aborted its EXEC: %v", err)
+			t.Fatalf("append with a renewal in its midst: %v", err)
 		}
-		if n := h.n.Load(); n != 2 {
-			t.Errorf("%d EXECs, want 2 (the renewal aborts the first)", n)
+		if err := <-renewed; err != nil {
+			t.Errorf("the renewal that waited for EXEC: %v", err)
+		}
+		if n := h.n.Load(); n != 1 {
+			t.Errorf("%d EXECs, want 1 (the renewal waits for it)", n)
 		}
 		if n := c.XLen(ctx, "outbox:order").Val() + c.XLen(ctx, "outbox:invoice").Val(); n != 2 {
 			t.Errorf("%d entries, want 2 (each once)", n)
