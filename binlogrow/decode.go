@@ -397,13 +397,22 @@ func compatible(binlogType byte, dataType string) bool {
 	return binlogClass(binlogType) == dataTypeClass(dataType)
 }
 
+// Columns is how many values a row of the table map l was made for has. A
+// row of another count is no row of that table as the relay maps it: the
+// binlog is corrupt, or its rows event disagrees with its table map, and
+// which value belongs to which column cannot be known. The reader stops at
+// such a row (TestMachine_RowCountMismatchStops) rather than dead-letter an
+// entry without its data and move its position past it.
+func (l Layout) Columns() int { return l.columnCount }
+
 // Event turns one binlog row of l's table map into an Event, by the rules of
 // package eventrow. Strings are copied: go-mysql's alias the event's bytes,
 // and one short string would keep a whole event alive. The payload and the
 // headers are not (eventrow.ToTextBytesShared): they are most of a row's
 // bytes, and go-mysql allocates each event afresh. Problems with the row's content do
 // not fail the decoding: they mark the Event invalid, and it goes to the
-// dead-letter stream with the reason.
+// dead-letter stream with the reason. A row of another count than Columns
+// is the caller's to refuse; Event marks it invalid rather than read past it.
 func (l Layout) Event(row []any) outbox.Event {
 	if len(row) != l.columnCount {
 		return outbox.Event{Invalid: fmt.Sprintf("row has %d values, the table map %d columns", len(row), l.columnCount)}

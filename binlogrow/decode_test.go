@@ -259,6 +259,47 @@ func TestLayout_Compatible(t *testing.T) {
 	}
 }
 
+// TestLayout_Columns: a row fits its layout when it has as many values as
+// the table map the layout was made for has columns; the reader stops at any
+// other (canal's TestMachine_RowCountMismatchStops).
+func TestLayout_Columns(t *testing.T) {
+	full := binlogtest.OutboxTableMap(true)
+	names := make([]string, len(full.ColumnName))
+	for i, n := range full.ColumnName {
+		names[i] = string(n)
+	}
+	withoutHeaders := slices.Delete(slices.Clone(names), 6, 7)
+	for _, tt := range []struct {
+		name    string
+		columns []Column // the proven layout for rows without names
+		tm      *replication.TableMapEvent
+		want    int
+	}{
+		{"by name", nil, full, 8},
+		{"by name, written before a column was added", nil, binlogtest.TableMap("app", "outbox", withoutHeaders, slices.Delete(slices.Clone(full.ColumnType), 6, 7)), 7},
+		// A table map whose names disagree with its own count: the rows
+		// come with the count, the layout with the names.
+		{"by name, fewer names than columns", nil, binlogtest.TableMap("app", "outbox", withoutHeaders, full.ColumnType), 7},
+		{"by position", tableColumns(), binlogtest.OutboxTableMap(false), 8},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := NewDecoder(schema.DefaultMapping(), nil, tt.columns, nil, nil).Layout(tt.tm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := l.Columns(); got != tt.want {
+				t.Fatalf("Columns() = %d, want %d", got, tt.want)
+			}
+			for _, n := range []int{tt.want - 1, tt.want + 1} {
+				row := make([]any, n)
+				if e := l.Event(row); e.Invalid == "" {
+					t.Errorf("Event of a row of %d values: valid, want it marked invalid", n)
+				}
+			}
+		})
+	}
+}
+
 // TestLayout_SkippedColumn: a column a row image leaves out
 // (binlog_row_image=MINIMAL or NOBLOB) stops the relay when the relay reads
 // it, and is no concern when it does not.

@@ -528,6 +528,9 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		return err
 	}
 	for i, row := range e.Rows {
+		if len(row) != l.Columns() {
+			return m.rowCountError(f, e, len(row), l.Columns())
+		}
 		if i < len(e.SkippedColumns) {
 			if name, pos, ok := l.SkippedColumn(e.SkippedColumns[i]); ok {
 				return m.rowImageError(f, name, pos)
@@ -588,6 +591,20 @@ func (m *machine) rowImageError(f *followed, column string, pos int) error {
 		"set binlog_row_image=FULL (SET GLOBAL binlog_row_image=FULL, and in my.cnf [mysqld]; sessions opened before keep their setting, so reconnect the producers); "+
 			"then, with the relay stopped, run `binlog-outbox repair --apply` with run's flags, which appends the rows the binlog lacks from the table "+
 			"and stores a position past them, and start the relay again (docs/incidents.md)")
+}
+
+// rowCountError stops the relay at a row whose count of values differs from
+// its table map's count of columns (Layout.Columns): which value is which
+// column cannot be known, and dead-lettered it became an entry without its
+// data past which the position moved. The position stays before its
+// transaction; the row is whole in the table, where repair reads it.
+func (m *machine) rowCountError(f *followed, e *replication.RowsEvent, values, columns int) error {
+	return outbox.WithHint(fmt.Errorf("%w: a row of %s.%s in the transaction at %s has %d values, but its table map has %d columns (the rows event says %d): "+
+		"the binlog is corrupt, or its rows event disagrees with its table map, and which value is which column cannot be known",
+		outbox.ErrConfig, f.name.Database, f.name.Table, m.txStart.String(), values, columns, e.ColumnCount),
+		"look at the transaction (mysqlbinlog -vv --start-position=%d %s, mariadb-binlog on MariaDB); the row is whole in the table: "+
+			"with the relay stopped, run `binlog-outbox repair --apply` with run's flags, which appends the rows no stream holds from the table "+
+			"and stores a position past them, and start the relay again (docs/incidents.md)", m.txStart.Pos, m.txStart.File)
 }
 
 // unknownLayoutError is the stop for rows without names before a DDL whose

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -702,6 +703,41 @@ func TestMachine_LayoutError(t *testing.T) {
 	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, []any{int64(1), []byte("x")})))
 	if !errors.Is(err, outbox.ErrConfig) {
 		t.Fatalf("error: got %v, want ErrConfig", err)
+	}
+}
+
+// TestMachine_RowCountMismatchStops: a row whose count of values differs
+// from its table map's count of columns (a corrupt binlog) stops the reader
+// with the table, the transaction and both counts, and a hint naming repair;
+// no event of its transaction is handed on, as a dead letter or otherwise,
+// and the position stays before it.
+func TestMachine_RowCountMismatchStops(t *testing.T) {
+	tm := binlogtest.OutboxTableMap(true)
+	for _, tt := range []struct {
+		name string
+		row  []any
+	}{
+		{"fewer values", binlogtest.OutboxRow(2, "b")[:7]},
+		{"more values", append(binlogtest.OutboxRow(2, "b"), "extra")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			err := h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, insert(t, tm, binlogtest.OutboxRow(1, "a"), tt.row)), ev(331, xid(nil)))
+			if !errors.Is(err, outbox.ErrConfig) {
+				t.Fatalf("error: got %v, want ErrConfig", err)
+			}
+			for _, want := range []string{"app.outbox", "binlog.000001:4", fmt.Sprintf("has %d values", len(tt.row)), "table map has 8 columns"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if hint := outbox.HintOf(err); !strings.Contains(hint, "repair --apply") || !strings.Contains(hint, "--start-position=4 binlog.000001") {
+				t.Errorf("hint %q: want the transaction to look at and repair --apply", hint)
+			}
+			if len(h.flushed) != 0 || len(h.m.pending.events) != 0 || h.m.boundary.Pos != 4 {
+				t.Errorf("after the stop: %d batches flushed, %d events pending, boundary %s; want none, none, the start", len(h.flushed), len(h.m.pending.events), h.m.boundary)
+			}
+		})
 	}
 }
 
