@@ -63,14 +63,10 @@ func checkRedis(ctx context.Context, t *redisconn.Target, positionKey string, st
 		var rerr redis.Error
 		if errors.As(err, &rerr) {
 			// Redis answered: its error's hint (credentials, permissions)
-			// is the fix.
+			// is the fix, as is a database the server does not have
+			// (the client's hint, redisconn.NoDatabaseHint).
 			if hint := outbox.HintOf(redisconn.Classify(err)); hint != "" {
 				fix = hint
-			} else if opts.DB != 0 && dbZeroAnswers(ctx, t) {
-				// The connection's SELECT failed where database 0
-				// answers: the server has fewer databases.
-				fix = fmt.Sprintf("Redis has no database %d (redis.conf's databases, 16 by default, counts them; a Redis Cluster has only 0): "+
-					"end --redis-url with /0 or another database the server has", opts.DB)
 			}
 		}
 		if f := tlsFix(err, "redis", opts.TLSConfig); f != "" {
@@ -190,14 +186,3 @@ func atoi(s string) int {
 	return n
 }
 
-// dbZeroAnswers reports whether t's Redis answers on database 0: when it
-// does and t's database refuses, the database is what is wrong.
-func dbZeroAnswers(ctx context.Context, t *redisconn.Target) bool {
-	z := *t
-	o := *t.Options
-	o.DB = 0
-	z.Options = &o
-	c := z.NewClient(redisTimeout)
-	defer c.Close()
-	return c.Ping(ctx).Err() == nil
-}

@@ -224,8 +224,18 @@ func sentinelAddrs(hosts string) ([]string, error) {
 // sentinels for the master's address on each new connection and drops its
 // connections to a master the sentinels replaced; a demoted master's
 // READONLY replies close the connection they came on, so the command after
-// it reaches the new master. Close it when done.
+// it reaches the new master. A client of a database the server does not
+// have says so in its errors' hint (databaseHook). Close it when done.
 func (t *Target) NewClient(timeout time.Duration) *redis.Client {
+	c := t.client(timeout)
+	if t.Options.DB != 0 {
+		c.AddHook(&databaseHook{t: t, timeout: min(timeout, defaultDialTimeout)})
+	}
+	return c
+}
+
+// client is NewClient without the hook.
+func (t *Target) client(timeout time.Duration) *redis.Client {
 	o := *t.Options
 	ClientOptions(&o, timeout)
 	if t.Sentinel == nil {
