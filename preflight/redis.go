@@ -185,4 +185,3 @@ func atoi(s string) int {
 	}
 	return n
 }
-
