@@ -35,6 +35,9 @@ type Streams struct {
 	// (entry.DelayedSetSuffix, format symfony-doctrine), whose
 	// messages verify and repair read as entries.
 	DelayedSets bool
+	// Queues says the template names Laravel's queues (formats
+	// laravel-queue and laravel-stream): status shows what waits on each.
+	Queues bool
 }
 
 // list lists the streams that exist.

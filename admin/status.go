@@ -46,8 +46,8 @@ type StatusOptions struct {
 }
 
 // Status reads, and only reads: the mode and position keys, the lease, the
-// server's binlog and expiry settings, and the length and consumer groups
-// of every stream.
+// server's binlog and expiry settings, the length and consumer groups of
+// every stream, and what waits on Laravel's queues.
 func Status(ctx context.Context, o StatusOptions) (StatusReport, error) {
 	client, keys := o.Redis, o.Keys
 	rep := StatusReport{Table: o.Database + "." + o.Table, ModeKey: keys.Mode, PositionKey: keys.Position, LeaseKey: keys.Lease}
@@ -88,6 +88,11 @@ func Status(ctx context.Context, o StatusOptions) (StatusReport, error) {
 		rep.Streams = append(rep.Streams, s)
 		rep.Warnings = append(rep.Warnings, deadGroups(s, idle)...)
 	}
+	if o.Streams.Queues {
+		if rep.Queues, err = readQueues(ctx, client, o.Streams.Glob); err != nil {
+			return rep, err
+		}
+	}
 	return rep, nil
 }
 
@@ -101,7 +106,10 @@ type StatusReport struct {
 	PositionKey string          `json:"position_key"`
 	Server      ServerStatus    `json:"server"`
 	Streams     []StreamStatus  `json:"streams"`
-	Warnings    []string        `json:"warnings,omitempty"`
+	// Queues are Laravel's queues (--format laravel-queue or
+	// laravel-stream); absent for the other formats.
+	Queues   []QueueStatus `json:"queues,omitempty"`
+	Warnings []string      `json:"warnings,omitempty"`
 	// Lease is the binlog relay reading now; nil when none holds the
 	// lease (none runs, or the relays run with --lease=false).
 	Lease    *LeaseStatus `json:"lease"`

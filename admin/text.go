@@ -70,6 +70,9 @@ func (r *StatusReport) Text() string {
 			g.text(&b, r.GroupIdleThresholdSeconds)
 		}
 	}
+	for _, q := range r.Queues {
+		fmt.Fprintf(&b, "queue:     %s (%s), %d waiting, %d delayed, %d reserved\n", q.Key, q.Type, q.Waiting, q.Delayed, q.Reserved)
+	}
 	warningsText(&b, r.Warnings)
 	return b.String()
 }

@@ -121,6 +121,9 @@ func CommandEntries(ctx context.Context, client redis.UniversalClient, cfg setti
 	if err != nil {
 		return out, err
 	}
+	if out.Stream == "" {
+		out.Stream = def.Stream
+	}
 	if out.Partitions == 0 {
 		out.Partitions = def.Partitions
 	}

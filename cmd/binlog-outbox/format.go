@@ -47,20 +47,29 @@ func recordedEntries(c *cli.Context, cfg config, client redis.UniversalClient, c
 	if c.IsSet("ensure-group") {
 		f.Groups = ensureGroups(c)
 	}
-	given := cfg.SourceFormat() != ""
+	given := false
 	for _, name := range []string{"format", "messenger-class", "messenger-class-file", "messenger-unmapped", "messenger-stamp"} {
 		given = given || c.IsSet(name)
 	}
+	source := cfg.SourceFormat() != ""
 	format, err := entryFormat(c, cfg)
-	if err != nil && given {
+	if err != nil && (given || source) {
 		return f, err
 	}
-	if given {
+	def := relay.EntryFlags{Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"), Format: &format}
+	switch {
+	case given:
 		f.Format = &format
 		if f.Stream, err = givenStream(c, cfg, format.Name); err != nil {
 			return f, err
 		}
+	case source && !c.IsSet("stream"):
+		// The source's format and its stream are defaults, as --format's
+		// are: a relay of the source may record another (laravel-stream
+		// where laravel-queue is the source's), and its record wins.
+		if def.Stream, err = cfg.SourceStream(format.Name); err != nil {
+			return f, err
+		}
 	}
-	def := relay.EntryFlags{Partitions: c.Int("partitions"), DeadLetterStream: c.String("dead-letter-stream"), Format: &format}
 	return relay.CommandEntries(c.Context, client, cfg, c.String("position-key"), f, def, command)
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/binlog-outbox/binlog-outbox/admin"
 	"github.com/binlog-outbox/binlog-outbox/preflight"
 	"github.com/binlog-outbox/binlog-outbox/testkit/relaytest"
 	"github.com/binlog-outbox/binlog-outbox/testkit/testsvc"
@@ -132,12 +134,14 @@ func TestRun_LaravelJobs(t *testing.T) {
 
 	// verify and repair find rows by their entries, which workers take off
 	// Laravel's lists: they refuse rather than call every job missing.
-	admin := append([]string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}, global...)
-	if out, errOut, code := run(t, append(admin, "status")...); code != 0 {
-		t.Errorf("status: exit %d\n%s%s", code, out, errOut)
-	}
+	adminFlags := append([]string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}, global...)
+	// status shows what waits on each queue, the notify lists left out.
+	queueStatus(t, adminFlags, []admin.QueueStatus{
+		{Key: "shop_database_queues:default", Type: "list", Waiting: 2, Delayed: 1},
+		{Key: "shop_database_queues:emails", Type: "list", Waiting: 1},
+	})
 	for _, cmd := range [][]string{{"verify"}, {"repair"}} {
-		if out, errOut, code := run(t, append(admin, cmd...)...); code != exitUsage || !strings.Contains(errOut, "does not work with --format laravel-queue") {
+		if out, errOut, code := run(t, append(adminFlags, cmd...)...); code != exitUsage || !strings.Contains(errOut, "does not work with --format laravel-queue") {
 			t.Errorf("%s: exit %d, want %d and the refusal\n%s%s", cmd[0], code, exitUsage, out, errOut)
 		}
 	}
@@ -180,6 +184,54 @@ func TestRun_LaravelJobsPoll(t *testing.T) {
 	}
 	p.Signal(t, 15)
 	p.Wait(t, 30*time.Second)
+}
+
+// TestStatus_LaravelStreamQueues: status shows what waits on the queues of
+// --format laravel-stream, a stream and its delayed set each, by the format
+// the relay recorded.
+func TestStatus_LaravelStreamQueues(t *testing.T) {
+	t.Parallel()
+	env := jobsEnv(t)
+	ctx := context.Background()
+	global := []string{"--source", "laravel-jobs", "--laravel-redis-prefix", ""}
+	p := startRelayGlobal(t, env, env.MariaDB.DSN(env.Database), global, "--mode", "binlog", "--format", "laravel-stream")
+	waitStoredPosition(t, env, posKey(env))
+	insertJob(t, env, "default", "u1", 0)
+	insertJob(t, env, "default", "u2", time.Hour)
+	insertJob(t, env, "emails", "u3", time.Hour)
+	rdb := env.RDB
+	relaytest.WaitFor(t, 30*time.Second, "the jobs", func() bool {
+		return rdb.XLen(ctx, "outbox:jobs:default").Val() == 1 && rdb.ZCard(ctx, "outbox:jobs:emails:delayed").Val() == 1
+	})
+	stopRelay(t, p)
+	queueStatus(t, append([]string{"--mysql-dsn", env.MariaDB.DSN(env.Database), "--redis-url", env.RedisURL}, global...), []admin.QueueStatus{
+		{Key: "outbox:jobs:default", Type: "stream", Waiting: 1, Delayed: 1},
+		{Key: "outbox:jobs:emails", Type: "none", Delayed: 1},
+	})
+}
+
+// queueStatus runs status with global and flags, as text and as JSON, and
+// wants the queues want in both.
+func queueStatus(t *testing.T, global []string, want []admin.QueueStatus, flags ...string) {
+	t.Helper()
+	out, errOut, code := run(t, append(append(global, "status"), flags...)...)
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, q := range want {
+		line := fmt.Sprintf("queue:     %s (%s), %d waiting, %d delayed, %d reserved\n", q.Key, q.Type, q.Waiting, q.Delayed, q.Reserved)
+		if !strings.Contains(out, line) {
+			t.Errorf("status does not say %q:\n%s", line, out)
+		}
+	}
+	out, errOut, code = run(t, append(append(global, "status", "--json"), flags...)...)
+	var r admin.StatusReport
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	if !reflect.DeepEqual(r.Queues, want) {
+		t.Errorf("status --json queues:\n got %+v\nwant %+v", r.Queues, want)
+	}
 }
 
 // jobsEnv is a test's own database with Laravel's jobs table as the table

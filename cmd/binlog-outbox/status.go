@@ -17,6 +17,7 @@ func statusCommand() *cli.Command {
 		Description: "Reads only: the mode and position keys, the server's binlog (SHOW BINARY LOGS, the binlog status)\n" +
 			"and expiry settings, and of every stream the --stream template names and of the dead-letter stream its length\n" +
 			"and consumer groups (XINFO STREAM, GROUPS and CONSUMERS, XPENDING, and a count of the undelivered entries).\n" +
+			"For the formats of Laravel's jobs table (laravel-queue, laravel-stream), each queue's waiting, delayed and reserved jobs.\n" +
 			"With --redis-cluster, also the position of every hash slot, and the streams of every master.",
 		Flags:  flags,
 		Action: runStatus,

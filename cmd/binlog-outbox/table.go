@@ -44,7 +44,8 @@ func openStreams(c *cli.Context, cfg config) (admin.Streams, redis.UniversalClie
 		return admin.Streams{}, nil, err
 	}
 	delayed := f.Format.Name == entry.FormatDoctrine
-	return admin.Streams{Glob: tmpl.Glob(), DeadLetter: f.DeadLetterStream, DelayedSets: delayed}, client, nil
+	queues := f.Format.Name == entry.FormatLaravelQueue || f.Format.Name == entry.FormatLaravelStream
+	return admin.Streams{Glob: tmpl.Glob(), DeadLetter: f.DeadLetterStream, DelayedSets: delayed, Queues: queues}, client, nil
 }
 
 // outboxTable is the resolved table as package outboxsql names it.
