@@ -411,7 +411,10 @@ func (o RepairOptions) takeLease(ctx context.Context, r *RepairReport, apply boo
 		if err != nil {
 			return nil, fmt.Errorf("repair: %w", err)
 		}
-		if held {
+		switch {
+		case held && strings.HasPrefix(info.Holder, "repair "):
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s holds the lease %s: an --apply is running, and the rows it has not yet appended count as missing", info.Holder, o.Keys.Lease))
+		case held:
 			r.Warnings = append(r.Warnings, fmt.Sprintf("a relay holds the lease %s (%s): rows it has not yet appended count as missing", o.Keys.Lease, info))
 		}
 		return nil, nil
@@ -498,9 +501,11 @@ func repairHolds(holder, key string, ttl time.Duration) error {
 	if h, pid, ok := strings.Cut(strings.TrimPrefix(holder, "repair "), "/"); ok && h == host {
 		if n, err := strconv.Atoi(pid); err == nil && !processAlive(n) {
 			state = fmt.Sprintf("no longer running (no process %d on this host)", n)
+		} else if err == nil {
+			state = fmt.Sprintf("running (process %d on this host)", n)
 		}
 	}
-	return refuse(fmt.Sprintf("an earlier %s holds the lease %s for another %s: it is %s", holder, key, ttl.Round(100*time.Millisecond), state),
+	return refuse(fmt.Sprintf("another %s holds the lease %s for another %s unless it renews it: it is %s", holder, key, ttl.Round(100*time.Millisecond), state),
 		fmt.Sprintf("if that repair was stopped or killed, run repair --apply again in %s, once its lease has expired: it goes on from the earlier run's mark and appends only the rows still missing; if it is running, let it finish", wait))
 }
 

@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -395,6 +398,42 @@ func TestRepair_RelayStartedMidRun(t *testing.T) {
 		return nil
 	})
 	goesOnOnce(t, env, rec, stopRelay)
+}
+
+// TestRepair_SecondRepairRefused: a second repair --apply while another
+// holds the lease (held between its batches) refuses, naming the holder, the
+// lease's remaining time and that it runs, and writes nothing; a dry run
+// meanwhile says which repair holds the lease. The first goes on: every
+// committed row once.
+func TestRepair_SecondRepairRefused(t *testing.T) {
+	t.Parallel()
+	env, rec := lostRows(t)
+	ctx := context.Background()
+	holder := repairHolder()
+	applyBeside(t, env, "with a second repair after the first batch", "the second repair", func() error {
+		pos := env.RDB.Get(ctx, keys(env).Position).Val()
+		_, err := Repair(ctx, repairOptions(t, env, true))
+		remaining := regexp.MustCompile(`for another ([0-9.]+m?s) unless it renews it`).FindStringSubmatch(fmt.Sprint(err))
+		if !errors.Is(err, ErrRepairRefused) || !strings.Contains(err.Error(), "another "+holder+" holds the lease "+keys(env).Lease) || remaining == nil ||
+			!strings.Contains(err.Error(), fmt.Sprintf("it is running (process %d on this host)", os.Getpid())) {
+			return fmt.Errorf("second repair --apply: %v; want a refusal naming %s, the lease's remaining time and that it runs", err, holder)
+		}
+		if d, perr := time.ParseDuration(remaining[1]); perr != nil || d <= 0 || d > redisstream.DefaultLeaseTTL {
+			return fmt.Errorf("second repair --apply: remaining time %q, want within the lease's TTL %s", remaining[1], redisstream.DefaultLeaseTTL)
+		}
+		if hint := outbox.HintOf(err); !strings.Contains(hint, "let it finish") {
+			return fmt.Errorf("second repair --apply: hint %q, want it to say to let the running one finish", hint)
+		}
+		if now := env.RDB.Get(ctx, keys(env).Position).Val(); now != pos {
+			return fmt.Errorf("the refused repair changed the position")
+		}
+		r, err := Repair(ctx, repairOptions(t, env, false))
+		if err != nil || !slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.HasPrefix(w, holder+" holds the lease") }) {
+			return fmt.Errorf("repair dry run beside it: %+v, %v; want a warning naming %s", r, err, holder)
+		}
+		return nil
+	})
+	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 }
 
 // TestRepair_PositionSetMidRun: position set while --apply is between
