@@ -149,20 +149,10 @@ func checkStreamKeys(ctx context.Context, c redis.UniversalClient, rec *redisadm
 	if err == nil {
 		var streams []string
 		if streams, err = redisconn.ScanStreams(ctx, c, t.Glob()); err == nil {
-			var others []string
-			for _, k := range all {
-				if slices.Contains(streams, k) || k == rec.DeadLetterStream || strings.HasSuffix(k, entry.DelayedSetSuffix) ||
-					(rec.Format.Name == entry.FormatLaravelStream && strings.HasSuffix(k, entry.LaravelDelayedSuffix)) {
-					continue
-				}
-				typ, err := c.Type(ctx, k).Result()
-				if err != nil || typ == "stream" || typ == "none" {
-					continue
-				}
-				if others = append(others, k+" ("+typ+")"); len(others) == 5 {
-					break
-				}
-			}
+			others := otherTypes(ctx, c, all, func(k string) bool {
+				return slices.Contains(streams, k) || k == rec.DeadLetterStream || strings.HasSuffix(k, entry.DelayedSetSuffix) ||
+					(rec.Format.Name == entry.FormatLaravelStream && strings.HasSuffix(k, entry.LaravelDelayedSuffix))
+			}, "stream")
 			if len(others) > 0 {
 				return warn(NameStreamKeys, "keys the --stream template names hold other types: "+strings.Join(others, ", ")+"; the events bound for them go to the dead-letter stream, with the reason",
 					"another application uses these keys: rename or delete them, or give --stream a prefix of its own; then replay the dead letters (binlog-outbox dead-letters replay)", both)
@@ -182,17 +172,7 @@ func checkLaravelQueueKeys(ctx context.Context, c redis.UniversalClient, glob st
 	if err != nil {
 		return skip(NameStreamKeys, "not checked: "+err.Error(), both)
 	}
-	var others []string
-	for _, k := range all {
-		typ, err := c.Type(ctx, k).Result()
-		if err != nil || typ == "list" || typ == "zset" || typ == "none" {
-			continue
-		}
-		if others = append(others, k+" ("+typ+")"); len(others) == 5 {
-			break
-		}
-	}
-	if len(others) > 0 {
+	if others := otherTypes(ctx, c, all, nil, "list", "zset"); len(others) > 0 {
 		return warn(NameStreamKeys, "keys where Laravel's queues lie hold other types than lists and sorted sets: "+strings.Join(others, ", ")+"; the jobs bound for them go to the dead-letter stream, with the reason",
 			"another application uses these keys: rename or delete them, or check --laravel-redis-prefix; then replay the dead letters (binlog-outbox dead-letters replay)", both)
 	}
@@ -477,4 +457,24 @@ func entriesOfTables(ctx context.Context, cfg Config, c redis.UniversalClient, r
 		return "", err
 	}
 	return where + ", a row of " + found, nil
+}
+
+// otherTypes names, with their types, up to five of keys whose type is none
+// of want; skip, when set, leaves keys out unasked. A key that is gone, or
+// whose TYPE fails, is left out: the check warns of what it saw.
+func otherTypes(ctx context.Context, c redis.UniversalClient, keys []string, skip func(string) bool, want ...string) []string {
+	var others []string
+	for _, k := range keys {
+		if skip != nil && skip(k) {
+			continue
+		}
+		typ, err := c.Type(ctx, k).Result()
+		if err != nil || typ == "none" || slices.Contains(want, typ) {
+			continue
+		}
+		if others = append(others, k+" ("+typ+")"); len(others) == 5 {
+			break
+		}
+	}
+	return others
 }
