@@ -66,6 +66,15 @@ func TestCheck_LaravelJobsSource(t *testing.T) {
 			t.Errorf("check --mode %s of a reserved row: no warning\n%s%s", mode, out, errOut)
 		}
 	}
+	// A key where a queue's list lies holding another type: check names it.
+	rdb := testsvc.SharedRedis(t).Client(t, testsvc.SharedRedis(t).URL(0))
+	if err := rdb.Set(context.Background(), "chkother_queues:default", "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, _ := run(t, append(global, "--laravel-redis-prefix", "chkother_", "check", "--mode", "binlog", "--format", "laravel-queue", "--start-from", "now")...)
+	if !strings.Contains(out, "WARN  "+preflight.NameStreamKeys) || !strings.Contains(out, "chkother_queues:default (string)") {
+		t.Errorf("check with a string where a queue's list lies: no warning naming it\n%s%s", out, errOut)
+	}
 	if _, errOut, code := run(t, append(global, "check", "--mode", "binlog")...); code != exitUsage || !strings.Contains(errOut, "--laravel-redis-prefix") {
 		t.Errorf("check without the Redis prefix: exit %d, want %d naming --laravel-redis-prefix\n%s", code, exitUsage, errOut)
 	}
