@@ -121,6 +121,13 @@ type Config struct {
 	// (default 1): a ceiling timed over a second moves with the machine's
 	// load, and one ratio over it says little on a shared machine.
 	Pairs int
+	// RedisCallgrind, when set, is a directory (created if missing) where
+	// the private Redis, run under valgrind's callgrind, writes a dump of
+	// its instructions for each binlog catch-up and each go-redis XADD
+	// ceiling; the report sets the relay's instructions per entry beside
+	// the ceiling's. Redis runs some 50 times slower: measure a catch-up
+	// or two of a few ten thousand rows (--workloads single --rows 20000).
+	RedisCallgrind string
 	// SkipBigTx leaves out the single Rows-row transaction.
 	SkipBigTx bool
 	// Workloads, when not empty, selects the workloads to run by name
@@ -187,6 +194,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("bench: NaiveRows %d must be below Rows %d", c.NaiveRows, c.Rows)
 	case c.LiveRate < 0:
 		return fmt.Errorf("bench: LiveRate %v must be positive", c.LiveRate)
+	case c.RedisCallgrind != "" && c.RedisURL != "":
+		return fmt.Errorf("%w: bench: RedisCallgrind runs a private Redis under callgrind; leave RedisURL empty", outbox.ErrConfig)
 	case c.Pairs < 0:
 		return fmt.Errorf("%w: bench: Pairs %d must be at least 1 (0 means 1)", outbox.ErrConfig, c.Pairs)
 	}
@@ -228,6 +237,10 @@ type Figure struct {
 	RedisCPUus float64 `json:"redis_cpu_us,omitempty"`
 	// MySQLCPUus is the MySQL server's, for the ceilings that read.
 	MySQLCPUus float64 `json:"mysql_cpu_us,omitempty"`
+	// RedisInstr is Redis's instructions per entry and RedisDump the
+	// callgrind dump they come from (Config.RedisCallgrind).
+	RedisInstr float64 `json:"redis_instructions,omitempty"`
+	RedisDump  string  `json:"redis_callgrind_dump,omitempty"`
 	// CPUSecPerM is the CPU seconds (user+system) per million events of
 	// the ceilings that read the binlog, go-mysql's own in this process:
 	// the figure to hold the relay's CPU s/M ev against, which the moment
@@ -273,6 +286,11 @@ type Result struct {
 	// appended, in microseconds (catch-up workloads: live binlog ones
 	// share Redis with the minimal relay).
 	RedisCPUus float64 `json:"redis_cpu_us,omitempty"`
+	// RedisInstr is Redis's instructions per entry over the catch-up, the
+	// relay's start included, and RedisDump the callgrind dump they come
+	// from (binlog catch-ups under Config.RedisCallgrind).
+	RedisInstr float64 `json:"redis_instructions,omitempty"`
+	RedisDump  string  `json:"redis_callgrind_dump,omitempty"`
 	// MySQLCPUus is the MySQL server's CPU time per event in microseconds,
 	// when it runs on this machine (its pid_file is readable).
 	MySQLCPUus float64 `json:"mysql_cpu_us,omitempty"`
@@ -295,6 +313,9 @@ type run struct {
 	prefix   string
 	rep      *Report
 	ceil     map[string]float64
+	// cg counts the private Redis's instructions (Config.RedisCallgrind),
+	// nil when it does not run under callgrind.
+	cg *callgrind
 	// mysqlPid is the MySQL server's process when it runs on this
 	// machine, 0 otherwise.
 	mysqlPid int
@@ -315,11 +336,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	dsn, redisURL := cfg.MySQLDSN, cfg.RedisURL
 	if dsn == "" || redisURL == "" {
 		r.log.Info("starting private MariaDB and Redis")
-		srv, err := startServers(ctx)
+		if cfg.RedisCallgrind != "" {
+			if err := os.MkdirAll(cfg.RedisCallgrind, 0o755); err != nil {
+				return nil, err
+			}
+		}
+		srv, err := startServers(ctx, cfg.RedisCallgrind)
 		if err != nil {
 			return nil, err
 		}
 		defer srv.stop()
+		if cfg.RedisCallgrind != "" {
+			r.cg = &callgrind{pid: srv.redis.Pid(), outFile: callgrindOut(cfg.RedisCallgrind)}
+		}
 		if dsn == "" {
 			dsn = srv.mysqlDSN
 		}
@@ -601,6 +630,9 @@ func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs
 			continue
 		}
 		key := r.prefix + "ceiling"
+		if err := r.cgZero(ctx); err != nil {
+			return err
+		}
 		cpu := r.serverCPU(ctx)
 		// At most 32 MiB per round trip: 2,000 entries of 512 KiB would be
 		// a gigabyte in the harness.
@@ -608,10 +640,15 @@ func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs
 		if err != nil {
 			return err
 		}
+		instr, dump, err := r.cgDump(ctx, fmt.Sprintf("xadd-%d", len(r.rep.Ceilings)), s.total)
+		if err != nil {
+			return err
+		}
 		r.figure(ceilRedisOf(p.bytes), s.rate())
 		r.rdb.Del(ctx, key)
 		f := &r.rep.Ceilings[len(r.rep.Ceilings)-1]
 		f.RedisCPUus, _ = cpu.perEvent(ctx, s.total)
+		f.RedisInstr, f.RedisDump = instr, dump
 	}
 	return nil
 }
@@ -791,13 +828,20 @@ func (r *run) cleanup(ctx context.Context, keyPrefix string) {
 func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partitions int, ceiling string) error {
 	kp := fmt.Sprintf("%s%d:", r.prefix, len(r.rep.Results))
 	defer r.cleanup(ctx, kp)
+	if err := r.cgZero(ctx); err != nil {
+		return err
+	}
 	cpu := r.serverCPU(ctx)
 	ch, err := startChild(r.cfg.RelayBinary, r.relayArgs(b.table, "binlog", kp, partitions, "--start-from", b.from.String()), nil)
 	if err != nil {
 		return err
 	}
 	defer ch.stop()
-	s, err := progress{r.rdb, streamKeys(kp, partitions)}.waitFor(ctx, ch, b.rows, 60*time.Second)
+	s, err := r.progress(streamKeys(kp, partitions)).waitFor(ctx, ch, b.rows, 60*time.Second)
+	if err != nil {
+		return err
+	}
+	instr, dump, err := r.cgDump(ctx, fmt.Sprintf("relay-%d", len(r.rep.Results)), s.total)
 	if err != nil {
 		return err
 	}
@@ -808,7 +852,7 @@ func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partiti
 	r.lastSpan = s
 	res := Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(), Ceiling: ceiling,
 		ReadCeiling: ceilMySQL(b), AppendCeiling: ceilRedisOf(b.payload),
-		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6}
+		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6, RedisInstr: instr, RedisDump: dump}
 	for i, c := range r.rep.Ceilings {
 		switch c.Name {
 		case res.ReadCeiling:
@@ -839,7 +883,7 @@ func (r *run) catchUpPoll(ctx context.Context, b backlog) error {
 		return err
 	}
 	defer ch.stop()
-	s, err := progress{r.rdb, streamKeys(kp, 0)}.waitFor(ctx, ch, b.rows-int64(n), 60*time.Second)
+	s, err := r.progress(streamKeys(kp, 0)).waitFor(ctx, ch, b.rows-int64(n), 60*time.Second)
 	if err != nil {
 		return err
 	}
@@ -1014,6 +1058,34 @@ func (r *run) waitStarted(ctx context.Context, ch *child, mode, posKey string) e
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// progress polls keys; under callgrind every 100 ms, lest the polls count
+// in Redis's instructions beside the relay's appends.
+func (r *run) progress(keys []string) progress {
+	p := progress{rdb: r.rdb, keys: keys}
+	if r.cg != nil {
+		p.every = 100 * time.Millisecond
+	}
+	return p
+}
+
+// cgZero zeroes Redis's instruction counters when it runs under callgrind.
+func (r *run) cgZero(ctx context.Context) error {
+	if r.cg == nil {
+		return nil
+	}
+	return r.cg.zero(ctx)
+}
+
+// cgDump dumps Redis's instruction counters when it runs under callgrind and
+// returns the instructions per entry of entries, and the dump's file.
+func (r *run) cgDump(ctx context.Context, label string, entries int64) (perEntry float64, file string, err error) {
+	if r.cg == nil || entries <= 0 {
+		return 0, "", nil
+	}
+	n, file, err := r.cg.dump(ctx, label)
+	return float64(n) / float64(entries), file, err
 }
 
 // cpuMark is the servers' CPU time at a moment, to take what a stretch of

@@ -24,6 +24,15 @@ type CPURow struct {
 	RedisUs    float64 `json:"redis_us,omitempty"`
 	XAddUs     float64 `json:"xadd_us,omitempty"`
 	RedisRatio float64 `json:"redis_ratio,omitempty"`
+	// RedisInstr and XAddInstr are the same two in Redis's instructions
+	// per entry (callgrind, Config.RedisCallgrind), which the machine's
+	// load does not move, InstrRatio the one over the other; the dumps
+	// are the files callgrind_annotate breaks down by function.
+	RedisInstr float64 `json:"redis_instructions,omitempty"`
+	XAddInstr  float64 `json:"xadd_instructions,omitempty"`
+	InstrRatio float64 `json:"instructions_ratio,omitempty"`
+	RedisDump  string  `json:"redis_callgrind_dump,omitempty"`
+	XAddDump   string  `json:"xadd_callgrind_dump,omitempty"`
 	// MySQLUs is the server's CPU per event while the relay read; its
 	// ceiling MySQLReadUs the server's while go-mysql alone read.
 	MySQLUs     float64 `json:"mysql_us,omitempty"`
@@ -60,6 +69,8 @@ func (rep *Report) cpuTable() []CPURow {
 		}
 		row.ReadUs, row.MySQLReadUs, row.XAddUs = read.CPUSecPerM, read.MySQLCPUus, add.RedisCPUus
 		row.RelayRatio, row.RedisRatio, row.MySQLRatio = ratio(row.RelayUs, row.ReadUs), ratio(row.RedisUs, row.XAddUs), ratio(row.MySQLUs, row.MySQLReadUs)
+		row.RedisInstr, row.XAddInstr, row.InstrRatio = r.RedisInstr, add.RedisInstr, ratio(r.RedisInstr, add.RedisInstr)
+		row.RedisDump, row.XAddDump = r.RedisDump, add.RedisDump
 		rows = append(rows, row)
 	}
 	for _, t := range rep.Tenants {
@@ -81,6 +92,32 @@ func writeCPU(w io.Writer, rep *Report) error {
 	for _, r := range rep.CPU {
 		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", r.Workload, r.RelayUs, orDash(r.ReadUs), times(r.RelayRatio),
 			orDash(r.RedisUs), orDash(r.XAddUs), times(r.RedisRatio), orDash(r.MySQLUs), orDash(r.MySQLReadUs), times(r.MySQLRatio), r.PeakRSSMB)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return writeInstr(w, rep.CPU)
+}
+
+// writeInstr prints Redis's instructions per entry where callgrind counted
+// them (Config.RedisCallgrind).
+func writeInstr(w io.Writer, rows []CPURow) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	n := 0
+	for _, r := range rows {
+		if r.RedisInstr == 0 {
+			continue
+		}
+		if n == 0 {
+			fmt.Fprintln(w, "Redis instructions per entry (callgrind), beside go-redis pipelined XADD of the same entries:")
+			fmt.Fprintln(tw, "workload\tRedis\tgo-redis XADD\tx\tdumps (callgrind_annotate)\t")
+		}
+		n++
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%s %s\t\n", r.Workload, r.RedisInstr, r.XAddInstr, times(r.InstrRatio), r.RedisDump, r.XAddDump)
+	}
+	if n == 0 {
+		return nil
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -127,6 +128,8 @@ func (c *child) stop() {
 type progress struct {
 	rdb  *redis.Client
 	keys []string
+	// every is the time between two polls (default 5 ms).
+	every time.Duration
 }
 
 func (p progress) count(ctx context.Context) (int64, error) {
@@ -228,7 +231,7 @@ func (p progress) waitFor(ctx context.Context, c *child, want int64, stall time.
 		select {
 		case <-ctx.Done():
 			return s, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(cmp.Or(p.every, 5*time.Millisecond)):
 		}
 	}
 }

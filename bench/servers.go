@@ -54,8 +54,9 @@ type localServers struct {
 	redis    *servers.Redis
 }
 
-// startServers starts MariaDB and Redis on free loopback ports.
-func startServers(ctx context.Context) (*localServers, error) {
+// startServers starts MariaDB and Redis on free loopback ports; Redis under
+// callgrind when callgrindDir is set, its dumps written there.
+func startServers(ctx context.Context, callgrindDir string) (*localServers, error) {
 	dir, err := os.MkdirTemp("", "bo-bench-")
 	if err != nil {
 		return nil, err
@@ -79,7 +80,11 @@ func startServers(ctx context.Context) (*localServers, error) {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", s.mariadb.Addr()
 	s.mysqlDSN = cfg.FormatDSN()
-	if s.redis, err = servers.StartRedis(ctx, rdir, redisArgs); err != nil {
+	var wrapper []string
+	if callgrindDir != "" {
+		wrapper = callgrindArgs(callgrindOut(callgrindDir))
+	}
+	if s.redis, err = servers.StartRedisUnder(ctx, rdir, redisArgs, wrapper); err != nil {
 		return nil, withoutServers(err)
 	}
 	s.redisURL = s.redis.URL(0)

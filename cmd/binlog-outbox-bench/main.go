@@ -72,6 +72,7 @@ func NewApp() *cli.App {
 			&cli.IntFlag{Name: "tenants", Usage: "tenant databases of the tenants workload", Value: bench.DefaultTenants},
 			&cli.IntFlag{Name: "pairs", Usage: "times each catch-up with a go-mysql ceiling (single, streams, app) runs, its ceiling measured again before each", Value: 1},
 			&cli.StringSliceFlag{Name: "workloads", Usage: "run only these workloads (comma-separated): " + strings.Join(bench.Workloads(), ", ") + " (default: all)"},
+			&cli.StringFlag{Name: "redis-callgrind", Usage: "run the private Redis under valgrind's callgrind, its dumps in this directory (kept), and print Redis's instructions per entry of each binlog catch-up beside a bare pipelined XADD's, a ratio the machine's load does not move; Redis runs some 50 times slower: e.g. --workloads single --rows 20000"},
 			&cli.BoolFlag{Name: "skip-big-tx", Usage: "leave out the single transaction of --rows rows"},
 			&cli.StringFlag{Name: "relay-binary", Usage: "binlog-outbox executable to run as the relay (default: binlog-outbox beside this executable, else on PATH)"},
 			&cli.StringFlag{Name: "baseline-relay-binary", Usage: "another binlog-outbox build the tenants workload also runs, alternating with --relay-binary, so that both are measured in the same run"},
@@ -108,7 +109,7 @@ func runBench(c *cli.Context) error {
 		MySQLDSN: c.String("mysql-dsn"), RedisURL: c.String("redis-url"), RelayBinary: bin, BaselineBinary: c.String("baseline-relay-binary"),
 		Rows: c.Int("rows"), TxRows: c.Int("tx-rows"), LargeRows: c.Int("large-rows"), HugeRows: c.Int("huge-rows"), GiantRows: c.Int("giant-rows"), NaiveRows: c.Int("naive-rows"),
 		AppRows: c.Int("app-rows"), Conns: c.Int("conns"), Streams: c.Int("streams"), LiveDuration: c.Duration("live-duration"),
-		LiveRate: c.Float64("live-rate"), SkipBigTx: c.Bool("skip-big-tx"), Tenants: c.Int("tenants"), Pairs: c.Int("pairs"), Workloads: c.StringSlice("workloads"), Log: log.With("component", "bench"),
+		LiveRate: c.Float64("live-rate"), SkipBigTx: c.Bool("skip-big-tx"), Tenants: c.Int("tenants"), Pairs: c.Int("pairs"), RedisCallgrind: c.String("redis-callgrind"), Workloads: c.StringSlice("workloads"), Log: log.With("component", "bench"),
 	})
 	if err != nil {
 		if rep != nil && len(rep.Results) > 0 {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,7 +22,10 @@ type Redis struct {
 	dir  string
 	args []string
 	tls  *RedisTLS
-	port int
+	// wrapper, when set, is a program and its arguments the server runs
+	// under (StartRedisUnder).
+	wrapper []string
+	port    int
 	// clusterPort is the cluster bus port of a cluster node, 0 for a
 	// standalone server.
 	clusterPort int
@@ -42,6 +47,33 @@ type RedisTLS struct {
 // so they carry the server settings; a later option overrides an earlier one.
 func StartRedis(ctx context.Context, dir string, args []string) (*Redis, error) {
 	return StartRedisTLS(ctx, dir, args, nil)
+}
+
+// StartRedisUnder is StartRedis for a server that runs under another
+// program, wrapper[0] run with wrapper[1:] and then redis-server's own
+// command line: the benchmark counts Redis's instructions with valgrind's
+// callgrind, which the load of the machine does not move as it does CPU time.
+// The process, and Pid, are the wrapper's, which valgrind is.
+func StartRedisUnder(ctx context.Context, dir string, args, wrapper []string) (*Redis, error) {
+	if len(wrapper) == 0 {
+		return StartRedis(ctx, dir, args)
+	}
+	if treeRoot() != "" {
+		return nil, fmt.Errorf("redis: %s=%s: a server run under %s must be this machine's", EnvRoot, treeRoot(), wrapper[0])
+	}
+	bin, err := lookRedis("-server")
+	if err != nil {
+		return nil, err
+	}
+	w, err := exec.LookPath(wrapper[0])
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	r := &Redis{bin: binary{path: w}, dir: dir, args: args, wrapper: append(wrapper[1:len(wrapper):len(wrapper)], bin.path)}
+	if r.port, err = onFreePort(func(port int) error { r.port = port; return r.Start(ctx) }); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // StartRedisTLS is StartRedis for a server that speaks TLS only, on the
@@ -86,6 +118,9 @@ func (r *Redis) Start(ctx context.Context) error {
 		"--daemonize", "no",
 		"--protected-mode", "no",
 	), r.args...)
+	if r.wrapper != nil {
+		args = append(slices.Clip(r.wrapper), args...)
+	}
 	if err := r.run(ctx, r.bin, args, filepath.Join(r.dir, "stdout.log"), r.LogPath(), redisReadyTimeout, func(ctx context.Context) error {
 		// A bare probe, not redisconn.ClientOptions: redisstream's tests
 		// start their servers through this package. One attempt per poll.

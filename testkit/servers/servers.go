@@ -136,6 +136,14 @@ func (h *handle) Stop(timeout time.Duration) {
 	h.proc = nil
 }
 
+// Pid returns the server's process id, 0 when it is not running.
+func (h *handle) Pid() int {
+	if h.proc == nil {
+		return 0
+	}
+	return h.proc.cmd.Process.Pid
+}
+
 // Running reports whether the server was started and not killed or stopped.
 func (h *handle) Running() bool { return h.proc != nil }
 
