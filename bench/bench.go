@@ -337,7 +337,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if dsn == "" || redisURL == "" {
 		r.log.Info("starting private MariaDB and Redis")
 		if cfg.RedisCallgrind != "" {
-			if err := os.MkdirAll(cfg.RedisCallgrind, 0o755); err != nil {
+			if err := callgrindReady(cfg.RedisCallgrind); err != nil {
 				return nil, err
 			}
 		}

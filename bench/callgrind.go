@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	outbox "github.com/binlog-outbox/binlog-outbox"
 )
 
 // callgrindArgs run the private Redis under valgrind's callgrind, whose
@@ -32,6 +34,18 @@ import (
 func callgrindArgs(outFile string) []string {
 	return []string{"valgrind", "--tool=callgrind", "--toggle-collect=serverCron", "--collect-atstart=yes",
 		"--compress-strings=no", "--compress-pos=no", "--callgrind-out-file=" + outFile}
+}
+
+// callgrindReady checks that valgrind's programs are installed and makes
+// the directory of the dumps.
+func callgrindReady(dir string) error {
+	for _, p := range []string{"valgrind", "callgrind_control"} {
+		if _, err := exec.LookPath(p); err != nil {
+			return outbox.WithHint(fmt.Errorf("%w: bench: RedisCallgrind: %s is not in PATH", outbox.ErrConfig, p),
+				"install valgrind (apt-get install valgrind), which brings callgrind_control and callgrind_annotate")
+		}
+	}
+	return os.MkdirAll(dir, 0o755)
 }
 
 // callgrind drives the counters of a Redis run under callgrind with

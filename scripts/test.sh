@@ -68,6 +68,8 @@ have redis-server || need+=(redis-server)
 have php || need+=(php-cli)
 have promtool || need+=(prometheus)
 have systemd-analyze || need+=(systemd)
+# TestBench_RedisCallgrind runs the bench's Redis under callgrind.
+have callgrind_control || need+=(valgrind)
 [ -f /usr/share/php/Dotenv/autoload.php ] || need+=(php-vlucas-phpdotenv)
 if have php; then
 	php -m 2>/dev/null | grep -qi '^pdo_mysql$' || need+=(php-mysql)

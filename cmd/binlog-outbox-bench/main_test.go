@@ -175,6 +175,37 @@ func TestBench_Workloads(t *testing.T) {
 	}
 }
 
+// TestBench_RedisCallgrind: with --redis-callgrind the private Redis runs
+// under callgrind, and the single-row catch-up and its XADD ceiling each get
+// Redis's instructions per entry, their ratio and a dump that
+// callgrind_annotate reads. It asserts no figure's size.
+func TestBench_RedisCallgrind(t *testing.T) {
+	// Not parallel: see TestBench_Smoke.
+	dir := t.TempDir()
+	rep := benchReport(t, "--workloads", bench.WorkSingle, "--redis-callgrind", dir)
+	if len(rep.CPU) != 1 {
+		t.Fatalf("got CPU rows %+v, want the single-row catch-up's", rep.CPU)
+	}
+	r := rep.CPU[0]
+	if r.RedisInstr <= 0 || r.XAddInstr <= 0 || math.Abs(r.InstrRatio-r.RedisInstr/r.XAddInstr) > 1e-9 {
+		t.Fatalf("got %+v, want Redis's instructions per entry under the relay and under bare XADDs, and their ratio", r)
+	}
+	for _, f := range []string{r.RedisDump, r.XAddDump} {
+		if filepath.Dir(f) != dir {
+			t.Errorf("dump %q: want a file in %s", f, dir)
+		} else if _, err := os.Stat(f); err != nil {
+			t.Errorf("dump %q: %v", f, err)
+		}
+	}
+	app := NewApp()
+	var out, errOut bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &errOut
+	err := app.RunContext(context.Background(), []string{"binlog-outbox-bench", "--redis-callgrind", dir, "--redis-url", "redis://127.0.0.1:1/0", "--relay-binary", binary(t)})
+	if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), "RedisURL") {
+		t.Errorf("--redis-callgrind with --redis-url: got %v, want ErrConfig: callgrind needs the private Redis", err)
+	}
+}
+
 // TestRelayBinary_NotFound: without --relay-binary, and with no relay beside
 // the bench nor on PATH, the bench stops before starting any server and says
 // how to get one.
