@@ -47,6 +47,7 @@ func NewApp() *cli.App {
 			"events/s, latency from COMMIT's return to the entry being readable, peak RSS, CPU per million events\n" +
 			"and lag, next to what go-mysql, go-redis, the producers, a naive polling relay and a minimal relay\n" +
 			"(go-mysql rows pipelined into Redis as decoded, beside the live relay) reach in the same run.\n" +
+			"--redis-callgrind counts Redis's instructions instead of its CPU time, which a shared machine does not move.\n" +
 			"--mysql-dsn and --redis-url, when set, point it at existing servers instead of private ones:\n" +
 			"the DSN's user must be administrative (the database binlog_outbox_bench is created and dropped, and\n" +
 			"innodb_flush_log_at_trx_commit and sync_binlog are changed for the run and restored), and Redis keys\n" +
@@ -72,7 +73,7 @@ func NewApp() *cli.App {
 			&cli.IntFlag{Name: "tenants", Usage: "tenant databases of the tenants workload", Value: bench.DefaultTenants},
 			&cli.IntFlag{Name: "pairs", Usage: "times each catch-up with a go-mysql ceiling (single, streams, app) runs, its ceiling measured again before each", Value: 1},
 			&cli.StringSliceFlag{Name: "workloads", Usage: "run only these workloads (comma-separated): " + strings.Join(bench.Workloads(), ", ") + " (default: all)"},
-			&cli.StringFlag{Name: "redis-callgrind", Usage: "run the private Redis under valgrind's callgrind, its dumps in this directory (kept), and print Redis's instructions per entry of each binlog catch-up beside a bare pipelined XADD's, a ratio the machine's load does not move; Redis runs some 50 times slower: e.g. --workloads single --rows 20000"},
+			&cli.StringFlag{Name: "redis-callgrind", Usage: "run the private Redis under valgrind's callgrind, its dumps in this directory (kept, for callgrind_annotate), and print Redis's instructions per entry of each binlog catch-up beside a bare pipelined XADD's of the same entries, a ratio the machine's load does not move (Redis's CPU time is then left out); Redis runs some 50 times slower: e.g. --workloads single --rows 20000"},
 			&cli.BoolFlag{Name: "skip-big-tx", Usage: "leave out the single transaction of --rows rows"},
 			&cli.StringFlag{Name: "relay-binary", Usage: "binlog-outbox executable to run as the relay (default: binlog-outbox beside this executable, else on PATH)"},
 			&cli.StringFlag{Name: "baseline-relay-binary", Usage: "another binlog-outbox build the tenants workload also runs, alternating with --relay-binary, so that both are measured in the same run"},
