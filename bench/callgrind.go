@@ -89,8 +89,9 @@ func (c *callgrind) dump(ctx context.Context, label string) (instructions int64,
 }
 
 func (c *callgrind) control(ctx context.Context, arg string) error {
-	// callgrind_control reaches valgrind's gdbserver at the server's next
-	// event loop turn, at most 100 ms away (hz 10).
+	// callgrind_control answers within a second or so, through valgrind's
+	// gdbserver (vgdb), even while Redis waits for clients: a command that
+	// takes 30 s is stuck.
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "callgrind_control", arg, strconv.Itoa(c.pid)).CombinedOutput()
