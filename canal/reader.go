@@ -155,10 +155,11 @@ type Config struct {
 	// EXEC: with 1,000-2,000 entries per batch it spent 18-22% more
 	// instructions per entry than on the same XADDs pipelined bare
 	// (allocations off jemalloc's fast path) and missed a 512 KiB cache
-	// four times as often; with 256 it spends 6% more (callgrind of Redis
-	// under binlog-outbox-bench). A batch is sent as soon as the previous
-	// one is done, so under a light load every transaction goes alone and
-	// at once.
+	// four times as often; with 256 it spends 8% more, and as much with 64
+	// or 128, which hold fewer arguments but run more transactions
+	// (binlog-outbox-bench --redis-callgrind). A batch is sent as soon as
+	// the previous one is done, so under a light load every transaction
+	// goes alone and at once.
 	MaxBatchEvents int
 	MaxBatchBytes  int
 	// MaxTxBytes is the largest transaction kept in memory (default 4 MiB,
