@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLookBinary_NotFound(t *testing.T) {
@@ -67,6 +69,29 @@ func TestRedis_StartOnTakenPort(t *testing.T) {
 	}
 	if r.Running() {
 		t.Errorf("Running after a failed start")
+	}
+}
+
+// A Redis started under a wrapper is the wrapper's process, which runs
+// redis-server with its own command line: a shell that leaves a mark and
+// execs it here, valgrind in the bench.
+func TestStartRedisUnder(t *testing.T) {
+	mark := filepath.Join(t.TempDir(), "wrapped")
+	r, err := StartRedisUnder(context.Background(), t.TempDir(), nil, []string{"sh", "-c", `touch "$0" && exec "$@"`, mark})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop(10 * time.Second)
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", r.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mark); err != nil || string(comm) != "redis-server\n" {
+		t.Errorf("process %d is %q, the wrapper's mark: %v; want redis-server, run by the wrapper", r.Pid(), comm, err)
+	}
+	t.Setenv(EnvRoot, t.TempDir())
+	if _, err := StartRedisUnder(context.Background(), t.TempDir(), nil, []string{"sh"}); err == nil || !strings.Contains(err.Error(), EnvRoot) {
+		t.Errorf("under %s: got %v, want an error naming it: the wrapper would run outside the tree", EnvRoot, err)
 	}
 }
 
