@@ -87,16 +87,7 @@ var compressedField = func() int {
 // of data, and reports whether it did; on false ev's rows are untouched
 // and DecodeData must decode them.
 func (d *imageDecoder) decode(ev *replication.RowsEvent, pos int, data []byte) bool {
-	if compressedField < 0 || ev.Type() != replication.EnumRowsEventTypeInsert || ev.Table == nil ||
-		reflect.ValueOf(ev).Elem().Field(compressedField).Bool() {
-		return false
-	}
-	tm := ev.Table
-	if ev.ColumnCount != tm.ColumnCount || len(tm.ColumnType) != int(tm.ColumnCount) || len(tm.ColumnMeta) != int(tm.ColumnCount) {
-		return false
-	}
-	d.plan(tm)
-	if d.cols == nil {
+	if !d.planned(ev) {
 		return false
 	}
 	// Most events hold one row: its slices come in one allocation.
@@ -115,6 +106,125 @@ func (d *imageDecoder) decode(ev *replication.RowsEvent, pos int, data []byte) b
 	}
 	ev.Rows, ev.SkippedColumns = rows, skipped
 	return true
+}
+
+// planned reports whether ev's images are the decoder's to read: an
+// uncompressed INSERT whose table map it has a plan for (plan).
+func (d *imageDecoder) planned(ev *replication.RowsEvent) bool {
+	if compressedField < 0 || ev.Type() != replication.EnumRowsEventTypeInsert || ev.Table == nil ||
+		reflect.ValueOf(ev).Elem().Field(compressedField).Bool() {
+		return false
+	}
+	tm := ev.Table
+	if ev.ColumnCount != tm.ColumnCount || len(tm.ColumnType) != int(tm.ColumnCount) || len(tm.ColumnMeta) != int(tm.ColumnCount) {
+		return false
+	}
+	d.plan(tm)
+	return d.cols != nil
+}
+
+// walk reads the row images of ev, whose header DecodeHeader read up to
+// pos of data, as decode does, without decoding their values: ev gets each
+// row's skipped columns and no Rows (Walked). An image that decode would
+// leave to DecodeData because it does not parse makes walk return false,
+// with ev untouched: then the rows are decoded, and DecodeData's error
+// stops the reader as it would have. A value go-mysql decodes itself
+// (kindGoMySQL: JSON, DECIMAL, ...) is only measured, so an error in its
+// bytes shows when the rows are decoded.
+func (d *imageDecoder) walk(ev *replication.RowsEvent, pos int, data []byte) bool {
+	if !d.planned(ev) {
+		return false
+	}
+	// Every image of an INSERT has the same columns (ColumnBitmap1), so
+	// every row shares one list of the skipped ones.
+	bitmap := ev.ColumnBitmap1
+	var skips []int
+	for i := range int(ev.ColumnCount) {
+		if bitmap[i>>3]&(1<<(i&7)) == 0 {
+			skips = append(skips, i)
+		}
+	}
+	var skipped [][]int
+	for pos < len(data) {
+		n, ok := d.imageLength(ev, data[pos:])
+		if !ok || n == 0 {
+			return false
+		}
+		skipped = append(skipped, skips)
+		pos += n
+	}
+	ev.Rows, ev.SkippedColumns = nil, skipped
+	return true
+}
+
+// Walked reports whether the rows of ev were walked, not decoded
+// (DecodeConfigWalking): it has images, each with its skipped columns in
+// SkippedColumns, but no values.
+func Walked(ev *replication.RowsEvent) bool {
+	return len(ev.Rows) == 0 && len(ev.SkippedColumns) > 0
+}
+
+// imageLength is the length of the row image at the start of data, read
+// as image reads it.
+func (d *imageDecoder) imageLength(ev *replication.RowsEvent, data []byte) (int, bool) {
+	count, bitmap := int(ev.ColumnCount), ev.ColumnBitmap1
+	nulls := (presentColumns(bitmap, count) + 7) / 8
+	if len(data) < nulls {
+		return 0, false
+	}
+	nullBitmap, pos := data[:nulls], nulls
+	n := 0 // index among the present columns
+	for i := range count {
+		if bitmap[i>>3]&(1<<(i&7)) == 0 {
+			continue
+		}
+		null := nullBitmap[n>>3]&(1<<(n&7)) != 0
+		n++
+		if null {
+			continue
+		}
+		size, ok := d.valueLength(&d.cols[i], data[pos:])
+		if !ok {
+			return 0, false
+		}
+		pos += size
+	}
+	return pos, true
+}
+
+// valueLength is the length of the value of column c at the start of
+// data, as value reads it.
+func (d *imageDecoder) valueLength(c *imageColumn, data []byte) (int, bool) {
+	switch c.kind {
+	case kindNull:
+		return 0, true
+	case kindGoMySQL:
+		realType := c.typ
+		if realType == mysql.MYSQL_TYPE_STRING {
+			realType, _ = stringType(c.meta)
+		}
+		n, ok := valueLength(realType, c.meta, data)
+		return n, ok && len(data) >= n
+	case kindString, kindBlob:
+		return prefixedEnd(c, data)
+	}
+	return c.width, len(data) >= c.width
+}
+
+// prefixedEnd is where the string or blob value of column c at the start
+// of data ends: its length bytes, then as many bytes as they say.
+func prefixedEnd(c *imageColumn, data []byte) (int, bool) {
+	if len(data) < c.width {
+		return 0, false
+	}
+	var length int
+	if c.kind == kindString && c.width == 1 {
+		length = int(data[0])
+	} else {
+		length = int(mysql.FixedLengthInt(data[:c.width]))
+	}
+	end := c.width + length
+	return end, len(data) >= end
 }
 
 // plan makes the columns' plan for tm, unless the last one fits it; cols is
@@ -265,13 +375,7 @@ func valueLength(typ byte, meta uint16, data []byte) (int, bool) {
 func (d *imageDecoder) image(ev *replication.RowsEvent, data []byte) ([]any, []int, int, bool) {
 	count := int(ev.ColumnCount)
 	bitmap := ev.ColumnBitmap1
-	present := 0
-	for _, b := range bitmap[:count/8] {
-		present += bits.OnesCount8(b)
-	}
-	if count%8 != 0 {
-		present += bits.OnesCount8(bitmap[count/8] & byte(1<<(count%8)-1))
-	}
+	present := presentColumns(bitmap, count)
 	nulls := (present + 7) / 8
 	if len(data) < nulls {
 		return nil, nil, 0, false
@@ -300,6 +404,19 @@ func (d *imageDecoder) image(ev *replication.RowsEvent, data []byte) ([]any, []i
 	return row, skips, pos, true
 }
 
+// presentColumns counts the columns of the first count bits of bitmap:
+// those a row image has.
+func presentColumns(bitmap []byte, count int) int {
+	present := 0
+	for _, b := range bitmap[:count/8] {
+		present += bits.OnesCount8(b)
+	}
+	if count%8 != 0 {
+		present += bits.OnesCount8(bitmap[count/8] & byte(1<<(count%8)-1))
+	}
+	return present
+}
+
 // value decodes one value of column c at the start of data.
 func (d *imageDecoder) value(ev *replication.RowsEvent, c *imageColumn, data []byte) (any, int, bool) {
 	if c.kind == kindNull {
@@ -324,14 +441,8 @@ func (d *imageDecoder) value(ev *replication.RowsEvent, c *imageColumn, data []b
 		}
 		return int(data[0]) + 1900, 1, true
 	case kindString, kindBlob:
-		var length int
-		if c.kind == kindString && c.width == 1 {
-			length = int(data[0])
-		} else {
-			length = int(mysql.FixedLengthInt(data[:c.width]))
-		}
-		end := c.width + length
-		if len(data) < end {
+		end, ok := prefixedEnd(c, data)
+		if !ok {
 			return nil, 0, false
 		}
 		if c.kind == kindString {

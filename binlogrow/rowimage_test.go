@@ -134,6 +134,27 @@ func decodeBoth(t testing.TB, fde, tableMap, rows []byte) (ours, theirs *replica
 	return ours, theirs, oursErr, theirsErr, fast
 }
 
+// walkRows parses rows (after fde and tableMap) with the reader's
+// decoding whose walk always says the rows are not kept, and returns the
+// rows event and whether imageDecoder walked it.
+func walkRows(t testing.TB, fde, tableMap, rows []byte) (ev *replication.RowsEvent, walked bool, err error) {
+	t.Helper()
+	cfg := DecodeConfigWalking(position.FlavorMySQL, func(*replication.TableMapEvent) bool { return true }, func() bool { return true })
+	cfg.TableMapOptionalMetaDecodeFunc = nil
+	p := binlogtest.NewParser(cfg)
+	for _, raw := range [][]byte{fde, tableMap} {
+		if _, err := p.Parse(raw); err != nil {
+			t.Fatalf("setup: %v", err)
+		}
+	}
+	e, err := p.Parse(rows)
+	if err != nil {
+		return nil, false, err
+	}
+	ev = e.Event.(*replication.RowsEvent)
+	return ev, Walked(ev), nil
+}
+
 // sameRows reports how two decodings of the same event differ, "" when
 // they do not: the same values of the same Go types (floats by their bits,
 // so that NaN equals itself) and the same skipped columns.
@@ -453,8 +474,8 @@ func TestImageDecoder_Fixtures(t *testing.T) {
 
 // BenchmarkImageDecoder_OutboxRow decodes a single-row INSERT of the
 // default outbox table (MariaDB's shape) with the reader's decoding and
-// with go-mysql's DecodeData, the cost per event of each on the parsing
-// goroutine.
+// with go-mysql's DecodeData, and walks it, the cost per event of each on
+// the parsing goroutine.
 func BenchmarkImageDecoder_OutboxRow(b *testing.B) {
 	fde := formatDescription(b)
 	var ev *replication.RowsEvent
@@ -488,6 +509,17 @@ func BenchmarkImageDecoder_OutboxRow(b *testing.B) {
 		for b.Loop() {
 			if !d.decode(ev, pos, data) {
 				b.Fatal("not decoded")
+			}
+		}
+	})
+	// What the first read of a transaction too large to keep pays per
+	// row instead (DecodeConfigWalking).
+	b.Run("walk", func(b *testing.B) {
+		var d imageDecoder
+		b.ReportAllocs()
+		for b.Loop() {
+			if !d.walk(ev, pos, data) {
+				b.Fatal("not walked")
 			}
 		}
 	})

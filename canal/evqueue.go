@@ -63,12 +63,22 @@ type eventQueue struct {
 
 	stop     chan struct{}
 	stopOnce sync.Once
+
+	// group numbers the runs of events that can hold no transaction's
+	// end: it grows at every event but a rows event, a table map and a
+	// statement's annotation. Only go-mysql's reading goroutine touches
+	// it. walkGroup is the group whose rows the reader does not keep
+	// (walkRest); 0 for none.
+	group     uint64
+	walkGroup atomic.Uint64
 }
 
-// queued is an event and the bytes it holds in the budget.
+// queued is an event, the bytes it holds in the budget, and its group
+// (eventQueue.group).
 type queued struct {
-	ev   *replication.BinlogEvent
-	size int64
+	ev    *replication.BinlogEvent
+	size  int64
+	group uint64
 }
 
 // maxHeld bounds the events held back: a catch-up's reads of 64 KiB
@@ -91,6 +101,11 @@ var _ replication.EventHandler = (*eventQueue)(nil)
 // HandleEvent implements replication.EventHandler: it waits for room in the
 // budget, then queues e. Only go-mysql's reading goroutine calls it.
 func (q *eventQueue) HandleEvent(e *replication.BinlogEvent) error {
+	switch e.Event.(type) {
+	case *replication.RowsEvent, *replication.TableMapEvent, *replication.MariadbAnnotateRowsEvent, *replication.RowsQueryEvent:
+	default:
+		q.group++
+	}
 	n := binlogEventSize(e)
 	if err := q.acquire(n); err != nil {
 		return err
@@ -102,11 +117,28 @@ func (q *eventQueue) HandleEvent(e *replication.BinlogEvent) error {
 		// (pauseReads).
 		q.paused = make(chan struct{})
 	}
-	q.held = append(q.held, queued{ev: e, size: n})
+	q.held = append(q.held, queued{ev: e, size: n, group: q.group})
 	if len(q.held) < maxHeld {
 		return nil
 	}
 	return q.handOverLocked()
+}
+
+// walkRest tells the parser that the reader keeps no rows of group: the
+// rest of a transaction too large to keep, whose end the reader reads on
+// to. The parser walks their images instead of decoding them (walking);
+// what it parsed already stays decoded. The group ends before any event
+// that could end the transaction, so no other transaction's rows are
+// walked, however far the parser reads ahead. Only the reader calls it.
+func (q *eventQueue) walkRest(group uint64) { q.walkGroup.Store(group) }
+
+// walking reports whether the rows the parser is about to decode are
+// those of the group the reader keeps no rows of (walkRest): a rows event
+// belongs to the group of the events before it. Only go-mysql's reading
+// goroutine calls it.
+func (q *eventQueue) walking() bool {
+	g := q.walkGroup.Load()
+	return g != 0 && g == q.group
 }
 
 // handOverHeld gives the events held back to the reader: go-mysql is about

@@ -272,3 +272,47 @@ func TestEventQueue_PausesReadsAfterALargeEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The parser walks rows of the group the reader gave up keeping, and of
+// no other: a group ends at the first event that could end a transaction.
+func TestEventQueue_WalksOnlyTheGroupGivenUp(t *testing.T) {
+	q := newEventQueue(100, 1<<20, new(atomic.Int64))
+	of := func(e replication.Event) *replication.BinlogEvent {
+		return &replication.BinlogEvent{RawData: make([]byte, 10), Event: e}
+	}
+	steps := []struct {
+		ev      *replication.BinlogEvent
+		group   uint64
+		walkAt  bool // walkRest of this event's group after it
+		walking bool // the parser walks the rows that come next
+	}{
+		{of(&replication.MariadbGTIDEvent{}), 1, false, false},
+		{of(&replication.TableMapEvent{}), 1, false, false},
+		{of(&replication.RowsEvent{}), 1, true, true},
+		{of(&replication.MariadbAnnotateRowsEvent{}), 1, false, true},
+		{of(&replication.TableMapEvent{}), 1, false, true},
+		{of(&replication.RowsEvent{}), 1, false, true},
+		{of(&replication.XIDEvent{}), 2, false, false},
+		{of(&replication.TableMapEvent{}), 2, false, false},
+		{of(&replication.RowsEvent{}), 2, false, false},
+	}
+	for i, s := range steps {
+		if err := handle(q, s.ev); err != nil {
+			t.Fatal(err)
+		}
+		got, err := q.next(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.release(got.size)
+		if got.group != s.group {
+			t.Errorf("event %d (%T): group %d, want %d", i, s.ev.Event, got.group, s.group)
+		}
+		if s.walkAt {
+			q.walkRest(got.group)
+		}
+		if w := q.walking(); w != s.walking {
+			t.Errorf("after event %d (%T): walking %v, want %v", i, s.ev.Event, w, s.walking)
+		}
+	}
+}

@@ -99,6 +99,9 @@ func TestReader_LargeTransactionInChunks(t *testing.T) {
 		c.MaxTxBytes = 64 << 10
 		c.MaxBatchEvents = 100
 		c.MaxBackoff = 20 * time.Millisecond
+		// Less read ahead than the transaction: the first read walks
+		// what it parses after the overflow.
+		c.EventCacheBytes = 64 << 10
 	})
 	// The 5th append (a chunk in the middle of the big transaction) fails
 	// after it happened: the resume must skip the rows it already appended.
@@ -123,6 +126,9 @@ func TestReader_LargeTransactionInChunks(t *testing.T) {
 	}
 	if s := r.Stats(); s.Batches < rows/100 {
 		t.Errorf("%d batches for a %d-row transaction with 100-event batches: not chunked", s.Batches, rows)
+	}
+	if s := r.Stats(); s.RowsWalked == 0 || s.RowsWalked >= rows {
+		t.Errorf("%d rows walked by the first read of a %d-row transaction over --max-tx-bytes; want most of them", s.RowsWalked, rows)
 	}
 	relaytest.Check(ctx, t, env.RDB, rec, relaytest.CheckOptions{ExactlyOnce: true})
 }

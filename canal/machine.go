@@ -89,6 +89,11 @@ type machine struct {
 	rows     []outbox.Event
 	txBytes  int
 	overflow bool
+	// group is the event queue's group of the event being handled;
+	// walkRest (nil: none) tells the parser that the rest of that group's
+	// rows are not kept (eventQueue.walkRest).
+	group    uint64
+	walkRest func(group uint64)
 
 	// Chunked delivery of the first transaction of a session: skip the rows
 	// appended before, hand out the rest in batches as they come.
@@ -105,6 +110,7 @@ type machine struct {
 
 	// Counters for metrics and tests.
 	statementDML uint64
+	rowsWalked   uint64
 	// updates reports UPDATEs of the followed tables (nil: ignored).
 	updates *updateWarner
 
@@ -527,9 +533,28 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 		}
 		return err
 	}
-	for i, row := range e.Rows {
-		if len(row) != l.Columns() {
-			return m.rowCountError(f, e, len(row), l.Columns())
+	// Rows walked, not decoded (eventQueue.walkRest), have images and
+	// skipped columns but no values: only a transaction the machine gave
+	// up keeping has them.
+	walked := binlogrow.Walked(e)
+	rows := len(e.Rows)
+	if walked {
+		if !m.overflow {
+			return fmt.Errorf("rows of %s.%s at %s:%d were walked, not decoded, outside the transaction too large to keep that they were walked for; reading again from the stored position",
+				f.name.Database, f.name.Table, m.file, h.LogPos)
+		}
+		rows = len(e.SkippedColumns)
+		m.rowsWalked += uint64(rows)
+	}
+	for i := range rows {
+		var row []any
+		values := int(e.ColumnCount) // a walked image has every column of the event
+		if !walked {
+			row = e.Rows[i]
+			values = len(row)
+		}
+		if values != l.Columns() {
+			return m.rowCountError(f, e, values, l.Columns())
 		}
 		if i < len(e.SkippedColumns) {
 			if name, pos, ok := l.SkippedColumn(e.SkippedColumns[i]); ok {
@@ -575,6 +600,11 @@ func (m *machine) rowsEvent(ctx context.Context, h *replication.EventHeader, e *
 			m.dropRows()
 			m.txBytes = 0
 			m.overflow = true
+			// Its rows are read to find its end only: the parser need not
+			// decode the rest of them.
+			if m.walkRest != nil {
+				m.walkRest(m.group)
+			}
 		}
 	}
 	return nil

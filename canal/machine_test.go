@@ -798,6 +798,53 @@ func TestMachine_Overflow(t *testing.T) {
 	}
 }
 
+// walkedInsert is an INSERT of rows whose images the parser walked
+// (binlogrow.Walked): their skipped columns, no values.
+func walkedInsert(t testing.TB, tm *replication.TableMapEvent, rows ...[]any) *replication.RowsEvent {
+	e := insert(t, tm, rows...)
+	e.SkippedColumns = make([][]int, len(e.Rows))
+	e.Rows = nil
+	return e
+}
+
+// Once a transaction overflows, the parser is told to walk the rest of its
+// rows, which the machine then reads past to the transaction's end; walked
+// rows anywhere else stop the session rather than be taken for no rows.
+func TestMachine_OverflowWalksTheRest(t *testing.T) {
+	tm := binlogtest.OutboxTableMap(true)
+	big := strings.Repeat("x", 400)
+	var walked []uint64
+	h := newHarness(t, func(m *machine) {
+		m.maxTxBytes = 1000
+		m.walkRest = func(g uint64) { walked = append(walked, g) }
+	})
+	h.m.group = 7
+	err := h.feed(ev(100, mariaGTID(10)), ev(150, tm),
+		ev(1000, insert(t, tm, binlogtest.OutboxRow(1, big), binlogtest.OutboxRow(2, big), binlogtest.OutboxRow(3, big))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(walked, []uint64{7}) {
+		t.Errorf("groups walked: got %v, want [7], the overflowing event's", walked)
+	}
+	if err := h.feed(ev(1500, walkedInsert(t, tm, binlogtest.OutboxRow(4, big), binlogtest.OutboxRow(5, big)))); err != nil {
+		t.Fatalf("walked rows of the overflowed transaction: %v", err)
+	}
+	var restart *errChunkRestart
+	if err := h.feed(ev(1531, xid(mariaSet(t, "0-1-10")))); !errors.As(err, &restart) {
+		t.Fatalf("commit: got %v, want *errChunkRestart", err)
+	}
+
+	h = newHarness(t, nil)
+	err = h.feed(ev(100, mariaGTID(10)), ev(150, tm), ev(300, walkedInsert(t, tm, binlogtest.OutboxRow(1, "a"))))
+	if err == nil || !strings.Contains(err.Error(), "walked, not decoded") {
+		t.Errorf("walked rows of a transaction kept: got %v, want the session stopped", err)
+	}
+	if len(h.m.rows) != 0 || len(h.m.pending.events) != 0 {
+		t.Errorf("walked rows kept: %d rows, %d pending", len(h.m.rows), len(h.m.pending.events))
+	}
+}
+
 // A transaction's one row larger than maxTxBytes is kept whole and committed
 // with the transaction: re-reading it in chunks would hold the same row
 // again. A second row makes the transaction overflow as before.

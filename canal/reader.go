@@ -346,6 +346,9 @@ type Stats struct {
 	Batches      uint64
 	Sessions     uint64
 	StatementDML uint64 // outbox INSERTs seen as statements (lost to the relay)
+	// RowsWalked counts the rows of transactions too large to keep that
+	// the first read walked to the transaction's end without decoding.
+	RowsWalked uint64
 	// EventBytesHigh is the most bytes of binlog events that were read
 	// ahead of the reader at once (bounded by Config.EventCacheBytes).
 	EventBytesHigh uint64

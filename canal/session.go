@@ -59,6 +59,7 @@ func (r *Reader) session(ctx context.Context) (progressed bool, err error) {
 		}
 	}()
 	l.m.cuts = r.sessionCuts(start)
+	l.m.walkRest = st.q.walkRest
 	return false, l.run(sctx)
 }
 
@@ -309,6 +310,7 @@ func (l *relayLoop) readFailed(ctx context.Context, err error) error {
 // flusher once no transaction is open.
 func (l *relayLoop) event(ctx context.Context, ev queued) error {
 	m := l.m
+	m.group = ev.group
 	err := m.handle(ctx, ev.ev)
 	// Handled: what the batch keeps of it is out of the budget's hands.
 	l.st.q.release(ev.size)
@@ -318,11 +320,12 @@ func (l *relayLoop) event(ctx context.Context, ev queued) error {
 	if err != nil {
 		return l.handleFailed(ctx, err)
 	}
-	if m.statementDML > 0 {
+	if m.statementDML > 0 || m.rowsWalked > 0 {
 		l.r.mu.Lock()
 		l.r.stats.StatementDML += m.statementDML
+		l.r.stats.RowsWalked += m.rowsWalked
 		l.r.mu.Unlock()
-		m.statementDML = 0
+		m.statementDML, m.rowsWalked = 0, 0
 	}
 	if !m.inTx && m.pending.dirty {
 		return l.offer(ctx, false)

@@ -14,7 +14,11 @@ import (
 // bytes the watchdog sees), q receives the events, bounded by bytes. Without
 // them (the layout proof's scan) go-mysql dials and queues as it does.
 func (r *Reader) syncerConfig(lk *link, q *eventQueue) replication.BinlogSyncerConfig {
-	cfg := binlogrow.DecodeConfig(r.cfg.Flavor, tableMatcher(r.sources.matches))
+	var walk func() bool
+	if q != nil {
+		walk = q.walking
+	}
+	cfg := binlogrow.DecodeConfigWalking(r.cfg.Flavor, tableMatcher(r.sources.matches), walk)
 	cfg.ServerID = r.cfg.ServerID
 	cfg.Host, cfg.Port, cfg.User, cfg.Password, cfg.TLSConfig = r.cfg.Host, r.cfg.Port, r.cfg.User, r.cfg.Password, r.cfg.TLSConfig
 	cfg.HeartbeatPeriod = r.cfg.HeartbeatPeriod
