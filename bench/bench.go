@@ -244,7 +244,9 @@ type Figure struct {
 	// CPUSecPerM is the CPU seconds (user+system) per million events of
 	// the ceilings that read the binlog, go-mysql's own in this process:
 	// the figure to hold the relay's CPU s/M ev against, which the moment
-	// a rate was taken at does not move much.
+	// a rate was taken at does not move much. For the XADD ceilings it is
+	// go-redis's side, the client's CPU to append the entries, which the
+	// relay pays besides reading.
 	CPUSecPerM float64 `json:"cpu_s_per_m_events,omitempty"`
 }
 
@@ -634,12 +636,16 @@ func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs
 			return err
 		}
 		cpu := r.serverCPU(ctx)
+		// The client's side of the same appends, which the relay pays
+		// and go-mysql's ceiling does not.
+		own := selfCPU()
 		// At most 32 MiB per round trip: 2,000 entries of 512 KiB would be
 		// a gigabyte in the harness.
 		s, err := xaddCeiling(ctx, r.rdb, key, p.rows, min(DefaultBatch, max(1, (32<<20)/p.bytes)), p.bytes)
 		if err != nil {
 			return err
 		}
+		ownSec := selfCPU() - own
 		instr, dump, err := r.cgDump(ctx, fmt.Sprintf("xadd-%d", len(r.rep.Ceilings)), s.total)
 		if err != nil {
 			return err
@@ -649,6 +655,9 @@ func (r *run) ceilings(ctx context.Context, need map[*backlog]bool, bl *backlogs
 		f := &r.rep.Ceilings[len(r.rep.Ceilings)-1]
 		f.RedisCPUus, _ = cpu.perEvent(ctx, s.total)
 		f.RedisInstr, f.RedisDump = instr, dump
+		if s.total > 0 {
+			f.CPUSecPerM = ownSec / float64(s.total) * 1e6
+		}
 	}
 	return nil
 }

@@ -19,7 +19,8 @@
 //     written by one atomic step (outbox.Sink.Append); after any error the
 //     reader starts over from the position stored in Redis.
 //   - Bounded memory: a transaction of several rows larger than MaxTxBytes
-//     is read to its end without keeping its rows, then read again and appended in chunks, each
+//     is read to its end without keeping its rows (the parser walks the
+//     rest of them without decoding), then read again and appended in chunks, each
 //     chunk recording how many rows of the transaction are done; the events
 //     read ahead of the reader are bounded by bytes (EventCacheBytes), not
 //     only by count.
