@@ -38,9 +38,10 @@ func DecodeConfig(flavor string, match func(*replication.TableMapEvent) bool) re
 // are walked instead: each image must parse as decoding requires, and the
 // event gets each row's skipped columns but no values (Walked). A reader
 // that reads a transaction too large to keep only to find its end needs no
-// values of it: decoding them was half of that first read's CPU
-// (BenchmarkImageDecoder_OutboxRow). Like match, walk runs on go-mysql's parsing
-// goroutine.
+// values of it: decoding them was almost half of that first read's CPU
+// (perf of binlog-outbox-bench --workloads onetx), and a walk costs a third
+// of a decoding (BenchmarkImageDecoder_OutboxRow). Like match, walk runs on
+// go-mysql's parsing goroutine.
 func DecodeConfigWalking(flavor string, match func(*replication.TableMapEvent) bool, walk func() bool) replication.BinlogSyncerConfig {
 	cfg := replication.BinlogSyncerConfig{
 		Flavor:                  flavor,
