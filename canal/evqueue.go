@@ -325,6 +325,10 @@ func (q *eventQueue) nextOrWake(ctx context.Context, wake <-chan struct{}) (queu
 	}
 }
 
+// ready reports whether an event is received and waiting for the reader,
+// which next then returns without waiting. Only the reader calls it.
+func (q *eventQueue) ready() bool { return len(q.cur) > 0 || len(q.ch) > 0 }
+
 // pop takes the next event of the current group.
 func (q *eventQueue) pop() queued {
 	e := q.cur[0]

@@ -16,7 +16,7 @@ var errHandOff = errors.New("flusher idle")
 // flusher appends batches on its own goroutine, so that the reader decodes the
 // next transactions while Redis works on the previous ones: the batches grow
 // with the load by themselves, and an idle relay appends every transaction
-// the moment it is read.
+// the moment it is read, with those received with it.
 //
 // It knows nothing of the Reader: it gets the sink, the position it last
 // stored, how to encode the next one (encode stamps it with the writer), what

@@ -160,7 +160,7 @@ type Config struct {
 	// or 128, which hold fewer arguments but run more transactions
 	// (binlog-outbox-bench --redis-callgrind). A batch is sent as soon as
 	// the previous one is done, so under a light load every transaction
-	// goes alone and at once.
+	// goes at once, alone or with those received in the same read.
 	MaxBatchEvents int
 	MaxBatchBytes  int
 	// MaxTxBytes is the largest transaction kept in memory (default 4 MiB,

@@ -266,7 +266,10 @@ func (l *relayLoop) run(ctx context.Context) error {
 		// While reads are paused the reader waits for the flusher, not
 		// the server: the watchdog must not count the silence.
 		l.st.wd.waiting.Store(!l.paused)
-		ev, err := l.f.nextEvent(ctx, l.st.q, len(l.m.pending.events) > 0 || l.paused)
+		// Events already received join the pending batch before it is
+		// handed over (offer): waiting is for events still to come.
+		waiting := (len(l.m.pending.events) > 0 && !l.st.q.ready()) || l.paused
+		ev, err := l.f.nextEvent(ctx, l.st.q, waiting)
 		l.st.wd.waiting.Store(false)
 		l.st.wd.seen.Add(1)
 		if err != nil {
@@ -407,9 +410,9 @@ func (l *relayLoop) stopAfterPending(ctx context.Context, stop error) error {
 }
 
 // offer hands the pending batch to the flusher when that is worth it: it has
-// events and the flusher is idle (no waiting under a light load), it is full
-// (wait for the flusher: back-pressure), or only the position moved and the
-// last store is IdleCheckpoint old.
+// events, no more are received yet and the flusher is idle (no waiting under
+// a light load), it is full (wait for the flusher: back-pressure), or only
+// the position moved and the last store is IdleCheckpoint old.
 func (l *relayLoop) offer(ctx context.Context, idle bool) error {
 	b, cfg := l.m.pending, &l.r.cfg
 	cut, err := l.m.atCut()
@@ -417,6 +420,15 @@ func (l *relayLoop) offer(ctx context.Context, idle bool) error {
 		return err
 	}
 	full := cut || len(b.events) >= cfg.MaxBatchEvents || b.bytes >= cfg.MaxBatchBytes
+	if !full && !idle && len(b.events) > 0 && l.st.q.ready() {
+		// Events received with this batch's last transaction come first.
+		// A group commit of several producers arrives in one read:
+		// handed over at its first transaction, the batch went alone and
+		// the others waited for its whole append, two appends for most of
+		// the group where reading them takes microseconds
+		// (TestRelayLoop_TransactionsReceivedTogetherShareABatch).
+		return nil
+	}
 	if !full && len(b.events) == 0 && !idle && time.Since(l.lastFlush) < cfg.IdleCheckpoint {
 		return nil
 	}
