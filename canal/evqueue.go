@@ -3,6 +3,7 @@ package canal
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -109,6 +110,14 @@ func (q *eventQueue) HandleEvent(e *replication.BinlogEvent) error {
 	n := binlogEventSize(e)
 	if err := q.acquire(n); err != nil {
 		return err
+	}
+	if n >= collectBefore {
+		// go-mysql read e into a buffer that doubled past 16 MiB; the
+		// first half is garbage now, and go-mysql allocates the next
+		// event's buffer before its next read of the connection, which
+		// pausing cannot hold back (the header is in its 64 KiB buffer).
+		// Collected here, that buffer takes the garbage's place.
+		runtime.GC()
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

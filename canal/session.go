@@ -252,12 +252,15 @@ type relayLoop struct {
 	largest                  int64
 }
 
-// collectBefore is the event size from which the reader collects garbage
-// before go-mysql reads again (resumeAfterLarge): go-mysql reads an event
-// over 16 MiB into a buffer that doubles, and MariaDB sends the statement
-// of a row (annotate event) before it, as large when its values are
-// literals; collecting once per such event, which takes milliseconds to
-// read, keeps the one being read from landing on the garbage of the last.
+// collectBefore is the event size from which garbage is collected twice
+// per event: once go-mysql has read it (eventQueue.HandleEvent), and before
+// go-mysql reads on after its rows are appended (resumeAfterLarge).
+// go-mysql reads an event over 16 MiB into a buffer that doubles, and
+// MariaDB sends the statement of a row (annotate event) before it, as large
+// when its values are literals; collecting at both points, which costs
+// little beside reading such an event, keeps each buffer go-mysql
+// allocates from landing beside the garbage of the last one
+// (binlog-outbox-bench --workloads giant).
 const collectBefore = 8 << 20
 
 // run relays events until an error; ctx is the session's.
