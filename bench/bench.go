@@ -12,6 +12,7 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -89,8 +90,8 @@ type Config struct {
 	TxRows int
 	// LargeRows is the backlog of 16 KiB payloads (default Rows/40).
 	LargeRows int
-	// HugeRows is the backlog of 512 KiB payloads (default Rows/5000, at
-	// least 10).
+	// HugeRows is the backlog of 512 KiB payloads (default Rows/2000, at
+	// least 10): CPU time comes in ticks of 10 ms, a few rows' worth.
 	HugeRows int
 	// GiantRows is the backlog of 16 MiB payloads (default 6): each row is
 	// larger than the relay's --max-tx-bytes and --event-cache-bytes, so
@@ -149,7 +150,7 @@ func (c *Config) setDefaults() {
 		c.LargeRows = max(1, c.Rows/40)
 	}
 	if c.HugeRows == 0 {
-		c.HugeRows = max(10, c.Rows/5000)
+		c.HugeRows = max(10, c.Rows/2000)
 	}
 	if c.GiantRows == 0 {
 		c.GiantRows = DefaultGiantRows
@@ -282,8 +283,15 @@ type Result struct {
 	P99DiffMs float64 `json:"p99_diff_ms,omitempty"`
 	// PeakRSSMB is the relay process's VmHWM.
 	PeakRSSMB float64 `json:"peak_rss_mb"`
-	// CPUSecPerM is the relay's CPU seconds (user+system) per million events.
+	// CPUSecPerM is the relay's CPU seconds (user+system) per million events;
+	// in binlog catch-ups, from its first entry seen to its last, so that
+	// its start (StartCPUSec) is not spread over the events: over a few
+	// dozen large rows it was most of the figure.
 	CPUSecPerM float64 `json:"cpu_s_per_m_events"`
+	// StartCPUSec is the relay's CPU seconds from its start to its first
+	// entry seen (binlog catch-ups): the checks, connecting, and the
+	// first batch.
+	StartCPUSec float64 `json:"start_cpu_s,omitempty"`
 	// RedisCPUus is Redis's CPU time (INFO cpu, user+system) per event
 	// appended, in microseconds (catch-up workloads: live binlog ones
 	// share Redis with the minimal relay).
@@ -451,8 +459,25 @@ func (r *run) machine(ctx context.Context) string {
 			rv = strings.TrimSpace(v)
 		}
 	}
-	return fmt.Sprintf("%d cores (%s), %s, %s/%s, %s; MySQL %s, Redis %s, same machine",
-		runtime.NumCPU(), cpu, mem, runtime.GOOS, runtime.GOARCH, runtime.Version(), version, rv)
+	return fmt.Sprintf("%d cores (%s), %s, %s/%s, %s; MySQL %s, Redis %s, same machine; relay %s",
+		runtime.NumCPU(), cpu, mem, runtime.GOOS, runtime.GOARCH, runtime.Version(), version, rv, relayBuild(r.cfg.RelayBinary))
+}
+
+// relayBuild says how the relay executable at path was built, as far as
+// its peak RSS depends on it: a cgo build maps the C library beside it,
+// pages that the static build the Docker image ships (CGO_ENABLED=0) does
+// not have.
+func relayBuild(path string) string {
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return "build unknown"
+	}
+	for _, s := range info.Settings {
+		if s.Key == "CGO_ENABLED" {
+			return "built with CGO_ENABLED=" + s.Value
+		}
+	}
+	return "build unknown"
 }
 
 func (r *run) figure(name string, rate float64) {
@@ -861,7 +886,7 @@ func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partiti
 	r.lastSpan = s
 	res := Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(), Ceiling: ceiling,
 		ReadCeiling: ceilMySQL(b), AppendCeiling: ceilRedisOf(b.payload),
-		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: u.CPUSeconds / float64(s.total) * 1e6, RedisInstr: instr, RedisDump: dump}
+		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: s.windowCPU(), StartCPUSec: s.cpuFirst, RedisInstr: instr, RedisDump: dump}
 	for i, c := range r.rep.Ceilings {
 		switch c.Name {
 		case res.ReadCeiling:

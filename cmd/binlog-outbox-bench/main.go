@@ -62,7 +62,7 @@ func NewApp() *cli.App {
 			&cli.IntFlag{Name: "rows", Usage: "rows of each catch-up backlog", Value: bench.DefaultRows, EnvVars: []string{"BINLOG_OUTBOX_BENCH_ROWS"}},
 			&cli.IntFlag{Name: "tx-rows", Usage: "rows per transaction of the multi-row backlog", Value: bench.DefaultTxRows},
 			&cli.IntFlag{Name: "large-rows", Usage: "rows of the 16 KiB backlog (default rows/40)"},
-			&cli.IntFlag{Name: "huge-rows", Usage: "rows of the 512 KiB backlog (default rows/5000, at least 10)"},
+			&cli.IntFlag{Name: "huge-rows", Usage: "rows of the 512 KiB backlog (default rows/2000, at least 10)"},
 			&cli.IntFlag{Name: "giant-rows", Usage: "rows of the 16 MiB backlog", Value: bench.DefaultGiantRows},
 			&cli.IntFlag{Name: "naive-rows", Usage: "rows the naive polling relay moves (default rows/200)"},
 			&cli.IntFlag{Name: "app-rows", Usage: "transactions of the application-shaped backlog, each updating two wide rows of other tables and inserting one outbox row (default rows/10)"},
