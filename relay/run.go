@@ -299,7 +299,12 @@ func runBinlog(ctx context.Context, o Options, cfg settings.Config, name TableNa
 				return tuning.CatchUp{LastAppend: s.LastAppend, LastCommit: s.LastCommit, Checkpoint: canal.DefaultIdleCheckpoint}
 			})
 		}()
-		defer func() { cancel(); <-done }()
+		unmapped := make(chan struct{})
+		go func() {
+			defer close(unmapped)
+			unmapAfterFirstAppend(pctx, cfg.Logger, func() bool { return !reader.Stats().LastAppend.IsZero() })
+		}()
+		defer func() { cancel(); <-done; <-unmapped }()
 	}
 	return reader.Run(ctx)
 }
@@ -425,4 +430,26 @@ func newReader(o Options, cfg settings.Config, name schema.Name, srv mysqlserver
 // asks the server for the table's name.
 func NewReader(cfg settings.Config, positionKey string, srv mysqlserver.Server, db *sql.DB, sink outbox.Sink, start position.Start) (*canal.Reader, error) {
 	return newReader(Options{PositionKey: positionKey}, cfg, schema.Name{}, srv, db, sink, nil, nil, nil, start, nil, nil, nil)
+}
+
+// unmapAfterFirstAppend gives back the executable's pages once more when
+// appended first reports the first append: the binlog session's start
+// (connecting, registering as a replica, the lease, the first batch) runs
+// code the catch-up does not run again, which the unmapping at the end of
+// the checks (relayIn) cannot drop.
+func unmapAfterFirstAppend(ctx context.Context, log *slog.Logger, appended func() bool) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for !appended() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	if n, err := tuning.UnmapStartupPages(); err != nil {
+		log.Debug("session start's pages of the executable stay mapped", "err", err)
+	} else {
+		log.Debug("unmapped the executable's session start pages", "resident_kib", n>>10)
+	}
 }
