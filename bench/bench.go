@@ -884,9 +884,15 @@ func (r *run) catchUpBinlog(ctx context.Context, name string, b backlog, partiti
 		return err
 	}
 	r.lastSpan = s
+	relayCPU := s.windowCPU()
+	if relayCPU == 0 && s.total > 0 {
+		// Less than a tick of CPU time between the first entry and the
+		// last (a tiny backlog): the whole process's is the figure there is.
+		relayCPU = u.CPUSeconds / float64(s.total) * 1e6
+	}
 	res := Result{Workload: name, Mode: "binlog", Rows: s.total, EventsPerSec: s.rate(), Ceiling: ceiling,
 		ReadCeiling: ceilMySQL(b), AppendCeiling: ceilRedisOf(b.payload),
-		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: s.windowCPU(), StartCPUSec: s.cpuFirst, RedisInstr: instr, RedisDump: dump}
+		PeakRSSMB: u.PeakRSSMB, CPUSecPerM: relayCPU, StartCPUSec: s.cpuFirst, RedisInstr: instr, RedisDump: dump}
 	for i, c := range r.rep.Ceilings {
 		switch c.Name {
 		case res.ReadCeiling:
