@@ -536,15 +536,14 @@ func (s *clusterAppend) readState(ctx context.Context) (clusterState, error) {
 		add(slot)
 	}
 	if st.fence != "" {
-		if st.stored, err = s.fenceSlots(ctx, st.intent, st.fence, st.epoch); err != nil {
+		if st.stored, err = s.fenceSlots(ctx, st.intent, plain, st.fence, st.epoch); err != nil {
 			return st, err
 		}
 	} else {
 		st.stored = map[int][]byte{}
-		plain = append(plain, st.intent...)
-	}
-	if err := s.readSlots(ctx, plain, st.stored); err != nil {
-		return st, err
+		if err := s.readSlots(ctx, append(plain, st.intent...), st.stored); err != nil {
+			return st, err
+		}
 	}
 	if st.base == nil && len(st.stored) > 0 {
 		return st, outbox.WithHint(fmt.Errorf("%w: %d hash slots hold positions under %s:{...}, but %s holds none", outbox.ErrConfig, len(st.stored), s.cfg.PositionKey, s.cfg.PositionKey),

@@ -318,51 +318,34 @@ func (s *clusterAppend) addIntent(ctx context.Context, slots []int, fence string
 	return nil
 }
 
-// fenceSlots raises the fence of each slot to fence, in pipelines (the
-// cluster client sends each node its share), and returns the positions the
-// slots hold, read in the same step.
-func (s *clusterAppend) fenceSlots(ctx context.Context, slots []int, fence string, epoch int64) (map[int][]byte, error) {
+// fenceSlots raises the fence of each slot of fenced to fence and reads
+// its position in the same step, and reads the positions of the slots of
+// plain, all in one pipeline (the cluster client sends each node its
+// share), after the fence of the position key's slot was raised.
+func (s *clusterAppend) fenceSlots(ctx context.Context, fenced, plain []int, fence string, epoch int64) (map[int][]byte, error) {
 	stored := map[int][]byte{}
-	// EVALSHA fails with NOSCRIPT on a node that has not cached the script
-	// yet (a standby's first take; the relay's ACL has no SCRIPT LOAD): the
-	// second round sends those slots the script itself (EVAL), every node's
-	// share at once. Caching it one node per round made a cluster's takeover
-	// a round trip per master slower than a standalone Redis's.
-	noScript, err := s.fenceRound(ctx, slots, fence, epoch, false, stored)
-	if err != nil || len(noScript) == 0 {
-		return stored, err
-	}
-	if _, err := s.fenceRound(ctx, noScript, fence, epoch, true, stored); err != nil {
-		return nil, err
-	}
-	return stored, nil
-}
-
-// fenceRound runs fenceScript for slots in one pipeline, by EVAL when eval
-// is set, else by EVALSHA, adds the positions read to stored and returns
-// the slots whose node did not have the script cached.
-func (s *clusterAppend) fenceRound(ctx context.Context, slots []int, fence string, epoch int64, eval bool, stored map[int][]byte) (noScript []int, err error) {
+	// By EVAL, not EVALSHA: a master that has not run the script since it
+	// started (no take fenced a slot of it yet; the relay's ACL has no
+	// SCRIPT LOAD) answers EVALSHA with NOSCRIPT, and a second round to send
+	// it the script would lengthen a standby's takeover by a round trip,
+	// which under load costs far more than the short script's bytes
+	// (TestRun_RedisClusterStandbyTakesOverExactlyOnce). The plain reads
+	// ride in the same pipeline for the same reason.
 	// The pipeline's own error is its first command's failure: each
 	// command's is looked at below.
 	cmds, _ := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, slot := range slots {
-			if eval {
-				fenceScript.Eval(ctx, p, s.fenceKeys(slot), fence, epoch)
-			} else {
-				fenceScript.EvalSha(ctx, p, s.fenceKeys(slot), fence, epoch)
-			}
+		for _, slot := range fenced {
+			fenceScript.Eval(ctx, p, s.fenceKeys(slot), fence, epoch)
+		}
+		for _, slot := range plain {
+			p.Get(ctx, SlotPositionKey(s.cfg.PositionKey, slot))
 		}
 		return nil
 	})
-	for i, c := range cmds {
-		slot := slots[i]
+	for i, c := range cmds[:len(fenced)] {
+		slot := fenced[i]
 		res, err := c.(*redis.Cmd).Slice()
-		switch {
-		case err == nil:
-		case !eval && redis.HasErrorPrefix(err, "NOSCRIPT"):
-			noScript = append(noScript, slot)
-			continue
-		default:
+		if err != nil {
 			return nil, fmt.Errorf("fence hash slot %d (%s): %w", slot, FenceKey(s.cfg.PositionKey, slot), redisconn.Classify(err))
 		}
 		if len(res) >= 3 {
@@ -379,7 +362,17 @@ func (s *clusterAppend) fenceRound(ctx context.Context, slots []int, fence strin
 		}
 		return nil, s.refusedBy(ctx, slot, cur, epoch)
 	}
-	return noScript, nil
+	for i, c := range cmds[len(fenced):] {
+		v, err := c.(*redis.StringCmd).Bytes()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the slot position %s: %w", SlotPositionKey(s.cfg.PositionKey, plain[i]), redisconn.Classify(err))
+		}
+		stored[plain[i]] = v
+	}
+	return stored, nil
 }
 
 // fenceKeys are the keys of fenceScript for slot: its fence and position.
