@@ -49,10 +49,10 @@ type Config struct {
 	// starts over at FirstWait.
 	FirstWait time.Duration
 	MaxWait   time.Duration
-	// RepeatEvery is how often a failure with the same text as the one
-	// logged last is logged again (default 30s), with the number of repeats
-	// not logged in between. The text only decides whether a line is
-	// printed, never what the loop does.
+	// RepeatEvery is how often a failure of the same kind as the one
+	// logged last (the same hint, else the same text) is logged again
+	// (default 30s), with the number of repeats not logged in between. The
+	// kind only decides whether a line is printed, never what the loop does.
 	RepeatEvery time.Duration
 	// Now is the clock (default time.Now); tests inject one.
 	Now func() time.Time
@@ -91,11 +91,25 @@ type Policy struct {
 	// logged is set when a failure since the last progress was logged, so
 	// that the recovery is logged too.
 	logged bool
-	// lastText and lastAt are the text and time of the last logged
-	// failure, repeats the failures with that text not logged since.
-	lastText string
+	// lastKind and lastAt are the kind (failureKind) and time of the last
+	// logged failure, repeats the failures of that kind not logged since.
+	lastKind string
 	lastAt   time.Time
 	repeats  int
+	// lastText is the text of the last failure, logged or not (Failure).
+	lastText string
+}
+
+// failureKind is what makes two failures the same for the log: their hint,
+// which names the cause and the operator's fix, else their text. Texts of
+// one cause differ in what they count (a retried batch holds whatever was
+// received by then: "append 2 events", "append 30 events"), and comparing
+// them made every retry a new line with the hint again.
+func failureKind(err error) string {
+	if hint := outbox.HintOf(err); hint != "" {
+		return "hint: " + hint
+	}
+	return err.Error()
 }
 
 // New returns a Policy that logs to logger.
@@ -124,22 +138,23 @@ func (p *Policy) Failed(err error) (wait time.Duration, final error) {
 		p.since = now
 	}
 	p.failed++
-	// Comparing texts only decides whether to print a line; what the loop
+	// Comparing kinds only decides whether to print a line; what the loop
 	// does was decided above, by Final.
-	text := err.Error()
-	if text == p.lastText && now.Sub(p.lastAt) < p.cfg.RepeatEvery {
+	kind := failureKind(err)
+	p.lastText = err.Error()
+	if kind == p.lastKind && now.Sub(p.lastAt) < p.cfg.RepeatEvery {
 		p.repeats++
 		return wait, nil
 	}
-	attrs := []any{logging.KeyError, text}
-	if text == p.lastText && p.logged {
-		// The operator saw the hint with this error's first line.
+	attrs := []any{logging.KeyError, p.lastText}
+	if kind == p.lastKind && p.logged {
+		// The operator saw the hint with this kind's first line.
 		attrs = append(attrs, "repeats", p.repeats)
 	} else {
 		if hint := outbox.HintOf(err); hint != "" {
 			attrs = append(attrs, logging.KeyHint, hint)
 		}
-		if text == p.lastText && p.repeats > 0 {
+		if kind == p.lastKind && p.repeats > 0 {
 			attrs = append(attrs, "repeats", p.repeats)
 		}
 	}
@@ -148,7 +163,7 @@ func (p *Policy) Failed(err error) (wait time.Duration, final error) {
 	}
 	attrs = append(attrs, "retry_in", wait)
 	p.log.Error(p.cfg.Message, attrs...)
-	p.lastText, p.lastAt, p.repeats, p.logged = text, now, 0, true
+	p.lastKind, p.lastAt, p.repeats, p.logged = kind, now, 0, true
 	return wait, nil
 }
 
@@ -161,7 +176,7 @@ func (p *Policy) Progressed() {
 	if p.logged {
 		p.log.Info("recovered", "failed_attempts", p.failed, "failing_for", p.cfg.Now().Sub(p.since).Round(time.Millisecond))
 	}
-	// lastText and lastAt stay: an error that comes back within
+	// lastKind and lastAt stay: an error that comes back within
 	// RepeatEvery of its last line, after a short recovery, is a repeat.
 	p.wait, p.failed, p.logged = p.cfg.FirstWait, 0, false
 }
@@ -193,7 +208,6 @@ func (p *Policy) Failure() string {
 	if p.failed == 0 {
 		return ""
 	}
-	// A failure not logged had the text of the last one logged.
 	return p.lastText
 }
 

@@ -96,6 +96,8 @@ func TestPolicy_FailedFinal(t *testing.T) {
 func TestPolicy_FailedRateLimited(t *testing.T) {
 	p, logs, c := newPolicy(retry.Config{RepeatEvery: 30 * time.Second})
 	oom := outbox.WithHint(errors.New("append to redis: OOM"), "raise maxmemory")
+	// The same cause in a batch of another size: a repeat, by its hint.
+	oom30 := outbox.WithHint(errors.New("append 30 events: OOM"), "raise maxmemory")
 	down := outbox.WithHint(errors.New("dial tcp: connection refused"), "start Redis")
 	type line struct {
 		err, hint string
@@ -108,10 +110,10 @@ func TestPolicy_FailedRateLimited(t *testing.T) {
 	}{
 		{0, oom, &line{"append to redis: OOM", "raise maxmemory", -1}},
 		{time.Second, oom, nil},
-		{10 * time.Second, oom, nil},
+		{10 * time.Second, oom30, nil},
 		{18 * time.Second, oom, nil},
 		// 30s after the first line: one line with the count, no hint.
-		{2 * time.Second, oom, &line{"append to redis: OOM", "", 3}},
+		{2 * time.Second, oom30, &line{"append 30 events: OOM", "", 3}},
 		{time.Second, oom, nil},
 		// Another error is logged at once, with its hint.
 		{time.Second, down, &line{"dial tcp: connection refused", "start Redis", -1}},
