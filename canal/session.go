@@ -224,6 +224,13 @@ func (r *Reader) newMachine(start position.Point, proof layoutProof, f *flusher)
 		m.chunked, m.skip = true, start.TxRows
 		r.chunkNext = false
 	}
+	m.flushTo(f)
+	return m
+}
+
+// flushTo makes m hand its full batches to f, filling the next one f gives
+// back.
+func (m *machine) flushTo(f *flusher) {
 	m.flush = func(ctx context.Context) error {
 		b, err := f.handOff(ctx, m.pending)
 		if err != nil {
@@ -232,7 +239,6 @@ func (r *Reader) newMachine(start position.Point, proof layoutProof, f *flusher)
 		m.pending = b
 		return nil
 	}
-	return m
 }
 
 // relayLoop moves one session's events from the stream through the machine

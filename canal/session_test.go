@@ -85,14 +85,7 @@ func TestRelayLoop_TransactionsReceivedTogetherShareABatch(t *testing.T) {
 	start := m.pending.at
 	m.pending = f.take()
 	m.pending.at = start
-	m.flush = func(ctx context.Context) error {
-		b, err := f.handOff(ctx, m.pending)
-		if err != nil {
-			return err
-		}
-		m.pending = b
-		return nil
-	}
+	m.flushTo(f)
 	st := &stream{q: q, wd: &watchdog{bytes: &atomic.Uint64{}}, cancel: cancel}
 	l := &relayLoop{r: r, st: st, f: f, m: m, lastFlush: time.Now()}
 	var wg sync.WaitGroup
