@@ -80,9 +80,10 @@ type Config struct {
 	RedisURL string
 	// RelayBinary is the binlog-outbox executable run as the relay.
 	RelayBinary string
-	// BaselineBinary, when set, is another build the tenants workload runs
-	// beside RelayBinary, each catch-up once with each build, alternating,
-	// so that a change is measured beside its baseline in the same run.
+	// BaselineBinary, when set, is another build the tenants workload and
+	// the binlog live workloads run beside RelayBinary, once with each
+	// build, alternating, so that a change is measured beside its baseline
+	// in the same run.
 	BaselineBinary string
 	// Rows is the backlog of the catch-up workloads (default 1,000,000).
 	Rows int
@@ -120,7 +121,11 @@ type Config struct {
 	// streams, app) is measured, its ceiling again before each time, so
 	// that every ratio pairs a relay run with a ceiling of the same minute
 	// (default 1): a ceiling timed over a second moves with the machine's
-	// load, and one ratio over it says little on a shared machine.
+	// load, and one ratio over it says little on a shared machine. The
+	// binlog live workloads run as many times, each beside its minimal
+	// relay, and the report gives the median of their p99s over it: one
+	// run's p99 moves by tenths of a millisecond from run to run on 2
+	// cores, more than the paced target leaves.
 	Pairs int
 	// RedisCallgrind, when set, is a directory (created if missing) where
 	// the private Redis, run under valgrind's callgrind, writes a dump of
@@ -227,6 +232,37 @@ type Report struct {
 	Idle []IdleFigure `json:"idle,omitempty"`
 	// Tenants are the binlog catch-ups of the tenants workload.
 	Tenants []TenantFigure `json:"tenants,omitempty"`
+	// Latency is, for each binlog live workload run more than once
+	// (Config.Pairs) or beside a baseline build, the median of its runs'
+	// p99 over the minimal relay's.
+	Latency []LatencyMedian `json:"latency,omitempty"`
+}
+
+// LatencyMedian sums up the runs of one binlog live workload with one build.
+type LatencyMedian struct {
+	Workload string `json:"workload"`
+	Runs     int    `json:"runs"`
+	// P99DiffMs is the median of the runs' p99 over the minimal relay's;
+	// MinMs and MaxMs are their spread.
+	P99DiffMs float64 `json:"p99_diff_ms"`
+	MinMs     float64 `json:"min_ms"`
+	MaxMs     float64 `json:"max_ms"`
+}
+
+// latencyMedian sums up diffs, the p99s over the minimal relay's of the runs
+// of workload.
+func latencyMedian(workload string, diffs []float64) LatencyMedian {
+	d := slices.Sorted(slices.Values(diffs))
+	m := LatencyMedian{Workload: workload, Runs: len(d)}
+	if len(d) == 0 {
+		return m
+	}
+	m.MinMs, m.MaxMs = d[0], d[len(d)-1]
+	m.P99DiffMs = d[len(d)/2]
+	if len(d)%2 == 0 {
+		m.P99DiffMs = (d[len(d)/2-1] + d[len(d)/2]) / 2
+	}
+	return m
 }
 
 // Figure is a named rate.
@@ -799,13 +835,39 @@ func (r *run) liveAll(ctx context.Context) error {
 			return err
 		}
 	}
-	for i, l := range todo {
-		l.table = fmt.Sprintf("live_%d", i)
-		if err := createTable(ctx, r.db, l.table); err != nil {
-			return err
+	defer func(bin string) { r.cfg.RelayBinary = bin }(r.cfg.RelayBinary)
+	tables := 0
+	for _, l := range todo {
+		// Poll mode has no minimal relay to measure against: it runs once.
+		runs, builds := 1, []string{r.cfg.RelayBinary}
+		if l.mode == "binlog" {
+			runs = r.cfg.Pairs
+			if r.cfg.BaselineBinary != "" {
+				builds = []string{r.cfg.BaselineBinary, r.cfg.RelayBinary}
+			}
 		}
-		if err := r.live(ctx, l); err != nil {
-			return fmt.Errorf("%s (%s): %w", l.name, l.mode, err)
+		diffs := map[string][]float64{}
+		for range runs {
+			for _, bin := range builds {
+				r.cfg.RelayBinary = bin
+				run := l
+				run.name = r.buildName(l.name, bin)
+				run.table = fmt.Sprintf("live_%d", tables)
+				tables++
+				if err := createTable(ctx, r.db, run.table); err != nil {
+					return err
+				}
+				if err := r.live(ctx, run); err != nil {
+					return fmt.Errorf("%s (%s): %w", run.name, run.mode, err)
+				}
+				diffs[run.name] = append(diffs[run.name], r.rep.Results[len(r.rep.Results)-1].P99DiffMs)
+			}
+		}
+		if runs > 1 || len(builds) > 1 {
+			for _, bin := range builds {
+				name := r.buildName(l.name, bin)
+				r.rep.Latency = append(r.rep.Latency, latencyMedian(name, diffs[name]))
+			}
 		}
 	}
 	return nil

@@ -41,6 +41,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	writeIdle(w, rep.Idle)
 	writeTenants(w, rep.Tenants)
+	if err := writeLatency(w, rep.Latency); err != nil {
+		return err
+	}
 	fmt.Fprintln(w, "\nx ceiling: events/s over the ceiling's; in the live binlog rows, the relay's p99 over the minimal relay's (lower is better)")
 	if rep.Duration != "" {
 		fmt.Fprintf(w, "\nrun took %s\n", rep.Duration)
@@ -60,4 +63,18 @@ func orDash(v float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+// writeLatency prints the median of each binlog live workload's runs.
+func writeLatency(w io.Writer, meds []LatencyMedian) error {
+	if len(meds) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "live workload, runs beside the minimal relay\truns\tp99 - ceil, median\tmin\tmax\t")
+	for _, m := range meds {
+		fmt.Fprintf(tw, "%s\t%d\t%+.2f\t%+.2f\t%+.2f\t\n", m.Workload, m.Runs, m.P99DiffMs, m.MinMs, m.MaxMs)
+	}
+	return tw.Flush()
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -172,6 +174,49 @@ func TestBench_Workloads(t *testing.T) {
 		if !errors.Is(err, outbox.ErrConfig) || !strings.Contains(err.Error(), "--pairs "+n+" must be at least 1") {
 			t.Errorf("--pairs %s: got %v, want ErrConfig naming the flag", n, err)
 		}
+	}
+}
+
+// TestBench_LiveRunsBesideABaseline: with --pairs and --baseline-relay-binary
+// the paced live workload runs twice with each build, alternating, each run
+// beside its minimal relay, and the report gives each build's median of the
+// p99s over it. It asserts no figure's size.
+func TestBench_LiveRunsBesideABaseline(t *testing.T) {
+	// Not parallel: the app's flags are values shared by every NewApp.
+	baseline := filepath.Join(t.TempDir(), relayName)
+	if err := os.Symlink(binary(t), baseline); err != nil {
+		t.Fatal(err)
+	}
+	rep := benchReport(t, "--workloads", bench.WorkLiveRate, "--pairs", "2", "--baseline-relay-binary", baseline)
+	var names []string
+	diffs := map[string][]float64{}
+	for _, r := range rep.Results {
+		names = append(names, r.Workload)
+		if r.CeilP99ms == 0 || r.P99DiffMs != r.P99ms-r.CeilP99ms {
+			t.Errorf("%s: p99 %v, minimal relay's %v, over it %v; want the difference", r.Workload, r.P99ms, r.CeilP99ms, r.P99DiffMs)
+		}
+		diffs[r.Workload] = append(diffs[r.Workload], r.P99DiffMs)
+	}
+	paced := fmt.Sprintf("live, %d tx/s, durable", bench.DefaultLiveRate)
+	want := []string{paced + " (baseline)", paced, paced + " (baseline)", paced}
+	if !slices.Equal(names, want) {
+		t.Fatalf("runs %q, want %q", names, want)
+	}
+	if len(rep.Latency) != 2 {
+		t.Fatalf("latency medians %+v, want one per build", rep.Latency)
+	}
+	for _, m := range rep.Latency {
+		d := diffs[m.Workload]
+		if m.Runs != 2 || len(d) != 2 || m.P99DiffMs != (d[0]+d[1])/2 || m.MinMs != min(d[0], d[1]) || m.MaxMs != max(d[0], d[1]) {
+			t.Errorf("median %+v, runs' p99s over the minimal relay %v; want their median, min and max", m, d)
+		}
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "runs beside the minimal relay") {
+		t.Errorf("table lacks the medians:\n%s", table.String())
 	}
 }
 
