@@ -835,16 +835,15 @@ func (r *run) liveAll(ctx context.Context) error {
 			return err
 		}
 	}
+	all := r.builds()
 	defer func(bin string) { r.cfg.RelayBinary = bin }(r.cfg.RelayBinary)
 	tables := 0
 	for _, l := range todo {
-		// Poll mode has no minimal relay to measure against: it runs once.
-		runs, builds := 1, []string{r.cfg.RelayBinary}
+		// Poll mode has no minimal relay to measure against: it runs
+		// once, with this build.
+		runs, builds := 1, all[len(all)-1:]
 		if l.mode == "binlog" {
-			runs = r.cfg.Pairs
-			if r.cfg.BaselineBinary != "" {
-				builds = []string{r.cfg.BaselineBinary, r.cfg.RelayBinary}
-			}
+			runs, builds = r.cfg.Pairs, all
 		}
 		diffs := map[string][]float64{}
 		for range runs {

@@ -89,10 +89,7 @@ func (r *run) tenants(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	builds := []string{r.cfg.RelayBinary}
-	if r.cfg.BaselineBinary != "" {
-		builds = []string{r.cfg.BaselineBinary, r.cfg.RelayBinary}
-	}
+	builds := r.builds()
 	defer func(bin string) { r.cfg.RelayBinary = bin }(r.cfg.RelayBinary)
 	oneName := fmt.Sprintf("catch-up 1-row tx, %d rows in 1 table", r.cfg.Rows)
 	spreadName := fmt.Sprintf("catch-up 1-row tx, the same rows over %d tenants", n)
@@ -120,6 +117,15 @@ func (r *run) tenants(ctx context.Context) (err error) {
 		r.tenantFigure(r.buildName(fmt.Sprintf("%d tenants", n), bin), r.rep.Results[len(r.rep.Results)-1], base[bin], baseCPU[bin])
 	}
 	return nil
+}
+
+// builds are the relay builds a workload compares: Config.BaselineBinary
+// first when it is set, then Config.RelayBinary.
+func (r *run) builds() []string {
+	if r.cfg.BaselineBinary != "" {
+		return []string{r.cfg.BaselineBinary, r.cfg.RelayBinary}
+	}
+	return []string{r.cfg.RelayBinary}
 }
 
 // buildName is name, marked as the baseline's when bin is
